@@ -1,0 +1,35 @@
+"""mlx-ssbd: streaming LLM re-translation with Self-Speculative Biased Decoding on MLX.
+
+Import order matters: ``backend`` loads an optimized BLAS before ``mlx.core`` is first imported.
+"""
+
+from . import backend  # noqa: F401  (must come first)
+from .backend import backend_info
+from .translator import (
+    DEFAULT_BETA,
+    DEFAULT_POLICY,
+    POLICIES,
+    SourceUpdate,
+    StreamTranslator,
+    TranslatorConfig,
+    Update,
+    UpdateStats,
+    stream_translate,
+    translate,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_BETA",
+    "DEFAULT_POLICY",
+    "POLICIES",
+    "SourceUpdate",
+    "StreamTranslator",
+    "TranslatorConfig",
+    "Update",
+    "UpdateStats",
+    "backend_info",
+    "stream_translate",
+    "translate",
+]

@@ -1,0 +1,135 @@
+"""Backend policy: which BLAS MLX uses on Linux, which device, which compute dtype.
+
+Contract: this module must be imported before anything imports ``mlx.core`` (``mlx_ssbd/__init__``
+imports it first). On Linux, MLX's CPU wheel links the slow reference BLAS; loading an optimized
+BLAS with ``RTLD_GLOBAL`` before ``mlx.core`` loads makes fp32 matmuls 30-40x faster. Everything
+CPU-specific lives here and nowhere else:
+
+* BLAS: ``$MLX_SSBD_BLAS`` (a library path, or ``none`` to skip), else Debian's OpenBLAS, else
+  MKL from pip, else a warning naming the reference BLAS.
+* dtype: fp32 on CPU (only fp32 uses BLAS there; bf16/fp16/quantized matmuls cost grows with the
+  number of tokens, which defeats one-pass verification); the model's own dtype on a GPU.
+
+``backend_info()`` reports what was chosen, for ``doctor`` and benchmark reports.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+import sysconfig
+import warnings
+from dataclasses import asdict, dataclass
+
+BLAS_ENV = "MLX_SSBD_BLAS"
+
+OPENBLAS_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
+    "/usr/lib/aarch64-linux-gnu/openblas-pthread/libblas.so.3",
+    "/usr/lib/x86_64-linux-gnu/libopenblas.so.0",
+    "/usr/lib/aarch64-linux-gnu/libopenblas.so.0",
+    "/usr/lib64/libopenblas.so.0",
+)
+
+
+@dataclass(frozen=True)
+class BlasChoice:
+    """The BLAS library loaded for MLX (Linux only)."""
+
+    name: str  # "openblas", "mkl", "custom", "reference", "accelerate", "none"
+    path: str | None
+    note: str = ""
+
+
+def _mkl_candidates() -> list[str]:
+    roots = {sys.prefix, sysconfig.get_config_var("prefix") or sys.prefix}
+    found: list[str] = []
+    for root in roots:
+        found += sorted(glob.glob(os.path.join(root, "lib", "libmkl_rt.so*")))
+    return found
+
+
+def _load_global(path: str) -> bool:
+    try:
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError:
+        return False
+    return True
+
+
+def _choose_blas() -> BlasChoice:
+    if sys.platform == "darwin":
+        return BlasChoice("accelerate", None, "MLX uses Accelerate/Metal on macOS")
+    if not sys.platform.startswith("linux"):
+        return BlasChoice("none", None, f"no BLAS policy for {sys.platform}")
+    if "mlx.core" in sys.modules:
+        return BlasChoice("unknown", None, "mlx.core was imported before mlx_ssbd; BLAS not changed")
+
+    override = os.environ.get(BLAS_ENV, "").strip()
+    if override.lower() == "none":
+        return BlasChoice("reference", None, f"{BLAS_ENV}=none: optimized BLAS disabled")
+    if override:
+        if _load_global(override):
+            return BlasChoice("custom", override, f"from {BLAS_ENV}")
+        warnings.warn(f"{BLAS_ENV}={override!r} could not be loaded; trying the defaults")
+
+    for path in OPENBLAS_CANDIDATES:
+        if os.path.exists(path) and _load_global(path):
+            return BlasChoice("openblas", path)
+    for path in _mkl_candidates():
+        if _load_global(path):
+            return BlasChoice("mkl", path)
+    warnings.warn(
+        "No optimized BLAS found: MLX will use the reference BLAS (fp32 matmuls 30-40x slower). "
+        "Install Debian's libopenblas0-pthread (or `pip install mkl`), or set "
+        f"{BLAS_ENV}=/path/to/libblas.so."
+    )
+    return BlasChoice("reference", None, "no optimized BLAS found")
+
+
+BLAS = _choose_blas()
+
+import mlx.core as mx  # noqa: E402  (must follow the BLAS load above)
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What the backend policy chose; printed by ``doctor`` and stored in benchmark summaries."""
+
+    platform: str
+    device: str
+    mlx_version: str
+    blas: str
+    blas_path: str | None
+    blas_note: str
+    compute_dtype: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def is_gpu() -> bool:
+    """True when MLX's default device is a GPU (Metal or CUDA)."""
+    return mx.default_device().type == mx.DeviceType.gpu
+
+
+def compute_dtype(model_dtype: mx.Dtype | None = None) -> mx.Dtype:
+    """The dtype to run a model in: fp32 on CPU, the model's own dtype on GPU."""
+    if is_gpu():
+        return model_dtype if model_dtype is not None else mx.float16
+    return mx.float32
+
+
+def backend_info() -> BackendInfo:
+    dtype = "model's own dtype" if is_gpu() else "float32"
+    return BackendInfo(
+        platform=sys.platform,
+        device=str(mx.default_device()),
+        mlx_version=getattr(mx, "__version__", "unknown"),
+        blas=BLAS.name,
+        blas_path=BLAS.path,
+        blas_note=BLAS.note,
+        compute_dtype=dtype,
+    )

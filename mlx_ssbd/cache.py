@@ -1,0 +1,105 @@
+"""A model's KV cache together with the token ids it holds.
+
+Contract: ``TokenCache.layers`` is the plain mlx-lm per-layer cache list (as ``make_prompt_cache``
+builds it) and ``TokenCache.tokens`` lists exactly the token ids whose keys and values it holds,
+in order. Every forward call goes through ``TokenCache.forward`` so the two never drift apart.
+``rewind(n)`` keeps the first ``n`` tokens: it trims every layer through mlx-lm's cache API and
+checks each returned count; a cache that cannot be trimmed (a rotating window that has wrapped, a
+recurrent/hybrid layer) or that trims short is rebuilt empty instead, never silently corrupted.
+The caller then re-feeds what is missing, so correctness never depends on trimming.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import mlx.core as mx
+from mlx_lm.models.cache import make_prompt_cache
+
+log = logging.getLogger(__name__)
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+class TokenCache:
+    """The KV cache of one model plus the ids it holds. Changed in place.
+
+    Args:
+        model: an mlx-lm model.
+        max_kv_size: passed to ``make_prompt_cache`` (a rotating window for models without their
+            own ``make_cache``); ``None`` for a full cache.
+        make_layers: builds a fresh per-layer cache list; overrides ``max_kv_size``.
+    """
+
+    def __init__(self, model, *, max_kv_size: int | None = None, make_layers=None):
+        self.model = model
+        self._make_layers = make_layers or (lambda: make_prompt_cache(model, max_kv_size=max_kv_size))
+        self.layers = self._make_layers()
+        self.tokens: list[int] = []
+        self.rebuilds = 0  # times a trim was impossible and the cache was rebuilt
+        self.forward_calls = 0  # model calls made through this cache (cumulative)
+        self.tokens_fed = 0  # tokens sent through the model (cumulative)
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def clear(self) -> None:
+        """Drop everything (a fresh, empty cache)."""
+        self.layers = self._make_layers()
+        self.tokens = []
+
+    def rewind(self, n: int) -> int:
+        """Keep the first ``n`` cached tokens; return how many are kept (``n``, or 0 on rebuild)."""
+        n = max(0, min(n, len(self.tokens)))
+        drop = len(self.tokens) - n
+        if drop == 0:
+            return n
+        if not all(layer.is_trimmable() for layer in self.layers):
+            return self._rebuild("a layer cannot be trimmed")
+        trimmed = [layer.trim(drop) for layer in self.layers]
+        if any(t != drop for t in trimmed):
+            return self._rebuild(f"asked to trim {drop}, layers trimmed {sorted(set(trimmed))}")
+        del self.tokens[n:]
+        return n
+
+    def _rebuild(self, why: str) -> int:
+        log.debug("KV cache rebuilt: %s", why)
+        self.rebuilds += 1
+        self.clear()
+        return 0
+
+    def reuse(self, ids: Sequence[int], *, keep_last: int = 1) -> int:
+        """Rewind to the longest prefix shared with ``ids``, leaving at least ``keep_last`` ids of
+        ``ids`` to feed (their logits are needed). Returns the number of reused tokens."""
+        n = min(common_prefix_len(self.tokens, ids), max(0, len(ids) - keep_last))
+        return self.rewind(n)
+
+    def forward(self, ids: Sequence[int]) -> mx.array:
+        """Feed ``ids`` after the cached tokens; return logits ``(len(ids), vocab)`` (lazy)."""
+        if not ids:
+            raise ValueError("forward needs at least one token")
+        logits = self.model(mx.array(ids, dtype=mx.uint32)[None], cache=self.layers)
+        self.tokens.extend(int(t) for t in ids)
+        self.forward_calls += 1
+        self.tokens_fed += len(ids)
+        return logits[0]
+
+    def forward_one(self, token: int) -> mx.array:
+        """Feed one token; return its logits ``(vocab,)`` (lazy). The decode hot path."""
+        logits = self.model(mx.array([[token]], dtype=mx.uint32), cache=self.layers)
+        self.tokens.append(token)
+        self.forward_calls += 1
+        self.tokens_fed += 1
+        return logits[0, -1]
+
+    @property
+    def nbytes(self) -> int:
+        return sum(getattr(layer, "nbytes", 0) for layer in self.layers)

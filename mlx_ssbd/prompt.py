@@ -1,0 +1,121 @@
+"""Translation prompts as token ids split into (prefix, source, suffix).
+
+Contract: ``PromptBuilder.build(text)`` returns a ``Prompt`` whose ``ids`` are
+``prefix + source + suffix``. The prefix (system prompt, user-turn opening, source-language tag)
+is tokenized once and is identical for every update, so its KV cache is shared by all segments;
+the source is tokenized on its own, so a growing source shares its leading tokens with the
+previous update. The split is found by rendering the model's own chat template around a sentinel,
+so any chat model works; a *family* only chooses the wording (the paper's Table 5 templates).
+
+Families:
+  * ``chatml``: Qwen2.5 and other ChatML models; system + user "{src}: {text}".
+  * ``qwen3``: as chatml, and the assistant turn opens with an empty think block and "{tgt}:".
+  * ``tower``: Tower+ (Gemma-2 template, no system role): the instruction joins the user turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .languages import language_name
+
+SYSTEM_TEMPLATE = (
+    "Translate the {src} source text to {tgt}. "
+    "Return only the translation, without any additional explanations or commentary."
+)
+USER_TEMPLATE = "{src}: {text}"
+_SENTINEL = "\u2063SSBD_SOURCE\u2063"
+
+
+@dataclass(frozen=True)
+class PromptFamily:
+    """How one model family words a translation request."""
+
+    name: str
+    system_role: bool = True  # False: the instruction is prepended to the user turn
+    assistant_prefix: str = ""  # text the assistant turn opens with; may use {tgt}
+
+
+FAMILIES = {
+    "chatml": PromptFamily("chatml"),
+    "qwen3": PromptFamily("qwen3", assistant_prefix="<think>\n\n</think>\n\n{tgt}: "),
+    "tower": PromptFamily("tower", system_role=False),
+}
+
+
+def get_family(name: str) -> PromptFamily:
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"unknown prompt family {name!r}; known: {', '.join(FAMILIES)}") from None
+
+
+def detect_family(chat_template: str | None) -> str:
+    """Guess the prompt family from a tokenizer's chat template."""
+    template = chat_template or ""
+    if "<|im_start|>" in template:
+        return "qwen3" if "<think>" in template else "chatml"
+    if "<start_of_turn>" in template:
+        return "tower"
+    raise ValueError(
+        "cannot tell the prompt family from this model's chat template; "
+        f"pass one of: {', '.join(FAMILIES)}"
+    )
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """Token ids of one translation prompt, with the source span marked."""
+
+    prefix: tuple[int, ...]
+    source: tuple[int, ...]
+    suffix: tuple[int, ...]
+
+    @property
+    def ids(self) -> list[int]:
+        return [*self.prefix, *self.source, *self.suffix]
+
+    def __len__(self) -> int:
+        return len(self.prefix) + len(self.source) + len(self.suffix)
+
+
+class PromptBuilder:
+    """Builds prompts for one (family, source language, target language) triple.
+
+    Args:
+        tokenizer: a Hugging Face tokenizer (or mlx-lm ``TokenizerWrapper``) with a chat template.
+        family: a key of ``FAMILIES``.
+        source_lang, target_lang: ISO 639-1 codes.
+    """
+
+    def __init__(self, tokenizer, family: str, source_lang: str, target_lang: str):
+        self.family = get_family(family)
+        self.source_lang = source_lang
+        self.target_lang = target_lang
+        src, tgt = language_name(source_lang), language_name(target_lang)
+        self._tokenizer = tokenizer
+        prefix_text, suffix_text = self._render(tokenizer, src, tgt)
+        self.prefix = tuple(self._encode(prefix_text))
+        self.suffix = tuple(self._encode(suffix_text))
+
+    def _render(self, tokenizer, src: str, tgt: str) -> tuple[str, str]:
+        system = SYSTEM_TEMPLATE.format(src=src, tgt=tgt)
+        user = USER_TEMPLATE.format(src=src, text=_SENTINEL)
+        if self.family.system_role:
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        else:
+            messages = [{"role": "user", "content": f"{system}\n\n{user}"}]
+        rendered = tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        if rendered.count(_SENTINEL) != 1:
+            raise ValueError("the chat template does not place the user text exactly once")
+        prefix, suffix = rendered.split(_SENTINEL)
+        return prefix, suffix + self.family.assistant_prefix.format(tgt=tgt)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=False))
+
+    def build(self, text: str) -> Prompt:
+        """The prompt for one source text (already validated as non-empty)."""
+        return Prompt(self.prefix, tuple(self._encode(text)), self.suffix)

@@ -1,0 +1,320 @@
+"""Streaming re-translation of one growing source segment at a time.
+
+Contract: ``StreamTranslator.update(source, final=...)`` translates the current source prefix and
+returns an ``Update`` (output ids and text, the displayed text, per-update stats). It knows
+nothing about where updates come from (see ``streams``). Between updates it keeps the previous
+output (the draft) and the model's KV cache; a ``final`` update commits the segment and clears the
+draft, but keeps the cache, so the shared system prompt is never recomputed across segments.
+Invalid input raises ``ValueError`` before any state changes, so the translator stays usable.
+
+Policies (``POLICIES``):
+  * ``rt``: re-translate from scratch each update, reusing the KV of the shared prompt and source
+    prefix (the strongest re-translation baseline).
+  * ``rt-nocache``: re-translate with an empty cache each update (naive reference).
+  * ``ssbd``: verify the previous output as a draft with bias ``beta`` in one pass, resume greedy
+    decoding at the first rejected token (Zeng et al.).
+  * ``cd``: continuous decoding: never revise, only extend (SSBD with beta = 1).
+
+Draft mask-k (``draft_mask_k``) drops the last k tokens from the draft (the paper's ablation);
+display mask-k (``display_mask_k``) hides the last k tokens from the viewer only while the
+segment is not final, and the full output stays the draft.
+
+Layers, as in mlx-lm: ``StreamTranslator.update`` (one step), ``stream_translate`` (a generator
+of ``Update``), ``translate`` (one call, returns a string).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, replace
+
+from .cache import TokenCache
+from .decode import greedy_decode
+from .prompt import PromptBuilder
+from .verify import accept_threshold, verify
+
+POLICIES = ("rt", "rt-nocache", "ssbd", "cd")
+DEFAULT_POLICY = "ssbd"
+DEFAULT_BETA = 0.2  # the paper's default
+DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
+DEFAULT_MIN_MAX_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class TranslatorConfig:
+    """Decoding settings of a ``StreamTranslator``.
+
+    Attributes:
+        policy: one of ``POLICIES``. Default ``"ssbd"``.
+        beta: bias towards the draft in [0, 1] (ssbd only). Default 0.2.
+        draft_mask_k: tokens dropped from the end of the draft. Default 0.
+        display_mask_k: tokens hidden from the display while not final. Default 0.
+        max_tokens_ratio, min_max_tokens: output bound = max(min, ceil(ratio * source tokens)).
+        stop_on_newline: end the output at a token containing a newline (captions are one line).
+    """
+
+    policy: str = DEFAULT_POLICY
+    beta: float = DEFAULT_BETA
+    draft_mask_k: int = 0
+    display_mask_k: int = 0
+    max_tokens_ratio: float = DEFAULT_MAX_TOKENS_RATIO
+    min_max_tokens: int = DEFAULT_MIN_MAX_TOKENS
+    stop_on_newline: bool = True
+
+    def __post_init__(self):
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
+        accept_threshold(self.beta)  # validates the range
+        for name in ("draft_mask_k", "display_mask_k"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+    @property
+    def effective_beta(self) -> float:
+        return 1.0 if self.policy == "cd" else self.beta
+
+    @property
+    def uses_draft(self) -> bool:
+        return self.policy in ("ssbd", "cd")
+
+
+@dataclass(frozen=True)
+class UpdateStats:
+    """What one update cost. Times are wall-clock seconds."""
+
+    policy: str
+    beta: float
+    draft_tokens: int  # tokens offered for verification
+    accepted: int  # leading draft tokens accepted
+    decoded: int  # output tokens produced after the accepted prefix (incl. the verify token)
+    output_tokens: int
+    forward_passes: int  # model calls
+    tokens_fed: int  # tokens sent through the model
+    reused_tokens: int  # prompt/draft tokens whose KV came from the cache
+    prefill_s: float  # prompt tail + verify pass
+    decode_s: float
+    wall_s: float
+    cache_rebuilds: int  # untrimmable cache rebuilt (0 on a full KV cache)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Update:
+    """The translation after one source update."""
+
+    source: str
+    output_ids: tuple[int, ...]
+    output: str
+    display: str  # what a viewer sees (display mask-k applied unless final)
+    final: bool
+    segment: int  # index of the segment within this translator's life
+    stats: UpdateStats
+
+
+@dataclass(frozen=True)
+class SourceUpdate:
+    """One step of a source stream: the current source prefix and whether it is final."""
+
+    text: str
+    final: bool = False
+    segment_id: str | None = None
+
+
+class StreamTranslator:
+    """Translates one growing segment at a time; see the module docstring.
+
+    Args:
+        model: an mlx-lm model (already in its compute dtype).
+        tokenizer: its tokenizer (Hugging Face or mlx-lm ``TokenizerWrapper``).
+        family: prompt family (``prompt.FAMILIES``).
+        source_lang, target_lang: ISO 639-1 codes.
+        config: decoding settings. Default ``TranslatorConfig()``.
+        max_kv_size: a rotating KV window (``None``: full cache).
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        *,
+        family: str,
+        source_lang: str,
+        target_lang: str,
+        config: TranslatorConfig = TranslatorConfig(),
+        max_kv_size: int | None = None,
+    ):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.config = config
+        self.prompts = PromptBuilder(tokenizer, family, source_lang, target_lang)
+        self.cache = TokenCache(model, max_kv_size=max_kv_size)
+        self.context_length = _context_length(model)
+        self._stop_ids = _stop_ids(tokenizer)
+        self._newline_tokens: dict[int, bool] = {}
+        self._draft: list[int] = []
+        self.segment = 0
+
+    def reset(self) -> None:
+        """Start a new segment: forget the draft (the KV cache is kept for its shared prefix)."""
+        self._draft = []
+
+    def with_config(self, config: TranslatorConfig) -> None:
+        """Change settings between segments (the cache stays valid)."""
+        self.config = config
+        self.reset()
+
+    def update(self, source: str, *, final: bool = False) -> Update:
+        """Translate the current source prefix; see ``Update``.
+
+        Raises:
+            ValueError: source is not a string, is empty or whitespace, or does not fit the
+                model's context. The translator's state is unchanged.
+        """
+        prompt, max_new = self._validated_prompt(source)
+        cfg = self.config
+        start = time.perf_counter()
+        calls0, fed0, rebuilds0 = self.cache.forward_calls, self.cache.tokens_fed, self.cache.rebuilds
+
+        if cfg.policy == "rt-nocache":
+            self.cache.clear()
+        draft = self._draft_tokens()[:max_new] if cfg.uses_draft else []
+        check = verify(self.cache, prompt.ids, draft, cfg.effective_beta)
+        output = draft[: check.accepted]
+        after_verify = time.perf_counter()
+        output += greedy_decode(
+            self.cache, check.next_token, max_tokens=max_new - len(output), is_stop=self._is_stop
+        )
+        end = time.perf_counter()
+
+        stats = UpdateStats(
+            policy=cfg.policy,
+            beta=cfg.effective_beta if cfg.uses_draft else 0.0,
+            draft_tokens=len(draft),
+            accepted=check.accepted,
+            decoded=len(output) - check.accepted,
+            output_tokens=len(output),
+            forward_passes=self.cache.forward_calls - calls0,
+            tokens_fed=self.cache.tokens_fed - fed0,
+            reused_tokens=check.reused,
+            prefill_s=after_verify - start,
+            decode_s=end - after_verify,
+            wall_s=end - start,
+            cache_rebuilds=self.cache.rebuilds - rebuilds0,
+        )
+        update = Update(
+            source=source,
+            output_ids=tuple(output),
+            output=self._decode(output),
+            display=self._display(output, final),
+            final=final,
+            segment=self.segment,
+            stats=stats,
+        )
+        if final:
+            self.segment += 1
+            self.reset()
+        else:
+            self._draft = output
+        return update
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _validated_prompt(self, source):
+        if not isinstance(source, str):
+            raise ValueError(f"source must be a string, got {type(source).__name__}")
+        text = source.strip()
+        if not text:
+            raise ValueError("source is empty or whitespace")
+        prompt = self.prompts.build(text)
+        cfg = self.config
+        max_new = max(cfg.min_max_tokens, math.ceil(cfg.max_tokens_ratio * len(prompt.source)))
+        if self.context_length is not None and len(prompt) + max_new > self.context_length:
+            raise ValueError(
+                f"source too long: {len(prompt)} prompt tokens + {max_new} output tokens exceed "
+                f"the model's context of {self.context_length}"
+            )
+        return prompt, max_new
+
+    def _draft_tokens(self) -> list[int]:
+        k = self.config.draft_mask_k
+        return self._draft[: len(self._draft) - k] if k else list(self._draft)
+
+    def _display(self, output: list[int], final: bool) -> str:
+        k = self.config.display_mask_k
+        if final or k == 0:
+            return self._decode(output)
+        return self._decode(output[: max(0, len(output) - k)])
+
+    def _decode(self, ids) -> str:
+        return self.tokenizer.decode(list(ids)).strip() if ids else ""
+
+    def _is_stop(self, token: int) -> bool:
+        if token in self._stop_ids:
+            return True
+        if not self.config.stop_on_newline:
+            return False
+        hit = self._newline_tokens.get(token)
+        if hit is None:
+            hit = self._newline_tokens[token] = "\n" in self.tokenizer.decode([token])
+        return hit
+
+
+def _stop_ids(tokenizer) -> frozenset[int]:
+    """EOS ids (mlx-lm's wrapper has a set, HF tokenizers an int) plus end-of-turn tokens."""
+    ids: set[int] = set()
+    for attr in ("eos_token_ids", "eos_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif value:
+            ids.update(int(v) for v in value)
+    vocab = tokenizer.get_vocab()
+    ids.update(vocab[t] for t in ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<eos>") if t in vocab)
+    return frozenset(ids)
+
+
+def _context_length(model) -> int | None:
+    args = getattr(model, "args", None)
+    value = getattr(args, "max_position_embeddings", None)
+    return int(value) if value else None
+
+
+def stream_translate(
+    translator: StreamTranslator, updates: Iterable[SourceUpdate]
+) -> Iterator[Update]:
+    """Translate a stream of source updates, yielding an ``Update`` for each.
+
+    A segment that ends without a final update is committed when the next segment starts (by
+    ``segment_id`` change) or when the stream ends, by re-running its last source as final.
+    """
+    last: SourceUpdate | None = None
+    for item in updates:
+        if last is not None and not last.final and item.segment_id != last.segment_id:
+            yield translator.update(last.text, final=True)
+        yield translator.update(item.text, final=item.final)
+        last = item
+    if last is not None and not last.final:
+        yield translator.update(last.text, final=True)
+
+
+def translate(
+    model,
+    tokenizer,
+    text: str,
+    *,
+    family: str,
+    source_lang: str,
+    target_lang: str,
+    config: TranslatorConfig = TranslatorConfig(),
+) -> str:
+    """Translate one complete text; returns the translation."""
+    translator = StreamTranslator(
+        model, tokenizer, family=family, source_lang=source_lang, target_lang=target_lang,
+        config=replace(config, display_mask_k=0),
+    )
+    return translator.update(text, final=True).output

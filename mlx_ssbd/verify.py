@@ -1,0 +1,96 @@
+"""Biased verification of a draft in one forward pass.
+
+Contract: ``verify(cache, prompt_ids, draft, beta)`` feeds whatever of ``prompt_ids + draft`` the
+cache does not already hold in ONE forward call, decides how many leading draft tokens to accept,
+trims the cache back to ``prompt + accepted`` (checked; see ``cache.TokenCache.rewind``) and returns
+the accepted count and the next token, with one host sync.
+
+The rule (Zeng et al., SSBD): with p_i the model's distribution for draft position i and draft
+token y_i, the biased distribution is p'_i = (1 - beta) p_i + beta onehot(y_i); y_i is accepted
+while argmax p'_i == y_i. Without materialising p'_i this is
+
+    accept_i  <=>  max(p_i) - p_i[y_i] <= beta / (1 - beta)      (beta = 1 accepts everything)
+
+with ties going to the draft. d = number of leading accepts; argmax p_d is the next token (the
+correction when d < m, a free continuation when d == m). beta = 0 accepts exactly the tokens
+greedy decoding would produce.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from collections.abc import Sequence
+
+import mlx.core as mx
+
+from .cache import TokenCache
+
+
+def accept_threshold(beta: float) -> float:
+    """beta / (1 - beta): the largest gap max(p) - p[y] that still accepts y."""
+    if not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta must be in [0, 1], got {beta}")
+    return math.inf if beta >= 1.0 else beta / (1.0 - beta)
+
+
+def accept_mask(probs: mx.array, draft: mx.array, threshold) -> mx.array:
+    """Per-position accept decisions: probs (m, V), draft (m,), threshold scalar or (m,) -> (m,)."""
+    p_draft = mx.take_along_axis(probs, draft[:, None], axis=-1)[:, 0]  # (m,)
+    return (probs.max(axis=-1) - p_draft) <= threshold
+
+
+def _accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array) -> mx.array:
+    # logits (m + 1, V): row i predicts draft[i]; row m predicts the token after the draft.
+    # draft (m + 1,) and thresholds (m + 1,) carry a padding entry for row m with threshold -1,
+    # which never accepts (gaps are >= 0); this keeps every shape input-derived for shapeless
+    # compilation.
+    probs = mx.softmax(logits.astype(mx.float32), axis=-1, precise=True)  # (m + 1, V)
+    accepted = mx.cumprod(accept_mask(probs, draft, thresholds).astype(mx.int32)).sum()
+    next_token = mx.argmax(mx.take(logits, accepted, axis=0), axis=-1)
+    return mx.stack([accepted, next_token.astype(mx.int32)])
+
+
+accept_and_next = mx.compile(_accept_and_next, shapeless=True)
+
+
+@dataclass(frozen=True)
+class VerifyResult:
+    """Outcome of one verify pass."""
+
+    accepted: int  # leading draft tokens accepted
+    next_token: int  # argmax at the first unaccepted position
+    tokens_fed: int  # tokens sent through the model in the one forward call
+    reused: int  # tokens whose KV came from the cache
+
+
+def verify(
+    cache: TokenCache, prompt_ids: Sequence[int], draft: Sequence[int], beta: float
+) -> VerifyResult:
+    """Verify ``draft`` as the continuation of ``prompt_ids`` in one forward pass.
+
+    On return the cache holds ``prompt_ids + draft[:accepted]``.
+
+    Args:
+        cache: the model's cache; reused where it shares a prefix with ``prompt_ids``.
+        prompt_ids: the full prompt for the current source.
+        draft: token ids proposed as the output (may be empty).
+        beta: bias towards the draft in [0, 1].
+    """
+    threshold = accept_threshold(beta)
+    full = [*prompt_ids, *draft]
+    # Keep at least the last prompt token to feed: its logits predict draft[0].
+    reused = cache.reuse(full, keep_last=len(draft) + 1)
+    fed = full[reused:]
+    logits = cache.forward(fed)  # (len(fed), V), ONE forward call
+    rows = logits[len(fed) - len(draft) - 1 :]  # (m + 1, V)
+    if draft:
+        padded = mx.array([*draft, 0], dtype=mx.uint32)
+        thresholds = mx.array([threshold] * len(draft) + [-1.0], dtype=mx.float32)
+        accepted, next_token = accept_and_next(rows, padded, thresholds).tolist()  # one sync
+    else:
+        accepted, next_token = 0, mx.argmax(rows[-1]).item()
+    kept = cache.rewind(len(prompt_ids) + accepted)
+    if kept != len(prompt_ids) + accepted:  # the cache had to be rebuilt: re-feed what is accepted
+        cache.forward(full[: len(prompt_ids) + accepted])
+    return VerifyResult(accepted, int(next_token), len(fed), reused)

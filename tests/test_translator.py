@@ -1,0 +1,201 @@
+"""StreamTranslator on tiny random-weight models: lossless beta = 0, beta = 1, cache integrity,
+checked trims, bad input."""
+
+import random
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from mlx_ssbd import SourceUpdate, StreamTranslator, TranslatorConfig, stream_translate
+from mlx_lm.models.cache import KVCache, RotatingKVCache
+
+from mlx_ssbd.cache import TokenCache
+
+from tiny import byte_tokenizer, tiny_model
+
+WORDS = "so today I want to talk about the new rules we made for all people in our city and why".split()
+SMALL = dict(max_tokens_ratio=0.6, min_max_tokens=6)
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return byte_tokenizer()
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2"])
+def model(request):
+    return tiny_model(request.param, seed=7)
+
+
+def make(model, tok, **cfg):
+    config = TranslatorConfig(**{**SMALL, **cfg})
+    return StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de", config=config)
+
+
+def random_stream(rng: random.Random) -> list[str]:
+    """Growing prefixes of a random sentence, sometimes shrinking or revising an earlier word."""
+    words = [rng.choice(WORDS) for _ in range(rng.randint(3, 9))]
+    shown, prefixes = 0, []
+    while shown < len(words):
+        shown = min(len(words), shown + rng.randint(1, 3))
+        roll = rng.random()
+        if roll < 0.2 and shown > 1:
+            words[rng.randrange(shown - 1)] = rng.choice(WORDS)  # revise an earlier word
+        elif roll < 0.3 and shown > 2:
+            prefixes.append(" ".join(words[:shown]))
+            shown -= 2  # the partial shrinks
+        prefixes.append(" ".join(words[:shown]))
+    return prefixes
+
+
+def test_beta0_is_token_identical_to_rt_on_random_streams(model, tok):
+    rng = random.Random(1234)
+    rt, ssbd = make(model, tok, policy="rt"), make(model, tok, policy="ssbd", beta=0.0)
+    accepted = rejected = 0
+    for _ in range(60):  # x2 architectures = 120 streams
+        prefixes = random_stream(rng)
+        for i, prefix in enumerate(prefixes):
+            final = i == len(prefixes) - 1
+            a, b = rt.update(prefix, final=final), ssbd.update(prefix, final=final)
+            assert a.output_ids == b.output_ids, (prefixes, i)
+            accepted += b.stats.accepted
+            rejected += b.stats.draft_tokens - b.stats.accepted
+    # The property is only meaningful if drafts were both accepted and rejected along the way.
+    assert accepted > 0 and rejected > 0
+
+
+def test_beta1_accepts_whole_drafts_and_matches_cd(model, tok):
+    ssbd1, cd = make(model, tok, policy="ssbd", beta=1.0), make(model, tok, policy="cd")
+    for prefix in ["so today", "so today I want", "so today I want to talk", "so we"]:
+        a, b = ssbd1.update(prefix), cd.update(prefix)
+        assert a.stats.accepted == a.stats.draft_tokens
+        assert a.output_ids == b.output_ids
+        assert a.output_ids[: a.stats.draft_tokens] == tuple(a.output_ids[: a.stats.draft_tokens])
+
+
+def assert_cache_matches_fresh_prefill(model, cache: TokenCache):
+    fresh = TokenCache(model)
+    probe = 5
+    fresh_logits = fresh.forward([*cache.tokens, probe])[-1]
+    cached_logits = cache.forward_one(probe)
+    mx.eval(fresh_logits, cached_logits)
+    for ours, theirs in zip(cache.layers, fresh.layers):
+        n = ours.offset
+        assert n == theirs.offset == len(cache.tokens)
+        np.testing.assert_allclose(np.array(ours.keys[..., :n, :]), np.array(theirs.keys[..., :n, :]), atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(np.array(ours.values[..., :n, :]), np.array(theirs.values[..., :n, :]), atol=1e-4, rtol=1e-4)
+    np.testing.assert_allclose(np.array(cached_logits), np.array(fresh_logits), atol=1e-3, rtol=1e-3)
+    assert cache.rewind(len(cache.tokens) - 1) == len(cache.tokens)  # drop the probe again
+
+
+@pytest.mark.parametrize("policy", ["rt", "ssbd", "cd"])
+def test_cache_holds_what_a_fresh_prefill_would(model, tok, policy):
+    tr = make(model, tok, policy=policy, beta=0.3)
+    for prefix in ["so today", "so today I want", "so today we", "so today we made all"]:
+        update = tr.update(prefix)
+        prompt = tr.prompts.build(prefix).ids
+        assert tr.cache.tokens[: len(prompt)] == prompt
+        assert tr.cache.tokens[len(prompt) :] in (list(update.output_ids), list(update.output_ids[:-1]))
+        assert_cache_matches_fresh_prefill(model, tr.cache)
+
+
+class ShortTrim:
+    """Wraps a layer cache so trim() trims less than asked, like an untrimmable cache would."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def trim(self, n):
+        return self.inner.trim(max(0, n - 1))
+
+    def __call__(self, *a, **k):  # pragma: no cover
+        raise AssertionError
+
+
+def test_short_trim_rebuilds_instead_of_corrupting(model, tok):
+    rt = make(model, tok, policy="rt")
+    ssbd = make(model, tok, policy="ssbd", beta=0.0)
+    ssbd.cache = TokenCache(model, make_layers=lambda: [ShortTrim(KVCache()) for _ in model.layers])
+    for prefix in ["so today", "so today I want", "so today I want to talk", "so we"]:
+        assert rt.update(prefix).output_ids == ssbd.update(prefix).output_ids
+    assert ssbd.cache.rebuilds > 0
+
+
+def test_untrimmable_cache_is_rebuilt(model):
+    cache = TokenCache(model)
+    mx.eval(cache.forward([1, 2, 3, 4]))
+    for layer in cache.layers:
+        layer.is_trimmable = lambda: False
+    assert cache.rewind(2) == 0
+    assert cache.tokens == [] and cache.rebuilds == 1
+
+
+def test_rotating_window_cache_stays_consistent(model, tok):
+    """A rotating KV window that has wrapped cannot be trimmed: updates must still work."""
+    tr = make(model, tok, policy="ssbd", beta=0.2)
+    window = lambda: [RotatingKVCache(max_size=64, keep=4) for _ in model.layers]  # noqa: E731
+    tr.cache = TokenCache(model, make_layers=window)
+    for prefix in ["so today", "so today I want", "so we"]:
+        update = tr.update(prefix)
+        assert update.output_ids
+    assert tr.cache.rebuilds > 0
+
+
+@pytest.mark.parametrize("bad,match", [("", "empty"), ("   \n", "empty"), (None, "string"), (42, "string")])
+def test_bad_source_raises_and_translator_stays_usable(model, tok, bad, match):
+    tr = make(model, tok, policy="ssbd")
+    first = tr.update("so today")
+    with pytest.raises(ValueError, match=match):
+        tr.update(bad)
+    assert tr.update("so today I").stats.draft_tokens == len(first.output_ids)
+
+
+def test_source_longer_than_context(model, tok):
+    tr = make(model, tok, policy="ssbd")
+    with pytest.raises(ValueError, match="context"):
+        tr.update("word " * 3000)
+    assert tr.update("so today").output_ids
+
+
+def test_bad_config_values():
+    with pytest.raises(ValueError, match="policy"):
+        TranslatorConfig(policy="fast")
+    with pytest.raises(ValueError, match="beta"):
+        TranslatorConfig(beta=2)
+    with pytest.raises(ValueError, match="display_mask_k"):
+        TranslatorConfig(display_mask_k=-1)
+
+
+def test_display_mask_k_hides_tail_until_final(model, tok):
+    tr = make(model, tok, policy="ssbd", display_mask_k=3)
+    u = tr.update("so today I want")
+    assert u.display == tok.decode(list(u.output_ids[:-3])).strip()
+    nxt = tr.update("so today I want to")
+    assert nxt.stats.draft_tokens == len(u.output_ids)  # the full output stays the draft
+    fin = tr.update("so today I want to talk", final=True)
+    assert fin.display == fin.output
+
+
+def test_draft_mask_k_trims_the_draft(model, tok):
+    tr = make(model, tok, policy="ssbd", draft_mask_k=2)
+    u = tr.update("so today I want")
+    assert tr.update("so today I want to").stats.draft_tokens == max(0, len(u.output_ids) - 2)
+
+
+def test_stream_translate_commits_segments(model, tok):
+    tr = make(model, tok, policy="ssbd")
+    items = [
+        SourceUpdate("so today", segment_id="a"),
+        SourceUpdate("so today I", segment_id="a"),
+        SourceUpdate("we made", segment_id="b"),
+    ]
+    updates = list(stream_translate(tr, items))
+    finals = [u for u in updates if u.final]
+    assert [u.source for u in finals] == ["so today I", "we made"]
+    assert [u.segment for u in finals] == [0, 1]
+    # The second segment reused the system prompt's KV from the first.
+    assert updates[-2].stats.reused_tokens >= len(tr.prompts.prefix)

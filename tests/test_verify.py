@@ -1,0 +1,88 @@
+"""The fused accept rule against the explicit biased mixture, and the compiled accept/next function."""
+
+from fractions import Fraction
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from mlx_ssbd.verify import accept_and_next, accept_mask, accept_threshold
+
+BETAS = ["0", "0.2", "0.5", "1"]
+
+
+def explicit_accept(probs: np.ndarray, draft: np.ndarray, beta: str) -> list[bool]:
+    """argmax of p' = (1 - beta) p + beta onehot(y) is y (ties go to the draft), in exact rationals."""
+    b = Fraction(beta)
+    out = []
+    for p, y in zip(probs, draft):
+        mixed = [(1 - b) * Fraction(float(v)) for v in p]
+        mixed[y] += b
+        out.append(mixed[y] >= max(mixed))
+    return out
+
+
+def fused(probs: np.ndarray, draft: np.ndarray, beta: str) -> list[bool]:
+    thr = mx.array(accept_threshold(float(beta)), dtype=mx.float32)
+    return accept_mask(mx.array(probs), mx.array(draft), thr).tolist()
+
+
+@pytest.mark.parametrize("beta", BETAS)
+def test_fused_rule_equals_mixture_argmax_on_random_logits(beta):
+    rng = np.random.default_rng(int(float(beta) * 10))
+    for _ in range(20):
+        logits = rng.normal(size=(16, 50)).astype(np.float32) * rng.uniform(0.5, 4)
+        probs = np.array(mx.softmax(mx.array(logits), axis=-1, precise=True))
+        # Drafts mixing the argmax, the runner-up and random tokens.
+        order = np.argsort(-probs, axis=-1)
+        choice = rng.integers(0, 3, size=16)
+        draft = np.where(choice == 0, order[:, 0], np.where(choice == 1, order[:, 1], rng.integers(0, 50, 16)))
+        assert fused(probs, draft, beta) == explicit_accept(probs, draft, beta)
+
+
+@pytest.mark.parametrize(
+    "beta,p_max,p_draft,expected",
+    [
+        ("0", 0.5, 0.5, True),  # exact tie with the argmax: goes to the draft
+        ("0", 0.5, 0.25, False),
+        ("0.2", 0.5, 0.25, True),  # gap 0.25 == 0.2/0.8: at the threshold
+        ("0.2", 0.5, 0.25 - 2**-20, False),  # just past it
+        ("0.5", 1.0, 0.0, True),  # gap 1 == 0.5/0.5
+        ("1", 1.0, 0.0, True),
+    ],
+)
+def test_ties_at_the_threshold(beta, p_max, p_draft, expected):
+    rest = 1.0 - p_max - p_draft
+    probs = np.array([[p_max, p_draft, rest, 0.0]], dtype=np.float32)
+    draft = np.array([1])
+    assert explicit_accept(probs, draft, beta) == [expected]
+    assert fused(probs, draft, beta) == [expected]
+
+
+def test_threshold_rejects_out_of_range_beta():
+    with pytest.raises(ValueError, match="beta"):
+        accept_threshold(1.5)
+    with pytest.raises(ValueError, match="beta"):
+        accept_threshold(-0.1)
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.2, 1.0])
+def test_compiled_accept_count_and_next_token(beta):
+    rng = np.random.default_rng(3)
+    for m in (1, 5, 17):  # shapeless: one compiled function for every draft length
+        logits = rng.normal(size=(m + 1, 40)).astype(np.float32) * 3
+        draft = rng.integers(0, 40, size=m)
+        draft[: m // 2] = logits[: m // 2].argmax(-1)  # a greedy-agreeing head
+        thr = accept_threshold(beta)
+        got_d, got_next = accept_and_next(
+            mx.array(logits),
+            mx.array([*draft.tolist(), 0], dtype=mx.uint32),
+            mx.array([thr] * m + [-1.0], dtype=mx.float32),
+        ).tolist()
+        probs = np.array(mx.softmax(mx.array(logits), axis=-1, precise=True))
+        accepts = explicit_accept(probs[:m], draft, str(beta))
+        d = next((i for i, a in enumerate(accepts) if not a), m)
+        assert got_d == d
+        assert got_next == int(logits[d].argmax())
+        if beta == 1.0:
+            assert got_d == m

@@ -1,0 +1,71 @@
+"""Tiny models and a byte tokenizer for tests: no downloads, no weights on disk.
+
+The tokenizer is byte-level BPE with no merges (one token per byte) plus ChatML special tokens and
+a ChatML chat template, wrapped as a Hugging Face fast tokenizer so the library's prompt code runs
+unchanged. Models are mlx-lm architectures built from ``ModelArgs`` with random weights; the output
+layer is scaled up so greedy choices are decisive (random logits are otherwise nearly flat).
+"""
+
+from __future__ import annotations
+
+import mlx.core as mx
+from mlx.utils import tree_map
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHATML_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+GEMMA_TEMPLATE = (
+    "<bos>{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}"
+    "\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
+
+
+def byte_tokenizer(chat_template: str = CHATML_TEMPLATE) -> PreTrainedTokenizerFast:
+    """A 256-byte vocabulary plus ChatML specials (ids 256-258); EOS is ``<|im_end|>``."""
+    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, chat_template=chat_template)
+    tok.add_special_tokens({"additional_special_tokens": SPECIALS + ["<bos>", "<start_of_turn>", "<end_of_turn>"]})
+    tok.eos_token = "<|im_end|>"
+    return tok
+
+
+VOCAB = 256 + 6
+
+
+def tiny_model(arch: str = "llama", *, seed: int = 0, logit_scale: float = 30.0):
+    """A random-weight mlx-lm model of architecture ``arch`` ("llama" or "qwen2"), fp32."""
+    mx.random.seed(seed)
+    common = dict(
+        hidden_size=64,
+        num_hidden_layers=2,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rms_norm_eps=1e-6,
+        vocab_size=VOCAB,
+        max_position_embeddings=2048,
+    )
+    if arch == "llama":
+        from mlx_lm.models import llama as module
+
+        args = module.ModelArgs(model_type="llama", tie_word_embeddings=False, **common)
+    elif arch == "qwen2":
+        from mlx_lm.models import qwen2 as module
+
+        args = module.ModelArgs(model_type="qwen2", tie_word_embeddings=False, **common)
+    else:
+        raise ValueError(arch)
+    model = module.Model(args)
+    model.update(tree_map(lambda p: p.astype(mx.float32), model.parameters()))
+    model.lm_head.weight = model.lm_head.weight * logit_scale
+    mx.eval(model.parameters())
+    return model
