@@ -65,6 +65,10 @@ def _choose_blas() -> BlasChoice:
     if not sys.platform.startswith("linux"):
         return BlasChoice("none", None, f"no BLAS policy for {sys.platform}")
     if "mlx.core" in sys.modules:
+        warnings.warn(
+            "mlx.core was imported before mlx_ssbd, so no optimized BLAS could be loaded "
+            "(fp32 matmuls may be 30-40x slower): import mlx_ssbd first"
+        )
         return BlasChoice("unknown", None, "mlx.core was imported before mlx_ssbd; BLAS not changed")
 
     override = os.environ.get(BLAS_ENV, "").strip()

@@ -1,0 +1,1 @@
+"""The ``mlx-ssbd`` command line (installed as ``mlx_ssbd_cli``)."""

