@@ -19,6 +19,11 @@ from mlx_lm.models.cache import make_prompt_cache
 
 log = logging.getLogger(__name__)
 
+# Architectures whose ``Model.__call__`` is exactly backbone -> (tied embeddings | lm_head). For
+# them the output layer (a 150k-row matmul for Qwen) runs only on the rows whose logits are used;
+# any other architecture goes through its own ``__call__`` and the rows are sliced afterwards.
+SPLIT_HEAD_TYPES = frozenset({"llama", "qwen2", "qwen3"})
+
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     """Length of the longest common prefix of two token sequences."""
@@ -82,11 +87,21 @@ class TokenCache:
         n = min(common_prefix_len(self.tokens, ids), max(0, len(ids) - keep_last))
         return self.rewind(n)
 
-    def forward(self, ids: Sequence[int]) -> mx.array:
-        """Feed ``ids`` after the cached tokens; return logits ``(len(ids), vocab)`` (lazy)."""
+    def forward(self, ids: Sequence[int], *, logits_from: int = 0) -> mx.array:
+        """Feed ``ids`` after the cached tokens; return the logits of rows ``logits_from`` on,
+        ``(len(ids) - logits_from, vocab)`` (lazy)."""
         if not ids:
             raise ValueError("forward needs at least one token")
-        logits = self.model(mx.array(ids, dtype=mx.uint32)[None], cache=self.layers)
+        inputs = mx.array(ids, dtype=mx.uint32)[None]
+        model_type = getattr(getattr(self.model, "args", None), "model_type", None)
+        if logits_from and model_type in SPLIT_HEAD_TYPES:
+            hidden = self.model.model(inputs, self.layers)[:, logits_from:]
+            if self.model.args.tie_word_embeddings:
+                logits = self.model.model.embed_tokens.as_linear(hidden)
+            else:
+                logits = self.model.lm_head(hidden)
+        else:
+            logits = self.model(inputs, cache=self.layers)[:, logits_from:]
         self.tokens.extend(int(t) for t in ids)
         self.forward_calls += 1
         self.tokens_fed += len(ids)

@@ -51,7 +51,25 @@ def _accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array) ->
     return mx.stack([accepted, next_token.astype(mx.int32)])
 
 
-accept_and_next = mx.compile(_accept_and_next, shapeless=True)
+_compiled: dict[int, object] = {}
+
+
+def accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array) -> mx.array:
+    """Compiled ``[accepted, next_token]``; see ``_accept_and_next`` for the arguments.
+
+    One shapeless compilation per vocabulary size: shapeless tracing follows the draft length
+    but silently reuses the first vocabulary size it saw (wrong tokens for a second model). MLX
+    caches traces by the Python function, so each size gets its own function object (kept alive
+    here, so its identity is never reused).
+    """
+    vocab = logits.shape[-1]
+    if vocab not in _compiled:
+
+        def accept_for_this_vocab(logits, draft, thresholds):
+            return _accept_and_next(logits, draft, thresholds)
+
+        _compiled[vocab] = mx.compile(accept_for_this_vocab, shapeless=True)
+    return _compiled[vocab](logits, draft, thresholds)
 
 
 @dataclass(frozen=True)
@@ -82,8 +100,9 @@ def verify(
     # Keep at least the last prompt token to feed: its logits predict draft[0].
     reused = cache.reuse(full, keep_last=len(draft) + 1)
     fed = full[reused:]
-    logits = cache.forward(fed)  # (len(fed), V), ONE forward call
-    rows = logits[len(fed) - len(draft) - 1 :]  # (m + 1, V)
+    # ONE forward call; only the last m + 1 rows (those predicting the draft and the token after
+    # it) need logits: (m + 1, V).
+    rows = cache.forward(fed, logits_from=len(fed) - len(draft) - 1)
     if draft:
         padded = mx.array([*draft, 0], dtype=mx.uint32)
         thresholds = mx.array([threshold] * len(draft) + [-1.0], dtype=mx.float32)

@@ -199,3 +199,15 @@ def test_stream_translate_commits_segments(model, tok):
     assert [u.segment for u in finals] == [0, 1]
     # The second segment reused the system prompt's KV from the first.
     assert updates[-2].stats.reused_tokens >= len(tr.prompts.prefix)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_forward_logits_from_equals_full_logits(model, tied):
+    if tied:  # the tied-embedding output path
+        model = tiny_model(model.args.model_type, seed=2)
+        model.args.tie_word_embeddings = True
+    ids = [3, 1, 4, 1, 5, 9, 2, 6]
+    full = TokenCache(model).forward(ids)
+    part = TokenCache(model).forward(ids, logits_from=5)
+    assert part.shape == (3, full.shape[-1])
+    np.testing.assert_allclose(np.array(part), np.array(full[5:]), atol=1e-5, rtol=1e-5)

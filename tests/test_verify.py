@@ -86,3 +86,13 @@ def test_compiled_accept_count_and_next_token(beta):
         assert got_next == int(logits[d].argmax())
         if beta == 1.0:
             assert got_d == m
+
+
+def test_compiled_function_follows_the_vocabulary_size():
+    """Shapeless compilation must not reuse one model's vocabulary size for another's."""
+    rng = np.random.default_rng(5)
+    for vocab in (262, 40, 262, 97):
+        logits = rng.normal(size=(4, vocab)).astype(np.float32)
+        d, nxt = accept_and_next(mx.array(logits), mx.array([0, 0, 0, 0], dtype=mx.uint32),
+                                 mx.array([-1.0] * 4, dtype=mx.float32)).tolist()
+        assert d == 0 and nxt == int(logits[0].argmax())
