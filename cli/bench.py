@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 
 from mlx_ssbd import StreamTranslator
-from mlx_ssbd.bench import config_label, items_from_pairs, items_from_partials, machine_info, make_configs, run_bench, summarize
+from mlx_ssbd.bench import items_from_pairs, items_from_partials, machine_info, make_configs, run_bench, summarize
 from mlx_ssbd.report import write_report
 from mlx_ssbd.scorers import SEMSIM_LABEL, comet_score, semantic_similarity
 from mlx_ssbd.streams import DEFAULT_LAG, detect_format, read_pairs, read_partials
-from mlx_ssbd.translator import POLICIES
+from mlx_ssbd.translator import METHODS
 
 from .common import check_languages, load, user_errors
 
@@ -53,7 +53,7 @@ def load_items(data: str, lag: int, limit: int | None):
 @click.option("--model", "-m", default=None, help="Model name, directory or HF id. [default: qwen2.5-coder-1.5b]")
 @click.option("--source", "-s", default="en", show_default=True)
 @click.option("--target", "-t", default="de", show_default=True)
-@click.option("--methods", default="rt,ssbd", show_default=True, help=f"Comma list of {', '.join(POLICIES)}.")
+@click.option("--methods", default="rt,ssbd", show_default=True, help=f"Comma list of {', '.join(METHODS)}.")
 @click.option("--beta", "betas", default="0.2", show_default=True, help="One beta or a sweep: 0,0.1,0.2,0.5,1.")
 @click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True, help="Draft mask-k (the paper's ablation).")
 @click.option("--display-mask-k", type=click.IntRange(0), default=0, show_default=True)
@@ -78,7 +78,7 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
       mlx-ssbd bench --data udhr.en-de.jsonl -t de --methods rt,ssbd,cd \\
         --beta 0,0.1,0.2,0.3,0.5,1 --limit 10 --out results/de
     """
-    method_list = parse_list(str, methods, POLICIES)
+    method_list = parse_list(str, methods, list(METHODS))
     beta_list = parse_list(float, betas)
     check_languages(source, target)
     out = Path(out_dir)
@@ -92,9 +92,9 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
     loaded = load(model)
     configs = make_configs(method_list, beta_list, draft_mask_k=mask_k, display_mask_k=display_mask_k)
     translators = {
-        config_label(c): StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
-                                          source_lang=source, target_lang=target, config=c)
-        for c in configs
+        label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
+                                source_lang=source, target_lang=target, config=config)
+        for label, config in configs.items()
     }
     note = data_note or (UDHR_NOTE if "udhr" in Path(data).name.lower() else Path(data).name)
     facts = {"data": str(Path(data).resolve()), "data_name": Path(data).name, "data_note": note,

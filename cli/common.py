@@ -8,7 +8,6 @@ import sys
 import click
 
 from mlx_ssbd.languages import language_name
-from mlx_ssbd.translator import POLICIES
 
 STAGE_LABELS = {
     "download": "Downloading weight packages",
@@ -76,7 +75,3 @@ def user_errors():
 def beta_option(**kwargs):
     return click.option("--beta", type=click.FloatRange(0.0, 1.0), show_default=True,
                         help="Bias towards the previous translation (ssbd), in [0, 1].", **kwargs)
-
-
-def method_choice():
-    return click.Choice(POLICIES)

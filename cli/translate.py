@@ -8,14 +8,14 @@ from collections.abc import Iterator
 
 import click
 
-from mlx_ssbd import DEFAULT_BETA, StreamTranslator, TranslatorConfig, stream_translate
+from mlx_ssbd import DEFAULT_BETA, StreamTranslator, stream_translate
 from mlx_ssbd.streams import DEFAULT_LAG, INPUT_KINDS, open_updates
-from mlx_ssbd.translator import SourceUpdate
+from mlx_ssbd.translator import METHODS, SourceUpdate, method_config
 
 from .common import beta_option, check_languages, load, user_errors
 from .live import make_sink
 
-STREAM_METHODS = ("rt", "ssbd", "cd")
+STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
 
 
 def paced(updates: Iterator[SourceUpdate], words_per_second: float) -> Iterator[SourceUpdate]:
@@ -82,7 +82,7 @@ def translate(text, stream_path, model, source, target, method, beta, mask_k, la
         raise click.UsageError("give either TEXT or --stream FILE")
     check_languages(source, target)
     loaded = load(model)
-    config = TranslatorConfig(policy=method, beta=beta, display_mask_k=mask_k)
+    config = method_config(method, beta=beta, display_mask_k=mask_k)
     translator = StreamTranslator(
         loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source, target_lang=target,
         config=config,

@@ -8,12 +8,14 @@ from .backend import backend_info
 from .translator import (
     DEFAULT_BETA,
     DEFAULT_POLICY,
+    METHODS,
     POLICIES,
     SourceUpdate,
     StreamTranslator,
     TranslatorConfig,
     Update,
     UpdateStats,
+    method_config,
     stream_translate,
     translate,
 )
@@ -23,6 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_BETA",
     "DEFAULT_POLICY",
+    "METHODS",
     "POLICIES",
     "SourceUpdate",
     "StreamTranslator",
@@ -30,6 +33,7 @@ __all__ = [
     "Update",
     "UpdateStats",
     "backend_info",
+    "method_config",
     "stream_translate",
     "translate",
 ]

@@ -21,7 +21,7 @@ from pathlib import Path
 from . import metrics
 from .backend import backend_info
 from .streams import Pair, lag_updates
-from .translator import SourceUpdate, StreamTranslator, TranslatorConfig
+from .translator import SourceUpdate, StreamTranslator, method_config
 
 RESULTS = "results.jsonl"
 RUN = "run.json"
@@ -61,22 +61,16 @@ def items_from_partials(updates: Sequence[SourceUpdate]) -> list[Item]:
     return out
 
 
-def config_label(config: TranslatorConfig) -> str:
-    label = config.policy
-    if config.policy == "ssbd":
-        label += f"-b{config.beta:g}"
-    if config.draft_mask_k:
-        label += f"-mask{config.draft_mask_k}"
-    return label
-
-
 def make_configs(methods: Sequence[str], betas: Sequence[float], *, draft_mask_k: int = 0,
-                 display_mask_k: int = 0) -> list[TranslatorConfig]:
-    configs = []
+                 display_mask_k: int = 0) -> dict:
+    """label -> TranslatorConfig for every method (and every beta for the ssbd methods)."""
+    configs = {}
     for method in methods:
-        for beta in betas if method == "ssbd" else [0.0]:
-            mask = draft_mask_k if method in ("ssbd", "cd") else 0
-            configs.append(TranslatorConfig(policy=method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k))
+        biased = method.startswith("ssbd")
+        for beta in betas if biased else [0.0]:
+            mask = draft_mask_k if biased or method == "cd" else 0
+            label = method + (f"-b{beta:g}" if biased else "") + (f"-mask{mask}" if mask else "")
+            configs[label] = method_config(method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k)
     return configs
 
 

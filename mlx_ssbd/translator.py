@@ -32,10 +32,21 @@ from dataclasses import asdict, dataclass, replace
 
 from .cache import TokenCache
 from .decode import greedy_decode
+from .lookahead import Proposer, speculative_decode
 from .prompt import PromptBuilder
 from .verify import accept_threshold, verify
 
 POLICIES = ("rt", "rt-nocache", "ssbd", "cd")
+# Method names for the CLI and the bench: a policy plus the lookahead features (mlx_ssbd.lookahead).
+METHODS = {
+    "rt": {"policy": "rt"},
+    "rt-nocache": {"policy": "rt-nocache"},
+    "ssbd": {"policy": "ssbd"},
+    "cd": {"policy": "cd"},
+    "ssbd-resync": {"policy": "ssbd", "resync": True},
+    "ssbd-ngram": {"policy": "ssbd", "ngram_drafts": True},
+    "ssbd-plus": {"policy": "ssbd", "resync": True, "ngram_drafts": True},
+}
 DEFAULT_POLICY = "ssbd"
 DEFAULT_BETA = 0.2  # the paper's default
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
@@ -53,6 +64,8 @@ class TranslatorConfig:
         display_mask_k: tokens hidden from the display while not final. Default 0.
         max_tokens_ratio, min_max_tokens: output bound = max(min, ceil(ratio * source tokens)).
         stop_on_newline: end the output at a token containing a newline (captions are one line).
+        resync: after the draft is rejected, rejoin it where the new output matches it again.
+        ngram_drafts: propose source n-gram continuations (copy-through tokens) while decoding.
     """
 
     policy: str = DEFAULT_POLICY
@@ -62,6 +75,8 @@ class TranslatorConfig:
     max_tokens_ratio: float = DEFAULT_MAX_TOKENS_RATIO
     min_max_tokens: int = DEFAULT_MIN_MAX_TOKENS
     stop_on_newline: bool = True
+    resync: bool = False
+    ngram_drafts: bool = False
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -74,7 +89,8 @@ class TranslatorConfig:
 
     @property
     def effective_beta(self) -> float:
-        return 1.0 if self.policy == "cd" else self.beta
+        """The bias actually applied: 1 for cd, beta for ssbd, 0 (exact greedy) for rt."""
+        return {"cd": 1.0, "ssbd": self.beta}.get(self.policy, 0.0)
 
     @property
     def uses_draft(self) -> bool:
@@ -98,6 +114,9 @@ class UpdateStats:
     decode_s: float
     wall_s: float
     cache_rebuilds: int  # untrimmable cache rebuilt (0 on a full KV cache)
+    resynced: int = 0  # tokens accepted by rejoining the old draft after a divergence
+    ngram_accepted: int = 0  # tokens accepted from source n-gram proposals
+    proposals: int = 0  # lookahead proposals verified (each one forward pass)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -186,14 +205,20 @@ class StreamTranslator:
         check = verify(self.cache, prompt.ids, draft, cfg.effective_beta)
         output = draft[: check.accepted]
         after_verify = time.perf_counter()
-        output += greedy_decode(
-            self.cache, check.next_token, max_tokens=max_new - len(output), is_stop=self._is_stop
-        )
+        budget = max_new - len(output)
+        proposer = None
+        if cfg.resync or cfg.ngram_drafts:
+            proposer = Proposer(old_draft=draft if cfg.resync else (), diverged_at=check.accepted,
+                                source=prompt.source if cfg.ngram_drafts else ())
+            output += speculative_decode(self.cache, check.next_token, max_tokens=budget, is_stop=self._is_stop,
+                                         propose=proposer, beta=cfg.effective_beta, prefix=output)
+        else:
+            output += greedy_decode(self.cache, check.next_token, max_tokens=budget, is_stop=self._is_stop)
         end = time.perf_counter()
 
         stats = UpdateStats(
             policy=cfg.policy,
-            beta=cfg.effective_beta if cfg.uses_draft else 0.0,
+            beta=cfg.effective_beta,
             draft_tokens=len(draft),
             accepted=check.accepted,
             decoded=len(output) - check.accepted,
@@ -205,6 +230,9 @@ class StreamTranslator:
             decode_s=end - after_verify,
             wall_s=end - start,
             cache_rebuilds=self.cache.rebuilds - rebuilds0,
+            resynced=proposer.resynced if proposer else 0,
+            ngram_accepted=proposer.ngram_accepted if proposer else 0,
+            proposals=proposer.attempts if proposer else 0,
         )
         update = Update(
             source=source,
@@ -266,6 +294,13 @@ class StreamTranslator:
         if hit is None:
             hit = self._newline_tokens[token] = "\n" in self.tokenizer.decode([token])
         return hit
+
+
+def method_config(method: str, **settings) -> TranslatorConfig:
+    """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    return TranslatorConfig(**METHODS[method], **settings)
 
 
 def _stop_ids(tokenizer) -> frozenset[int]:

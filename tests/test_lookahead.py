@@ -1,0 +1,92 @@
+"""Resync and source n-gram drafts: proposals, and losslessness at beta = 0."""
+
+import random
+
+import pytest
+
+from mlx_ssbd import StreamTranslator, method_config
+from mlx_ssbd.lookahead import Proposer, find_last, find_unique
+
+from test_translator import SMALL, random_stream
+from tiny import byte_tokenizer, tiny_model
+
+
+def test_find_unique_and_last():
+    assert find_unique([5, 1, 2, 7, 8], [1, 2]) == 3
+    assert find_unique([1, 2, 9, 1, 2], [1, 2]) is None  # ambiguous: no resync
+    assert find_unique([1, 2, 9, 1, 2], [1, 2], start=2) == 5
+    assert find_last([1, 2, 9, 1, 2, 4], [1, 2]) == 5
+    assert find_last([3, 4], [1, 2]) is None
+
+
+def test_resync_proposes_the_rest_of_the_old_draft():
+    # Old draft "a b c d e f"; the update diverged at 1 and decoded "a x c d": rejoin at "e f".
+    p = Proposer(old_draft=[1, 2, 3, 4, 5, 6], diverged_at=1)
+    assert p([1, 9, 3, 4]) == [5, 6]
+    p.accepted(2)
+    assert p.resynced == 2 and p.ngram_accepted == 0
+
+
+def test_ngram_proposes_source_continuations_and_attempts_are_capped():
+    p = Proposer(source=[40, 41, 42, 43, 44], max_attempts=2)
+    assert p([7, 41, 42]) == [43, 44]
+    p.accepted(1)
+    assert p.ngram_accepted == 1
+    assert p([41, 42]) == [43, 44]
+    assert p([41, 42]) == []  # capped
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return byte_tokenizer()
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("method", ["ssbd-resync", "ssbd-ngram", "ssbd-plus"])
+def test_lookahead_at_beta0_is_token_identical_to_rt(tok, arch, method):
+    model = tiny_model(arch, seed=21)
+    make = lambda m, **k: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
+                                           config=method_config(m, **SMALL, **k))
+    rt, fast = make("rt"), make(method, beta=0.0)
+    rng = random.Random(99)
+    proposed = accepted = 0
+    for _ in range(25):
+        prefixes = random_stream(rng)
+        for i, prefix in enumerate(prefixes):
+            final = i == len(prefixes) - 1
+            a, b = rt.update(prefix, final=final), fast.update(prefix, final=final)
+            assert a.output_ids == b.output_ids, (prefixes, i)
+            proposed += b.stats.proposals
+            accepted += b.stats.resynced + b.stats.ngram_accepted
+    if method != "ssbd-ngram":  # a random model never repeats its source's bytes: see the copy test
+        assert proposed > 0 and accepted > 0
+
+
+def test_unknown_method_is_named():
+    with pytest.raises(ValueError, match="unknown method 'turbo'"):
+        method_config("turbo")
+
+
+def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok):
+    """With the greedy output itself as the 'source', n-gram proposals must be accepted and the
+    result must equal plain greedy decoding token for token."""
+    from mlx_ssbd.cache import TokenCache
+    from mlx_ssbd.decode import greedy_decode
+    from mlx_ssbd.lookahead import speculative_decode
+
+    model = tiny_model("qwen2", seed=5)
+    prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
+    stop = lambda t: False  # noqa: E731
+
+    plain = TokenCache(model)
+    first = int(plain.forward(prompt)[-1].argmax().item())
+    reference = list(greedy_decode(plain, first, max_tokens=40, is_stop=stop))
+
+    fast = TokenCache(model)
+    assert int(fast.forward(prompt)[-1].argmax().item()) == first
+    proposer = Proposer(source=reference, max_attempts=10)
+    out = list(speculative_decode(fast, first, max_tokens=40, is_stop=stop, propose=proposer, beta=0.0))
+    assert out == reference
+    assert proposer.ngram_accepted > 0
+    assert fast.forward_calls < plain.forward_calls
+    assert fast.tokens[: len(prompt)] == prompt and fast.tokens[len(prompt):] == out[: len(fast.tokens) - len(prompt)]
