@@ -64,9 +64,10 @@ def load_items(data: str, lag: int, limit: int | None):
 @click.option("--fresh", is_flag=True, help="Discard results already in --out.")
 @click.option("--semsim", is_flag=True, help=f"Add a semantic similarity score ({SEMSIM_LABEL}).")
 @click.option("--comet-checkpoint", type=click.Path(dir_okay=False), default=None, help="Local COMET checkpoint (.ckpt).")
+@click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True, help="0: greedy; > 0: sampling.")
 @click.option("--data-note", default=None, help="What the data is, for the report. [default: from the file name]")
 def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, lag, limit, word_s, out_dir,
-          fresh, semsim, comet_checkpoint, data_note):
+          fresh, semsim, comet_checkpoint, temperature, data_note):
     """Benchmark decoding policies on one data set, every method in one run.
 
     \b
@@ -90,7 +91,8 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
         raise click.ClickException(f"{data}: no items")
 
     loaded = load(model)
-    configs = make_configs(method_list, beta_list, draft_mask_k=mask_k, display_mask_k=display_mask_k)
+    configs = make_configs(method_list, beta_list, draft_mask_k=mask_k, display_mask_k=display_mask_k,
+                           temperature=temperature)
     translators = {
         label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
                                 source_lang=source, target_lang=target, config=config)
@@ -99,7 +101,8 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
     note = data_note or (UDHR_NOTE if "udhr" in Path(data).name.lower() else Path(data).name)
     facts = {"data": str(Path(data).resolve()), "data_name": Path(data).name, "data_note": note,
              "model": loaded.name, "source": source, "target": target, "configs": list(translators),
-             "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items)}
+             "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items),
+             "temperature": temperature}
 
     with click.progressbar(length=len(items), label="Benchmarking", file=sys.stderr, show_eta=True,
                            item_show_func=lambda i: i.id if i else "") as bar:

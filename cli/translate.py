@@ -67,9 +67,14 @@ def run_stream(translator: StreamTranslator, updates: Iterator[SourceUpdate], si
 @click.option("--input", "input_kind", type=click.Choice(INPUT_KINDS), default="auto", show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["auto", "live", "text", "jsonl"]), default="auto",
               show_default=True, help="auto: live view on a terminal, plain text when piped.")
+@click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True,
+              help="0 decodes greedily; > 0 samples (biased speculative sampling of drafts).")
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
 @click.option("--realtime", is_flag=True, help="Pace simulated streams at --wps words per second.")
 @click.option("--wps", type=click.FloatRange(0.1), default=2.5, show_default=True, help="Words per second for --realtime.")
-def translate(text, stream_path, model, source, target, method, beta, mask_k, lag, input_kind, fmt, realtime, wps):
+def translate(text, stream_path, model, source, target, method, beta, mask_k, lag, input_kind, fmt,
+              temperature, top_p, seed, realtime, wps):
     """Translate TEXT, or stream live captions from a file or stdin.
 
     \b
@@ -82,7 +87,7 @@ def translate(text, stream_path, model, source, target, method, beta, mask_k, la
         raise click.UsageError("give either TEXT or --stream FILE")
     check_languages(source, target)
     loaded = load(model)
-    config = method_config(method, beta=beta, display_mask_k=mask_k)
+    config = method_config(method, beta=beta, display_mask_k=mask_k, temperature=temperature, top_p=top_p, seed=seed)
     translator = StreamTranslator(
         loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source, target_lang=target,
         config=config,

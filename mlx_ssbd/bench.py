@@ -62,7 +62,7 @@ def items_from_partials(updates: Sequence[SourceUpdate]) -> list[Item]:
 
 
 def make_configs(methods: Sequence[str], betas: Sequence[float], *, draft_mask_k: int = 0,
-                 display_mask_k: int = 0) -> dict:
+                 display_mask_k: int = 0, temperature: float = 0.0) -> dict:
     """label -> TranslatorConfig for every method (and every beta for the ssbd methods)."""
     configs = {}
     for method in methods:
@@ -70,7 +70,8 @@ def make_configs(methods: Sequence[str], betas: Sequence[float], *, draft_mask_k
         for beta in betas if biased else [0.0]:
             mask = draft_mask_k if biased or method == "cd" else 0
             label = method + (f"-b{beta:g}" if biased else "") + (f"-mask{mask}" if mask else "")
-            configs[label] = method_config(method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k)
+            configs[label] = method_config(method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k,
+                                           temperature=temperature)
     return configs
 
 

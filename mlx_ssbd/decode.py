@@ -1,6 +1,6 @@
-"""Greedy decoding from a known next token.
+"""Greedy (or sampled) decoding from a known next token.
 
-Contract: ``greedy_decode(cache, first, ...)`` yields output tokens starting with ``first`` (a
+Contract: ``decode(cache, first, ...)`` yields output tokens starting with ``first`` (a
 token already chosen, e.g. the correction from a verify pass) until a stop token (not yielded),
 a stop string, or ``max_tokens`` tokens. Each yielded token except a final one cut by
 ``max_tokens`` has been fed to the cache, so on return the cache holds prompt + accepted + all
@@ -20,27 +20,30 @@ import mlx.core as mx
 from .cache import TokenCache
 
 
-def greedy_decode(
+def decode(
     cache: TokenCache,
     first: int,
     *,
     max_tokens: int,
     is_stop: Callable[[int], bool],
+    sampler: Callable[[mx.array], mx.array] | None = None,
 ) -> Iterator[int]:
-    """Yield greedy tokens from ``first`` on; see the module docstring.
+    """Yield tokens from ``first`` on; see the module docstring.
 
     Args:
         cache: the model cache holding everything before ``first``.
         first: the first output token (not yet fed).
         max_tokens: the most tokens to yield.
         is_stop: True for a token that ends the output; it is never yielded nor fed.
+        sampler: picks the next token from logits (lazy); None for greedy argmax.
     """
+    choose = sampler or mx.argmax
     token = first
     produced = 0
     while produced < max_tokens and not is_stop(token):
         produced += 1
         if produced < max_tokens:
-            next_token = mx.argmax(cache.forward_one(token))
+            next_token = choose(cache.forward_one(token))
             mx.async_eval(next_token)
         else:
             next_token = None

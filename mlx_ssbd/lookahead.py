@@ -10,7 +10,7 @@ Contract: ``Proposer`` looks at the output decoded so far and proposes tokens th
   occur in the source ids, propose the source tokens that follow, which helps with copy-through
   tokens (names, numbers, code).
 
-``speculative_decode`` is ``decode.greedy_decode`` with proposals: a proposal is checked with
+``speculative_decode`` is ``decode.decode`` with proposals: a proposal is checked with
 ``verify.verify`` in one biased pass (the same rule and β as the update's draft). With β = 0 every
 accepted token is the greedy token, so the output equals plain greedy decoding.
 """
@@ -100,6 +100,7 @@ def speculative_decode(
     propose: Proposer,
     beta: float,
     prefix: Sequence[int] = (),
+    sampler=None,
 ) -> Iterator[int]:
     """Yield greedy tokens from ``first`` on, verifying ``propose``'s drafts on the way.
 
@@ -114,7 +115,7 @@ def speculative_decode(
         produced += 1
         proposal = propose(output)[: max_tokens - produced]
         if proposal:
-            check = verify(cache, [*cache.tokens, token], proposal, beta)
+            check = verify(cache, [*cache.tokens, token], proposal, beta, sampler)
             accepted = []
             for t in proposal[: check.accepted]:
                 if is_stop(t):
@@ -134,7 +135,7 @@ def speculative_decode(
             yield token
             return
         else:
-            next_token = mx.argmax(cache.forward_one(token))
+            next_token = (sampler or mx.argmax)(cache.forward_one(token))
             mx.async_eval(next_token)
             yield token
             token = next_token.item()

@@ -31,9 +31,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 
 from .cache import TokenCache
-from .decode import greedy_decode
+from .decode import decode
 from .lookahead import Proposer, speculative_decode
 from .prompt import PromptBuilder
+from .sampling import Sampler
 from .verify import accept_threshold, verify
 
 POLICIES = ("rt", "rt-nocache", "ssbd", "cd")
@@ -66,6 +67,8 @@ class TranslatorConfig:
         stop_on_newline: end the output at a token containing a newline (captions are one line).
         resync: after the draft is rejected, rejoin it where the new output matches it again.
         ngram_drafts: propose source n-gram continuations (copy-through tokens) while decoding.
+        temperature: 0 for greedy decoding; > 0 samples (biased speculative sampling for drafts).
+        top_p: nucleus mass kept when sampling. seed: the sampler's PRNG seed.
     """
 
     policy: str = DEFAULT_POLICY
@@ -77,11 +80,18 @@ class TranslatorConfig:
     stop_on_newline: bool = True
     resync: bool = False
     ngram_drafts: bool = False
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
 
     def __post_init__(self):
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
         accept_threshold(self.beta)  # validates the range
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         for name in ("draft_mask_k", "display_mask_k"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
@@ -177,6 +187,13 @@ class StreamTranslator:
         self._newline_tokens: dict[int, bool] = {}
         self._draft: list[int] = []
         self.segment = 0
+        self.sampler = self._make_sampler(config)
+
+    @staticmethod
+    def _make_sampler(config: TranslatorConfig) -> Sampler | None:
+        if config.temperature == 0:
+            return None
+        return Sampler(temperature=config.temperature, top_p=config.top_p, seed=config.seed)
 
     def reset(self) -> None:
         """Start a new segment: forget the draft (the KV cache is kept for its shared prefix)."""
@@ -185,6 +202,7 @@ class StreamTranslator:
     def with_config(self, config: TranslatorConfig) -> None:
         """Change settings between segments (the cache stays valid)."""
         self.config = config
+        self.sampler = self._make_sampler(config)
         self.reset()
 
     def update(self, source: str, *, final: bool = False) -> Update:
@@ -202,7 +220,7 @@ class StreamTranslator:
         if cfg.policy == "rt-nocache":
             self.cache.clear()
         draft = self._draft_tokens()[:max_new] if cfg.uses_draft else []
-        check = verify(self.cache, prompt.ids, draft, cfg.effective_beta)
+        check = verify(self.cache, prompt.ids, draft, cfg.effective_beta, self.sampler)
         output = draft[: check.accepted]
         after_verify = time.perf_counter()
         budget = max_new - len(output)
@@ -211,9 +229,11 @@ class StreamTranslator:
             proposer = Proposer(old_draft=draft if cfg.resync else (), diverged_at=check.accepted,
                                 source=prompt.source if cfg.ngram_drafts else ())
             output += speculative_decode(self.cache, check.next_token, max_tokens=budget, is_stop=self._is_stop,
-                                         propose=proposer, beta=cfg.effective_beta, prefix=output)
+                                         propose=proposer, beta=cfg.effective_beta, prefix=output,
+                                         sampler=self.sampler)
         else:
-            output += greedy_decode(self.cache, check.next_token, max_tokens=budget, is_stop=self._is_stop)
+            output += decode(self.cache, check.next_token, max_tokens=budget, is_stop=self._is_stop,
+                             sampler=self.sampler)
         end = time.perf_counter()
 
         stats = UpdateStats(

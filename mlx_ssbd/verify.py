@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import mlx.core as mx
 
 from .cache import TokenCache
+from .sampling import Sampler
 
 
 def accept_threshold(beta: float) -> float:
@@ -83,7 +84,11 @@ class VerifyResult:
 
 
 def verify(
-    cache: TokenCache, prompt_ids: Sequence[int], draft: Sequence[int], beta: float
+    cache: TokenCache,
+    prompt_ids: Sequence[int],
+    draft: Sequence[int],
+    beta: float,
+    sampler: Sampler | None = None,
 ) -> VerifyResult:
     """Verify ``draft`` as the continuation of ``prompt_ids`` in one forward pass.
 
@@ -94,6 +99,8 @@ def verify(
         prompt_ids: the full prompt for the current source.
         draft: token ids proposed as the output (may be empty).
         beta: bias towards the draft in [0, 1].
+        sampler: None for greedy (the fused rule above); else biased speculative sampling
+            (``sampling.Sampler.accept_and_next``).
     """
     threshold = accept_threshold(beta)
     full = [*prompt_ids, *draft]
@@ -105,10 +112,14 @@ def verify(
     rows = cache.forward(fed, logits_from=len(fed) - len(draft) - 1)
     if draft:
         padded = mx.array([*draft, 0], dtype=mx.uint32)
-        thresholds = mx.array([threshold] * len(draft) + [-1.0], dtype=mx.float32)
-        accepted, next_token = accept_and_next(rows, padded, thresholds).tolist()  # one sync
+        if sampler is None:
+            thresholds = mx.array([threshold] * len(draft) + [-1.0], dtype=mx.float32)
+            result = accept_and_next(rows, padded, thresholds)
+        else:
+            result = sampler.accept_and_next(rows, padded, beta)
+        accepted, next_token = result.tolist()  # the one host sync
     else:
-        accepted, next_token = 0, mx.argmax(rows[-1]).item()
+        accepted, next_token = 0, (mx.argmax(rows[-1]) if sampler is None else sampler(rows[-1])).item()
     kept = cache.rewind(len(prompt_ids) + accepted)
     if kept != len(prompt_ids) + accepted:  # the cache had to be rebuilt: re-feed what is accepted
         cache.forward(full[: len(prompt_ids) + accepted])

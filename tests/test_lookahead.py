@@ -71,7 +71,7 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok):
     """With the greedy output itself as the 'source', n-gram proposals must be accepted and the
     result must equal plain greedy decoding token for token."""
     from mlx_ssbd.cache import TokenCache
-    from mlx_ssbd.decode import greedy_decode
+    from mlx_ssbd.decode import decode
     from mlx_ssbd.lookahead import speculative_decode
 
     model = tiny_model("qwen2", seed=5)
@@ -80,7 +80,7 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok):
 
     plain = TokenCache(model)
     first = int(plain.forward(prompt)[-1].argmax().item())
-    reference = list(greedy_decode(plain, first, max_tokens=40, is_stop=stop))
+    reference = list(decode(plain, first, max_tokens=40, is_stop=stop))
 
     fast = TokenCache(model)
     assert int(fast.forward(prompt)[-1].argmax().item()) == first

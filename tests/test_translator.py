@@ -211,3 +211,13 @@ def test_forward_logits_from_equals_full_logits(model, tied):
     part = TokenCache(model).forward(ids, logits_from=5)
     assert part.shape == (3, full.shape[-1])
     np.testing.assert_allclose(np.array(part), np.array(full[5:]), atol=1e-5, rtol=1e-5)
+
+
+def test_sampling_is_reproducible_by_seed_and_validated(model, tok):
+    runs = []
+    for seed in (3, 3, 4):
+        tr = make(model, tok, policy="ssbd", beta=0.2, temperature=1.0, top_p=0.9, seed=seed)
+        runs.append([tr.update(p).output_ids for p in ["so today", "so today I want", "so we"]])
+    assert runs[0] == runs[1] and runs[0] != runs[2]
+    with pytest.raises(ValueError, match="temperature"):
+        TranslatorConfig(temperature=-1)
