@@ -115,6 +115,14 @@ class TokenCache:
         self.tokens_fed += 1
         return logits[0, -1]
 
+    def adopt(self, layers: list, tokens: Sequence[int], *, fed: int, calls: int = 1) -> None:
+        """Take over per-layer caches computed outside this object (a batched pass, see
+        ``multistream``) that hold exactly ``tokens``; count ``calls`` model calls feeding ``fed``."""
+        self.layers = layers
+        self.tokens = [int(t) for t in tokens]
+        self.forward_calls += calls
+        self.tokens_fed += fed
+
     @property
     def nbytes(self) -> int:
         return sum(getattr(layer, "nbytes", 0) for layer in self.layers)

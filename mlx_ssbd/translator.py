@@ -146,6 +146,21 @@ class Update:
 
 
 @dataclass(frozen=True)
+class PendingUpdate:
+    """An update between ``StreamTranslator.begin`` and ``finish``."""
+
+    source: str
+    final: bool
+    prompt: object  # prompt.Prompt
+    max_new: int
+    draft: list[int]
+    start: float
+    calls0: int
+    fed0: int
+    rebuilds0: int
+
+
+@dataclass(frozen=True)
 class SourceUpdate:
     """One step of a source stream: the current source prefix and whether it is final."""
 
@@ -212,58 +227,67 @@ class StreamTranslator:
             ValueError: source is not a string, is empty or whitespace, or does not fit the
                 model's context. The translator's state is unchanged.
         """
-        prompt, max_new = self._validated_prompt(source)
+        step = self.begin(source, final)
         cfg = self.config
-        start = time.perf_counter()
-        calls0, fed0, rebuilds0 = self.cache.forward_calls, self.cache.tokens_fed, self.cache.rebuilds
-
-        if cfg.policy == "rt-nocache":
-            self.cache.clear()
-        draft = self._draft_tokens()[:max_new] if cfg.uses_draft else []
-        check = verify(self.cache, prompt.ids, draft, cfg.effective_beta, self.sampler)
-        output = draft[: check.accepted]
+        check = verify(self.cache, step.prompt.ids, step.draft, cfg.effective_beta, self.sampler)
+        output = step.draft[: check.accepted]
         after_verify = time.perf_counter()
-        budget = max_new - len(output)
+        budget = step.max_new - len(output)
         proposer = None
         if cfg.resync or cfg.ngram_drafts:
-            proposer = Proposer(old_draft=draft if cfg.resync else (), diverged_at=check.accepted,
-                                source=prompt.source if cfg.ngram_drafts else ())
-            output += speculative_decode(self.cache, check.next_token, max_tokens=budget, is_stop=self._is_stop,
+            proposer = Proposer(old_draft=step.draft if cfg.resync else (), diverged_at=check.accepted,
+                                source=step.prompt.source if cfg.ngram_drafts else ())
+            output += speculative_decode(self.cache, check.next_token, max_tokens=budget, is_stop=self.is_stop,
                                          propose=proposer, beta=cfg.effective_beta, prefix=output,
                                          sampler=self.sampler)
         else:
-            output += decode(self.cache, check.next_token, max_tokens=budget, is_stop=self._is_stop,
+            output += decode(self.cache, check.next_token, max_tokens=budget, is_stop=self.is_stop,
                              sampler=self.sampler)
-        end = time.perf_counter()
+        return self.finish(step, output, check.accepted, check.reused, after_verify, proposer)
 
+    def begin(self, source: str, final: bool) -> "PendingUpdate":
+        """Validate ``source`` and pick the draft: the first half of ``update`` (also used by
+        ``multistream``, which runs the model for many translators at once)."""
+        prompt, max_new = self._validated_prompt(source)
+        if self.config.policy == "rt-nocache":
+            self.cache.clear()
+        draft = self._draft_tokens()[:max_new] if self.config.uses_draft else []
+        c = self.cache
+        return PendingUpdate(source, final, prompt, max_new, draft, time.perf_counter(),
+                             c.forward_calls, c.tokens_fed, c.rebuilds)
+
+    def finish(self, step: "PendingUpdate", output: list[int], accepted: int, reused: int,
+               after_verify: float, proposer: Proposer | None = None) -> Update:
+        """Record the outcome of an update begun with ``begin``: stats, display, the next draft."""
+        cfg, end = self.config, time.perf_counter()
         stats = UpdateStats(
             policy=cfg.policy,
             beta=cfg.effective_beta,
-            draft_tokens=len(draft),
-            accepted=check.accepted,
-            decoded=len(output) - check.accepted,
+            draft_tokens=len(step.draft),
+            accepted=accepted,
+            decoded=len(output) - accepted,
             output_tokens=len(output),
-            forward_passes=self.cache.forward_calls - calls0,
-            tokens_fed=self.cache.tokens_fed - fed0,
-            reused_tokens=check.reused,
-            prefill_s=after_verify - start,
+            forward_passes=self.cache.forward_calls - step.calls0,
+            tokens_fed=self.cache.tokens_fed - step.fed0,
+            reused_tokens=reused,
+            prefill_s=after_verify - step.start,
             decode_s=end - after_verify,
-            wall_s=end - start,
-            cache_rebuilds=self.cache.rebuilds - rebuilds0,
+            wall_s=end - step.start,
+            cache_rebuilds=self.cache.rebuilds - step.rebuilds0,
             resynced=proposer.resynced if proposer else 0,
             ngram_accepted=proposer.ngram_accepted if proposer else 0,
             proposals=proposer.attempts if proposer else 0,
         )
         update = Update(
-            source=source,
+            source=step.source,
             output_ids=tuple(output),
             output=self._decode(output),
-            display=self._display(output, final),
-            final=final,
+            display=self._display(output, step.final),
+            final=step.final,
             segment=self.segment,
             stats=stats,
         )
-        if final:
+        if step.final:
             self.segment += 1
             self.reset()
         else:
@@ -305,7 +329,8 @@ class StreamTranslator:
     def _decode(self, ids) -> str:
         return self.tokenizer.decode(list(ids)).strip() if ids else ""
 
-    def _is_stop(self, token: int) -> bool:
+    def is_stop(self, token: int) -> bool:
+        """True for a token that ends the output (EOS, end of turn, a newline if configured)."""
         if token in self._stop_ids:
             return True
         if not self.config.stop_on_newline:
