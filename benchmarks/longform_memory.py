@@ -23,6 +23,7 @@ import mlx.core as mx
 from mlx_ssbd import StreamTranslator, TranslatorConfig, stream_translate
 from mlx_ssbd.bench import machine_info
 from mlx_ssbd.loading import load_model
+from mlx_ssbd.report import pyplot
 from mlx_ssbd.streams import read_partials
 
 
@@ -69,12 +70,8 @@ def main() -> None:
 
 
 def _plot(samples, path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return
     x = [s["update"] for s in samples]
     fig, ax = plt.subplots(figsize=(6, 3.5))

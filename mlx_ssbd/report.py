@@ -80,25 +80,33 @@ def markdown(summary: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def pyplot():
+    """matplotlib.pyplot on the non-interactive Agg backend, or None without ``mlx-ssbd[plots]``."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def write_report(out_dir: Path, summary: dict, records: list[dict]) -> list[str]:
     out_dir = Path(out_dir)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     written = ["summary.json"]
-    try:
-        written += _plots(out_dir, summary, records)
-    except ImportError:
+    plt = pyplot()
+    if plt is not None:
+        written += _plots(plt, out_dir, summary, records)
+    else:
         summary.setdefault("notes", []).append("plots skipped: pip install 'mlx-ssbd[plots]' for PNG plots")
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     (out_dir / "report.md").write_text(markdown(summary))
     return written + ["report.md"]
 
 
-def _plots(out_dir: Path, summary: dict, records: list[dict]) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def _plots(plt, out_dir: Path, summary: dict, records: list[dict]) -> list[str]:
     configs = summary["configs"]
     written = []
     ssbd = sorted((s["beta"], s) for s in configs.values() if s["method"] == "ssbd")

@@ -1,13 +1,11 @@
 """Resync and source n-gram drafts: proposals, and losslessness at beta = 0."""
 
-import random
-
 import pytest
 
 from mlx_ssbd import StreamTranslator, method_config
 from mlx_ssbd.lookahead import Proposer, find_last, find_unique
 
-from test_translator import SMALL, random_stream
+from test_translator import SMALL, assert_same_outputs_on_random_streams
 from tiny import byte_tokenizer, tiny_model
 
 
@@ -47,17 +45,9 @@ def test_lookahead_at_beta0_is_token_identical_to_rt(tok, arch, method):
     model = tiny_model(arch, seed=21)
     make = lambda m, **k: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
                                            config=method_config(m, **SMALL, **k))
-    rt, fast = make("rt"), make(method, beta=0.0)
-    rng = random.Random(99)
-    proposed = accepted = 0
-    for _ in range(25):
-        prefixes = random_stream(rng)
-        for i, prefix in enumerate(prefixes):
-            final = i == len(prefixes) - 1
-            a, b = rt.update(prefix, final=final), fast.update(prefix, final=final)
-            assert a.output_ids == b.output_ids, (prefixes, i)
-            proposed += b.stats.proposals
-            accepted += b.stats.resynced + b.stats.ngram_accepted
+    stats = assert_same_outputs_on_random_streams(make("rt"), make(method, beta=0.0), streams=25, seed=99)
+    proposed = sum(s.proposals for s in stats)
+    accepted = sum(s.resynced + s.ngram_accepted for s in stats)
     if method != "ssbd-ngram":  # a random model never repeats its source's bytes: see the copy test
         assert proposed > 0 and accepted > 0
 
