@@ -211,3 +211,24 @@ def test_live_view_in_a_real_terminal(model_dir, tmp_path):
         assert len(lines) == 4, screen  # 2 committed captions + status + EXIT
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_ctrl_c_keeps_committed_lines_and_exits_130(model_dir):
+    """A real process reading stdin: after the first committed line, SIGINT ends it with 130."""
+    import signal
+
+    exe = shutil.which("mlx-ssbd")
+    cmd = [exe] if exe else [sys.executable, "-m", "mlx_ssbd_cli"]
+    proc = subprocess.Popen([*cmd, "translate", "--stream", "-", "--model", model_dir, "--format", "text"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        proc.stdin.write("so today I want to talk\n")
+        proc.stdin.flush()
+        first = proc.stdout.readline()  # blocks until the first segment is committed
+        assert first.strip()
+        proc.send_signal(signal.SIGINT)  # stdin stays open: the process is waiting for more input
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert "interrupted" in err and "Traceback" not in err
