@@ -200,6 +200,8 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
         "a_o": _round(metrics.ratio(total("accepted"), total("output_tokens"))),
         "tps": _round(metrics.ratio(total("output_tokens"), total("wall_s"))),
         "wall_s": round(total("wall_s"), 3),
+        "prefill_verify_s": round(total("prefill_s"), 3),
+        "decode_s": round(total("decode_s"), 3),
         "median_update_s": round(statistics.median(r["wall_s"] for r in flat), 4),
         "forward_passes_per_update": _round(total("forward_passes") / len(flat)),
         "tokens_fed_per_update": _round(total("tokens_fed") / len(flat)),

@@ -26,6 +26,8 @@ COLUMNS = [
     ("A/O", lambda s: _pct(s["a_o"])),
     ("TPS", lambda s: _num(s["tps"], 1)),
     ("Wall s", lambda s: _num(s["wall_s"], 1)),
+    ("Verify s", lambda s: _num(s.get("prefill_verify_s"), 1)),
+    ("Decode s", lambda s: _num(s.get("decode_s"), 1)),
     ("Speedup", lambda s: f"{s['speedup']:.2f}x" if s.get("speedup") else "-"),
     ("Passes/upd", lambda s: _num(s["forward_passes_per_update"], 1)),
     ("Fed/upd", lambda s: _num(s["tokens_fed_per_update"], 1)),
@@ -66,7 +68,8 @@ def markdown(summary: dict) -> str:
         "",
         markdown_table(summary["configs"]),
         "",
-        "Speedup = RT (prefix-cached) wall time / method wall time, same run. TPS = output tokens / "
+        "Speedup = RT (prefix-cached) wall time / method wall time, same run. Verify s = prompt tail + "
+        "verify passes, Decode s = token-by-token decoding (together: Wall s). TPS = output tokens / "
         "generation wall time. NE on raw outputs; NE disp on displayed text. LAAL-CA: "
         "computation-aware length-adaptive average lagging in seconds (see mlx_ssbd/metrics.py).",
         "",
