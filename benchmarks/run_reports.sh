@@ -42,4 +42,5 @@ once "$OUT/multistream/multistream.json" python benchmarks/multistream.py --mode
     --out "$OUT/multistream"
 once "$OUT/longform/longform_memory.json" python benchmarks/longform_memory.py --model qwen2.5-coder-0.5b --updates 1000 \
     --out "$OUT/longform"
+run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
