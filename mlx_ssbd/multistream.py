@@ -24,7 +24,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache
 
 from .translator import PendingUpdate, StreamTranslator, Update
-from .verify import accept_and_next, accept_threshold
+from .verify import decide
 
 
 class MultiStreamTranslator:
@@ -90,17 +90,10 @@ class MultiStreamTranslator:
         layers = self._merge([tr for tr, _ in pending], pads)
         logits = self.model(inputs, cache=layers)  # (B, width, V): ONE forward for all streams
 
-        results = []
-        for b, (_, step) in enumerate(pending):
-            m = len(step.draft)
-            rows = logits[b, width - m - 1 :]
-            if m:
-                thr = accept_threshold(pending[b][0].config.effective_beta)
-                results.append(accept_and_next(rows, mx.array([*step.draft, 0], dtype=mx.uint32),
-                                               mx.array([thr] * m + [-1.0], dtype=mx.float32)))
-            else:
-                results.append(mx.stack([mx.array(0, dtype=mx.int32), mx.argmax(rows[-1]).astype(mx.int32)]))
-        decided = mx.stack(results).tolist()  # one host sync for every stream
+        decided = mx.stack([
+            decide(logits[b, width - len(step.draft) - 1 :], step.draft, tr.config.effective_beta)
+            for b, (tr, step) in enumerate(pending)
+        ]).tolist()  # one host sync for every stream
 
         checks = []
         for b, ((tr, step), full, start) in enumerate(zip(pending, fulls, starts)):

@@ -73,6 +73,21 @@ def accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array) -> 
     return _compiled[vocab](logits, draft, thresholds)
 
 
+def decide(rows: mx.array, draft: Sequence[int], beta: float, sampler: Sampler | None = None) -> mx.array:
+    """``[accepted, next_token]`` (lazy) from the m + 1 logit rows of a verify pass.
+
+    Greedy: the fused biased rule (compiled); with a sampler: biased speculative sampling.
+    """
+    if not draft:
+        next_token = mx.argmax(rows[-1]) if sampler is None else sampler(rows[-1])
+        return mx.stack([mx.array(0, dtype=mx.int32), next_token.astype(mx.int32)])
+    padded = mx.array([*draft, 0], dtype=mx.uint32)
+    if sampler is not None:
+        return sampler.accept_and_next(rows, padded, beta)
+    thresholds = mx.array([accept_threshold(beta)] * len(draft) + [-1.0], dtype=mx.float32)
+    return accept_and_next(rows, padded, thresholds)
+
+
 @dataclass(frozen=True)
 class VerifyResult:
     """Outcome of one verify pass."""
@@ -102,7 +117,7 @@ def verify(
         sampler: None for greedy (the fused rule above); else biased speculative sampling
             (``sampling.Sampler.accept_and_next``).
     """
-    threshold = accept_threshold(beta)
+    accept_threshold(beta)  # validates beta before anything changes
     full = [*prompt_ids, *draft]
     # Keep at least the last prompt token to feed: its logits predict draft[0].
     reused = cache.reuse(full, keep_last=len(draft) + 1)
@@ -110,17 +125,8 @@ def verify(
     # ONE forward call; only the last m + 1 rows (those predicting the draft and the token after
     # it) need logits: (m + 1, V).
     rows = cache.forward(fed, logits_from=len(fed) - len(draft) - 1)
-    if draft:
-        padded = mx.array([*draft, 0], dtype=mx.uint32)
-        if sampler is None:
-            thresholds = mx.array([threshold] * len(draft) + [-1.0], dtype=mx.float32)
-            result = accept_and_next(rows, padded, thresholds)
-        else:
-            result = sampler.accept_and_next(rows, padded, beta)
-        accepted, next_token = result.tolist()  # the one host sync
-    else:
-        accepted, next_token = 0, (mx.argmax(rows[-1]) if sampler is None else sampler(rows[-1])).item()
-    kept = cache.rewind(len(prompt_ids) + accepted)
-    if kept != len(prompt_ids) + accepted:  # the cache had to be rebuilt: re-feed what is accepted
-        cache.forward(full[: len(prompt_ids) + accepted])
+    accepted, next_token = decide(rows, draft, beta, sampler).tolist()  # the one host sync
+    keep = len(prompt_ids) + accepted
+    if cache.rewind(keep) != keep:  # the cache had to be rebuilt: re-feed what is accepted
+        cache.forward(full[:keep], logits_from=keep - 1)
     return VerifyResult(accepted, int(next_token), len(fed), reused)
