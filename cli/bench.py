@@ -98,7 +98,7 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
                                 source_lang=source, target_lang=target, config=config)
         for label, config in configs.items()
     }
-    note = data_note or (UDHR_NOTE if "udhr" in Path(data).name.lower() else Path(data).name)
+    note = data_note or (UDHR_NOTE if "udhr" in str(Path(data).resolve()).lower() else Path(data).name)
     facts = {"data": str(Path(data).resolve()), "data_name": Path(data).name, "data_note": note,
              "model": loaded.name, "source": source, "target": target, "configs": list(translators),
              "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items),
