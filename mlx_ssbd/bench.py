@@ -78,8 +78,8 @@ def make_configs(methods: Sequence[str], betas: Sequence[float], *, draft_mask_k
 def machine_info() -> dict:
     import os
 
-    return {"machine": platform.node(), "platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-            "cpus": os.cpu_count(), **backend_info().to_dict()}
+    return {**backend_info().to_dict(), "machine": platform.node(), "os": platform.platform(),
+            "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
 
 
 def _load_done(out_dir: Path, labels: set[str]) -> tuple[list[dict], set[str]]:

@@ -62,7 +62,7 @@ def markdown(summary: dict) -> str:
         f"# mlx-ssbd benchmark: {facts['source']}->{facts['target']} on {facts['data_name']}",
         "",
         f"Model `{facts['model']}` ({machine['compute_dtype']}), {machine['device']}, BLAS {machine['blas']}, "
-        f"{machine['cpus']} CPUs, machine `{machine['machine']}` ({machine['platform']}). "
+        f"{machine['cpus']} CPUs, machine `{machine['machine']}` ({machine.get('os', machine['platform'])}). "
         f"{facts['items']} items, lag {facts['lag']}, display mask-k {facts['display_mask_k']}, "
         f"{facts['word_s']} s per source word for lagging.",
         "",
