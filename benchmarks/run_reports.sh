@@ -42,5 +42,8 @@ once "$OUT/multistream/multistream.json" python benchmarks/multistream.py --mode
     --out "$OUT/multistream"
 once "$OUT/longform/longform_memory.json" python benchmarks/longform_memory.py --model qwen2.5-coder-0.5b --updates 1000 \
     --out "$OUT/longform"
+# 7. The lookahead comparison on the default model too (3 paragraphs: RT on the 1.5B is slow here).
+bench --data $DATA/udhr/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus \
+    --beta 0.2 --limit 3 --semsim --out "$OUT/en-de-1.5b-lookahead"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
