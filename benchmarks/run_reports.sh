@@ -45,5 +45,8 @@ once "$OUT/longform/longform_memory.json" python benchmarks/longform_memory.py -
 # 7. The lookahead comparison on the default model too (3 paragraphs: RT on the 1.5B is slow here).
 bench --data $DATA/udhr/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus \
     --beta 0.2 --limit 3 --semsim --out "$OUT/en-de-1.5b-lookahead"
+# 8. Commit exactly what RT would (final update at beta 0) where a weak model locks in a bad draft.
+bench --data $DATA/udhr/en-ja.jsonl -m qwen2.5-coder-0.5b -t ja --methods rt,ssbd,ssbd-final0 --beta 0.2 --limit 5 \
+    --semsim --out "$OUT/en-ja-0.5b-final0"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

@@ -91,8 +91,8 @@ class MultiStreamTranslator:
         logits = self.model(inputs, cache=layers)  # (B, width, V): ONE forward for all streams
 
         decided = mx.stack([
-            decide(logits[b, width - len(step.draft) - 1 :], step.draft, tr.config.effective_beta)
-            for b, (tr, step) in enumerate(pending)
+            decide(logits[b, width - len(step.draft) - 1 :], step.draft, step.beta)
+            for b, (_, step) in enumerate(pending)
         ]).tolist()  # one host sync for every stream
 
         checks = []

@@ -47,6 +47,7 @@ METHODS = {
     "ssbd-resync": {"policy": "ssbd", "resync": True},
     "ssbd-ngram": {"policy": "ssbd", "ngram_drafts": True},
     "ssbd-plus": {"policy": "ssbd", "resync": True, "ngram_drafts": True},
+    "ssbd-final0": {"policy": "ssbd", "final_beta": 0.0},
 }
 DEFAULT_POLICY = "ssbd"
 DEFAULT_BETA = 0.2  # the paper's default
@@ -67,6 +68,9 @@ class TranslatorConfig:
         stop_on_newline: end the output at a token containing a newline (captions are one line).
         resync: after the draft is rejected, rejoin it where the new output matches it again.
         ngram_drafts: propose source n-gram continuations (copy-through tokens) while decoding.
+        final_beta: beta for the final (committed) update of a segment; None: ``beta``. With 0 the
+            committed text is exactly what RT commits (a bad early draft cannot be locked in),
+            while live updates keep the fast biased drafts.
         temperature: 0 for greedy decoding; > 0 samples (biased speculative sampling for drafts).
         top_p: nucleus mass kept when sampling. seed: the sampler's PRNG seed.
     """
@@ -80,6 +84,7 @@ class TranslatorConfig:
     stop_on_newline: bool = True
     resync: bool = False
     ngram_drafts: bool = False
+    final_beta: float | None = None
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
@@ -88,6 +93,8 @@ class TranslatorConfig:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
         accept_threshold(self.beta)  # validates the range
+        if self.final_beta is not None:
+            accept_threshold(self.final_beta)
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -101,6 +108,12 @@ class TranslatorConfig:
     def effective_beta(self) -> float:
         """The bias actually applied: 1 for cd, beta for ssbd, 0 (exact greedy) for rt."""
         return {"cd": 1.0, "ssbd": self.beta}.get(self.policy, 0.0)
+
+    def beta_for(self, final: bool) -> float:
+        """The bias of one update: ``final_beta`` on a final ssbd update if set."""
+        if final and self.policy == "ssbd" and self.final_beta is not None:
+            return self.final_beta
+        return self.effective_beta
 
     @property
     def uses_draft(self) -> bool:
@@ -154,6 +167,7 @@ class PendingUpdate:
     prompt: object  # prompt.Prompt
     max_new: int
     draft: list[int]
+    beta: float  # the bias applied in this update
     start: float
     calls0: int
     fed0: int
@@ -229,7 +243,7 @@ class StreamTranslator:
         """
         step = self.begin(source, final)
         cfg = self.config
-        check = verify(self.cache, step.prompt.ids, step.draft, cfg.effective_beta, self.sampler)
+        check = verify(self.cache, step.prompt.ids, step.draft, step.beta, self.sampler)
         output = step.draft[: check.accepted]
         after_verify = time.perf_counter()
         budget = step.max_new - len(output)
@@ -238,7 +252,7 @@ class StreamTranslator:
             proposer = Proposer(old_draft=step.draft if cfg.resync else (), diverged_at=check.accepted,
                                 source=step.prompt.source if cfg.ngram_drafts else ())
             output += speculative_decode(self.cache, check.next_token, max_tokens=budget, is_stop=self.is_stop,
-                                         propose=proposer, beta=cfg.effective_beta, prefix=output,
+                                         propose=proposer, beta=step.beta, prefix=output,
                                          sampler=self.sampler)
         else:
             output += decode(self.cache, check.next_token, max_tokens=budget, is_stop=self.is_stop,
@@ -253,8 +267,8 @@ class StreamTranslator:
             self.cache.clear()
         draft = self._draft_tokens()[:max_new] if self.config.uses_draft else []
         c = self.cache
-        return PendingUpdate(source, final, prompt, max_new, draft, time.perf_counter(),
-                             c.forward_calls, c.tokens_fed, c.rebuilds)
+        return PendingUpdate(source, final, prompt, max_new, draft, self.config.beta_for(final),
+                             time.perf_counter(), c.forward_calls, c.tokens_fed, c.rebuilds)
 
     def finish(self, step: "PendingUpdate", output: list[int], accepted: int, reused: int,
                after_verify: float, proposer: Proposer | None = None) -> Update:
@@ -262,7 +276,7 @@ class StreamTranslator:
         cfg, end = self.config, time.perf_counter()
         stats = UpdateStats(
             policy=cfg.policy,
-            beta=cfg.effective_beta,
+            beta=step.beta,
             draft_tokens=len(step.draft),
             accepted=accepted,
             decoded=len(output) - accepted,

@@ -228,3 +228,22 @@ def test_sampling_is_reproducible_by_seed_and_validated(model, tok):
     assert runs[0] == runs[1] and runs[0] != runs[2]
     with pytest.raises(ValueError, match="temperature"):
         TranslatorConfig(temperature=-1)
+
+
+def test_final_beta0_commits_exactly_what_rt_commits(model, tok):
+    """Live updates stay biased; every committed (final) output equals RT's."""
+    rt = make(model, tok, policy="rt")
+    safe = make(model, tok, policy="ssbd", beta=0.5, final_beta=0.0)
+    rng = random.Random(77)
+    live_differs = False
+    for _ in range(20):
+        prefixes = random_stream(rng)
+        for i, prefix in enumerate(prefixes):
+            final = i == len(prefixes) - 1
+            a, b = rt.update(prefix, final=final), safe.update(prefix, final=final)
+            if final:
+                assert a.output_ids == b.output_ids and b.stats.beta == 0.0
+            else:
+                live_differs |= a.output_ids != b.output_ids
+                assert b.stats.beta == 0.5
+    assert live_differs  # the live updates really were biased
