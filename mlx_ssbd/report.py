@@ -18,7 +18,7 @@ SUBSTITUTIONS = (
 )
 
 COLUMNS = [
-    ("Method", lambda s: s["method"].upper()),
+    ("Method", lambda s: s["label"]),
     ("β", lambda s: f"{s['beta']:g}" if s["method"] == "ssbd" else "-"),
     ("NE↓", lambda s: f"{s['ne']:.3f}"),
     ("NE disp↓", lambda s: f"{s['ne_display']:.3f}"),
@@ -48,9 +48,11 @@ def _num(value, digits):
 
 
 def markdown_table(configs: dict) -> str:
-    cols = [(name, fn) for name, fn in COLUMNS if any(fn(s) != "-" for s in configs.values())]
+    """One row per configuration, named by its label (e.g. ``ssbd-resync-b0.2``)."""
+    rows = [{**s, "label": label} for label, s in configs.items()]
+    cols = [(name, fn) for name, fn in COLUMNS if any(fn(s) != "-" for s in rows)]
     lines = ["| " + " | ".join(name for name, _ in cols) + " |", "|" + "---|" * len(cols)]
-    for s in configs.values():
+    for s in rows:
         lines.append("| " + " | ".join(fn(s) for _, fn in cols) + " |")
     return "\n".join(lines)
 
@@ -112,7 +114,9 @@ def write_report(out_dir: Path, summary: dict, records: list[dict]) -> list[str]
 def _plots(plt, out_dir: Path, summary: dict, records: list[dict]) -> list[str]:
     configs = summary["configs"]
     written = []
-    ssbd = sorted((s["beta"], s) for s in configs.values() if s["method"] == "ssbd")
+    # The beta plot shows plain SSBD only (labels ssbd-b<beta>), not lookahead variants.
+    ssbd = sorted(((s["beta"], s) for label, s in configs.items() if label.startswith("ssbd-b")),
+                  key=lambda pair: pair[0])
     if ssbd:
         fig, ax1 = plt.subplots(figsize=(6, 4))
         betas = [b for b, _ in ssbd]

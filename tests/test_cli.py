@@ -232,3 +232,16 @@ def test_ctrl_c_keeps_committed_lines_and_exits_130(model_dir):
         proc.kill()
     assert proc.returncode == 130
     assert "interrupted" in err and "Traceback" not in err
+
+
+def test_bench_with_several_ssbd_variants_at_one_beta(run, tmp_path):
+    """Variants sharing policy and beta get their own rows (regression: the plot sort crashed)."""
+    data = write(tmp_path, "pairs.jsonl", '{"id": "a", "src": "so today I want to talk", "ref": "heute"}\n')
+    out = tmp_path / "out"
+    result = run("bench", "--data", data, "--methods", "rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus,ssbd-final0",
+                 "--out", str(out))
+    assert result.exit_code == 0, result.output
+    report = (out / "report.md").read_text()
+    for label in ["ssbd-b0.2", "ssbd-resync-b0.2", "ssbd-ngram-b0.2", "ssbd-plus-b0.2", "ssbd-final0-b0.2"]:
+        assert f"| {label} |" in report
+    assert (out / "speed_ne_vs_beta.png").is_file()
