@@ -129,9 +129,9 @@ def _plots(plt, out_dir: Path, summary: dict, records: list[dict]) -> list[str]:
         for label, colour in (("rt", "tab:gray"), ("cd", "tab:green")):
             if label in configs:
                 ax2.axhline(configs[label]["ne"], color=colour, lw=0.8, ls=":", label=f"NE {label.upper()}")
-        fig.legend(loc="upper center", ncol=4, fontsize=8)
-        ax1.set_title(f"SSBD: speed and flicker against β ({summary['run']['target']})", fontsize=10, pad=22)
-        fig.tight_layout()
+        fig.legend(loc="lower center", ncol=4, fontsize=8)
+        ax1.set_title(f"SSBD: speed and flicker against β ({summary['run']['target']})", fontsize=10)
+        fig.tight_layout(rect=(0, 0.07, 1, 1))
         fig.savefig(out_dir / "speed_ne_vs_beta.png", dpi=120)
         plt.close(fig)
         written.append("speed_ne_vs_beta.png")
