@@ -6,8 +6,9 @@ Contract: ``Proposer`` looks at the output decoded so far and proposes tokens th
   d, when the last ``n`` output tokens occur exactly once in the rest of the old draft, propose what
   follows them there. Rewording early in a sentence often leaves its tail intact, so decoding can
   rejoin the old draft.
-* **source n-grams** (prompt lookup): when no old draft is left, when the last ``n`` output tokens
-  occur in the source ids, propose the source tokens that follow, which helps with copy-through
+* **source n-grams** (prompt lookup): when resync has nothing to propose (no old draft left, or no
+  unique match in it) and the last ``n`` output tokens occur in the source ids, propose the
+  source tokens that follow, which helps with copy-through
   tokens (names, numbers, code).
 
 ``speculative_decode`` is ``decode.decode`` with proposals: a proposal is checked with
@@ -102,7 +103,7 @@ def speculative_decode(
     prefix: Sequence[int] = (),
     sampler=None,
 ) -> Iterator[int]:
-    """Yield greedy tokens from ``first`` on, verifying ``propose``'s drafts on the way.
+    """Yield tokens from ``first`` on (greedy, or ``sampler``'s), verifying ``propose``'s drafts.
 
     ``prefix`` is the output accepted before ``first`` (the proposer matches against
     ``prefix + yielded``). Stop tokens are never yielded nor fed; on return the cache holds
