@@ -20,7 +20,7 @@ from .common import check_languages, load, user_errors
 UDHR_NOTE = "UDHR paragraphs (human translations; not FLORES; likely seen in training)"
 
 
-def parse_list(kind, text: str, allowed=None):
+def parse_list(kind, text: str, allowed=None, bounds=(0.0, 1.0), what="beta"):
     values = []
     for raw in text.split(","):
         raw = raw.strip()
@@ -32,8 +32,8 @@ def parse_list(kind, text: str, allowed=None):
             raise click.BadParameter(f"{raw!r} is not a valid {kind.__name__}") from None
         if allowed is not None and value not in allowed:
             raise click.BadParameter(f"unknown method {raw!r}; known: {', '.join(allowed)}")
-        if kind is float and not 0.0 <= value <= 1.0:
-            raise click.BadParameter(f"beta {value} is outside [0, 1]")
+        if kind is float and not bounds[0] <= value <= bounds[1]:
+            raise click.BadParameter(f"{what} {value:g} is outside [{bounds[0]:g}, {bounds[1]:g}]")
         values.append(value)
     if not values:
         raise click.BadParameter("empty list")
@@ -64,10 +64,14 @@ def load_items(data: str, lag: int, limit: int | None):
 @click.option("--fresh", is_flag=True, help="Discard results already in --out.")
 @click.option("--semsim", is_flag=True, help=f"Add a semantic similarity score ({SEMSIM_LABEL}).")
 @click.option("--comet-checkpoint", type=click.Path(dir_okay=False), default=None, help="Local COMET checkpoint (.ckpt).")
-@click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True, help="0: greedy; > 0: sampling.")
+@click.option("--temperature", "temperatures", default="0", show_default=True,
+              help="0: greedy; > 0: sampling. A list (0,0.7) runs every method at each temperature.")
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True,
+              help="Nucleus mass kept when sampling.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (each configuration's own PRNG).")
 @click.option("--data-note", default=None, help="What the data is, for the report. [default: from the file name]")
 def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, lag, limit, word_s, out_dir,
-          fresh, semsim, comet_checkpoint, temperature, data_note):
+          fresh, semsim, comet_checkpoint, temperatures, top_p, seed, data_note):
     """Benchmark decoding policies on one data set, every method in one run.
 
     \b
@@ -81,6 +85,7 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
     """
     method_list = parse_list(str, methods, list(METHODS))
     beta_list = parse_list(float, betas)
+    temperature_list = parse_list(float, temperatures, bounds=(0.0, 10.0), what="temperature")
     check_languages(source, target)
     out = Path(out_dir)
     if fresh and out.exists():
@@ -92,7 +97,7 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
 
     loaded = load(model)
     configs = make_configs(method_list, beta_list, draft_mask_k=mask_k, display_mask_k=display_mask_k,
-                           temperature=temperature)
+                           temperatures=temperature_list, top_p=top_p, seed=seed)
     translators = {
         label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
                                 source_lang=source, target_lang=target, config=config)
@@ -102,7 +107,7 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
     facts = {"data": str(Path(data).resolve()), "data_name": Path(data).name, "data_note": note,
              "model": loaded.name, "source": source, "target": target, "configs": list(translators),
              "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items),
-             "temperature": temperature}
+             "temperatures": temperature_list, "top_p": top_p, "seed": seed}
 
     with click.progressbar(length=len(items), label="Benchmarking", file=sys.stderr, show_eta=True,
                            item_show_func=lambda i: i.id if i else "") as bar:

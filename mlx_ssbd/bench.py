@@ -5,7 +5,8 @@ translates the items in order, running every configuration on an item before mov
 (so slow drift of the machine hits all methods alike), and appends one record per update to
 ``results.jsonl`` as it goes. A run is resumable per item: items whose records are complete for
 every configuration are kept and skipped; partial ones are re-run. ``summarize`` turns the records
-into per-configuration metrics (``metrics`` module) with speedup against ``rt`` from the same run.
+into per-configuration metrics (``metrics`` module) with speedup against ``rt`` from the same run
+(at the same sampling temperature).
 """
 
 from __future__ import annotations
@@ -62,16 +63,23 @@ def items_from_partials(updates: Sequence[SourceUpdate]) -> list[Item]:
 
 
 def make_configs(methods: Sequence[str], betas: Sequence[float], *, draft_mask_k: int = 0,
-                 display_mask_k: int = 0, temperature: float = 0.0) -> dict:
-    """label -> TranslatorConfig for every method (and every beta for the ssbd methods)."""
+                 display_mask_k: int = 0, temperatures: Sequence[float] = (0.0,), top_p: float = 1.0,
+                 seed: int = 0) -> dict:
+    """label -> TranslatorConfig for every temperature, method (and beta for the ssbd methods).
+
+    Labels: ``rt``, ``ssbd-b0.2``, ``ssbd-resync-b0.2-mask2``; a sampled configuration ends in
+    ``-t<temperature>`` (``rt-t0.7``, ``ssbd-b0.2-t0.7``).
+    """
     configs = {}
-    for method in methods:
-        biased = method.startswith("ssbd")
-        for beta in betas if biased else [0.0]:
-            mask = draft_mask_k if biased or method == "cd" else 0
-            label = method + (f"-b{beta:g}" if biased else "") + (f"-mask{mask}" if mask else "")
-            configs[label] = method_config(method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k,
-                                           temperature=temperature)
+    for temperature in temperatures:
+        for method in methods:
+            biased = method.startswith("ssbd")
+            for beta in betas if biased else [0.0]:
+                mask = draft_mask_k if biased or method == "cd" else 0
+                label = (method + (f"-b{beta:g}" if biased else "") + (f"-mask{mask}" if mask else "")
+                         + (f"-t{temperature:g}" if temperature else ""))
+                configs[label] = method_config(method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k,
+                                               temperature=temperature, top_p=top_p, seed=seed)
     return configs
 
 
@@ -155,7 +163,8 @@ def _translate_item(translator: StreamTranslator, label: str, item: Item) -> lis
         out.append({
             "item": item.id, "config": label, "update": index, "source": update.text,
             "source_words": len(update.text.split()), "output": result.output, "display": result.display,
-            "final": update.final, "ref": item.ref, **result.stats.to_dict(),
+            "final": update.final, "ref": item.ref, "temperature": translator.config.temperature,
+            **result.stats.to_dict(),
         })
     return out
 
@@ -172,9 +181,12 @@ def summarize(records: Sequence[dict], *, target_lang: str, word_s: float, ne_to
     for label in labels:
         segments = [sorted(rs, key=lambda r: r["update"]) for rs in by_config[label].values()]
         summary[label] = _config_summary(segments, tokenize, target_lang, word_s)
-    rt_wall = summary.get("rt", {}).get("wall_s")
+    # Speedup against prefix-cached RT at the same temperature (sampled RT for sampled methods).
+    rt_label = {s["temperature"]: label for label, s in summary.items() if s["method"] == "rt"}
     for s in summary.values():
-        s["speedup"] = round(rt_wall / s["wall_s"], 3) if rt_wall and s["wall_s"] else None
+        base = summary.get(rt_label.get(s["temperature"]), {}).get("wall_s")
+        s["speedup_vs"] = rt_label.get(s["temperature"]) if base else None
+        s["speedup"] = round(base / s["wall_s"], 3) if base and s["wall_s"] else None
     return {"ne_tokenizer": tok_name, "configs": summary}
 
 
@@ -194,7 +206,8 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
         laal_ca.append(lag.laal_ca_s)
     finals = [seg[-1] for seg in segments]
     result = {
-        "method": flat[0]["policy"], "beta": flat[0]["beta"], "items": len(segments), "updates": len(flat),
+        "method": flat[0]["policy"], "beta": flat[0]["beta"], "temperature": flat[0].get("temperature", 0.0),
+        "items": len(segments), "updates": len(flat),
         "ne": _mean(ne), "ne_display": _mean(ne_display),
         "a_d": _round(metrics.ratio(total("accepted"), total("draft_tokens"))),
         "a_o": _round(metrics.ratio(total("accepted"), total("output_tokens"))),

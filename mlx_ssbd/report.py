@@ -20,6 +20,7 @@ SUBSTITUTIONS = (
 COLUMNS = [
     ("Method", lambda s: s["label"]),
     ("β", lambda s: f"{s['beta']:g}" if s["method"] == "ssbd" else "-"),
+    ("T", lambda s: f"{s['temperature']:g}" if s.get("temperature") else "-"),
     ("NE↓", lambda s: f"{s['ne']:.3f}"),
     ("NE disp↓", lambda s: f"{s['ne_display']:.3f}"),
     ("A/D", lambda s: _pct(s["a_d"])),
@@ -70,7 +71,8 @@ def markdown(summary: dict) -> str:
         "",
         markdown_table(summary["configs"]),
         "",
-        "Speedup = RT (prefix-cached) wall time / method wall time, same run. Verify s = prompt tail + "
+        "Speedup = RT (prefix-cached) wall time / method wall time, same run; a sampled method (T > 0) "
+        "is compared with RT sampling at the same temperature. Verify s = prompt tail + "
         "verify passes, Decode s = token-by-token decoding (together: Wall s). TPS = output tokens / "
         "generation wall time. NE on raw outputs; NE disp on displayed text. LAAL-CA: "
         "computation-aware length-adaptive average lagging in seconds (see mlx_ssbd/metrics.py).",
@@ -114,8 +116,9 @@ def write_report(out_dir: Path, summary: dict, records: list[dict]) -> list[str]
 def _plots(plt, out_dir: Path, summary: dict, records: list[dict]) -> list[str]:
     configs = summary["configs"]
     written = []
-    # The beta plot shows plain SSBD only (labels ssbd-b<beta>), not lookahead variants.
-    ssbd = sorted(((s["beta"], s) for label, s in configs.items() if label.startswith("ssbd-b")),
+    # The beta plot shows plain greedy SSBD only (labels ssbd-b<beta>), not lookahead or sampled variants.
+    ssbd = sorted(((s["beta"], s) for label, s in configs.items()
+                   if label.startswith("ssbd-b") and not s.get("temperature")),
                   key=lambda pair: pair[0])
     if ssbd:
         fig, ax1 = plt.subplots(figsize=(6, 4))

@@ -160,6 +160,8 @@ def test_bench_without_refs_skips_quality(run, tmp_path):
     (["--methods", "rt,fast"], "unknown method 'fast'"),
     (["--beta", "0.2,1.5"], "outside [0, 1]"),
     (["--beta", "abc"], "not a valid float"),
+    (["--temperature", "0,-1"], "temperature -1 is outside [0, 10]"),
+    (["--top-p", "0"], "--top-p"),
 ])
 def test_bench_bad_options(run, tmp_path, args, message):
     data = write(tmp_path, "p.jsonl", '{"src": "hello"}\n')
@@ -245,3 +247,19 @@ def test_bench_with_several_ssbd_variants_at_one_beta(run, tmp_path):
     for label in ["ssbd-b0.2", "ssbd-resync-b0.2", "ssbd-ngram-b0.2", "ssbd-plus-b0.2", "ssbd-final0-b0.2"]:
         assert f"| {label} |" in report
     assert (out / "speed_ne_vs_beta.png").is_file()
+
+
+def test_bench_sampling_is_compared_with_sampled_rt(run, tmp_path):
+    """--temperature 0,0.8 runs every method greedy and sampled; sampled speedup is vs sampled RT."""
+    data = write(tmp_path, "pairs.jsonl", '{"id": "a", "src": "so today I want to talk about rules", "ref": "heute"}\n')
+    out = tmp_path / "out"
+    result = run("bench", "--data", data, "--methods", "rt,ssbd", "--temperature", "0,0.8", "--top-p", "0.9",
+                 "--out", str(out))
+    assert result.exit_code == 0, result.output
+    configs = json.loads((out / "summary.json").read_text())["configs"]
+    assert list(configs) == ["rt", "ssbd-b0.2", "rt-t0.8", "ssbd-b0.2-t0.8"]
+    assert configs["ssbd-b0.2"]["speedup_vs"] == "rt" and configs["ssbd-b0.2-t0.8"]["speedup_vs"] == "rt-t0.8"
+    assert configs["rt-t0.8"]["speedup"] == 1.0 and configs["rt-t0.8"]["temperature"] == 0.8
+    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["temperature"] for r in records if r["config"] == "ssbd-b0.2-t0.8"} == {0.8}
+    assert "| T |" in (out / "report.md").read_text()
