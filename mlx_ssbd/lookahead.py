@@ -1,4 +1,4 @@
-"""Drafts proposed while decoding, and the decode loop that verifies them.
+"""Drafts proposed while decoding (``decode.decode(..., propose=...)`` verifies them).
 
 Contract: ``Proposer`` looks at the output decoded so far and proposes tokens that may follow:
 
@@ -11,20 +11,15 @@ Contract: ``Proposer`` looks at the output decoded so far and proposes tokens th
   source tokens that follow, which helps with copy-through
   tokens (names, numbers, code).
 
-``speculative_decode`` is ``decode.decode`` with proposals: a proposal is checked with
-``verify.verify`` in one biased pass (the same rule and β as the update's draft). With β = 0 every
-accepted token is the greedy token, so the output equals plain greedy decoding.
+``decode.decode`` checks each proposal with ``verify.verify`` in one biased pass (the same rule
+and β as the update's draft). With β = 0 every accepted token is the greedy token, so the output
+equals plain greedy decoding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-import mlx.core as mx
-
-from .cache import TokenCache
-from .verify import verify
 
 DEFAULT_NGRAM = 2
 DEFAULT_MAX_PROPOSAL = 16
@@ -90,53 +85,3 @@ class Proposer:
             self.resynced += count
         elif self._kind == "ngram":
             self.ngram_accepted += count
-
-
-def speculative_decode(
-    cache: TokenCache,
-    first: int,
-    *,
-    max_tokens: int,
-    is_stop: Callable[[int], bool],
-    propose: Proposer,
-    beta: float,
-    prefix: Sequence[int] = (),
-    sampler=None,
-) -> Iterator[int]:
-    """Yield tokens from ``first`` on (greedy, or ``sampler``'s), verifying ``propose``'s drafts.
-
-    ``prefix`` is the output accepted before ``first`` (the proposer matches against
-    ``prefix + yielded``). Stop tokens are never yielded nor fed; on return the cache holds
-    everything before the last yielded token at least (``cache.tokens`` is exact).
-    """
-    output = list(prefix)
-    token, produced = first, 0
-    while produced < max_tokens and not is_stop(token):
-        output.append(token)
-        produced += 1
-        proposal = propose(output)[: max_tokens - produced]
-        if proposal:
-            check = verify(cache, [*cache.tokens, token], proposal, beta, sampler)
-            accepted = []
-            for t in proposal[: check.accepted]:
-                if is_stop(t):
-                    break
-                accepted.append(t)
-            if len(accepted) < check.accepted:  # a stop token inside the proposal ends the output
-                cache.rewind(len(cache.tokens) - (check.accepted - len(accepted)))
-            propose.accepted(len(accepted))
-            yield token
-            yield from accepted
-            output += accepted
-            produced += len(accepted)
-            if len(accepted) < check.accepted:
-                return
-            token = check.next_token
-        elif produced >= max_tokens:
-            yield token
-            return
-        else:
-            next_token = (sampler or mx.argmax)(cache.forward_one(token))
-            mx.async_eval(next_token)
-            yield token
-            token = next_token.item()

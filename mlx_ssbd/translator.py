@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, replace
 
 from .cache import TokenCache
 from .decode import decode
-from .lookahead import Proposer, speculative_decode
+from .lookahead import Proposer
 from .prompt import PromptBuilder
 from .sampling import Sampler
 from .verify import accept_threshold, verify
@@ -251,12 +251,8 @@ class StreamTranslator:
         if cfg.resync or cfg.ngram_drafts:
             proposer = Proposer(old_draft=step.draft if cfg.resync else (), diverged_at=check.accepted,
                                 source=step.prompt.source if cfg.ngram_drafts else ())
-            output += speculative_decode(self.cache, check.next_token, max_tokens=budget, is_stop=self.is_stop,
-                                         propose=proposer, beta=step.beta, prefix=output,
-                                         sampler=self.sampler)
-        else:
-            output += decode(self.cache, check.next_token, max_tokens=budget, is_stop=self.is_stop,
-                             sampler=self.sampler)
+        output += decode(self.cache, check.next_token, max_tokens=budget, is_stop=self.is_stop,
+                         sampler=self.sampler, propose=proposer, beta=step.beta, prefix=output)
         return self.finish(step, output, check.accepted, check.reused, after_verify, proposer)
 
     def begin(self, source: str, final: bool) -> "PendingUpdate":

@@ -62,7 +62,6 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok):
     result must equal plain greedy decoding token for token."""
     from mlx_ssbd.cache import TokenCache
     from mlx_ssbd.decode import decode
-    from mlx_ssbd.lookahead import speculative_decode
 
     model = tiny_model("qwen2", seed=5)
     prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
@@ -75,7 +74,7 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok):
     fast = TokenCache(model)
     assert int(fast.forward(prompt)[-1].argmax().item()) == first
     proposer = Proposer(source=reference, max_attempts=10)
-    out = list(speculative_decode(fast, first, max_tokens=40, is_stop=stop, propose=proposer, beta=0.0))
+    out = list(decode(fast, first, max_tokens=40, is_stop=stop, propose=proposer, beta=0.0))
     assert out == reference
     assert proposer.ngram_accepted > 0
     assert fast.forward_calls < plain.forward_calls
