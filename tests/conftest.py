@@ -7,3 +7,18 @@ import sys
 import mlx_ssbd  # noqa: F401  (must precede every mlx.core import)
 
 sys.path.insert(0, os.path.dirname(__file__))  # for `from tiny import ...`
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    """A tiny random-weight qwen2 model directory, converted from GGUF the way real models are."""
+    from mlx_ssbd.gguf_import import convert_gguf
+    from test_gguf_import import write_gguf
+    from tiny import tiny_model
+
+    root = tmp_path_factory.mktemp("tiny")
+    write_gguf(root / "m.gguf", tiny_model("qwen2", seed=11), "qwen2")
+    return str(convert_gguf(root / "m.gguf", root / "model", dtype="float32"))

@@ -10,18 +10,8 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from mlx_ssbd.gguf_import import convert_gguf
 from mlx_ssbd_cli.main import cli
 
-from test_gguf_import import write_gguf
-from tiny import tiny_model
-
-
-@pytest.fixture(scope="session")
-def model_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    write_gguf(root / "m.gguf", tiny_model("qwen2", seed=11), "qwen2")
-    return str(convert_gguf(root / "m.gguf", root / "model", dtype="float32"))
 
 
 @pytest.fixture

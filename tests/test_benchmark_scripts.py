@@ -1,0 +1,41 @@
+"""The committed benchmark scripts run end to end on the tiny model (numbers are not checked here,
+only that each script produces a consistent, complete report)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def script(name, *args):
+    result = subprocess.run([sys.executable, str(BENCHMARKS / name), *map(str, args)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_multistream_compares_sequential_and_batched(model_dir, tmp_path):
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "src": src}) + "\n" for i, src in enumerate(
+        ["so today I want to talk", "about the new rules for all", "we made them together"])))
+    script("multistream.py", "--model", model_dir, "--data", data, "--items", 3, "--methods", "rt,ssbd",
+           "--streams", "1,2", "--out", tmp_path)
+    rows = json.loads((tmp_path / "multistream.json").read_text())["rows"]
+    assert [(r["method"], r["mode"], r["streams"]) for r in rows] == [
+        ("rt", "sequential", 2), ("rt", "batched", 1), ("rt", "batched", 2),
+        ("ssbd", "sequential", 2), ("ssbd", "batched", 1), ("ssbd", "batched", 2)]
+    assert len({r["updates"] for r in rows}) == 1  # every run served every update
+    assert all(r["throughput_vs_sequential"] > 0 for r in rows)
+    assert "| ssbd | batched | 2 |" in (tmp_path / "multistream.md").read_text()
+
+
+def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
+    script("verify_cost.py", "--model", model_dir, "--sizes", "1,4", "--repeats", 2, "--out", tmp_path / "verify-cost-tiny")
+    assert (tmp_path / "verify-cost-tiny" / "verify_cost.json").is_file()
+    script("longform_memory.py", "--model", model_dir, "--updates", 20, "--every", 10, "--out", tmp_path / "longform")
+    samples = json.loads((tmp_path / "longform" / "longform_memory.json").read_text())["samples"]
+    assert [s["update"] for s in samples] == [1, 10, 20]
+    report = script("collect.py", tmp_path)
+    assert "Long-form memory" in report and (tmp_path / "RESULTS.md").is_file()
