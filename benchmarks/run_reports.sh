@@ -3,7 +3,7 @@
 # Runs sequentially (timings are only compared within one bench run); a finished step is skipped
 # and `mlx-ssbd bench` resumes per item, so an interrupted run can simply be started again.
 # Needs the models prepared (`mlx-ssbd models prepare qwen2.5-coder-1.5b` / `qwen2.5-coder-0.5b`)
-# and the extras: pip install -e ".[semsim,plots,ja]". About 1.5 hours on a 2-core x86 CPU.
+# and the extras: pip install -e ".[semsim,plots,ja]". About 2.5 hours on a 2-core x86 CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-benchmarks/results/$(date +%F)-$(uname -s | tr A-Z a-z)-$(uname -m)-$(nproc)cpu}
@@ -35,16 +35,18 @@ done
 bench --data $DATA/talks/talk-partials.jsonl -m qwen2.5-coder-0.5b -t de --methods rt,ssbd,cd --beta 0.2 \
     --display-mask-k 2 --out "$OUT/talks-de-0.5b" --data-note "talk-style ASR partials written for the project"
 
-# 6. Beyond the paper: lookahead drafts against SSBD and RT in one run; batched streams; memory.
+# 6. Beyond the paper on the 0.5B: lookahead drafts against SSBD and RT in one run; long-session memory.
 bench --data $DATA/udhr/en-de.jsonl -m qwen2.5-coder-0.5b -t de --methods rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus \
     --beta 0.2 --limit 5 --semsim --out "$OUT/en-de-0.5b-lookahead"
-once "$OUT/multistream/multistream.json" python benchmarks/multistream.py --model qwen2.5-coder-0.5b --streams 1,2,4,8 \
-    --out "$OUT/multistream"
 once "$OUT/longform/longform_memory.json" python benchmarks/longform_memory.py --model qwen2.5-coder-0.5b --updates 1000 \
     --out "$OUT/longform"
-# 7. The lookahead comparison on the default model too (3 paragraphs: RT on the 1.5B is slow here).
+# 7. Every feature of #6 on the default model in one run (4 paragraphs: RT on the 1.5B is slow here):
+#    the lookahead variants, each greedy and sampled (T 0.7, top-p 0.9) against RT at the same temperature.
 bench --data $DATA/udhr/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus \
-    --beta 0.2 --limit 3 --semsim --out "$OUT/en-de-1.5b-lookahead"
+    --beta 0.2 --temperature 0,0.7 --top-p 0.9 --limit 4 --semsim --out "$OUT/en-de-1.5b-beyond"
+#    Many streams on the default model: RT and SSBD, sequential against one batched forward per step.
+once "$OUT/multistream/multistream.json" python benchmarks/multistream.py --model qwen2.5-coder-1.5b --methods rt,ssbd \
+    --streams 1,2,4 --items 4 --out "$OUT/multistream"
 # 8. Commit exactly what RT would (final update at beta 0) where a weak model locks in a bad draft.
 bench --data $DATA/udhr/en-ja.jsonl -m qwen2.5-coder-0.5b -t ja --methods rt,ssbd,ssbd-final0 --beta 0.2 --limit 5 \
     --semsim --out "$OUT/en-ja-0.5b-final0"
