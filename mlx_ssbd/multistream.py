@@ -5,14 +5,16 @@ one model, so that each model call serves all of them: one batched forward for t
 of every stream with an update, then batched decode steps until every stream has stopped. Each
 translator keeps its own KV cache; for a step the caches are merged into mlx-lm's
 ``BatchKVCache`` (left padded) and extracted back afterwards, so single-stream and batched use can
-be mixed freely. Greedy outputs equal what each translator produces alone (tested).
+be mixed freely. Outputs equal what each translator produces alone (tested), sampled ones too:
+each translator keeps its own sampler and PRNG key, which the batched steps draw from in the same
+order as a single-stream update does.
 
 Equal lengths for the verify pass: every stream feeds the same number L of tokens. A stream with
 fewer new tokens re-feeds the last few tokens of its own cache; one whose whole sequence is
 shorter than L is left padded (its own cache is then empty, so the padding stays contiguous).
 
-Not in batched mode: sampling, resync/n-gram lookahead, and caches other than mlx-lm's
-``KVCache`` (a translator configured so raises ``ValueError``).
+Not in batched mode: resync/n-gram lookahead, and caches other than mlx-lm's ``KVCache`` (a
+translator configured so raises ``ValueError``).
 """
 
 from __future__ import annotations
@@ -38,8 +40,8 @@ class MultiStreamTranslator:
             cfg = tr.config
             if tr.model is not model:
                 raise ValueError("all translators must share one model")
-            if tr.sampler is not None or cfg.resync or cfg.ngram_drafts:
-                raise ValueError("batched streams support greedy ssbd/rt/cd without lookahead only")
+            if cfg.resync or cfg.ngram_drafts:
+                raise ValueError("batched streams do not support resync/n-gram lookahead")
             if not all(isinstance(layer, KVCache) for layer in tr.cache.layers):
                 raise ValueError("batched streams need plain KVCache layers")
         self.model = model
@@ -91,8 +93,8 @@ class MultiStreamTranslator:
         logits = self.model(inputs, cache=layers)  # (B, width, V): ONE forward for all streams
 
         decided = mx.stack([
-            decide(logits[b, width - len(step.draft) - 1 :], step.draft, step.beta)
-            for b, (_, step) in enumerate(pending)
+            decide(logits[b, width - len(step.draft) - 1 :], step.draft, step.beta, tr.sampler)
+            for b, (tr, step) in enumerate(pending)
         ]).tolist()  # one host sync for every stream
 
         checks = []
@@ -144,9 +146,17 @@ class MultiStreamTranslator:
                     layer.filter(mx.array(rows))
                 batch = keep
             logits = self.model(mx.array([[tokens[i]] for i in batch], dtype=mx.uint32), cache=layers)
-            chosen = mx.argmax(logits[:, -1], axis=-1).tolist()  # one host sync per step
+            chosen = self._choose(logits[:, -1], [pending[i][0].sampler for i in batch]).tolist()  # one sync
             for i, token in zip(batch, chosen):
                 fed[i].append(tokens[i])
                 steps[i] += 1
                 tokens[i] = token
         return outputs
+
+    @staticmethod
+    def _choose(logits: mx.array, samplers) -> mx.array:
+        """Next token per row: argmax, or the row's own sampler."""
+        if not any(samplers):
+            return mx.argmax(logits, axis=-1)
+        return mx.stack([sampler(row) if sampler else mx.argmax(row)
+                         for row, sampler in zip(logits, samplers)]).astype(mx.uint32)
