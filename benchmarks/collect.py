@@ -25,9 +25,8 @@ def main() -> None:
                   f"{machine['device']}, {machine['compute_dtype']}, BLAS {machine['blas']}, {machine['cpus']} CPUs; "
                   f"NE tokenizer {summary['ne_tokenizer']}; data: {run['data_note']}.", "",
                   markdown_table(summary["configs"]), ""]
-    for name in ("verify-cost-0.5b/verify_cost.md", "verify-cost-1.5b/verify_cost.md", "multistream/multistream.md"):
-        if (root / name).exists():
-            parts += [(root / name).read_text().replace("# ", "## ", 1), ""]
+    for path in sorted(root.glob("verify-cost-*/verify_cost.md")) + sorted(root.glob("multistream*/multistream.md")):
+        parts += [path.read_text().replace("# ", "## ", 1), ""]
     longform = root / "longform" / "longform_memory.json"
     if longform.exists():
         data = json.loads(longform.read_text())

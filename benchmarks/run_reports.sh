@@ -35,18 +35,21 @@ done
 bench --data $DATA/talks/talk-partials.jsonl -m qwen2.5-coder-0.5b -t de --methods rt,ssbd,cd --beta 0.2 \
     --display-mask-k 2 --out "$OUT/talks-de-0.5b" --data-note "talk-style ASR partials written for the project"
 
-# 6. Beyond the paper on the 0.5B: lookahead drafts against SSBD and RT in one run; long-session memory.
+# 6. Beyond the paper on the 0.5B: lookahead drafts against SSBD and RT in one run; the scaling of
+#    batched streams (1-8); long-session memory.
 bench --data $DATA/udhr/en-de.jsonl -m qwen2.5-coder-0.5b -t de --methods rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus \
     --beta 0.2 --limit 5 --semsim --out "$OUT/en-de-0.5b-lookahead"
+once "$OUT/multistream/multistream.json" python benchmarks/multistream.py --model qwen2.5-coder-0.5b --methods ssbd \
+    --streams 1,2,4,8 --items 8 --out "$OUT/multistream"
 once "$OUT/longform/longform_memory.json" python benchmarks/longform_memory.py --model qwen2.5-coder-0.5b --updates 1000 \
     --out "$OUT/longform"
 # 7. Every feature of #6 on the default model in one run (4 paragraphs: RT on the 1.5B is slow here):
 #    the lookahead variants, each greedy and sampled (T 0.7, top-p 0.9) against RT at the same temperature.
 bench --data $DATA/udhr/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus \
     --beta 0.2 --temperature 0,0.7 --top-p 0.9 --limit 4 --semsim --out "$OUT/en-de-1.5b-beyond"
-#    Many streams on the default model: RT and SSBD, sequential against one batched forward per step.
-once "$OUT/multistream/multistream.json" python benchmarks/multistream.py --model qwen2.5-coder-1.5b --methods rt,ssbd \
-    --streams 1,2,4 --items 4 --out "$OUT/multistream"
+#    Many streams on the default model: RT and SSBD, 4 streams sequential against one batched forward per step.
+once "$OUT/multistream-1.5b/multistream.json" python benchmarks/multistream.py --model qwen2.5-coder-1.5b \
+    --methods rt,ssbd --streams 4 --items 4 --out "$OUT/multistream-1.5b"
 # 8. Commit exactly what RT would (final update at beta 0) where a weak model locks in a bad draft.
 bench --data $DATA/udhr/en-ja.jsonl -m qwen2.5-coder-0.5b -t ja --methods rt,ssbd,ssbd-final0 --beta 0.2 --limit 5 \
     --semsim --out "$OUT/en-ja-0.5b-final0"
