@@ -51,6 +51,9 @@ bench --data $DATA/udhr/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods rt,ssb
 #    run one after the other against one batched forward per step.
 once "$OUT/multistream-1.5b/multistream.json" python benchmarks/multistream.py --model qwen2.5-coder-1.5b \
     --methods rt,ssbd --streams 2 --items 2 --out "$OUT/multistream-1.5b"
+#    Sampling against temperature and beta (0.5B, 3 paragraphs), each against RT sampling at the same temperature.
+bench --data $DATA/udhr/en-de.jsonl -m qwen2.5-coder-0.5b -t de --methods rt,ssbd --beta 0.2,0.5 --temperature 0,0.3,0.7 \
+    --top-p 0.9 --limit 3 --semsim --out "$OUT/en-de-0.5b-sampling"
 # 8. Commit exactly what RT would (final update at beta 0) where a weak model locks in a bad draft.
 bench --data $DATA/udhr/en-ja.jsonl -m qwen2.5-coder-0.5b -t ja --methods rt,ssbd,ssbd-final0 --beta 0.2 --limit 5 \
     --semsim --out "$OUT/en-ja-0.5b-final0"
