@@ -79,7 +79,7 @@ class MultiStreamTranslator:
 
     def _verify(self, pending) -> list[tuple[int, int, int]]:
         """(accepted, next token, reused) per stream, from one batched forward."""
-        fulls = [[*step.prompt.ids, *step.draft] for _, step in pending]
+        fulls = [[*step.head, *step.draft] for _, step in pending]
         reused = [tr.cache.reuse(full, keep_last=len(step.draft) + 1) for (tr, step), full in zip(pending, fulls)]
         width = max(len(full) - r for full, r in zip(fulls, reused))
         starts, pads = [], []
@@ -101,7 +101,7 @@ class MultiStreamTranslator:
         for b, ((tr, step), full, start) in enumerate(zip(pending, fulls, starts)):
             tr.cache.adopt([layer.extract(b) for layer in layers], full, fed=width)
             accepted, next_token = decided[b]
-            tr.cache.rewind(len(step.prompt.ids) + accepted)
+            tr.cache.rewind(len(step.head) + accepted)
             checks.append((accepted, next_token, start))
         return checks
 
@@ -119,7 +119,7 @@ class MultiStreamTranslator:
     # -- batched decode steps ----------------------------------------------------------------
 
     def _decode(self, pending, checks) -> list[list[int]]:
-        outputs = [list(step.draft[:accepted]) for (_, step), (accepted, _, _) in zip(pending, checks)]
+        outputs = [[*step.locked, *step.draft[:accepted]] for (_, step), (accepted, _, _) in zip(pending, checks)]
         tokens = [next_token for _, next_token, _ in checks]
         fed = [list(tr.cache.tokens) for tr, _ in pending]
         steps = [0] * len(pending)

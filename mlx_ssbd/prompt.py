@@ -7,6 +7,11 @@ the source is tokenized on its own, so a growing source shares its leading token
 previous update. The split is found by rendering the model's own chat template around a sentinel,
 so any chat model works; a *family* only chooses the wording (the paper's Table 5 templates).
 
+With ``context`` (earlier committed segments as ``(source ids, output ids)`` pairs), the prefix
+also holds those segments as finished user/assistant turns, built from the very ids that were fed
+for them (source ids, suffix, output ids), so a cache that translated them holds exactly this
+prefix and keeps its KV (``cache.TokenCache.reuse``): context costs no recomputation.
+
 Families:
   * ``chatml``: Qwen2.5 and other ChatML models; system + user "{src}: {text}".
   * ``qwen3``: as chatml, and the assistant turn opens with an empty think block and "{tgt}:".
@@ -97,6 +102,7 @@ class PromptBuilder:
         prefix_text, suffix_text = self._render(tokenizer, src, tgt)
         self.prefix = tuple(self._encode(prefix_text))
         self.suffix = tuple(self._encode(suffix_text))
+        self.turn_break = tuple(self._encode(self._render_turn_break(tokenizer, src, tgt)))
 
     def _render(self, tokenizer, src: str, tgt: str) -> tuple[str, str]:
         system = SYSTEM_TEMPLATE.format(src=src, tgt=tgt)
@@ -113,9 +119,34 @@ class PromptBuilder:
         prefix, suffix = rendered.split(_SENTINEL)
         return prefix, suffix + self.family.assistant_prefix.format(tgt=tgt)
 
+    def _render_turn_break(self, tokenizer, src: str, tgt: str) -> str:
+        """The text between an assistant reply and the next source text (end of turn, user
+        turn opening, source-language tag), from the template rendered with two turns."""
+        marks = [f"\u2063SSBD_{n}\u2063" for n in range(3)]
+        user = [USER_TEMPLATE.format(src=src, text=mark) for mark in (marks[0], marks[2])]
+        system = SYSTEM_TEMPLATE.format(src=src, tgt=tgt)
+        if self.family.system_role:
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": user[0]}]
+        else:
+            messages = [{"role": "user", "content": f"{system}\n\n{user[0]}"}]
+        messages += [{"role": "assistant", "content": marks[1]}, {"role": "user", "content": user[1]}]
+        rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        start, end = rendered.find(marks[1]), rendered.find(marks[2])
+        if start < 0 or end < start:
+            raise ValueError("the chat template does not render an assistant turn between user turns")
+        return rendered[start + len(marks[1]) : end]
+
+    def context_ids(self, context) -> tuple[int, ...]:
+        """Ids of earlier segments as finished turns: source, suffix, output, turn break each."""
+        ids: list[int] = []
+        for source_ids, output_ids in context:
+            ids += [*source_ids, *self.suffix, *output_ids, *self.turn_break]
+        return tuple(ids)
+
     def _encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def build(self, text: str) -> Prompt:
-        """The prompt for one source text (already validated as non-empty)."""
-        return Prompt(self.prefix, tuple(self._encode(text)), self.suffix)
+    def build(self, text: str, context=()) -> Prompt:
+        """The prompt for one source text (already validated as non-empty), after ``context``
+        (``(source ids, output ids)`` pairs of earlier segments, oldest first)."""
+        return Prompt(self.prefix + self.context_ids(context), tuple(self._encode(text)), self.suffix)

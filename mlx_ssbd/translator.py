@@ -19,6 +19,16 @@ Draft mask-k (``draft_mask_k``) drops the last k tokens from the draft (the pape
 display mask-k (``display_mask_k``) hides the last k tokens from the viewer only while the
 segment is not final, and the full output stays the draft.
 
+Stable text (``agreement`` = n >= 1, LocalAgreement-n): a token that has stood unchanged in n
+consecutive outputs of a segment is *locked*. Locked tokens are a forced start of the assistant
+turn from then on (they are fed after the prompt, never verified), so the stable text of an update
+never changes again within its segment and is a prefix of what the segment commits. Every
+``Update`` carries ``stable`` and the revisable ``unstable`` rest of its display.
+
+Context (``context_tokens`` > 0): committed segments stay in the prompt as finished turns (see
+``prompt``), up to that many tokens; when they exceed it, the oldest are dropped until at most
+half remain, so the context KV is reused across most segment changes and recomputed only then.
+
 Layers, as in mlx-lm: ``StreamTranslator.update`` (one step), ``stream_translate`` (a generator
 of ``Update``), ``translate`` (one call, returns a string).
 """
@@ -30,7 +40,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 
-from .cache import TokenCache
+from .cache import TokenCache, common_prefix_len
 from .decode import decode
 from .lookahead import Proposer
 from .prompt import PromptBuilder
@@ -53,6 +63,7 @@ DEFAULT_POLICY = "ssbd"
 DEFAULT_BETA = 0.2  # the paper's default
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
 DEFAULT_MIN_MAX_TOKENS = 16
+DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,9 @@ class TranslatorConfig:
             while live updates keep the fast biased drafts.
         temperature: 0 for greedy decoding; > 0 samples (biased speculative sampling for drafts).
         top_p: nucleus mass kept when sampling. seed: the sampler's PRNG seed.
+        agreement: lock a token once it stood in this many consecutive outputs of a segment
+            (LocalAgreement-n; see the module docstring). 0: nothing is locked before the commit.
+        context_tokens: token budget for earlier committed segments kept in the prompt; 0: none.
     """
 
     policy: str = DEFAULT_POLICY
@@ -88,6 +102,8 @@ class TranslatorConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int = 0
+    agreement: int = 0
+    context_tokens: int = 0
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -99,7 +115,7 @@ class TranslatorConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        for name in ("draft_mask_k", "display_mask_k"):
+        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
@@ -140,6 +156,7 @@ class UpdateStats:
     resynced: int = 0  # tokens accepted by rejoining the old draft after a divergence
     ngram_accepted: int = 0  # tokens accepted from source n-gram proposals
     proposals: int = 0  # lookahead proposals verified (each one forward pass)
+    locked: int = 0  # stable tokens forced at the start of the output (see ``agreement``)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -156,6 +173,8 @@ class Update:
     final: bool
     segment: int  # index of the segment within this translator's life
     stats: UpdateStats
+    stable: str = ""  # text that will not change any more in this segment (all of it when final)
+    unstable: str = ""  # the revisable rest: ``stable + unstable == display``
 
 
 @dataclass(frozen=True)
@@ -166,21 +185,42 @@ class PendingUpdate:
     final: bool
     prompt: object  # prompt.Prompt
     max_new: int
-    draft: list[int]
+    locked: tuple[int, ...]  # forced output start (stable tokens), fed after the prompt
+    draft: list[int]  # the verified part of the draft, after ``locked``
     beta: float  # the bias applied in this update
     start: float
     calls0: int
     fed0: int
     rebuilds0: int
 
+    @property
+    def head(self) -> list[int]:
+        """What the verify pass continues: the prompt and the locked output start."""
+        return [*self.prompt.ids, *self.locked]
+
+
+@dataclass(frozen=True)
+class Word:
+    """A recognised word with its audio times in seconds (from an ASR's word timestamps)."""
+
+    text: str
+    start: float
+    end: float
+
 
 @dataclass(frozen=True)
 class SourceUpdate:
-    """One step of a source stream: the current source prefix and whether it is final."""
+    """One step of a source stream: the current source prefix and whether it is final.
+
+    ``start``/``end`` (audio seconds) and ``words`` (word timestamps) are optional ASR timing.
+    """
 
     text: str
     final: bool = False
     segment_id: str | None = None
+    start: float | None = None
+    end: float | None = None
+    words: tuple[Word, ...] = ()
 
 
 class StreamTranslator:
@@ -215,6 +255,9 @@ class StreamTranslator:
         self._stop_ids = _stop_ids(tokenizer)
         self._newline_tokens: dict[int, bool] = {}
         self._draft: list[int] = []
+        self._locked = 0  # leading tokens of the draft that are stable (forced)
+        self._recent: list[list[int]] = []  # this segment's last outputs, for agreement
+        self._context: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # committed (source, output)
         self.segment = 0
         self.sampler = self._make_sampler(config)
 
@@ -227,6 +270,8 @@ class StreamTranslator:
     def reset(self) -> None:
         """Start a new segment: forget the draft (the KV cache is kept for its shared prefix)."""
         self._draft = []
+        self._locked = 0
+        self._recent = []
 
     def with_config(self, config: TranslatorConfig) -> None:
         """Change settings between segments (the cache stays valid)."""
@@ -243,8 +288,8 @@ class StreamTranslator:
         """
         step = self.begin(source, final)
         cfg = self.config
-        check = verify(self.cache, step.prompt.ids, step.draft, step.beta, self.sampler)
-        output = step.draft[: check.accepted]
+        check = verify(self.cache, step.head, step.draft, step.beta, self.sampler)
+        output = [*step.locked, *step.draft[: check.accepted]]
         after_verify = time.perf_counter()
         budget = step.max_new - len(output)
         proposer = None
@@ -261,9 +306,11 @@ class StreamTranslator:
         prompt, max_new = self._validated_prompt(source)
         if self.config.policy == "rt-nocache":
             self.cache.clear()
-        draft = self._draft_tokens()[:max_new] if self.config.uses_draft else []
+        locked = tuple(self._draft[: self._locked])  # promised to the viewer: kept even if the source shrank
+        max_new = max(max_new, len(locked))
+        draft = self._draft_tokens()[len(locked) : max_new] if self.config.uses_draft else []
         c = self.cache
-        return PendingUpdate(source, final, prompt, max_new, draft, self.config.beta_for(final),
+        return PendingUpdate(source, final, prompt, max_new, locked, draft, self.config.beta_for(final),
                              time.perf_counter(), c.forward_calls, c.tokens_fed, c.rebuilds)
 
     def finish(self, step: "PendingUpdate", output: list[int], accepted: int, reused: int,
@@ -275,7 +322,7 @@ class StreamTranslator:
             beta=step.beta,
             draft_tokens=len(step.draft),
             accepted=accepted,
-            decoded=len(output) - accepted,
+            decoded=len(output) - accepted - len(step.locked),
             output_tokens=len(output),
             forward_passes=self.cache.forward_calls - step.calls0,
             tokens_fed=self.cache.tokens_fed - step.fed0,
@@ -287,22 +334,57 @@ class StreamTranslator:
             resynced=proposer.resynced if proposer else 0,
             ngram_accepted=proposer.ngram_accepted if proposer else 0,
             proposals=proposer.attempts if proposer else 0,
+            locked=len(step.locked),
         )
+        stable_tokens = len(output) if step.final else self._agree(output)
+        display = self._display(output, step.final)
+        stable = self._decode(output[:stable_tokens])
+        if len(stable) > len(display):  # stable text is shown even where display mask-k would hide it
+            display = stable
+        stable = stable[: common_prefix_len(stable, display)]  # never a half character (byte tokens)
         update = Update(
             source=step.source,
             output_ids=tuple(output),
             output=self._decode(output),
-            display=self._display(output, step.final),
+            display=display,
             final=step.final,
             segment=self.segment,
             stats=stats,
+            stable=stable,
+            unstable=display[len(stable):],
         )
         if step.final:
+            self._remember(step.prompt.source, output)
             self.segment += 1
             self.reset()
         else:
             self._draft = output
         return update
+
+    def _agree(self, output: list[int]) -> int:
+        """Record a non-final output; return how many leading tokens are now locked."""
+        n = self.config.agreement
+        if n:
+            self._recent = [*self._recent, output][-n:]
+            if len(self._recent) == n:
+                agreed = min(common_prefix_len(self._recent[0], other) for other in self._recent[1:]) if n > 1 else len(output)
+                self._locked = max(self._locked, agreed)
+        return self._locked
+
+    def _remember(self, source_ids, output) -> None:
+        """Keep a committed segment as context, within ``context_tokens`` (see module docstring)."""
+        budget = self.config.context_tokens
+        if not budget:
+            return
+        self._context.append((tuple(source_ids), tuple(output)))
+        size = lambda pairs: len(self.prompts.context_ids(pairs))  # noqa: E731
+        if size(self._context) > budget:
+            while self._context and size(self._context) > budget // 2:
+                self._context.pop(0)
+
+    def clear_context(self) -> None:
+        """Forget the committed segments kept as context."""
+        self._context = []
 
     def check(self, source) -> None:
         """Raise ``ValueError`` if ``source`` could not be translated (see ``update``)."""
@@ -316,7 +398,7 @@ class StreamTranslator:
         text = source.strip()
         if not text:
             raise ValueError("source is empty or whitespace")
-        prompt = self.prompts.build(text)
+        prompt = self.prompts.build(text, self._context)
         cfg = self.config
         max_new = max(cfg.min_max_tokens, math.ceil(cfg.max_tokens_ratio * len(prompt.source)))
         if self.context_length is not None and len(prompt) + max_new > self.context_length:
