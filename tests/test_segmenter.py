@@ -1,0 +1,126 @@
+"""Automatic segmentation of ASR partials (pure logic: no model)."""
+
+import random
+
+import pytest
+
+from mlx_ssbd.segmenter import Segmenter, SegmenterConfig, is_sentence_end
+from mlx_ssbd.translator import SourceUpdate, Word
+
+OFF = dict(sentence_end=False, max_words=0, pause_s=None)
+
+
+def feed(segmenter, texts, *, segment="a", now=0.0):
+    jobs = []
+    for i, text in enumerate(texts):
+        jobs += segmenter.feed(SourceUpdate(text, segment_id=segment), now + i)
+    return jobs
+
+
+def test_stable_sentence_end_commits_there_and_the_rest_stays_live():
+    seg = Segmenter(SegmenterConfig(**{**OFF, "sentence_end": True}))
+    jobs = feed(seg, ["hello world. how", "hello world. how are"])
+    assert [(j.text, j.final, j.reason) for j in jobs] == [
+        ("hello world. how", False, ""),  # nothing is stable after one partial
+        ("hello world.", True, "sentence"),
+        ("how are", False, ""),
+    ]
+
+
+def test_sentence_end_in_the_changing_tail_is_not_committed():
+    seg = Segmenter(SegmenterConfig(**{**OFF, "sentence_end": True}))
+    jobs = feed(seg, ["we went home.", "we went home to"])  # "home." was revised: not stable
+    assert not any(j.final for j in jobs)
+
+
+def test_several_stable_sentences_become_several_captions():
+    seg = Segmenter(SegmenterConfig(**{**OFF, "sentence_end": True}))
+    jobs = feed(seg, ["one. two! three", "one. two! three four"])
+    assert [j.text for j in jobs if j.final] == ["one.", "two!"]
+
+
+@pytest.mark.parametrize("word,end", [("Mr.", False), ("e.g.", False), ("J.", False), ("3.5", False),
+                                      ("rules.", True), ("why?", True), ("好。", True)])
+def test_sentence_end_words(word, end):
+    assert is_sentence_end(word) is end
+
+
+def test_long_unpunctuated_stream_is_cut_without_losing_or_repeating_a_word():
+    rng = random.Random(3)
+    words = [rng.choice(["alpha", "beta", "gamma,", "delta", "omega"]) for _ in range(400)]
+    seg = Segmenter(SegmenterConfig(max_words=20, pause_s=None))
+    jobs, shown = [], 0
+    while shown < len(words):
+        shown = min(len(words), shown + rng.randint(1, 4))
+        partial = list(words[:shown])
+        if rng.random() < 0.2:
+            partial[-1] = "misheard"  # the newest word is revised by the next partial
+        jobs += seg.feed(SourceUpdate(" ".join(partial), segment_id="never-final"), shown)
+    jobs += seg.flush()
+    commits = [j for j in jobs if j.final]
+    assert len(commits) >= 400 // 20
+    assert all(len(j.text.split()) <= 20 for j in commits)
+    assert {j.reason for j in commits[:-1]} == {"length"}
+    committed = " ".join(j.text for j in commits).split()
+    assert committed[:-1] == words[: len(committed) - 1]  # every word once, in order
+    # live text never holds more than max_words + one partial's growth
+    assert max(len(j.text.split()) for j in jobs if not j.final) <= 20 + 4
+
+
+def test_length_cut_prefers_a_clause_mark():
+    seg = Segmenter(SegmenterConfig(sentence_end=False, max_words=10, pause_s=None))
+    text = "a b c d e f, g h i j k l m"
+    jobs = feed(seg, [text, text + " n"])
+    assert [j.text for j in jobs if j.final] == ["a b c d e f,"]
+
+
+def test_pause_commits_the_live_text_once():
+    seg = Segmenter(SegmenterConfig(**{**OFF, "pause_s": 2.0}))
+    seg.feed(SourceUpdate("so today", segment_id="a"), 10.0)
+    assert seg.next_due() == 12.0
+    assert seg.due(11.9) == []
+    jobs = seg.due(12.0)
+    assert [(j.text, j.final, j.reason) for j in jobs] == [("so today", True, "pause")]
+    assert seg.due(20.0) == [] and seg.next_due() is None
+    # the speaker goes on in the same ASR segment: only the new words are live
+    assert [j.text for j in seg.feed(SourceUpdate("so today we", segment_id="a"), 21.0)] == ["we"]
+
+
+def test_segment_change_and_final_commit_and_unchanged_partials_cost_nothing():
+    seg = Segmenter(SegmenterConfig(**OFF))
+    jobs = seg.feed(SourceUpdate("so today", segment_id="a"), 0)
+    assert seg.feed(SourceUpdate("so today", segment_id="a"), 1) == []  # repeated partial
+    jobs += seg.feed(SourceUpdate("we made", segment_id="b"), 2)
+    jobs += seg.feed(SourceUpdate("we made it", final=True, segment_id="b"), 3)
+    jobs += seg.feed(SourceUpdate("we made it", segment_id="b"), 4)  # same id after final: a new segment
+    assert [(j.text, j.final, j.reason) for j in jobs] == [
+        ("so today", False, ""), ("so today", True, "segment"), ("we made", False, ""),
+        ("we made it", True, "final"), ("we made it", False, ""),
+    ]
+    assert [j.text for j in seg.flush()] == ["we made it"]
+
+
+def test_final_partial_shorter_than_the_committed_words_still_closes_the_caption():
+    seg = Segmenter(SegmenterConfig(**OFF))
+    seg.feed(SourceUpdate("so today we", segment_id="a"), 0)
+    jobs = seg.feed(SourceUpdate("so", final=True, segment_id="a"), 1)
+    assert [(j.text, j.final) for j in jobs] == [("so", True)]
+
+
+def test_job_times_from_word_timestamps_or_interpolated():
+    words = tuple(Word(w, i * 0.5, i * 0.5 + 0.4) for i, w in enumerate("one. two three".split()))
+    seg = Segmenter(SegmenterConfig(**{**OFF, "sentence_end": True}))
+    seg.feed(SourceUpdate("one. two three", segment_id="a", words=words), 0)
+    jobs = seg.feed(SourceUpdate("one. two three", segment_id="a", words=words), 1)
+    assert [(j.text, j.start, j.end) for j in jobs] == [("one.", 0.0, 0.4), ("two three", 0.5, 1.4)]
+    seg = Segmenter(SegmenterConfig(**OFF))
+    (job,) = seg.feed(SourceUpdate("a b c d", segment_id="x", start=10.0, end=12.0), 0)
+    assert (job.start, job.end) == (10.0, 12.0)
+    (job,) = Segmenter(SegmenterConfig(**OFF)).feed(SourceUpdate("a b", segment_id="y"), 0)
+    assert (job.start, job.end) == (None, None)
+
+
+@pytest.mark.parametrize("bad", [dict(max_words=2), dict(max_words=-1), dict(pause_s=0), dict(stable_partials=0)])
+def test_bad_config_is_refused(bad):
+    with pytest.raises(ValueError):
+        SegmenterConfig(**bad)
