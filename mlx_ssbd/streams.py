@@ -7,7 +7,13 @@ naming the file and line number only when it is reached. Formats:
 * sentence pairs, JSONL ``{"id", "src", "ref"}`` (``ref`` optional): each ``src`` is revealed
   ``lag`` words at a time (the paper's lag-k simulation, k = 3 by default), the last update final;
 * ASR partials, JSONL ``{"id", "text", "final"}``: a partial may grow, shrink or revise earlier
-  words; a segment ends at ``final: true`` or when ``id`` changes;
+  words; a segment ends at ``final: true`` or when ``id`` changes. Optional ``start``/``end``
+  (audio seconds) and ``words`` (``[{"word", "start", "end"}]``) time the captions;
+* whisper_streaming / SimulStreaming ASR output, JSONL ``{"start", "end", "text", "is_final"}``:
+  each line *appends* newly confirmed text (``words`` optional); ``is_final: true`` ends a segment;
+* confirmed/unconfirmed, JSONL ``{"text", "unconfirmed_text"}`` (``is_final`` optional): ``text``
+  is the confirmed part, which only grows (given whole or as the newly confirmed piece), and
+  ``unconfirmed_text`` the revisable rest; the source is both together;
 * plain text: each non-empty line is one sentence revealed ``lag`` words at a time.
 """
 
@@ -20,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from .translator import SourceUpdate
+from .translator import SourceUpdate, Word
 
 DEFAULT_LAG = 3
 
@@ -116,8 +122,26 @@ def parse_pairs(lines: Lines, name: str) -> Iterator[tuple[int, Pair]]:
         yield number, Pair(str(ident if ident is not None else number), src, ref)
 
 
+def _timing(obj: dict, name: str, number: int) -> dict:
+    """Optional ``start``/``end`` seconds and ``words`` timestamps of one JSONL line."""
+    start = _field(obj, "start", (int, float), name, number, required=False)
+    end = _field(obj, "end", (int, float), name, number, required=False)
+    words = []
+    for item in _field(obj, "words", list, name, number, required=False) or []:
+        if not isinstance(item, dict):
+            raise StreamError(f"{name}:{number}: each of 'words' must be an object")
+        text = item.get("word", item.get("text"))
+        w_start, w_end = item.get("start"), item.get("end")
+        if not isinstance(text, str) or not all(isinstance(t, (int, float)) and not isinstance(t, bool)
+                                                for t in (w_start, w_end)):
+            raise StreamError(f"{name}:{number}: each of 'words' needs 'word' (str), 'start' and 'end' (numbers)")
+        words += [Word(piece, float(w_start), float(w_end)) for piece in text.split()]
+    return {"start": None if start is None else float(start), "end": None if end is None else float(end),
+            "words": tuple(words)}
+
+
 def parse_partials(lines: Lines, name: str) -> Iterator[SourceUpdate]:
-    """ASR partials from JSONL lines of ``{"id", "text", "final"}``."""
+    """ASR partials from JSONL lines of ``{"id", "text", "final"}`` (+ optional timing)."""
     for number, line in lines:
         if not line.strip():
             continue
@@ -127,7 +151,50 @@ def parse_partials(lines: Lines, name: str) -> Iterator[SourceUpdate]:
         ident = _field(obj, "id", (str, int), name, number)
         if not text.strip():
             raise StreamError(f"{name}:{number}: field 'text' is empty")
-        yield SourceUpdate(text, final=final, segment_id=str(ident))
+        yield SourceUpdate(text, final=final, segment_id=str(ident), **_timing(obj, name, number))
+
+
+def parse_whisper(lines: Lines, name: str) -> Iterator[SourceUpdate]:
+    """whisper_streaming chunks ``{"start", "end", "text", "is_final"}``, each appending
+    confirmed text to the current segment; yields the segment's whole text so far."""
+    segment, texts, words, start = 0, [], [], None
+    for number, line in lines:
+        if not line.strip():
+            continue
+        obj = _json_object(name, number, line)
+        text = _field(obj, "text", str, name, number)
+        final = _field(obj, "is_final", bool, name, number, required=False) or False
+        timing = _timing(obj, name, number)
+        if text.strip():
+            texts.append(text.strip())
+            words += timing["words"]
+            start = timing["start"] if start is None else start
+        if texts and (text.strip() or final):
+            yield SourceUpdate(" ".join(texts), final=final, segment_id=f"w{segment}", start=start,
+                               end=timing["end"], words=tuple(words))
+        if final:
+            segment, texts, words, start = segment + 1, [], [], None
+
+
+def parse_confirmed(lines: Lines, name: str) -> Iterator[SourceUpdate]:
+    """``{"text", "unconfirmed_text"}`` lines: source = confirmed text + unconfirmed rest."""
+    segment, confirmed = 0, ""
+    for number, line in lines:
+        if not line.strip():
+            continue
+        obj = _json_object(name, number, line)
+        text = _field(obj, "text", str, name, number).strip()
+        rest = (_field(obj, "unconfirmed_text", str, name, number, required=False) or "").strip()
+        final = _field(obj, "is_final", bool, name, number, required=False) or False
+        if confirmed and text.startswith(confirmed):
+            confirmed = text  # given whole
+        elif text:
+            confirmed = f"{confirmed} {text}".strip()  # given as the newly confirmed piece
+        source = f"{confirmed} {rest}".strip()
+        if source:
+            yield SourceUpdate(source, final=final, segment_id=f"c{segment}", **_timing(obj, name, number))
+        if final:
+            segment, confirmed = segment + 1, ""
 
 
 def _checked(check, text: str, where: str) -> None:
@@ -175,14 +242,16 @@ def read_text(path: str, lag: int = DEFAULT_LAG, check=None) -> Iterator[SourceU
     return parse_text(read_lines(path), _display_name(path), lag, check)
 
 
-INPUT_KINDS = ("auto", "text", "partials", "pairs")
+INPUT_KINDS = ("auto", "text", "partials", "whisper", "confirmed", "pairs")
 
 
 def open_updates(path: str, *, lag: int = DEFAULT_LAG, kind: str = "auto", check=None) -> Iterator[SourceUpdate]:
     """Source updates from a file or stdin (``-``) of any supported kind, read lazily.
 
     ``kind="auto"`` decides by the first non-empty line: a JSON object with ``src`` is pairs,
-    one with ``text`` is ASR partials, anything else plain text.
+    one with ``unconfirmed_text`` is confirmed/unconfirmed, one with ``text`` and ``id`` is ASR
+    partials, one with ``text`` and ``is_final`` or ``start`` is whisper_streaming output, anything
+    else plain text.
 
     Raises:
         StreamError: unreadable input (named, with line numbers), or no non-empty line at all.
@@ -199,6 +268,10 @@ def open_updates(path: str, *, lag: int = DEFAULT_LAG, kind: str = "auto", check
         return pair_updates(parse_pairs(lines, name), lag, check, name)
     if kind == "partials":
         return parse_partials(lines, name)
+    if kind == "whisper":
+        return parse_whisper(lines, name)
+    if kind == "confirmed":
+        return parse_confirmed(lines, name)
     if kind == "text":
         return parse_text(lines, name, lag, check)
     raise ValueError(f"unknown input kind {kind!r}; known: {', '.join(INPUT_KINDS)}")
@@ -210,6 +283,10 @@ def _guess_kind(name: str, number: int, line: str) -> str:
     obj = _json_object(name, number, line)
     if "src" in obj:
         return "pairs"
+    if "unconfirmed_text" in obj:
+        return "confirmed"
+    if "text" in obj and "id" not in obj and ("is_final" in obj or "start" in obj):
+        return "whisper"
     if "text" in obj:
         return "partials"
     raise StreamError(f"{name}:{number}: expected fields 'src' (pairs) or 'text' (ASR partials)")

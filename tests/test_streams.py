@@ -71,3 +71,63 @@ def test_pairs_and_format_detection(tmp_path):
     g.write_text("\n")
     with pytest.raises(StreamError, match="empty file"):
         detect_format(str(g))
+
+
+def _lines(*objs):
+    import json
+
+    return "".join(json.dumps(o) + "\n" for o in objs)
+
+
+def test_whisper_streaming_chunks_append_until_is_final(tmp_path):
+    from mlx_ssbd.streams import open_updates
+
+    f = tmp_path / "asr.jsonl"
+    f.write_text(_lines(
+        {"start": 0.0, "end": 1.2, "text": " So today", "is_final": False, "emission_time": 1.5},
+        {"start": 1.2, "end": 2.0, "text": " I want", "is_final": False,
+         "words": [{"word": " I", "start": 1.2, "end": 1.4}, {"word": " want", "start": 1.5, "end": 2.0}]},
+        {"start": 2.0, "end": 2.6, "text": " to talk.", "is_final": True},
+        {"start": 3.0, "end": 3.5, "text": "Thanks", "is_final": True},
+    ))
+    assert detect_format(str(f)) == "whisper"
+    ups = list(open_updates(str(f)))
+    assert [(u.text, u.final, u.segment_id, u.start, u.end) for u in ups] == [
+        ("So today", False, "w0", 0.0, 1.2), ("So today I want", False, "w0", 0.0, 2.0),
+        ("So today I want to talk.", True, "w0", 0.0, 2.6), ("Thanks", True, "w1", 3.0, 3.5),
+    ]
+    assert [(w.text, w.start) for w in ups[1].words] == [("I", 1.2), ("want", 1.5)]
+
+
+def test_confirmed_text_given_whole_or_as_pieces(tmp_path):
+    from mlx_ssbd.streams import open_updates
+
+    f = tmp_path / "c.jsonl"
+    f.write_text(_lines(
+        {"text": "", "unconfirmed_text": "so to"},
+        {"text": "so", "unconfirmed_text": "today we"},
+        {"text": "so today", "unconfirmed_text": "we made"},  # confirmed part given whole
+        {"text": "we", "unconfirmed_text": "made it"},  # ... or only the newly confirmed piece
+        {"text": "made it", "unconfirmed_text": "", "is_final": True},
+        {"text": "next", "unconfirmed_text": "one"},
+    ))
+    assert detect_format(str(f)) == "confirmed"
+    ups = list(open_updates(str(f)))
+    assert [(u.text, u.final, u.segment_id) for u in ups] == [
+        ("so to", False, "c0"), ("so today we", False, "c0"), ("so today we made", False, "c0"),
+        ("so today we made it", False, "c0"), ("so today we made it", True, "c0"), ("next one", False, "c1"),
+    ]
+
+
+def test_partials_with_timing_and_bad_word_timestamps(tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_text(_lines({"id": 1, "text": "so today", "start": 0.5, "end": 1.5,
+                         "words": [{"word": "so", "start": 0.5, "end": 0.8}, {"text": "today", "start": 0.9, "end": 1.5}]}))
+    (u,) = read_partials(str(f))
+    assert (u.start, u.end, [w.text for w in u.words]) == (0.5, 1.5, ["so", "today"])
+    f.write_text(_lines({"id": 1, "text": "a"}, {"id": 1, "text": "so", "words": [{"word": "so"}]}))
+    with pytest.raises(StreamError, match=r"p.jsonl:2: each of 'words' needs"):
+        list(read_partials(str(f)))
+    f.write_text(_lines({"id": 1, "text": "so", "start": "zero"}))
+    with pytest.raises(StreamError, match=r"p.jsonl:1: field 'start' must be int or float"):
+        list(read_partials(str(f)))
