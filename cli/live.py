@@ -1,8 +1,9 @@
-"""Output sinks for ``translate --stream``: the live terminal view, plain text, JSONL events.
+"""Output sinks for ``translate --stream``: live terminal view, plain text, JSONL events, SRT, VTT.
 
-Each sink gets every ``Update`` through ``update()``, a committed segment through ``commit()``,
-and ``close()`` at the end (also on errors and Ctrl-C). Committed text is written and flushed the
-moment it is final, so nothing produced is lost when a later line turns out to be bad.
+Each sink gets every ``session.CaptionUpdate`` through ``update()``, every ``CaptionCommit``
+through ``commit()``, and ``close()`` at the end (also on errors and Ctrl-C). Committed text is
+written and flushed the moment it is final, so nothing produced is lost when a later line turns
+out to be bad; SRT and VTT cues are streamed the same way, one per committed caption.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import unicodedata
 
 import click
 
-from mlx_ssbd import Update
+from mlx_ssbd.session import CaptionCommit, CaptionUpdate
 
 CLEAR = "\r\033[K"
 UP = "\033[1A"
+MIN_CUE_S = 1.0  # a subtitle cue shows for at least this long
 
 
 def printable(text: str) -> str:
@@ -25,27 +27,48 @@ def printable(text: str) -> str:
     return "".join(ch for ch in text if unicodedata.category(ch) != "Cc")
 
 
+def display_width(text: str) -> int:
+    """Terminal columns of ``text``: wide (CJK) characters take two, combining marks none."""
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+               for ch in text)
+
+
+def tail_to_width(text: str, width: int) -> str:
+    """The end of ``text`` that fits ``width`` columns, with a leading ellipsis if cut."""
+    if display_width(text) <= width:
+        return text
+    out, used = [], 1
+    for ch in reversed(text):
+        used += display_width(ch)
+        if used > width:
+            break
+        out.append(ch)
+    return "…" + "".join(reversed(out))
+
+
 class Totals:
     """Running counts for the status line."""
 
     def __init__(self):
         self.output_tokens = self.accepted = self.draft = self.passes = self.rt_passes = 0
+        self.coalesced = 0
         self.seconds = 0.0
 
-    def add(self, u: Update) -> None:
-        s = u.stats
-        self.output_tokens += s.output_tokens
-        self.accepted += s.accepted
-        self.draft += s.draft_tokens
-        self.passes += s.forward_passes
-        self.rt_passes += max(1, s.output_tokens)  # RT: one pass per output token (+ prefill)
-        self.seconds += s.wall_s
+    def add(self, stats, coalesced: int = 0) -> None:
+        self.output_tokens += stats.output_tokens
+        self.accepted += stats.accepted
+        self.draft += stats.draft_tokens
+        self.passes += stats.forward_passes
+        self.rt_passes += max(1, stats.output_tokens)  # RT: one pass per output token (+ prefill)
+        self.seconds += stats.wall_s
+        self.coalesced += coalesced
 
     def line(self) -> str:
         tps = self.output_tokens / self.seconds if self.seconds else 0.0
         acc = f"{100 * self.accepted / self.draft:.0f}%" if self.draft else "-"
         saved = self.rt_passes - self.passes
-        return f"{tps:.1f} tok/s | accepted {acc} of drafts | {self.passes} passes ({saved:+d} vs RT)"
+        skipped = f" | {self.coalesced} partials skipped" if self.coalesced else ""
+        return f"{tps:.1f} tok/s | accepted {acc} of drafts | {self.passes} passes ({saved:+d} vs RT){skipped}"
 
 
 class TextSink:
@@ -54,29 +77,83 @@ class TextSink:
     def __init__(self, out=None):
         self.out = out or sys.stdout
 
-    def update(self, u: Update) -> None:
+    def update(self, event: CaptionUpdate) -> None:
         pass
 
-    def commit(self, text: str) -> None:
-        self.out.write(text + "\n")
+    def commit(self, event: CaptionCommit) -> None:
+        self.out.write(event.text + "\n")
         self.out.flush()
 
     def close(self) -> None:
         pass
 
 
+def update_event(event: CaptionUpdate | CaptionCommit) -> dict:
+    """The JSONL ``update`` event (a commit's final update too)."""
+    u = event.update
+    return {"type": "update", "segment": event.caption, "seq": event.seq, "source": u.source,
+            "output": u.output, "display": u.display, "stable": u.stable, "unstable": u.unstable,
+            "final": u.final, "coalesced": getattr(event, "coalesced", 0), "at": round(event.at, 3),
+            "stats": u.stats.to_dict()}
+
+
+def commit_event(event: CaptionCommit) -> dict:
+    return {"type": "commit", "segment": event.caption, "seq": event.seq, "output": event.text,
+            "source": event.source, "start": round(event.start, 3), "end": round(event.end, 3),
+            "timed_by": event.timed_by, "reason": event.reason, "at": round(event.at, 3)}
+
+
 class JsonlSink(TextSink):
-    """One JSON event per update and one per committed segment."""
+    """One JSON event per update (``update``, the final one included) and per commit."""
 
-    def update(self, u: Update) -> None:
-        event = {"type": "update", "segment": u.segment, "source": u.source, "output": u.output,
-                 "display": u.display, "final": u.final, "stats": u.stats.to_dict()}
-        self.out.write(json.dumps(event, ensure_ascii=False) + "\n")
+    def _write(self, obj: dict) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
         self.out.flush()
 
-    def commit(self, text: str) -> None:
-        self.out.write(json.dumps({"type": "commit", "output": text}, ensure_ascii=False) + "\n")
+    def update(self, event: CaptionUpdate) -> None:
+        self._write(update_event(event))
+
+    def commit(self, event: CaptionCommit) -> None:
+        self._write(update_event(event))
+        self._write(commit_event(event))
+
+
+def timestamp(seconds: float, separator: str) -> str:
+    """``HH:MM:SS,mmm`` (SRT, separator ",") or ``HH:MM:SS.mmm`` (WebVTT, ".")."""
+    ms = max(0, round(seconds * 1000))
+    hours, ms = divmod(ms, 3_600_000)
+    minutes, ms = divmod(ms, 60_000)
+    secs, ms = divmod(ms, 1000)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{ms:03d}"
+
+
+class SrtSink(TextSink):
+    """SubRip cues, one per committed caption, timed by the ASR or the session clock."""
+
+    separator, header = ",", ""
+
+    def __init__(self, out=None):
+        super().__init__(out)
+        self.cues = 0
+        if self.header:
+            self.out.write(self.header)
+            self.out.flush()
+
+    def commit(self, event: CaptionCommit) -> None:
+        if not event.text.strip():
+            return
+        self.cues += 1
+        start, end = event.start, max(event.end, event.start + MIN_CUE_S)
+        number = f"{self.cues}\n" if self.separator == "," else ""
+        text = " ".join(event.text.split())  # one line, no blank line inside a cue
+        self.out.write(f"{number}{timestamp(start, self.separator)} --> {timestamp(end, self.separator)}\n{text}\n\n")
         self.out.flush()
+
+
+class VttSink(SrtSink):
+    """WebVTT cues (a ``WEBVTT`` header, then one cue per committed caption)."""
+
+    separator, header = ".", "WEBVTT\n\n"
 
 
 class LiveSink(TextSink):
@@ -87,7 +164,7 @@ class LiveSink(TextSink):
         super().__init__(out)
         self.err = err or sys.stderr
         self.totals = Totals()
-        self.caption = ""
+        self.caption = ("", "")  # (stable, unstable)
         self._drawn = False
 
     def _width(self) -> int:
@@ -103,23 +180,27 @@ class LiveSink(TextSink):
 
     def _draw(self) -> None:
         width = self._width()
-        caption = self.caption if len(self.caption) <= width else "…" + self.caption[-(width - 1):]
-        self.out.write(click.style(caption, bold=True) + "\n")
+        stable, unstable = self.caption
+        shown = tail_to_width(stable + unstable, width)
+        cut = max(0, len(shown) - len(unstable)) if unstable else len(shown)  # stable part of what fits
+        self.out.write(click.style(shown[:cut], bold=True) + click.style(shown[cut:], dim=True) + "\n")
         self.out.flush()
-        self.err.write(click.style(self.totals.line()[:width], dim=True))
+        self.err.write(click.style(tail_to_width(self.totals.line(), width), dim=True))
         self.err.flush()
         self._drawn = True
 
-    def update(self, u: Update) -> None:
-        self.totals.add(u)
-        self.caption = "" if u.final else printable(u.display)
+    def update(self, event: CaptionUpdate) -> None:
+        u = event.update
+        self.totals.add(u.stats, event.coalesced)
+        self.caption = (printable(u.stable), printable(u.unstable))
         self._clear()
         self._draw()
 
-    def commit(self, text: str) -> None:
+    def commit(self, event: CaptionCommit) -> None:
+        self.totals.add(event.update.stats)
         self._clear()
-        self.out.write(printable(text) + "\n")
-        self.caption = ""
+        self.out.write(printable(event.text) + "\n")
+        self.caption = ("", "")
         self._draw()
 
     def close(self) -> None:
@@ -131,4 +212,7 @@ class LiveSink(TextSink):
 def make_sink(fmt: str):
     if fmt == "auto":
         fmt = "live" if sys.stdout.isatty() else "text"
-    return {"live": LiveSink, "text": TextSink, "jsonl": JsonlSink}[fmt]()
+    return {"live": LiveSink, "text": TextSink, "jsonl": JsonlSink, "srt": SrtSink, "vtt": VttSink}[fmt]()
+
+
+SINK_FORMATS = ("auto", "live", "text", "jsonl", "srt", "vtt")

@@ -3,52 +3,90 @@
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
 import click
 
-from mlx_ssbd import DEFAULT_BETA, StreamTranslator, stream_translate
+from mlx_ssbd import DEFAULT_BETA, StreamTranslator
+from mlx_ssbd.segmenter import SegmenterConfig
+from mlx_ssbd.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
 from mlx_ssbd.streams import DEFAULT_LAG, INPUT_KINDS, open_updates
-from mlx_ssbd.translator import METHODS, SourceUpdate, method_config
+from mlx_ssbd.translator import DEFAULT_AGREEMENT, METHODS, SourceUpdate, method_config
 
 from .common import beta_option, check_languages, load, user_errors
-from .live import make_sink
+from .live import SINK_FORMATS, make_sink
 
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
 
 
 def paced(updates: Iterator[SourceUpdate], words_per_second: float) -> Iterator[SourceUpdate]:
-    """Delay simulated updates as if the words were spoken at ``words_per_second``."""
-    shown = 0
+    """Deliver updates in real time: at their ASR ``end`` time when they have one, else as if the
+    words were spoken at ``words_per_second``."""
+    t0, spoken, shown = time.monotonic(), 0.0, 0
     for update in updates:
-        words = len(update.text.split())
-        time.sleep(max(0, words - shown) / words_per_second)
-        shown = 0 if update.final else words
+        if update.end is not None:
+            due = update.end
+        else:
+            words = len(update.text.split())
+            spoken += max(0, words - shown) / words_per_second
+            shown = 0 if update.final else words
+            due = spoken
+        time.sleep(max(0.0, due - (time.monotonic() - t0)))
         yield update
 
 
-def run_stream(translator: StreamTranslator, updates: Iterator[SourceUpdate], sink) -> int:
-    """Feed updates to the translator and the sink. Returns the number of committed segments.
+def run_stream(session: LiveSession, updates: Iterator[SourceUpdate], sink) -> int:
+    """Push ``updates`` into the session from a reader thread while this thread runs the model
+    and writes the session's events to ``sink``. Returns the number of committed captions.
 
-    On any error or Ctrl-C the open segment's latest translation is committed first, so nothing
-    that was produced is lost; then the error propagates.
+    A bad input line ends the input: what was live is committed, every event is written, then
+    the error is raised. On Ctrl-C the open caption's latest translation is written as committed.
     """
-    pending, committed = None, 0
+    failure: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            for update in updates:
+                if session.closed:
+                    return
+                session.push(update)
+        except BaseException as error:  # StreamError or any reader failure: reported below
+            failure.append(error)
+        finally:
+            session.close()
+
+    threading.Thread(target=read, name="mlx-ssbd-reader", daemon=True).start()
+    committed, latest = 0, None
     try:
-        for update in stream_translate(translator, updates):
-            sink.update(update)
-            if update.final:
-                sink.commit(update.output)
-                committed += 1
-                pending = None
+        for event in session.run():
+            if isinstance(event, SessionError):  # end the input; what is open still commits
+                failure.insert(0, ValueError(event.message))
+                session.close()
+                continue
+            if isinstance(event, CaptionCommit):
+                sink.commit(event)
+                committed, latest = committed + 1, None
             else:
-                pending = update
+                sink.update(event)
+                latest = event
+    except KeyboardInterrupt:
+        if latest is not None and latest.update.output:
+            sink.commit(_as_commit(latest, session.now()))
+        raise
     finally:
-        if pending is not None and pending.output:
-            sink.commit(pending.output)
         sink.close()
+    if failure:
+        raise failure[0]
     return committed
+
+
+def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
+    """The open caption's latest translation, committed as it stands (on Ctrl-C)."""
+    u = event.update
+    return CaptionCommit(event.caption, event.seq + 1, u.output, u.source, event.pushed_at, now, "clock",
+                         "interrupted", u, event.speech_end, now)
 
 
 @click.command()
@@ -65,16 +103,30 @@ def run_stream(translator: StreamTranslator, updates: Iterator[SourceUpdate], si
 @click.option("--lag", type=click.IntRange(1), default=DEFAULT_LAG, show_default=True,
               help="Words revealed per update when streaming text lines or pairs.")
 @click.option("--input", "input_kind", type=click.Choice(INPUT_KINDS), default="auto", show_default=True)
-@click.option("--format", "fmt", type=click.Choice(["auto", "live", "text", "jsonl"]), default="auto",
-              show_default=True, help="auto: live view on a terminal, plain text when piped.")
+@click.option("--format", "fmt", type=click.Choice(SINK_FORMATS), default="auto", show_default=True,
+              help="auto: live view on a terminal, plain text when piped; srt/vtt: subtitle cues.")
 @click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True,
               help="0 decodes greedily; > 0 samples (biased speculative sampling of drafts).")
 @click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
-@click.option("--realtime", is_flag=True, help="Pace simulated streams at --wps words per second.")
+@click.option("--realtime", is_flag=True,
+              help="Replay a file in real time (ASR 'end' times, else --wps); implies --latest-wins.")
 @click.option("--wps", type=click.FloatRange(0.1), default=2.5, show_default=True, help="Words per second for --realtime.")
+@click.option("--latest-wins/--every-partial", default=None,
+              help="Translate only the newest partial when the engine is busy. [default: on for stdin and --realtime, off for files]")
+@click.option("--agree", type=click.IntRange(0), default=0, show_default=True,
+              help=f"Lock caption text once it stood in N consecutive updates (LocalAgreement-N; {DEFAULT_AGREEMENT} is usual); 0: off.")
+@click.option("--auto-commit/--no-auto-commit", default=True, show_default=True,
+              help="Commit without 'final': at stable sentence ends, after --max-words, after --pause.")
+@click.option("--max-words", type=click.IntRange(0), default=SegmenterConfig.max_words, show_default=True,
+              help="Commit stable words once more than this many are open (0: never).")
+@click.option("--pause", type=click.FloatRange(0.0), default=SegmenterConfig.pause_s, show_default=True,
+              help="Commit when the source has not changed for this many seconds (0: never; live input only).")
+@click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
+              help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
 def translate(text, stream_path, model, source, target, method, beta, mask_k, lag, input_kind, fmt,
-              temperature, top_p, seed, realtime, wps):
+              temperature, top_p, seed, realtime, wps, latest_wins, agree, auto_commit, max_words, pause,
+              context_tokens):
     """Translate TEXT, or stream live captions from a file or stdin.
 
     \b
@@ -82,12 +134,14 @@ def translate(text, stream_path, model, source, target, method, beta, mask_k, la
       mlx-ssbd translate "So today I want to talk about rules." -t de
       mlx-ssbd translate --stream talk.txt -t zh --mask-k 2
       asr-tool | mlx-ssbd translate --stream - --input partials --format jsonl
+      mlx-ssbd translate --stream asr.jsonl --realtime --format srt > captions.srt
     """
     if (text is None) == (stream_path is None):
         raise click.UsageError("give either TEXT or --stream FILE")
     check_languages(source, target)
     loaded = load(model)
-    config = method_config(method, beta=beta, display_mask_k=mask_k, temperature=temperature, top_p=top_p, seed=seed)
+    config = method_config(method, beta=beta, display_mask_k=mask_k, temperature=temperature, top_p=top_p,
+                           seed=seed, agreement=agree, context_tokens=context_tokens)
     translator = StreamTranslator(
         loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source, target_lang=target,
         config=config,
@@ -97,13 +151,20 @@ def translate(text, stream_path, model, source, target, method, beta, mask_k, la
             click.echo(translator.update(text, final=True).output)
         return
 
-    sink = make_sink(fmt)
+    live_input = stream_path == "-" or realtime
+    if latest_wins is None:
+        latest_wins = live_input
+    segmenter = SegmenterConfig(sentence_end=auto_commit, max_words=max_words if auto_commit else 0,
+                                pause_s=pause if auto_commit and live_input and pause > 0 else None)
     try:
         with user_errors():
-            updates = open_updates(stream_path, lag=lag, kind=input_kind, check=translator.check)
+            # Without automatic commits a whole line is one segment: vet it before its first update.
+            check = None if segmenter.max_words else translator.check
+            updates = open_updates(stream_path, lag=lag, kind=input_kind, check=check)
             if realtime:
                 updates = paced(updates, wps)
-            run_stream(translator, updates, sink)
+            sink = make_sink(fmt)
+            run_stream(LiveSession(translator, segmenter=segmenter, latest_wins=latest_wins), updates, sink)
     except KeyboardInterrupt:
         click.echo("interrupted: the committed translations are above", err=True)
         sys.exit(130)

@@ -57,7 +57,7 @@ def test_stdin_partials_including_a_shrinking_one(run):
         {"id": 1, "text": "so today", "final": True},
         {"id": 2, "text": "we made", "final": False},  # never final: committed at the end
     ])
-    result = run("translate", "--stream", "-", "--format", "jsonl", input=partials + "\n")
+    result = run("translate", "--stream", "-", "--format", "jsonl", "--every-partial", input=partials + "\n")
     assert result.exit_code == 0
     events = [json.loads(line) for line in result.stdout.splitlines()]
     assert [e["source"] for e in events if e["type"] == "update"] == ["so to", "so", "so today", "we made", "we made"]
@@ -96,7 +96,7 @@ def test_directory_is_refused(run, tmp_path):
 def test_a_10000_word_line_fails_fast_after_earlier_lines(run, tmp_path):
     path = write(tmp_path, "long.txt", "so today\n" + "word " * 10_000 + "\nnever reached\n")
     start = time.time()
-    result = run("translate", "--stream", path, "--format", "text")
+    result = run("translate", "--stream", path, "--format", "text", "--no-auto-commit")
     assert result.exit_code == 1 and "long.txt:2" in result.stderr and "context" in result.stderr
     assert len(result.stdout.splitlines()) == 1
     assert time.time() - start < 60  # rejected before revealing it three words at a time
@@ -253,3 +253,75 @@ def test_bench_sampling_is_compared_with_sampled_rt(run, tmp_path):
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert {r["temperature"] for r in records if r["config"] == "ssbd-b0.2-t0.8"} == {0.8}
     assert "| T |" in (out / "report.md").read_text()
+
+
+def test_a_long_unpunctuated_never_final_stream_is_committed_in_pieces(run, tmp_path):
+    words = [f"w{i % 7}" for i in range(120)]
+    partials = "".join(json.dumps({"id": "talk", "text": " ".join(words[:n]), "final": False}) + "\n"
+                       for n in range(3, 121, 3))
+    path = write(tmp_path, "never.jsonl", partials)
+    result = run("translate", "--stream", path, "--format", "jsonl", "--max-words", "12")
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    commits = [e for e in events if e["type"] == "commit"]
+    assert len(commits) >= 120 // 12 and {e["reason"] for e in commits[:-1]} == {"length"}
+    assert " ".join(e["source"] for e in commits).split() == words  # every word committed once
+    assert max(len(e["source"].split()) for e in events if e["type"] == "update") <= 15
+
+
+ASR_CHUNKS = [
+    {"start": 0.0, "end": 1.2, "text": "so today", "is_final": False},
+    {"start": 1.2, "end": 2.5, "text": "I want to talk", "is_final": True},
+    {"start": 3.0, "end": 4.0, "text": "about rules", "is_final": True},
+]
+
+
+@pytest.mark.parametrize("fmt", ["srt", "vtt"])
+def test_subtitles_parse_and_are_timed_by_the_asr(run, tmp_path, fmt):
+    path = write(tmp_path, "asr.jsonl", "".join(json.dumps(c) + "\n" for c in ASR_CHUNKS))
+    result = run("translate", "--stream", path, "--format", fmt)
+    assert result.exit_code == 0, result.output
+    if fmt == "srt":
+        import srt
+
+        cues = [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in srt.parse(result.stdout)]
+    else:
+        import io
+
+        import webvtt
+
+        seconds = lambda stamp: sum(float(x) * 60 ** i for i, x in enumerate(reversed(stamp.split(":"))))  # noqa: E731
+        cues = [(seconds(c.start), seconds(c.end), c.text) for c in webvtt.from_buffer(io.StringIO(result.stdout))]
+    assert [(start, end) for start, end, _ in cues] == [(0.0, 2.5), (3.0, 4.0)]
+    assert all(text.strip() for _, _, text in cues)
+
+
+def test_subtitles_without_asr_times_use_the_clock(run, tmp_path):
+    import srt
+
+    path = write(tmp_path, "talk.txt", "so today I want to talk\nabout the new rules\n")
+    result = run("translate", "--stream", path, "--format", "srt")
+    cues = list(srt.parse(result.stdout))
+    assert result.exit_code == 0 and len(cues) == 2
+    assert cues[0].start <= cues[1].start and all(c.end > c.start for c in cues)
+
+
+def test_realtime_replay_follows_asr_times_and_skips_stale_partials(run, tmp_path):
+    chunks = [{"id": "a", "text": " ".join(["word"] * n), "end": 0.05 * n} for n in range(1, 21)]
+    chunks[-1]["final"] = True
+    path = write(tmp_path, "fast.jsonl", "".join(json.dumps(c) + "\n" for c in chunks))
+    start = time.time()
+    result = run("translate", "--stream", path, "--format", "jsonl", "--realtime", "--no-auto-commit")
+    assert result.exit_code == 0 and time.time() - start >= 1.0  # paced by the 'end' times
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events[-1]["type"] == "commit" and events[-1]["source"] == chunks[-1]["text"]  # final kept
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("w.jsonl", '{"start": 0, "end": 1, "text": "so", "is_final": false}\n{"start": 1, "end": 2, "text": 3}\n',
+     "w.jsonl:2: field 'text' must be str"),
+    ("c.jsonl", '{"text": "so", "unconfirmed_text": 5}\n', "c.jsonl:1: field 'unconfirmed_text' must be str"),
+])
+def test_bad_lines_in_the_new_formats(run, tmp_path, name, content, message):
+    result = run("translate", "--stream", write(tmp_path, name, content), "--format", "text")
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
