@@ -25,7 +25,9 @@ def main() -> None:
                   f"{machine['device']}, {machine['compute_dtype']}, BLAS {machine['blas']}, {machine['cpus']} CPUs; "
                   f"NE tokenizer {summary['ne_tokenizer']}; data: {run['data_note']}.", "",
                   markdown_table(summary["configs"]), ""]
-    for path in sorted(root.glob("verify-cost-*/verify_cost.md")) + sorted(root.glob("multistream*/multistream.md")):
+    reports = [*sorted(root.glob("verify-cost-*/verify_cost.md")), *sorted(root.glob("multistream*/multistream.md")),
+               *sorted(root.glob("*/live_replay.md"))]
+    for path in reports:
         parts += [path.read_text().replace("# ", "## ", 1), ""]
     longform = root / "longform" / "longform_memory.json"
     if longform.exists():

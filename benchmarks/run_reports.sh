@@ -57,5 +57,18 @@ bench --data $DATA/udhr/en-de.jsonl -m qwen2.5-coder-0.5b -t de --methods rt,ssb
 # 8. Commit exactly what RT would (final update at beta 0) where a weak model locks in a bad draft.
 bench --data $DATA/udhr/en-ja.jsonl -m qwen2.5-coder-0.5b -t ja --methods rt,ssbd,ssbd-final0 --beta 0.2 --limit 5 \
     --semsim --out "$OUT/en-ja-0.5b-final0"
+# 9. Live input: a 10-minute ASR-like stream replayed in real time (latest partial wins, automatic
+#    segments), RT against SSBD on both models; a 5,000-word never-final stream; what viewers see
+#    (display mask-k 2 against agreement-2 stable text) and context across sentences, each in one run.
+once "$OUT/live-replay-0.5b/summary.json" python benchmarks/live_replay.py --model qwen2.5-coder-0.5b --minutes 10 \
+    --methods rt,ssbd --out "$OUT/live-replay-0.5b"
+once "$OUT/live-replay-1.5b/summary.json" python benchmarks/live_replay.py --model qwen2.5-coder-1.5b --minutes 10 \
+    --methods rt,ssbd --out "$OUT/live-replay-1.5b"
+once "$OUT/never-final-0.5b/summary.json" python benchmarks/live_replay.py --never-final --words 5000 --stride 4 \
+    --model qwen2.5-coder-0.5b --methods ssbd --out "$OUT/never-final-0.5b"
+bench --data $DATA/udhr-sentences/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods ssbd --beta 0.2 --agree 0,2 \
+    --display-mask-k 2 --limit 30 --out "$OUT/en-de-1.5b-viewers"
+bench --data $DATA/udhr-sentences/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods ssbd --beta 0.2 --context 0,256 \
+    --limit 30 --semsim --out "$OUT/en-de-1.5b-context"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

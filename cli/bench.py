@@ -32,7 +32,7 @@ def parse_list(kind, text: str, allowed=None, bounds=(0.0, 1.0), what="beta"):
             raise click.BadParameter(f"{raw!r} is not a valid {kind.__name__}") from None
         if allowed is not None and value not in allowed:
             raise click.BadParameter(f"unknown method {raw!r}; known: {', '.join(allowed)}")
-        if kind is float and not bounds[0] <= value <= bounds[1]:
+        if kind in (float, int) and not bounds[0] <= value <= bounds[1]:
             raise click.BadParameter(f"{what} {value:g} is outside [{bounds[0]:g}, {bounds[1]:g}]")
         values.append(value)
     if not values:
@@ -70,8 +70,12 @@ def load_items(data: str, lag: int, limit: int | None):
               help="Nucleus mass kept when sampling.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (each configuration's own PRNG).")
 @click.option("--data-note", default=None, help="What the data is, for the report. [default: from the file name]")
+@click.option("--agree", default="0", show_default=True,
+              help="Stable-text agreement n, or a list (0,2): each n > 0 adds '-agree<n>' variants of the methods.")
+@click.option("--context", default="0", show_default=True,
+              help="Context token budget, or a list (0,256): each > 0 adds '-ctx<n>' variants (items in document order).")
 def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, lag, limit, word_s, out_dir,
-          fresh, semsim, comet_checkpoint, temperatures, top_p, seed, data_note):
+          fresh, semsim, comet_checkpoint, temperatures, top_p, seed, data_note, agree, context):
     """Benchmark decoding policies on one data set, every method in one run.
 
     \b
@@ -97,14 +101,16 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
 
     loaded = load(model)
     configs = make_configs(method_list, beta_list, draft_mask_k=mask_k, display_mask_k=display_mask_k,
-                           temperatures=temperature_list, top_p=top_p, seed=seed)
+                           temperatures=temperature_list, top_p=top_p, seed=seed,
+                           agreements=parse_list(int, agree, bounds=(0, 64), what="agreement"),
+                           contexts=parse_list(int, context, bounds=(0, 100_000), what="context"))
     translators = {
         label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
                                 source_lang=source, target_lang=target, config=config)
         for label, config in configs.items()
     }
     note = data_note or (UDHR_NOTE if "udhr" in str(Path(data).resolve()).lower() else Path(data).name)
-    facts = {"data": str(Path(data).resolve()), "data_name": Path(data).name, "data_note": note,
+    facts = {"data": _portable(data), "data_name": Path(data).name, "data_note": note,
              "model": loaded.name, "source": source, "target": target, "configs": list(translators),
              "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items),
              "temperatures": temperature_list, "top_p": top_p, "seed": seed}
@@ -120,6 +126,15 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
     written = write_report(out, summary, records)
     click.echo((out / "report.md").read_text())
     click.echo(f"wrote {', '.join(['results.jsonl', *written])} to {out}", err=True)
+
+
+def _portable(path: str) -> str:
+    """``path`` relative to the working directory when inside it (reports hold no machine paths)."""
+    resolved = Path(path).resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
 
 
 def _add_scores(summary: dict, records: list[dict], semsim: bool, comet_checkpoint: str | None) -> None:

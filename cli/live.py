@@ -197,7 +197,7 @@ class LiveSink(TextSink):
         self._draw()
 
     def commit(self, event: CaptionCommit) -> None:
-        self.totals.add(event.update.stats)
+        self.totals.add(event.update.stats, event.coalesced)
         self._clear()
         self.out.write(printable(event.text) + "\n")
         self.caption = ("", "")

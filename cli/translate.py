@@ -86,7 +86,7 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
     """The open caption's latest translation, committed as it stands (on Ctrl-C)."""
     u = event.update
     return CaptionCommit(event.caption, event.seq + 1, u.output, u.source, event.pushed_at, now, "clock",
-                         "interrupted", u, event.speech_end, now)
+                         "interrupted", u, 0, event.speech_end, now)
 
 
 @click.command()

@@ -5,6 +5,8 @@ Import order matters: ``backend`` loads an optimized BLAS before ``mlx.core`` is
 
 from . import backend  # noqa: F401  (must come first)
 from .backend import backend_info
+from .segmenter import SegmenterConfig
+from .session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
 from .translator import (
     DEFAULT_BETA,
     DEFAULT_POLICY,
@@ -23,6 +25,11 @@ from .translator import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "CaptionCommit",
+    "CaptionUpdate",
+    "LiveSession",
+    "SegmenterConfig",
+    "SessionError",
     "DEFAULT_BETA",
     "DEFAULT_POLICY",
     "METHODS",

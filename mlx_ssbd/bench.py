@@ -11,6 +11,7 @@ into per-configuration metrics (``metrics`` module) with speedup against ``rt`` 
 
 from __future__ import annotations
 
+import itertools
 import json
 import platform
 import statistics
@@ -64,22 +65,24 @@ def items_from_partials(updates: Sequence[SourceUpdate]) -> list[Item]:
 
 def make_configs(methods: Sequence[str], betas: Sequence[float], *, draft_mask_k: int = 0,
                  display_mask_k: int = 0, temperatures: Sequence[float] = (0.0,), top_p: float = 1.0,
-                 seed: int = 0) -> dict:
-    """label -> TranslatorConfig for every temperature, method (and beta for the ssbd methods).
+                 seed: int = 0, agreements: Sequence[int] = (0,), contexts: Sequence[int] = (0,)) -> dict:
+    """label -> TranslatorConfig for every temperature, method (and beta for the ssbd methods),
+    stable-text agreement and context budget.
 
-    Labels: ``rt``, ``ssbd-b0.2``, ``ssbd-resync-b0.2-mask2``; a sampled configuration ends in
-    ``-t<temperature>`` (``rt-t0.7``, ``ssbd-b0.2-t0.7``).
+    Labels: ``rt``, ``ssbd-b0.2``, ``ssbd-resync-b0.2-mask2``, ``ssbd-b0.2-agree2``,
+    ``ssbd-b0.2-ctx256``; a sampled configuration ends in ``-t<temperature>`` (``rt-t0.7``).
     """
     configs = {}
-    for temperature in temperatures:
-        for method in methods:
-            biased = method.startswith("ssbd")
-            for beta in betas if biased else [0.0]:
-                mask = draft_mask_k if biased or method == "cd" else 0
-                label = (method + (f"-b{beta:g}" if biased else "") + (f"-mask{mask}" if mask else "")
-                         + (f"-t{temperature:g}" if temperature else ""))
-                configs[label] = method_config(method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k,
-                                               temperature=temperature, top_p=top_p, seed=seed)
+    for temperature, method, agreement, context in itertools.product(temperatures, methods, agreements, contexts):
+        biased = method.startswith("ssbd")
+        for beta in betas if biased else [0.0]:
+            mask = draft_mask_k if biased or method == "cd" else 0
+            label = (method + (f"-b{beta:g}" if biased else "") + (f"-mask{mask}" if mask else "")
+                     + (f"-agree{agreement}" if agreement else "") + (f"-ctx{context}" if context else "")
+                     + (f"-t{temperature:g}" if temperature else ""))
+            configs[label] = method_config(method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k,
+                                           temperature=temperature, top_p=top_p, seed=seed,
+                                           agreement=agreement, context_tokens=context)
     return configs
 
 
@@ -163,7 +166,9 @@ def _translate_item(translator: StreamTranslator, label: str, item: Item) -> lis
         out.append({
             "item": item.id, "config": label, "update": index, "source": update.text,
             "source_words": len(update.text.split()), "output": result.output, "display": result.display,
-            "final": update.final, "ref": item.ref, "temperature": translator.config.temperature,
+            "stable": result.stable, "final": update.final, "ref": item.ref,
+            "temperature": translator.config.temperature, "agreement": translator.config.agreement,
+            "context_tokens": translator.config.context_tokens,
             **result.stats.to_dict(),
         })
     return out
@@ -181,8 +186,10 @@ def summarize(records: Sequence[dict], *, target_lang: str, word_s: float, ne_to
     for label in labels:
         segments = [sorted(rs, key=lambda r: r["update"]) for rs in by_config[label].values()]
         summary[label] = _config_summary(segments, tokenize, target_lang, word_s)
-    # Speedup against prefix-cached RT at the same temperature (sampled RT for sampled methods).
-    rt_label = {s["temperature"]: label for label, s in summary.items() if s["method"] == "rt"}
+    # Speedup against plain prefix-cached RT (no agreement, no context) at the same temperature
+    # (sampled RT for sampled methods).
+    rt_label = {s["temperature"]: label for label, s in summary.items()
+                if s["method"] == "rt" and not s["agreement"] and not s["context_tokens"]}
     for s in summary.values():
         base = summary.get(rt_label.get(s["temperature"]), {}).get("wall_s")
         s["speedup_vs"] = rt_label.get(s["temperature"]) if base else None
@@ -193,12 +200,14 @@ def summarize(records: Sequence[dict], *, target_lang: str, word_s: float, ne_to
 def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word_s: float) -> dict:
     flat = [r for seg in segments for r in seg]
     total = lambda key: sum(r[key] for r in flat)  # noqa: E731
-    ne, ne_display, laal, laal_ca = [], [], [], []
+    ne, ne_display, ne_stable, laal, laal_ca = [], [], [], [], []
     for seg in segments:
         outputs = [tokenize(r["output"]) for r in seg]
         displays = [tokenize(r["display"]) for r in seg]
         ne.append(metrics.normalized_erasure(outputs))
         ne_display.append(metrics.normalized_erasure(displays))
+        # a viewer shown only the stable text (agreement); the commit is the segment's last one
+        ne_stable.append(metrics.normalized_erasure([tokenize(r.get("stable", "")) for r in seg[:-1]] + [outputs[-1]]))
         ref = seg[-1]["ref"]
         lag = metrics.lagging(displays, [r["source_words"] for r in seg], [r["wall_s"] for r in seg],
                               word_s=word_s, ref_len=len(tokenize(ref)) if ref else None)
@@ -207,8 +216,11 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
     finals = [seg[-1] for seg in segments]
     result = {
         "method": flat[0]["policy"], "beta": flat[0]["beta"], "temperature": flat[0].get("temperature", 0.0),
+        "agreement": flat[0].get("agreement", 0), "context_tokens": flat[0].get("context_tokens", 0),
         "items": len(segments), "updates": len(flat),
         "ne": _mean(ne), "ne_display": _mean(ne_display),
+        # only where something is locked before the commit (agreement); older records lack "stable"
+        "ne_stable": _mean(ne_stable) if flat[0].get("agreement") else None,
         "a_d": _round(metrics.ratio(total("accepted"), total("draft_tokens"))),
         "a_o": _round(metrics.ratio(total("accepted"), total("output_tokens"))),
         "tps": _round(metrics.ratio(total("output_tokens"), total("wall_s"))),

@@ -23,6 +23,7 @@ COLUMNS = [
     ("T", lambda s: f"{s['temperature']:g}" if s.get("temperature") else "-"),
     ("NE↓", lambda s: f"{s['ne']:.3f}"),
     ("NE disp↓", lambda s: f"{s['ne_display']:.3f}"),
+    ("NE stable↓", lambda s: _num(s.get("ne_stable"), 3)),
     ("A/D", lambda s: _pct(s["a_d"])),
     ("A/O", lambda s: _pct(s["a_o"])),
     ("TPS", lambda s: _num(s["tps"], 1)),

@@ -107,6 +107,7 @@ class Segmenter:
     def __init__(self, config: SegmenterConfig = SegmenterConfig()):
         self.config = config
         self._seg = _Open(id=_ENDED)
+        self.repeats = 0  # partials that changed nothing (no job)
 
     def feed(self, partial: SourceUpdate, now: float) -> list[Job]:
         """The jobs one partial implies (possibly none: an unchanged partial costs nothing)."""
@@ -134,6 +135,7 @@ class Segmenter:
             seg.live, seg.changed_at = text, now
             if live:
                 jobs.append(self._job(live, seg.committed, False))
+        self.repeats += not jobs
         return jobs
 
     def due(self, now: float) -> list[Job]:

@@ -5,10 +5,10 @@ such as an ASR callback; they return at once and never touch MLX. ``push`` runs 
 (automatic commits) and queues the jobs. ``run()`` is the engine: the thread that iterates it
 runs the model, taking jobs in order and yielding ``CaptionUpdate``, ``CaptionCommit`` and
 ``SessionError`` events; it ends after ``close()`` once every queued job is done. With
-``latest_wins`` (the default) a queued live update is *replaced* by a newer one of the same
-caption, so the engine always translates the newest partial and skips the ones in between
-(counted as ``coalesced``). Commits are never skipped or merged: the last partial of every caption
-is translated as final. A live text equal to the one just translated costs no forward pass. A job
+``latest_wins`` (the default) a queued live update is *replaced* by a newer job of the same
+caption, a live one or its commit, so the engine always translates the newest partial and skips
+the ones in between (counted as ``coalesced``). Commits are never skipped or merged: the last
+partial of every caption is translated as final. A live text equal to the one just translated costs no forward pass. A job
 the translator rejects (``ValueError``, e.g. too long for the context) becomes a
 ``SessionError``; the session goes on.
 
@@ -59,6 +59,7 @@ class CaptionCommit:
     timed_by: str  # "asr" or "clock"
     reason: str  # final | segment | sentence | length | pause | end
     update: Update  # the final update (stats)
+    coalesced: int  # live updates of this caption skipped right before the commit
     speech_end: float | None
     at: float
 
@@ -112,6 +113,11 @@ class LiveSession:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def repeated(self) -> int:
+        """Partials that changed nothing (the ASR repeated itself): no job, no forward pass."""
+        return self._segmenter.repeats
+
     def now(self) -> float:
         """Seconds on the session clock."""
         return self._clock() - self._t0
@@ -141,7 +147,9 @@ class LiveSession:
 
     def _queue(self, job: Job, now: float) -> None:
         last = self._jobs[-1] if self._jobs else None
-        if self.latest_wins and not job.final and last is not None and not last.job.final:
+        # A queued live job belongs to the open caption, so a newer live job or that caption's
+        # commit supersedes it.
+        if self.latest_wins and last is not None and not last.job.final:
             first = last.first_pushed if last.first_pushed is not None else last.pushed_at
             self._jobs[-1] = _Queued(job, now, last.coalesced + 1, first)  # the newer partial wins
             self.coalesced += 1
@@ -184,7 +192,7 @@ class LiveSession:
                 timed = job.start is not None and job.end is not None
                 start, end = (job.start, job.end) if timed else (opened_at, at)
                 yield CaptionCommit(caption, self._next_seq(), update.output, job.text, start, end,
-                                    "asr" if timed else "clock", job.reason, update, job.end, at)
+                                    "asr" if timed else "clock", job.reason, update, item.coalesced, job.end, at)
                 caption, last_text, opened_at = caption + 1, None, None
             else:
                 last_text = job.text

@@ -108,12 +108,16 @@ def _field(obj: dict, key: str, kind, name: str, number: int, required: bool = T
 Lines = Iterable[tuple[int, str]]
 
 
+def _objects(lines: Lines, name: str) -> Iterator[tuple[int, dict]]:
+    """(line number, JSON object) for each non-blank line."""
+    for number, line in lines:
+        if line.strip():
+            yield number, _json_object(name, number, line)
+
+
 def parse_pairs(lines: Lines, name: str) -> Iterator[tuple[int, Pair]]:
     """(line number, Pair) from JSONL lines of ``{"id", "src", "ref"}``; blank lines skipped."""
-    for number, line in lines:
-        if not line.strip():
-            continue
-        obj = _json_object(name, number, line)
+    for number, obj in _objects(lines, name):
         src = _field(obj, "src", str, name, number)
         if not src.strip():
             raise StreamError(f"{name}:{number}: field 'src' is empty")
@@ -142,10 +146,7 @@ def _timing(obj: dict, name: str, number: int) -> dict:
 
 def parse_partials(lines: Lines, name: str) -> Iterator[SourceUpdate]:
     """ASR partials from JSONL lines of ``{"id", "text", "final"}`` (+ optional timing)."""
-    for number, line in lines:
-        if not line.strip():
-            continue
-        obj = _json_object(name, number, line)
+    for number, obj in _objects(lines, name):
         text = _field(obj, "text", str, name, number)
         final = _field(obj, "final", bool, name, number, required=False) or False
         ident = _field(obj, "id", (str, int), name, number)
@@ -158,10 +159,7 @@ def parse_whisper(lines: Lines, name: str) -> Iterator[SourceUpdate]:
     """whisper_streaming chunks ``{"start", "end", "text", "is_final"}``, each appending
     confirmed text to the current segment; yields the segment's whole text so far."""
     segment, texts, words, start = 0, [], [], None
-    for number, line in lines:
-        if not line.strip():
-            continue
-        obj = _json_object(name, number, line)
+    for number, obj in _objects(lines, name):
         text = _field(obj, "text", str, name, number)
         final = _field(obj, "is_final", bool, name, number, required=False) or False
         timing = _timing(obj, name, number)
@@ -179,10 +177,7 @@ def parse_whisper(lines: Lines, name: str) -> Iterator[SourceUpdate]:
 def parse_confirmed(lines: Lines, name: str) -> Iterator[SourceUpdate]:
     """``{"text", "unconfirmed_text"}`` lines: source = confirmed text + unconfirmed rest."""
     segment, confirmed = 0, ""
-    for number, line in lines:
-        if not line.strip():
-            continue
-        obj = _json_object(name, number, line)
+    for number, obj in _objects(lines, name):
         text = _field(obj, "text", str, name, number).strip()
         rest = (_field(obj, "unconfirmed_text", str, name, number, required=False) or "").strip()
         final = _field(obj, "is_final", bool, name, number, required=False) or False

@@ -39,3 +39,19 @@ def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
     assert [s["update"] for s in samples] == [1, 10, 20]
     report = script("collect.py", tmp_path)
     assert "Long-form memory" in report and (tmp_path / "RESULTS.md").is_file()
+
+
+def test_live_replay_in_real_time_and_never_final(model_dir, tmp_path):
+    script("live_replay.py", "--model", model_dir, "--minutes", 0.1, "--methods", "rt,ssbd", "--out", tmp_path / "live")
+    summary = json.loads((tmp_path / "live" / "summary.json").read_text())["methods"]
+    for s in summary.values():
+        assert s["partials"] == summary["rt"]["partials"] and s["errors"] == 0 and s["commits"] >= 1
+        assert s["updates"] > s["commits"] and s["coalesced"] + s["repeated"] < s["partials"]
+        assert s["lag_p95_s"] >= s["lag_p50_s"] > 0
+    events = (tmp_path / "live" / "events-ssbd.jsonl").read_text().splitlines()
+    assert json.loads(events[-1])["type"] == "commit"
+    assert (tmp_path / "live" / "lag.png").is_file() and "| ssbd |" in (tmp_path / "live" / "live_replay.md").read_text()
+    script("live_replay.py", "--never-final", "--words", 80, "--stride", 2, "--model", model_dir, "--methods", "ssbd",
+           "--out", tmp_path / "never")
+    (s,) = json.loads((tmp_path / "never" / "summary.json").read_text())["methods"].values()
+    assert s["words"] >= 80 and s["commits"] >= 3 and s["errors"] == 0

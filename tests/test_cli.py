@@ -6,6 +6,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -325,3 +326,13 @@ def test_realtime_replay_follows_asr_times_and_skips_stale_partials(run, tmp_pat
 def test_bad_lines_in_the_new_formats(run, tmp_path, name, content, message):
     result = run("translate", "--stream", write(tmp_path, name, content), "--format", "text")
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+
+
+def test_readme_jsonl_example_has_the_real_event_fields(run, tmp_path):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("```json\n", 1)[1].split("```", 1)[0]
+    examples = [json.loads(line) for line in block.replace("\n   ", " ").splitlines() if line.strip()]
+    result = run("translate", "--stream", write(tmp_path, "t.txt", "so today I want to talk\n"), "--format", "jsonl")
+    events = {e["type"]: e for e in map(json.loads, result.stdout.splitlines())}
+    for example in examples:
+        assert set(example) == set(events[example["type"]]), example["type"]

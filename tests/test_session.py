@@ -6,31 +6,15 @@ import time
 
 import pytest
 
-from mlx_ssbd import StreamTranslator, TranslatorConfig
 from mlx_ssbd.multistream import MultiStreamTranslator
 from mlx_ssbd.segmenter import SegmenterConfig
 from mlx_ssbd.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
 from mlx_ssbd.translator import SourceUpdate
 
-from test_translator import SMALL, random_stream
-from tiny import byte_tokenizer, tiny_model
+from test_translator import make, model, random_stream, tok  # noqa: F401  (fixtures)
+from tiny import tiny_model
 
 MANUAL = SegmenterConfig(sentence_end=False, max_words=0, pause_s=None)  # commits only at final/segment/end
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return byte_tokenizer()
-
-
-@pytest.fixture(scope="module", params=["llama", "qwen2"])
-def model(request):
-    return tiny_model(request.param, seed=7)
-
-
-def make(model, tok, **cfg):
-    return StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
-                            config=TranslatorConfig(**{**SMALL, **cfg}))
 
 
 def run_all(session, partials):
@@ -43,25 +27,28 @@ def run_all(session, partials):
 
 def test_latest_partial_wins_but_finals_and_segment_ends_are_never_skipped(model, tok):
     session = LiveSession(make(model, tok, policy="ssbd"), segmenter=MANUAL)
-    events = run_all(session, [
-        SourceUpdate("so", segment_id="a"), SourceUpdate("so to", segment_id="a"),
-        SourceUpdate("so today", final=True, segment_id="a"),
-        SourceUpdate("we", segment_id="b"), SourceUpdate("we made", segment_id="b"),
-        SourceUpdate("it", segment_id="c"),  # segment b ends without final: still committed
-        SourceUpdate("it works", segment_id="c"),
-    ])
-    kinds = [(type(e).__name__, e.update.source, getattr(e, "coalesced", None)) for e in events]
+    engine = session.run()
+    push = lambda *partials: [session.push(p) for p in partials]  # noqa: E731  (while the engine is busy)
+    push(SourceUpdate("so", segment_id="a"), SourceUpdate("so to", segment_id="a"))
+    first = next(engine)
+    push(SourceUpdate("so today", segment_id="a"), SourceUpdate("so today we", final=True, segment_id="a"),
+         SourceUpdate("it", segment_id="b"), SourceUpdate("it works", segment_id="b"))
+    second, third = next(engine), next(engine)
+    push(SourceUpdate("and", segment_id="c"))  # segment b ends without final: still committed
+    push(SourceUpdate("and then", segment_id="c"))
+    session.close()
+    events = [first, second, third, *engine]
+    kinds = [(type(e).__name__, e.update.source, e.coalesced) for e in events]
     assert kinds == [
         ("CaptionUpdate", "so to", 1),
-        ("CaptionCommit", "so today", None),
-        ("CaptionUpdate", "we made", 1),
-        ("CaptionCommit", "we made", None),
+        ("CaptionCommit", "so today we", 1),  # the commit superseded the queued live update
         ("CaptionUpdate", "it works", 1),
-        ("CaptionCommit", "it works", None),  # close() commits what is live
+        ("CaptionCommit", "it works", 0),
+        ("CaptionCommit", "and then", 2),  # close() commits what is live, superseding "and", "and then"
     ]
     assert [e.reason for e in events if isinstance(e, CaptionCommit)] == ["final", "segment", "end"]
-    assert [e.caption for e in events] == [0, 0, 1, 1, 2, 2] and [e.seq for e in events] == list(range(6))
-    assert session.coalesced == 3
+    assert [e.caption for e in events] == [0, 0, 1, 1, 2] and [e.seq for e in events] == list(range(5))
+    assert session.coalesced == 5
 
 
 def test_every_partial_mode_translates_each_one(model, tok):
@@ -95,7 +82,7 @@ def test_an_unchanged_partial_costs_no_forward_pass(model, tok):
         session.push(SourceUpdate("so today", segment_id="a"))
     session.push(SourceUpdate("so", segment_id="a"))  # revised, then back while the engine was busy:
     session.push(SourceUpdate("so today", segment_id="a"))  # the newest equals what is on screen
-    session.close()
+    threading.Timer(1.0, session.close).start()  # the engine sees the live job before the commit
     rest = list(engine)
     assert [(type(e).__name__, e.update.source) for e in rest] == [("CaptionCommit", "so today")]
     assert session.unchanged == 1 and session.coalesced == 1
