@@ -3,7 +3,8 @@
 # Runs sequentially (timings are only compared within one bench run); a finished step is skipped
 # and `mlx-ssbd bench` resumes per item, so an interrupted run can simply be started again.
 # Needs the models prepared (`mlx-ssbd models prepare qwen2.5-coder-1.5b` / `qwen2.5-coder-0.5b`)
-# and the extras: pip install -e ".[semsim,plots,ja]". About 2.5 hours on a 2-core x86 CPU.
+# and the extras: pip install -e ".[semsim,plots,ja]". About 2.5 hours on a 2-core x86 CPU for steps
+# 1-8 and 1.5 hours more for step 9 (its real-time replays take as long as the speech, or longer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-benchmarks/results/$(date +%F)-$(uname -s | tr A-Z a-z)-$(uname -m)-$(nproc)cpu}
@@ -64,11 +65,11 @@ once "$OUT/live-replay-0.5b/summary.json" python benchmarks/live_replay.py --mod
     --methods rt,ssbd --out "$OUT/live-replay-0.5b"
 once "$OUT/live-replay-1.5b/summary.json" python benchmarks/live_replay.py --model qwen2.5-coder-1.5b --minutes 10 \
     --methods rt,ssbd --out "$OUT/live-replay-1.5b"
-once "$OUT/never-final-0.5b/summary.json" python benchmarks/live_replay.py --never-final --words 5000 --stride 4 \
+once "$OUT/never-final-0.5b/summary.json" python benchmarks/live_replay.py --never-final --words 5000 --stride 6 \
     --model qwen2.5-coder-0.5b --methods ssbd --out "$OUT/never-final-0.5b"
 bench --data $DATA/udhr-sentences/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods ssbd --beta 0.2 --agree 0,2 \
-    --display-mask-k 2 --limit 30 --out "$OUT/en-de-1.5b-viewers"
+    --display-mask-k 2 --limit 12 --out "$OUT/en-de-1.5b-viewers"
 bench --data $DATA/udhr-sentences/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods ssbd --beta 0.2 --context 0,256 \
-    --limit 30 --semsim --out "$OUT/en-de-1.5b-context"
+    --limit 6 --semsim --out "$OUT/en-de-1.5b-context"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
