@@ -19,6 +19,8 @@ def main() -> None:
              "Each table is one `mlx-ssbd bench` run: methods are compared only within a table.", ""]
     for summary_path in sorted(root.glob("*/summary.json")):
         summary = json.loads(summary_path.read_text())
+        if "configs" not in summary:  # not a bench run (live replays bring their own report)
+            continue
         run, machine = summary["run"], summary["machine"]
         parts += [f"## {summary_path.parent.name}: {run['source']}->{run['target']}, `{run['model']}`, "
                   f"{run['items']} items of {run['data_name']}", "",
@@ -28,7 +30,8 @@ def main() -> None:
     reports = [*sorted(root.glob("verify-cost-*/verify_cost.md")), *sorted(root.glob("multistream*/multistream.md")),
                *sorted(root.glob("*/live_replay.md"))]
     for path in reports:
-        parts += [path.read_text().replace("# ", "## ", 1), ""]
+        text = path.read_text().replace("# ", "## ", 1).replace("](lag.png)", f"]({path.parent.name}/lag.png)")
+        parts += [text, ""]
     longform = root / "longform" / "longform_memory.json"
     if longform.exists():
         data = json.loads(longform.read_text())

@@ -55,3 +55,5 @@ def test_live_replay_in_real_time_and_never_final(model_dir, tmp_path):
            "--out", tmp_path / "never")
     (s,) = json.loads((tmp_path / "never" / "summary.json").read_text())["methods"].values()
     assert s["words"] >= 80 and s["commits"] >= 3 and s["errors"] == 0
+    report = script("collect.py", tmp_path)
+    assert "Real-time replay of a long ASR stream" in report and "Never-final stream" in report
