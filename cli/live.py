@@ -93,7 +93,7 @@ def update_event(event: CaptionUpdate | CaptionCommit) -> dict:
     u = event.update
     return {"type": "update", "segment": event.caption, "seq": event.seq, "source": u.source,
             "output": u.output, "display": u.display, "stable": u.stable, "unstable": u.unstable,
-            "final": u.final, "coalesced": getattr(event, "coalesced", 0), "at": round(event.at, 3),
+            "final": u.final, "coalesced": event.coalesced, "at": round(event.at, 3),
             "stats": u.stats.to_dict()}
 
 
@@ -130,7 +130,7 @@ def timestamp(seconds: float, separator: str) -> str:
 class SrtSink(TextSink):
     """SubRip cues, one per committed caption, timed by the ASR or the session clock."""
 
-    separator, header = ",", ""
+    separator, header, numbered = ",", "", True
 
     def __init__(self, out=None):
         super().__init__(out)
@@ -144,7 +144,7 @@ class SrtSink(TextSink):
             return
         self.cues += 1
         start, end = event.start, max(event.end, event.start + MIN_CUE_S)
-        number = f"{self.cues}\n" if self.separator == "," else ""
+        number = f"{self.cues}\n" if self.numbered else ""
         text = " ".join(event.text.split())  # one line, no blank line inside a cue
         self.out.write(f"{number}{timestamp(start, self.separator)} --> {timestamp(end, self.separator)}\n{text}\n\n")
         self.out.flush()
@@ -153,7 +153,7 @@ class SrtSink(TextSink):
 class VttSink(SrtSink):
     """WebVTT cues (a ``WEBVTT`` header, then one cue per committed caption)."""
 
-    separator, header = ".", "WEBVTT\n\n"
+    separator, header, numbered = ".", "WEBVTT\n\n", False
 
 
 class LiveSink(TextSink):
@@ -209,10 +209,11 @@ class LiveSink(TextSink):
         self.err.flush()
 
 
+SINKS = {"live": LiveSink, "text": TextSink, "jsonl": JsonlSink, "srt": SrtSink, "vtt": VttSink}
+SINK_FORMATS = ("auto", *SINKS)
+
+
 def make_sink(fmt: str):
     if fmt == "auto":
         fmt = "live" if sys.stdout.isatty() else "text"
-    return {"live": LiveSink, "text": TextSink, "jsonl": JsonlSink, "srt": SrtSink, "vtt": VttSink}[fmt]()
-
-
-SINK_FORMATS = ("auto", "live", "text", "jsonl", "srt", "vtt")
+    return SINKS[fmt]()

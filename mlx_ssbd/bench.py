@@ -201,13 +201,14 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
     flat = [r for seg in segments for r in seg]
     total = lambda key: sum(r[key] for r in flat)  # noqa: E731
     ne, ne_display, ne_stable, laal, laal_ca = [], [], [], [], []
+    locks = bool(flat[0].get("agreement"))  # stable text exists before the commit; older records lack it
     for seg in segments:
         outputs = [tokenize(r["output"]) for r in seg]
         displays = [tokenize(r["display"]) for r in seg]
         ne.append(metrics.normalized_erasure(outputs))
         ne_display.append(metrics.normalized_erasure(displays))
-        # a viewer shown only the stable text (agreement); the commit is the segment's last one
-        ne_stable.append(metrics.normalized_erasure([tokenize(r.get("stable", "")) for r in seg[:-1]] + [outputs[-1]]))
+        if locks:  # a viewer shown only the stable text; the commit is the segment's last update
+            ne_stable.append(metrics.normalized_erasure([tokenize(r["stable"]) for r in seg[:-1]] + [outputs[-1]]))
         ref = seg[-1]["ref"]
         lag = metrics.lagging(displays, [r["source_words"] for r in seg], [r["wall_s"] for r in seg],
                               word_s=word_s, ref_len=len(tokenize(ref)) if ref else None)
@@ -219,8 +220,7 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
         "agreement": flat[0].get("agreement", 0), "context_tokens": flat[0].get("context_tokens", 0),
         "items": len(segments), "updates": len(flat),
         "ne": _mean(ne), "ne_display": _mean(ne_display),
-        # only where something is locked before the commit (agreement); older records lack "stable"
-        "ne_stable": _mean(ne_stable) if flat[0].get("agreement") else None,
+        "ne_stable": _mean(ne_stable) if locks else None,
         "a_d": _round(metrics.ratio(total("accepted"), total("draft_tokens"))),
         "a_o": _round(metrics.ratio(total("accepted"), total("output_tokens"))),
         "tps": _round(metrics.ratio(total("output_tokens"), total("wall_s"))),

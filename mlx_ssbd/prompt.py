@@ -104,16 +104,19 @@ class PromptBuilder:
         self.suffix = tuple(self._encode(suffix_text))
         self.turn_break = tuple(self._encode(self._render_turn_break(tokenizer, src, tgt)))
 
-    def _render(self, tokenizer, src: str, tgt: str) -> tuple[str, str]:
+    def _render_chat(self, tokenizer, src: str, tgt: str, text: str, more=()) -> str:
+        """The chat template rendered: the instruction and a user turn holding ``text`` as the
+        source, then the ``more`` messages, then the opening of the assistant's answer."""
         system = SYSTEM_TEMPLATE.format(src=src, tgt=tgt)
-        user = USER_TEMPLATE.format(src=src, text=_SENTINEL)
+        user = USER_TEMPLATE.format(src=src, text=text)
         if self.family.system_role:
             messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         else:
             messages = [{"role": "user", "content": f"{system}\n\n{user}"}]
-        rendered = tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True
-        )
+        return tokenizer.apply_chat_template([*messages, *more], tokenize=False, add_generation_prompt=True)
+
+    def _render(self, tokenizer, src: str, tgt: str) -> tuple[str, str]:
+        rendered = self._render_chat(tokenizer, src, tgt, _SENTINEL)
         if rendered.count(_SENTINEL) != 1:
             raise ValueError("the chat template does not place the user text exactly once")
         prefix, suffix = rendered.split(_SENTINEL)
@@ -123,14 +126,10 @@ class PromptBuilder:
         """The text between an assistant reply and the next source text (end of turn, user
         turn opening, source-language tag), from the template rendered with two turns."""
         marks = [f"\u2063SSBD_{n}\u2063" for n in range(3)]
-        user = [USER_TEMPLATE.format(src=src, text=mark) for mark in (marks[0], marks[2])]
-        system = SYSTEM_TEMPLATE.format(src=src, tgt=tgt)
-        if self.family.system_role:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": user[0]}]
-        else:
-            messages = [{"role": "user", "content": f"{system}\n\n{user[0]}"}]
-        messages += [{"role": "assistant", "content": marks[1]}, {"role": "user", "content": user[1]}]
-        rendered = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        rendered = self._render_chat(tokenizer, src, tgt, marks[0], [
+            {"role": "assistant", "content": marks[1]},
+            {"role": "user", "content": USER_TEMPLATE.format(src=src, text=marks[2])},
+        ])
         start, end = rendered.find(marks[1]), rendered.find(marks[2])
         if start < 0 or end < start:
             raise ValueError("the chat template does not render an assistant turn between user turns")
@@ -146,7 +145,7 @@ class PromptBuilder:
     def _encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def build(self, text: str, context=()) -> Prompt:
-        """The prompt for one source text (already validated as non-empty), after ``context``
-        (``(source ids, output ids)`` pairs of earlier segments, oldest first)."""
-        return Prompt(self.prefix + self.context_ids(context), tuple(self._encode(text)), self.suffix)
+    def build(self, text: str, context_ids: tuple[int, ...] = ()) -> Prompt:
+        """The prompt for one source text (already validated as non-empty), after earlier
+        segments' ``context_ids`` (see ``context_ids``)."""
+        return Prompt(self.prefix + tuple(context_ids), tuple(self._encode(text)), self.suffix)

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .cache import common_prefix_len
 from .translator import SourceUpdate
 
 SENTENCE_END = tuple(".!?。！？…")
@@ -113,7 +114,7 @@ class Segmenter:
         """The jobs one partial implies (possibly none: an unchanged partial costs nothing)."""
         jobs: list[Job] = []
         seg = self._seg
-        if partial.segment_id != seg.id or seg.id is _ENDED:
+        if partial.segment_id != seg.id:  # never equal to _ENDED
             if seg.live:
                 jobs.append(self._commit_live("segment"))
             self._seg = seg = _Open(id=partial.segment_id, changed_at=now)
@@ -165,7 +166,7 @@ class Segmenter:
             return 0
         n = len(words)
         for other in history[:-1]:
-            n = min(n, _common_prefix(words, other))
+            n = min(n, common_prefix_len(words, other))
         return n
 
     def _cuts(self, words: list[str]) -> list[Job]:
@@ -209,11 +210,6 @@ def _length_cut(live: list[str], max_words: int) -> int:
         if live[i].endswith(CLAUSE_END):
             return i + 1
     return limit
-
-
-def _common_prefix(a: Sequence[str], b: Sequence[str]) -> int:
-    n = min(len(a), len(b))
-    return next((i for i in range(n) if a[i] != b[i]), n)
 
 
 def _word_times(partial: SourceUpdate, n: int) -> list[tuple[float | None, float | None]]:

@@ -80,8 +80,8 @@ Event = CaptionUpdate | CaptionCommit | SessionError
 class _Queued:
     job: Job
     pushed_at: float
+    first_pushed: float  # push time of the oldest partial this one replaced (or its own)
     coalesced: int = 0
-    first_pushed: float | None = None  # push time of the oldest partial this one replaced
 
 
 class LiveSession:
@@ -135,7 +135,7 @@ class LiveSession:
             self._cond.notify()
 
     def close(self) -> None:
-        """End of input: commit what is live; ``events()`` ends when the queue is done."""
+        """End of input: commit what is live; ``run()`` ends when the queue is done."""
         with self._cond:
             if self._closed:
                 return
@@ -150,11 +150,10 @@ class LiveSession:
         # A queued live job belongs to the open caption, so a newer live job or that caption's
         # commit supersedes it.
         if self.latest_wins and last is not None and not last.job.final:
-            first = last.first_pushed if last.first_pushed is not None else last.pushed_at
-            self._jobs[-1] = _Queued(job, now, last.coalesced + 1, first)  # the newer partial wins
+            self._jobs[-1] = _Queued(job, now, last.first_pushed, last.coalesced + 1)  # the newer partial wins
             self.coalesced += 1
         else:
-            self._jobs.append(_Queued(job, now))
+            self._jobs.append(_Queued(job, now, now))
 
     # -- the engine (the caller's thread) ----------------------------------------------------
 
@@ -178,7 +177,7 @@ class LiveSession:
         while (item := self._next()) is not None:
             job = item.job
             if opened_at is None:
-                opened_at = item.first_pushed if item.first_pushed is not None else item.pushed_at
+                opened_at = item.first_pushed
             if not job.final and job.text == last_text:
                 self.unchanged += 1
                 continue

@@ -258,6 +258,7 @@ class StreamTranslator:
         self._locked = 0  # leading tokens of the draft that are stable (forced)
         self._recent: list[list[int]] = []  # this segment's last outputs, for agreement
         self._context: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # committed (source, output)
+        self._context_ids: tuple[int, ...] = ()  # the prompt ids of ``_context``
         self.segment = 0
         self.sampler = self._make_sampler(config)
 
@@ -381,10 +382,11 @@ class StreamTranslator:
         if size(self._context) > budget:
             while self._context and size(self._context) > budget // 2:
                 self._context.pop(0)
+        self._context_ids = self.prompts.context_ids(self._context)
 
     def clear_context(self) -> None:
         """Forget the committed segments kept as context."""
-        self._context = []
+        self._context, self._context_ids = [], ()
 
     def check(self, source) -> None:
         """Raise ``ValueError`` if ``source`` could not be translated (see ``update``)."""
@@ -398,7 +400,7 @@ class StreamTranslator:
         text = source.strip()
         if not text:
             raise ValueError("source is empty or whitespace")
-        prompt = self.prompts.build(text, self._context)
+        prompt = self.prompts.build(text, self._context_ids)
         cfg = self.config
         max_new = max(cfg.min_max_tokens, math.ceil(cfg.max_tokens_ratio * len(prompt.source)))
         if self.context_length is not None and len(prompt) + max_new > self.context_length:

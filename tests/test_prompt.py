@@ -70,7 +70,7 @@ def test_context_turns_are_the_ids_that_were_fed(chatml):
     builder = PromptBuilder(chatml, "chatml", "en", "de")
     first = builder.build("so today")
     answer = tuple(chatml.encode("Also heute", add_special_tokens=False))
-    second = builder.build("we made it", [(first.source, answer)])
+    second = builder.build("we made it", builder.context_ids([(first.source, answer)]))
     # what the cache held after the first segment (prompt + answer) is a prefix of the next prompt
     assert second.ids[: len(first.ids) + len(answer)] == [*first.ids, *answer]
     assert text(chatml, second.ids).endswith(

@@ -143,7 +143,7 @@ def test_context_is_in_the_prompt_and_its_kv_is_reused(model, tok):
     # the whole first segment (prompt and translation) is context now, and was not recomputed
     # (a last output token cut by the token budget was never fed, so it cannot be reused)
     assert second.stats.reused_tokens >= prompt_len + len(first.output_ids) - 1
-    assert len(translator.prompts.build("x", translator._context)) > prompt_len + len(first.output_ids)
+    assert len(translator.prompts.build("x", translator._context_ids)) > prompt_len + len(first.output_ids)
 
 
 def test_context_keeps_beta0_identity_and_stays_within_budget(model, tok):
