@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -154,10 +155,10 @@ def translate(text, stream_path, model, source, target, method, beta, mask_k, la
     live_input = stream_path == "-" or realtime
     if latest_wins is None:
         latest_wins = live_input
-    segmenter = SegmenterConfig(sentence_end=auto_commit, max_words=max_words if auto_commit else 0,
-                                pause_s=pause if auto_commit and live_input and pause > 0 else None)
     try:
         with user_errors():
+            segmenter = SegmenterConfig(sentence_end=auto_commit, max_words=max_words if auto_commit else 0,
+                                        pause_s=pause if auto_commit and live_input and pause > 0 else None)
             # Without automatic commits a whole line is one segment: vet it before its first update.
             check = None if segmenter.max_words else translator.check
             updates = open_updates(stream_path, lag=lag, kind=input_kind, check=check)
@@ -167,4 +168,7 @@ def translate(text, stream_path, model, source, target, method, beta, mask_k, la
             run_stream(LiveSession(translator, segmenter=segmenter, latest_wins=latest_wins), updates, sink)
     except KeyboardInterrupt:
         click.echo("interrupted: the committed translations are above", err=True)
-        sys.exit(130)
+        sys.stdout.flush()
+        # Not sys.exit: the stdin reader thread may still be blocked in a read, and MLX then
+        # aborts in its teardown now and then (SIGABRT instead of 130). Everything is flushed.
+        os._exit(130)

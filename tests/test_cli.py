@@ -346,3 +346,8 @@ def test_live_view_truncates_by_display_width():
     shown = tail_to_width(caption, 21)
     assert shown.startswith("…") and shown.endswith("end") and display_width(shown) <= 21
     assert tail_to_width("short", 21) == "short"
+
+
+def test_bad_segmenter_option_is_a_message_not_a_traceback(run, tmp_path):
+    result = run("translate", "--stream", write(tmp_path, "t.txt", "so today\n"), "--max-words", "2")
+    assert result.exit_code == 1 and "max_words must be 0 (off) or at least 3" in result.output
