@@ -145,8 +145,20 @@ def lag_summary(records: list[dict], session: LiveSession, partials: int, minute
         "lag_growth": statistics.mean(last) / statistics.mean(first),
         "passes_per_update": sum(r["passes"] for r in updates) / len(updates),
         "update_wall_p50_s": statistics.median(r["wall_s"] for r in updates),
+        **throughput(records),
         "speech_minutes": minutes,
     }
+
+
+def throughput(records: list[dict]) -> dict:
+    """What the engine had to produce and what it cost: output tokens of the committed captions
+    per source word, forward passes, and busy seconds per pass."""
+    events = [r for r in records if r["type"] in ("update", "commit")]
+    commits = [r for r in events if r["type"] == "commit"]
+    tokens, words = sum(r["output_tokens"] for r in commits), sum(len(r["source"].split()) for r in commits)
+    passes, busy = sum(r["passes"] for r in events), sum(r["wall_s"] for r in events)
+    return {"commit_words": words, "commit_output_tokens": tokens, "tokens_per_word": tokens / words,
+            "forward_passes": passes, "busy_s": busy, "s_per_pass": busy / passes}
 
 
 def chrf(commits: list[str], reference: str) -> float:
@@ -216,7 +228,14 @@ def main() -> int:
     parser.add_argument("--stride", type=int, default=1, help="replay every Nth partial only (and the last)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--throughput", action="store_true",
+                        help="only print throughput() for the events-*.jsonl already in --out")
     args = parser.parse_args()
+    if args.throughput:
+        for path in sorted(args.out.glob("events-*.jsonl")):
+            records = [json.loads(line) for line in path.read_text().splitlines()]
+            print(json.dumps({path.stem: throughput(records)}))
+        return 0
 
     rng = random.Random(args.seed)
     pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
