@@ -3,9 +3,15 @@
 Contract: ``PromptBuilder.build(text)`` returns a ``Prompt`` whose ``ids`` are
 ``prefix + source + suffix``. The prefix (system prompt, user-turn opening, source-language tag)
 is tokenized once and is identical for every update, so its KV cache is shared by all segments;
-the source is tokenized on its own, so a growing source shares its leading tokens with the
+the source is tokenized after it, so a growing source shares its leading tokens with the
 previous update. The split is found by rendering the model's own chat template around a sentinel,
 so any chat model works; a *family* only chooses the wording (the paper's Table 5 templates).
+
+The ids are the tokenizer's own tokenization of the rendered text, as the model saw in training:
+the whitespace that separates the source from the text before it ("English: so") is tokenized
+with the source (``["English", ":", " so"]``, never ``[":", " ", "so"]``), and a prompt never ends
+in a lone space (the answer's first token carries it). The prefix stops before that whitespace,
+so it still tokenizes the same for every source (BPE pre-tokenizers split before " word").
 
 With ``context`` (earlier committed segments as ``(source ids, output ids)`` pairs), the prefix
 also holds those segments as finished user/assistant turns, built from the very ids that were fed
@@ -43,7 +49,7 @@ class PromptFamily:
 
 FAMILIES = {
     "chatml": PromptFamily("chatml"),
-    "qwen3": PromptFamily("qwen3", assistant_prefix="<think>\n\n</think>\n\n{tgt}: "),
+    "qwen3": PromptFamily("qwen3", assistant_prefix="<think>\n\n</think>\n\n{tgt}:"),
     "tower": PromptFamily("tower", system_role=False),
 }
 
@@ -99,10 +105,13 @@ class PromptBuilder:
         self.target_lang = target_lang
         src, tgt = language_name(source_lang), language_name(target_lang)
         self._tokenizer = tokenizer
-        prefix_text, suffix_text = self._render(tokenizer, src, tgt)
+        prefix_text, self._suffix_text = self._render(tokenizer, src, tgt)
+        # The space before the source is tokenized with it (see the module docstring).
+        prefix_text, self._boundary = _split_trailing_spaces(prefix_text)
         self.prefix = tuple(self._encode(prefix_text))
-        self.suffix = tuple(self._encode(suffix_text))
-        self.turn_break = tuple(self._encode(self._render_turn_break(tokenizer, src, tgt)))
+        self.suffix = tuple(self._encode(self._suffix_text))
+        turn_break, _ = _split_trailing_spaces(self._render_turn_break(tokenizer, src, tgt))
+        self.turn_break = tuple(self._encode(turn_break))
 
     def _render_chat(self, tokenizer, src: str, tgt: str, text: str, more=()) -> str:
         """The chat template rendered: the instruction and a user turn holding ``text`` as the
@@ -120,7 +129,8 @@ class PromptBuilder:
         if rendered.count(_SENTINEL) != 1:
             raise ValueError("the chat template does not place the user text exactly once")
         prefix, suffix = rendered.split(_SENTINEL)
-        return prefix, suffix + self.family.assistant_prefix.format(tgt=tgt)
+        suffix, _ = _split_trailing_spaces(suffix + self.family.assistant_prefix.format(tgt=tgt))
+        return prefix, suffix
 
     def _render_turn_break(self, tokenizer, src: str, tgt: str) -> str:
         """The text between an assistant reply and the next source text (end of turn, user
@@ -148,4 +158,14 @@ class PromptBuilder:
     def build(self, text: str, context_ids: tuple[int, ...] = ()) -> Prompt:
         """The prompt for one source text (already validated as non-empty), after earlier
         segments' ``context_ids`` (see ``context_ids``)."""
-        return Prompt(self.prefix + tuple(context_ids), tuple(self._encode(text)), self.suffix)
+        tail = tuple(self._encode(self._boundary + text + self._suffix_text))
+        cut = len(tail) - len(self.suffix)
+        if self.suffix and tail[cut:] != self.suffix:  # the suffix merged into the text: keep the
+            cut = len(tail)  # tokenizer's own ids, all counted as source
+        return Prompt(self.prefix + tuple(context_ids), tail[:cut], tail[cut:])
+
+
+def _split_trailing_spaces(text: str) -> tuple[str, str]:
+    """``text`` without its trailing spaces, and those spaces."""
+    kept = text.rstrip(" ")
+    return kept, text[len(kept):]

@@ -4,7 +4,7 @@ import pytest
 
 from mlx_ssbd.prompt import FAMILIES, PromptBuilder, detect_family
 
-from tiny import GEMMA_TEMPLATE, byte_tokenizer
+from tiny import GEMMA_TEMPLATE, bpe_tokenizer, byte_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -18,7 +18,7 @@ def text(tok, ids):
 
 def test_chatml_prompt_renders_the_template_around_the_source(chatml):
     prompt = PromptBuilder(chatml, "chatml", "en", "de").build("so today")
-    assert text(chatml, prompt.source) == "so today"
+    assert text(chatml, prompt.source) == " so today"
     assert text(chatml, prompt.ids) == (
         "<|im_start|>system\nTranslate the English source text to German. Return only the translation, "
         "without any additional explanations or commentary.<|im_end|>\n"
@@ -35,7 +35,7 @@ def test_prefix_and_suffix_are_shared_by_every_source(chatml):
 
 def test_qwen3_opens_the_answer_with_an_empty_think_block_and_the_target_tag(chatml):
     prompt = PromptBuilder(chatml, "qwen3", "en", "zh").build("hello")
-    assert text(chatml, prompt.suffix).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nChinese: ")
+    assert text(chatml, prompt.suffix).endswith("<|im_start|>assistant\n<think>\n\n</think>\n\nChinese:")
 
 
 def test_tower_has_no_system_role_so_the_instruction_joins_the_user_turn():
@@ -77,3 +77,21 @@ def test_context_turns_are_the_ids_that_were_fed(chatml):
         "English: so today<|im_end|>\n<|im_start|>assistant\nAlso heute<|im_end|>\n"
         "<|im_start|>user\nEnglish: we made it<|im_end|>\n<|im_start|>assistant\n")
     assert builder.context_ids([]) == ()
+
+
+SOURCES = ["so today we talk", "so today", '"Quoted" words', "42 rights.", "e.g. it's cold", "Würde\nund"]
+
+
+@pytest.mark.parametrize("family", ["chatml", "qwen3"])
+def test_prompt_ids_are_the_tokenizers_own_tokenization_of_the_rendered_text(family):
+    """With merges, " so" is one token: the source keeps its leading space, the prefix stays
+    shared, and no prompt ends in a lone space (the qwen3 "German:" tag)."""
+    tok = bpe_tokenizer()
+    builder = PromptBuilder(tok, family, "en", "de")
+    for source in SOURCES:
+        prompt = builder.build(source)
+        assert tok.encode(tok.decode(prompt.ids), add_special_tokens=False) == prompt.ids, source
+        assert prompt.prefix == builder.prefix
+    assert tok.decode([builder.build("so today").source[0]]) == " so"
+    assert not tok.decode(list(builder.suffix)).endswith(" ")
+

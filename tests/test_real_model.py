@@ -13,10 +13,12 @@ import pytest
 
 from mlx_ssbd import StreamTranslator, TranslatorConfig, translate
 from mlx_ssbd.loading import load_model
+from mlx_ssbd.prompt import PromptBuilder
 from mlx_ssbd.registry import assemble_gguf, get_card
 
 pytestmark = pytest.mark.integration
 MODEL = "qwen2.5-coder-0.5b"
+BOUNDARY_SOURCES = ["so today we talk", '"Quoted" words', "42 rights.", "e.g. it's cold", "Würde\nund", "日本語です", "-dash"]
 
 
 @pytest.fixture(scope="module")
@@ -121,3 +123,18 @@ def test_ssbd_on_a_real_stream_reuses_the_draft_and_beta0_matches_rt(loaded):
         assert c.output
         accepted += c.stats.accepted
     assert accepted > 0
+
+
+def test_real_qwen_tokenizer_round_trips_every_prompt(loaded):
+    """Prompt ids equal the real Qwen2.5 tokenizer's own tokenization of the rendered text
+    (decode, encode again: same ids), with and without context turns."""
+    tok = loaded.tokenizer
+    for family in ("chatml", "qwen3"):
+        for target in ("de", "zh", "ja"):
+            builder = PromptBuilder(tok, family, "en", target)
+            context = builder.context_ids([(builder.build("Hello there.").source, tuple(tok.encode("Hallo.")))])
+            for source in [*BOUNDARY_SOURCES, "日本語です", "-dash"]:
+                prompt = builder.build(source)
+                assert tok.encode(tok.decode(prompt.ids)) == prompt.ids, (family, target, source)
+                with_context = builder.build(source, context)
+                assert tok.encode(tok.decode(with_context.ids)) == with_context.ids, (family, target, source)

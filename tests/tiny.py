@@ -1,8 +1,9 @@
 """Tiny models and a byte tokenizer for tests: no downloads, no weights on disk.
 
-The tokenizer is byte-level BPE with no merges (one token per byte) plus ChatML special tokens and
-a ChatML chat template, wrapped as a Hugging Face fast tokenizer so the library's prompt code runs
-unchanged. Models are mlx-lm architectures built from ``ModelArgs`` with random weights; the output
+``byte_tokenizer`` is byte-level BPE with no merges (one token per byte) plus ChatML special tokens
+and a ChatML chat template, wrapped as a Hugging Face fast tokenizer so the library's prompt code
+runs unchanged. ``bpe_tokenizer`` adds merges learnt from a small corpus, with the GPT-2
+pre-tokenizer, so token-boundary effects (" so" vs " " + "so") show up as with real models. Models are mlx-lm architectures built from ``ModelArgs`` with random weights; the output
 layer is scaled up so greedy choices are decisive (random logits are otherwise nearly flat).
 """
 
@@ -39,9 +40,31 @@ def byte_tokenizer(chat_template: str = CHATML_TEMPLATE) -> PreTrainedTokenizerF
 
 
 VOCAB = 256 + 6
+BPE_VOCAB = 400
+BPE_CORPUS = (
+    "so today we talk about the weather. English: so today it is cold, and tomorrow? "
+    "Also heute reden wir über das Wetter. Heute ist es kalt, und morgen? "
+    "All human beings are born free and equal in dignity and rights. "
+    "Alle Menschen sind frei und gleich an Würde und Rechten geboren.\n"
+)
 
 
-def tiny_model(arch: str = "llama", *, seed: int = 0, logit_scale: float = 30.0):
+def bpe_tokenizer(chat_template: str = CHATML_TEMPLATE) -> PreTrainedTokenizerFast:
+    """Byte-level BPE with merges learnt from ``BPE_CORPUS`` (ids < ``BPE_VOCAB``), ChatML specials."""
+    from tokenizers import trainers
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, special_tokens=SPECIALS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    backend.train_from_iterator([BPE_CORPUS] * 4, trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, chat_template=chat_template)
+    tok.eos_token = "<|im_end|>"
+    return tok
+
+
+def tiny_model(arch: str = "llama", *, seed: int = 0, logit_scale: float = 30.0, vocab_size: int = VOCAB):
     """A random-weight mlx-lm model of architecture ``arch`` ("llama" or "qwen2"), fp32."""
     mx.random.seed(seed)
     common = dict(
@@ -51,7 +74,7 @@ def tiny_model(arch: str = "llama", *, seed: int = 0, logit_scale: float = 30.0)
         num_attention_heads=4,
         num_key_value_heads=2,
         rms_norm_eps=1e-6,
-        vocab_size=VOCAB,
+        vocab_size=vocab_size,
         max_position_embeddings=2048,
     )
     if arch == "llama":

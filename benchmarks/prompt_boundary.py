@@ -1,0 +1,95 @@
+"""Quality effect of tokenizing the prompt the way the model saw it in training (issue #11).
+
+Before: the prompt prefix ended in a lone space token and the source was tokenized on its own
+(``[..., ":", " "] + ["so", " today"]``). After (``mlx_ssbd.prompt`` now): the prompt ids are the
+tokenizer's own tokenization of the rendered text (``[..., ":"] + [" so", " today"]``). Both are
+run here in one process on the same model: each source translated once, whole (greedy, as a final
+update of prefix-cached RT), scored with BLEU and chrF++ against the reference.
+
+    python benchmarks/prompt_boundary.py --model qwen2.5-coder-0.5b --items 50 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first)
+
+from mlx_ssbd import StreamTranslator, TranslatorConfig
+from mlx_ssbd.bench import machine_info
+from mlx_ssbd.loading import load_model
+from mlx_ssbd.metrics import quality
+from mlx_ssbd.prompt import Prompt, PromptBuilder
+from mlx_ssbd.streams import read_pairs
+
+DATA = Path(__file__).parent / "data" / "udhr"
+VARIANTS = ("split", "canonical")
+
+
+class SplitBoundary(PromptBuilder):
+    """The old prompt: prefix ending in the separate space token, source tokenized alone."""
+
+    def build(self, text, context_ids=()):
+        prefix = self.prefix + tuple(self._encode(self._boundary))
+        return Prompt(prefix + tuple(context_ids), tuple(self._encode(text)), self.suffix)
+
+
+def run_pair(loaded, pair: str, items: int) -> dict:
+    source_lang, target_lang = pair.split("-")
+    pairs = [p for _, p in read_pairs(str(DATA / f"{pair}.jsonl"))][:items]
+    result = {"pair": pair, "items": len(pairs)}
+    outputs = {}
+    for variant in VARIANTS:
+        translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
+                                      source_lang=source_lang, target_lang=target_lang,
+                                      config=TranslatorConfig(policy="rt"))
+        if variant == "split":
+            translator.prompts = SplitBoundary(loaded.tokenizer, loaded.family, source_lang, target_lang)
+        start = time.perf_counter()
+        outputs[variant] = [translator.update(p.src, final=True).output for p in pairs]
+        scores = quality(outputs[variant], [p.ref for p in pairs], target_lang)
+        result[variant] = {**scores, "wall_s": round(time.perf_counter() - start, 1)}
+        print(f"{loaded.name} {pair} {variant}: BLEU {scores['bleu']} chrF++ {scores['chrf']}", flush=True)
+    result["changed_outputs"] = sum(a != b for a, b in zip(outputs["split"], outputs["canonical"]))
+    result["outputs"] = outputs
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--pairs", default="en-de,en-zh,en-ja")
+    parser.add_argument("--items", type=int, default=50, help="first N pairs of each UDHR file")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    loaded = load_model(args.model)
+    rows = [run_pair(loaded, pair, args.items) for pair in args.pairs.split(",")]
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "prompt_boundary.json").write_text(json.dumps(
+        {"model": loaded.name, "machine": machine_info(), "data": "benchmarks/data/udhr", "rows": rows},
+        indent=2, ensure_ascii=False))
+    lines = [
+        f"# Prompt boundary: {loaded.name}",
+        "",
+        "Each UDHR source translated once, whole (greedy RT), with the old prompt split "
+        "(`split`: prefix ends in a lone space token, source tokenized alone) and the tokenizer's "
+        "own tokenization of the rendered prompt (`canonical`, now the default), in one run.",
+        "",
+        "| pair | items | BLEU split | BLEU canonical | chrF++ split | chrF++ canonical | outputs changed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        s, c = r["split"], r["canonical"]
+        lines.append(f"| {r['pair']} | {r['items']} | {s['bleu']} | {c['bleu']} | {s['chrf']} | {c['chrf']} "
+                     f"| {r['changed_outputs']} |")
+    lines += ["", f"BLEU signature (de): `{rows[0]['split']['bleu_signature']}`; "
+              f"chrF++: `{rows[0]['split']['chrf_signature']}`.", ""]
+    (args.out / "prompt_boundary.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
