@@ -34,6 +34,19 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+def model_logits(model, inputs: mx.array, layers, last: int) -> mx.array:
+    """Run ``inputs`` (B, T) through ``model`` with cache ``layers``; return the logits of the
+    last ``last`` positions, (B, last, vocab), lazy. The output layer runs on those rows only
+    where the architecture allows it (``SPLIT_HEAD_TYPES``)."""
+    args = getattr(model, "args", None)
+    if last < inputs.shape[1] and getattr(args, "model_type", None) in SPLIT_HEAD_TYPES:
+        hidden = model.model(inputs, layers)[:, -last:]
+        if args.tie_word_embeddings:
+            return model.model.embed_tokens.as_linear(hidden)
+        return model.lm_head(hidden)
+    return model(inputs, cache=layers)[:, -last:]
+
+
 class TokenCache:
     """The KV cache of one model plus the ids it holds. Changed in place.
 
@@ -93,35 +106,25 @@ class TokenCache:
         if not ids:
             raise ValueError("forward needs at least one token")
         inputs = mx.array(ids, dtype=mx.uint32)[None]
-        model_type = getattr(getattr(self.model, "args", None), "model_type", None)
-        if logits_from and model_type in SPLIT_HEAD_TYPES:
-            hidden = self.model.model(inputs, self.layers)[:, logits_from:]
-            if self.model.args.tie_word_embeddings:
-                logits = self.model.model.embed_tokens.as_linear(hidden)
-            else:
-                logits = self.model.lm_head(hidden)
-        else:
-            logits = self.model(inputs, cache=self.layers)[:, logits_from:]
+        logits = model_logits(self.model, inputs, self.layers, len(ids) - logits_from)
         self.tokens.extend(int(t) for t in ids)
         self.forward_calls += 1
         self.tokens_fed += len(ids)
         return logits[0]
 
     def forward_one(self, token: int) -> mx.array:
-        """Feed one token; return its logits ``(vocab,)`` (lazy). The decode hot path."""
-        logits = self.model(mx.array([[token]], dtype=mx.uint32), cache=self.layers)
-        self.tokens.append(token)
-        self.forward_calls += 1
-        self.tokens_fed += 1
-        return logits[0, -1]
+        """Feed one token; return its logits ``(vocab,)`` (lazy)."""
+        return self.forward([token])[-1]
 
-    def adopt(self, layers: list, tokens: Sequence[int], *, fed: int, calls: int = 1) -> None:
-        """Take over per-layer caches computed outside this object (a batched pass, see
-        ``multistream``) that hold exactly ``tokens``; count ``calls`` model calls feeding ``fed``."""
-        self.layers = layers
-        self.tokens = [int(t) for t in tokens]
-        self.forward_calls += calls
-        self.tokens_fed += fed
+    def step(self, feeds) -> list[tuple[mx.array, int]]:
+        """The ``engine`` store interface for one stream: ``feeds`` is ``[(self, Feed)]``; the
+        cache is brought to ``Feed.ids`` (longest cached prefix reused, at least ``Feed.logits``
+        ids fed) in one model call. Returns ``[(logits, reused)]``."""
+        if len(feeds) != 1 or feeds[0][0] is not self:
+            raise ValueError("a TokenCache serves one stream: itself")
+        ids, wanted = feeds[0][1].ids, feeds[0][1].logits
+        reused = self.reuse(ids, keep_last=wanted)
+        return [(self.forward(ids[reused:], logits_from=len(ids) - reused - wanted), reused)]
 
     @property
     def nbytes(self) -> int:

@@ -40,12 +40,13 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 
+from . import engine
 from .cache import TokenCache, common_prefix_len
-from .decode import decode
 from .lookahead import Proposer
 from .prompt import PromptBuilder
 from .sampling import Sampler
-from .verify import accept_threshold, verify
+from .stops import StopRule
+from .verify import accept_threshold
 
 POLICIES = ("rt", "rt-nocache", "ssbd", "cd")
 # Method names for the CLI and the bench: a policy plus the lookahead features (mlx_ssbd.lookahead).
@@ -157,6 +158,7 @@ class UpdateStats:
     ngram_accepted: int = 0  # tokens accepted from source n-gram proposals
     proposals: int = 0  # lookahead proposals verified (each one forward pass)
     locked: int = 0  # stable tokens forced at the start of the output (see ``agreement``)
+    unchanged: int = 0  # 1: same source as the last update, answered without a forward pass
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -179,24 +181,17 @@ class Update:
 
 @dataclass(frozen=True)
 class PendingUpdate:
-    """An update between ``StreamTranslator.begin`` and ``finish``."""
+    """An update between ``StreamTranslator.begin`` and ``finish``: its ``engine.Job`` (None when
+    the source is unchanged and the last output stands) and the counters before it ran."""
 
     source: str
     final: bool
     prompt: object  # prompt.Prompt
-    max_new: int
-    locked: tuple[int, ...]  # forced output start (stable tokens), fed after the prompt
-    draft: list[int]  # the verified part of the draft, after ``locked``
-    beta: float  # the bias applied in this update
+    job: engine.Job | None
     start: float
     calls0: int
     fed0: int
     rebuilds0: int
-
-    @property
-    def head(self) -> list[int]:
-        """What the verify pass continues: the prompt and the locked output start."""
-        return [*self.prompt.ids, *self.locked]
 
 
 @dataclass(frozen=True)
@@ -251,10 +246,11 @@ class StreamTranslator:
         self.config = config
         self.prompts = PromptBuilder(tokenizer, family, source_lang, target_lang)
         self.cache = TokenCache(model, max_kv_size=max_kv_size)
+        self.row = self.cache  # where this stream's KV lives: its own cache, or a batch row
         self.context_length = _context_length(model)
-        self._stop_ids = _stop_ids(tokenizer)
-        self._newline_tokens: dict[int, bool] = {}
+        self.stops = StopRule(tokenizer, on_newline=config.stop_on_newline)
         self._draft: list[int] = []
+        self._last_source: str | None = None  # the last non-final source of this segment
         self._locked = 0  # leading tokens of the draft that are stable (forced)
         self._recent: list[list[int]] = []  # this segment's last outputs, for agreement
         self._context: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # committed (source, output)
@@ -271,6 +267,7 @@ class StreamTranslator:
     def reset(self) -> None:
         """Start a new segment: forget the draft (the KV cache is kept for its shared prefix)."""
         self._draft = []
+        self._last_source = None
         self._locked = 0
         self._recent = []
 
@@ -278,6 +275,7 @@ class StreamTranslator:
         """Change settings between segments (the cache stays valid)."""
         self.config = config
         self.sampler = self._make_sampler(config)
+        self.stops = StopRule(self.tokenizer, on_newline=config.stop_on_newline)
         self.reset()
 
     def update(self, source: str, *, final: bool = False) -> Update:
@@ -288,56 +286,63 @@ class StreamTranslator:
                 model's context. The translator's state is unchanged.
         """
         step = self.begin(source, final)
-        cfg = self.config
-        check = verify(self.cache, step.head, step.draft, step.beta, self.sampler)
-        output = [*step.locked, *step.draft[: check.accepted]]
-        after_verify = time.perf_counter()
-        budget = step.max_new - len(output)
-        proposer = None
-        if cfg.resync or cfg.ngram_drafts:
-            proposer = Proposer(old_draft=step.draft if cfg.resync else (), diverged_at=check.accepted,
-                                source=step.prompt.source if cfg.ngram_drafts else ())
-        output += decode(self.cache, check.next_token, max_tokens=budget, is_stop=self.is_stop,
-                         sampler=self.sampler, propose=proposer, beta=step.beta, prefix=output)
-        return self.finish(step, output, check.accepted, check.reused, after_verify, proposer)
+        outcome = engine.run(self.cache, [(self.cache, step.job)])[0] if step.job else None
+        return self.finish(step, outcome)
 
-    def begin(self, source: str, final: bool) -> "PendingUpdate":
-        """Validate ``source`` and pick the draft: the first half of ``update`` (also used by
-        ``multistream``, which runs the model for many translators at once)."""
+    def begin(self, source: str, final: bool) -> PendingUpdate:
+        """Validate ``source`` and prepare the update's ``engine.Job``: the first half of
+        ``update`` (``multistream`` runs many translators' jobs in one ``engine.run``)."""
         prompt, max_new = self._validated_prompt(source)
-        if self.config.policy == "rt-nocache":
+        cfg, row = self.config, self.row
+        counters = (time.perf_counter(), row.forward_calls, row.tokens_fed, row.rebuilds)
+        if self._unchanged(source, final):
+            return PendingUpdate(source, final, prompt, None, *counters)
+        if cfg.policy == "rt-nocache":
             self.cache.clear()
         locked = tuple(self._draft[: self._locked])  # promised to the viewer: kept even if the source shrank
         max_new = max(max_new, len(locked))
-        draft = self._draft_tokens()[len(locked) : max_new] if self.config.uses_draft else []
-        c = self.cache
-        return PendingUpdate(source, final, prompt, max_new, locked, draft, self.config.beta_for(final),
-                             time.perf_counter(), c.forward_calls, c.tokens_fed, c.rebuilds)
+        draft = self._draft_tokens()[len(locked) : max_new] if cfg.uses_draft else []
+        proposer = None
+        if cfg.resync or cfg.ngram_drafts:
+            proposer = Proposer(old_draft=draft if cfg.resync else (), source=prompt.source if cfg.ngram_drafts else ())
+        job = engine.Job(head=[*prompt.ids, *locked], locked=locked, draft=draft, beta=cfg.beta_for(final),
+                         max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=proposer)
+        return PendingUpdate(source, final, prompt, job, *counters)
 
-    def finish(self, step: "PendingUpdate", output: list[int], accepted: int, reused: int,
-               after_verify: float, proposer: Proposer | None = None) -> Update:
+    def finish(self, step: PendingUpdate, outcome: engine.Outcome | None) -> Update:
         """Record the outcome of an update begun with ``begin``: stats, display, the next draft."""
-        cfg, end = self.config, time.perf_counter()
+        cfg, row, end = self.config, self.row, time.perf_counter()
+        job = step.job
+        if outcome is None:  # unchanged source: the last output stands, no forward pass
+            output, accepted, reused, verified_at = list(self._draft), 0, 0, end
+        else:
+            output, accepted, reused, verified_at = outcome.output, outcome.accepted, outcome.reused, outcome.verified_at
+        proposer = job.proposer if job else None
+        locked = len(job.locked) if job else self._locked
         stats = UpdateStats(
             policy=cfg.policy,
-            beta=step.beta,
-            draft_tokens=len(step.draft),
+            beta=job.beta if job else cfg.beta_for(step.final),
+            draft_tokens=len(job.draft) if job else 0,
             accepted=accepted,
-            decoded=len(output) - accepted - len(step.locked),
+            decoded=len(output) - accepted - locked if job else 0,
             output_tokens=len(output),
-            forward_passes=self.cache.forward_calls - step.calls0,
-            tokens_fed=self.cache.tokens_fed - step.fed0,
+            forward_passes=row.forward_calls - step.calls0,
+            tokens_fed=row.tokens_fed - step.fed0,
             reused_tokens=reused,
-            prefill_s=after_verify - step.start,
-            decode_s=end - after_verify,
+            prefill_s=verified_at - step.start,
+            decode_s=end - verified_at,
             wall_s=end - step.start,
-            cache_rebuilds=self.cache.rebuilds - step.rebuilds0,
+            cache_rebuilds=row.rebuilds - step.rebuilds0,
             resynced=proposer.resynced if proposer else 0,
             ngram_accepted=proposer.ngram_accepted if proposer else 0,
             proposals=proposer.attempts if proposer else 0,
-            locked=len(step.locked),
+            locked=locked,
+            unchanged=int(job is None),
         )
-        stable_tokens = len(output) if step.final else self._agree(output)
+        if step.final:
+            stable_tokens = len(output)
+        else:  # a repeated source is no new evidence for agreement
+            stable_tokens = self._agree(output) if job else self._locked
         display = self._display(output, step.final)
         stable = self._decode(output[:stable_tokens])
         if len(stable) > len(display):  # stable text is shown even where display mask-k would hide it
@@ -360,7 +365,16 @@ class StreamTranslator:
             self.reset()
         else:
             self._draft = output
+            self._last_source = step.source.strip()
         return update
+
+    def _unchanged(self, source: str, final: bool) -> bool:
+        """True when ``source`` repeats the last non-final source and the last output would
+        come out again (greedy; for a final update, the same bias as a live one)."""
+        cfg = self.config
+        if self._last_source != source.strip() or cfg.policy == "rt-nocache":
+            return False
+        return not final or (cfg.temperature == 0 and cfg.beta_for(True) == cfg.beta_for(False))
 
     def _agree(self, output: list[int]) -> int:
         """Record a non-final output; return how many leading tokens are now locked."""
@@ -423,37 +437,11 @@ class StreamTranslator:
     def _decode(self, ids) -> str:
         return self.tokenizer.decode(list(ids)).strip() if ids else ""
 
-    def is_stop(self, token: int) -> bool:
-        """True for a token that ends the output (EOS, end of turn, a newline if configured)."""
-        if token in self._stop_ids:
-            return True
-        if not self.config.stop_on_newline:
-            return False
-        hit = self._newline_tokens.get(token)
-        if hit is None:
-            hit = self._newline_tokens[token] = "\n" in self.tokenizer.decode([token])
-        return hit
-
-
 def method_config(method: str, **settings) -> TranslatorConfig:
     """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
     return TranslatorConfig(**METHODS[method], **settings)
-
-
-def _stop_ids(tokenizer) -> frozenset[int]:
-    """EOS ids (mlx-lm's wrapper has a set, HF tokenizers an int) plus end-of-turn tokens."""
-    ids: set[int] = set()
-    for attr in ("eos_token_ids", "eos_token_id"):
-        value = getattr(tokenizer, attr, None)
-        if isinstance(value, int):
-            ids.add(value)
-        elif value:
-            ids.update(int(v) for v in value)
-    vocab = tokenizer.get_vocab()
-    ids.update(vocab[t] for t in ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<eos>") if t in vocab)
-    return frozenset(ids)
 
 
 def _context_length(model) -> int | None:

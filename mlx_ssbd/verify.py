@@ -1,9 +1,8 @@
-"""Biased verification of a draft in one forward pass.
+"""The biased acceptance rule: how many draft tokens one verify pass accepts, and what comes next.
 
-Contract: ``verify(cache, prompt_ids, draft, beta)`` feeds whatever of ``prompt_ids + draft`` the
-cache does not already hold in ONE forward call, decides how many leading draft tokens to accept,
-trims the cache back to ``prompt + accepted`` (checked; see ``cache.TokenCache.rewind``) and returns
-the accepted count and the next token, with one host sync.
+Contract: ``decide(rows, draft, beta, sampler)`` takes the m + 1 logit rows of a verify pass (row
+i predicts draft[i]; row m the token after the draft) and returns ``[accepted, next_token]`` as a
+lazy array, so that many streams' decisions share one host sync (``engine.run``).
 
 The rule (Zeng et al., SSBD): with p_i the model's distribution for draft position i and draft
 token y_i, the biased distribution is p'_i = (1 - beta) p_i + beta onehot(y_i); y_i is accepted
@@ -19,12 +18,10 @@ greedy decoding would produce.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Sequence
 
 import mlx.core as mx
 
-from .cache import TokenCache
 from .sampling import Sampler
 
 
@@ -86,47 +83,3 @@ def decide(rows: mx.array, draft: Sequence[int], beta: float, sampler: Sampler |
         return sampler.accept_and_next(rows, padded, beta)
     thresholds = mx.array([accept_threshold(beta)] * len(draft) + [-1.0], dtype=mx.float32)
     return accept_and_next(rows, padded, thresholds)
-
-
-@dataclass(frozen=True)
-class VerifyResult:
-    """Outcome of one verify pass."""
-
-    accepted: int  # leading draft tokens accepted
-    next_token: int  # argmax at the first unaccepted position
-    tokens_fed: int  # tokens sent through the model in the one forward call
-    reused: int  # tokens whose KV came from the cache
-
-
-def verify(
-    cache: TokenCache,
-    prompt_ids: Sequence[int],
-    draft: Sequence[int],
-    beta: float,
-    sampler: Sampler | None = None,
-) -> VerifyResult:
-    """Verify ``draft`` as the continuation of ``prompt_ids`` in one forward pass.
-
-    On return the cache holds ``prompt_ids + draft[:accepted]``.
-
-    Args:
-        cache: the model's cache; reused where it shares a prefix with ``prompt_ids``.
-        prompt_ids: the full prompt for the current source.
-        draft: token ids proposed as the output (may be empty).
-        beta: bias towards the draft in [0, 1].
-        sampler: None for greedy (the fused rule above); else biased speculative sampling
-            (``sampling.Sampler.accept_and_next``).
-    """
-    accept_threshold(beta)  # validates beta before anything changes
-    full = [*prompt_ids, *draft]
-    # Keep at least the last prompt token to feed: its logits predict draft[0].
-    reused = cache.reuse(full, keep_last=len(draft) + 1)
-    fed = full[reused:]
-    # ONE forward call; only the last m + 1 rows (those predicting the draft and the token after
-    # it) need logits: (m + 1, V).
-    rows = cache.forward(fed, logits_from=len(fed) - len(draft) - 1)
-    accepted, next_token = decide(rows, draft, beta, sampler).tolist()  # the one host sync
-    keep = len(prompt_ids) + accepted
-    if cache.rewind(keep) != keep:  # the cache had to be rebuilt: re-feed what is accepted
-        cache.forward(full[:keep], logits_from=keep - 1)
-    return VerifyResult(accepted, int(next_token), len(fed), reused)

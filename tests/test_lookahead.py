@@ -57,25 +57,46 @@ def test_unknown_method_is_named():
         method_config("turbo")
 
 
-def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok):
-    """With the greedy output itself as the 'source', n-gram proposals must be accepted and the
-    result must equal plain greedy decoding token for token."""
+def greedy(model, prompt, n):
+    """n greedy tokens after ``prompt``, one plain forward each (independent of the engine)."""
     from mlx_ssbd.cache import TokenCache
-    from mlx_ssbd.decode import decode
+
+    cache, out = TokenCache(model), []
+    logits = cache.forward(prompt)[-1]
+    for _ in range(n):
+        out.append(int(logits.argmax().item()))
+        logits = cache.forward_one(out[-1])
+    return out
+
+
+def copy_job(prompt, proposal_source):
+    from mlx_ssbd.engine import Job
+
+    return Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=40, stops=lambda t: None,
+               proposer=Proposer(source=proposal_source, max_attempts=10))
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok, batched):
+    """With the greedy output itself as the 'source', n-gram proposals must be accepted and the
+    result must equal plain greedy decoding token for token, alone and in a batch of two streams
+    (the second one proposing nothing)."""
+    from mlx_ssbd.batch import BatchCache
+    from mlx_ssbd.cache import TokenCache
+    from mlx_ssbd.engine import run
 
     model = tiny_model("qwen2", seed=5)
-    prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
-    stop = lambda t: False  # noqa: E731
-
-    plain = TokenCache(model)
-    first = int(plain.forward(prompt)[-1].argmax().item())
-    reference = list(decode(plain, first, max_tokens=40, is_stop=stop))
-
-    fast = TokenCache(model)
-    assert int(fast.forward(prompt)[-1].argmax().item()) == first
-    proposer = Proposer(source=reference, max_attempts=10)
-    out = list(decode(fast, first, max_tokens=40, is_stop=stop, propose=proposer, beta=0.0))
-    assert out == reference
-    assert proposer.ngram_accepted > 0
-    assert fast.forward_calls < plain.forward_calls
-    assert fast.tokens[: len(prompt)] == prompt and fast.tokens[len(prompt):] == out[: len(fast.tokens) - len(prompt)]
+    prompts = [tok.encode(f"<|im_start|>user\n{t}<|im_end|>\n", add_special_tokens=False) for t in ("so today", "we")]
+    references = [greedy(model, p, 40) for p in prompts]
+    jobs = [copy_job(prompts[0], references[0]), copy_job(prompts[1], [])]
+    if batched:
+        store = BatchCache(model)
+        rows = [store.join(TokenCache(model)) for _ in jobs]
+    else:
+        jobs, store = jobs[:1], TokenCache(model)
+        rows = [store]
+    outcomes = run(store, list(zip(rows, jobs)))
+    for outcome, reference in zip(outcomes, references):
+        assert outcome.output == reference
+    assert jobs[0].proposer.ngram_accepted > 0
+    assert rows[0].forward_calls < 40  # fewer passes than one per token

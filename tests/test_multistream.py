@@ -2,9 +2,11 @@
 
 import random
 
+import mlx.core as mx
 import pytest
 
 from mlx_ssbd import StreamTranslator, TranslatorConfig
+from mlx_ssbd.cache import TokenCache
 from mlx_ssbd.multistream import MultiStreamTranslator
 
 from test_translator import SMALL, random_stream
@@ -25,6 +27,8 @@ def make(model, tok, **cfg):
 @pytest.mark.parametrize("cfg", [
     dict(policy="ssbd", beta=0.0), dict(policy="ssbd", beta=0.3), dict(policy="rt"), dict(policy="cd"),
     dict(policy="ssbd", beta=0.3, temperature=1.0, top_p=0.9), dict(policy="rt", temperature=0.8),
+    dict(policy="ssbd", beta=0.0, resync=True, ngram_drafts=True),
+    dict(policy="ssbd", beta=0.3, resync=True, ngram_drafts=True, temperature=1.0),
 ])
 def test_batched_streams_equal_single_streams(tok, arch, cfg):
     model = tiny_model(arch, seed=8)
@@ -49,14 +53,67 @@ def test_batched_streams_equal_single_streams(tok, arch, cfg):
             if cfg.get("temperature"):
                 differs |= single.output_ids != greedy[i].update(item[0], final=item[1]).output_ids
     assert differs or not cfg.get("temperature")
-    for tr in batched.translators:  # each cache still holds exactly its own tokens
-        assert len(tr.cache) == tr.cache.layers[0].offset
+    for tr in list(batched.translators):
+        assert_row_holds_its_tokens(batched, tr)
+
+
+def assert_row_holds_its_tokens(batched, tr):
+    """Leaving the batch hands back KV equal to a fresh forward over the recorded ids."""
+    batched.remove(tr)
+    tokens = list(tr.cache.tokens)
+    assert tr.cache.layers[0].offset == len(tokens) and -1 not in tokens
+    fresh = TokenCache(tr.model)
+    expected = fresh.forward([*tokens, 7])[-1]
+    got = tr.cache.forward([7])[-1]
+    assert mx.allclose(expected, got, atol=1e-4).item()
+
+
+def test_resync_proposals_run_batched(tok):
+    """Resync proposals really happen in batched steps, so the equality above covers them (the
+    n-gram kind is checked batched in test_lookahead's copy-through test)."""
+    model = tiny_model("qwen2", seed=21)
+    rng = random.Random(99)
+    streams = [random_stream(rng) for _ in range(6)]
+    batched = MultiStreamTranslator([make(model, tok, policy="ssbd", beta=0.0, resync=True) for _ in streams])
+    proposals = accepted = 0
+    for step in range(max(map(len, streams))):
+        sources = [(s[step], step == len(s) - 1) if step < len(s) else None for s in streams]
+        for result in batched.update(sources):
+            if result:
+                proposals += result.stats.proposals
+                accepted += result.stats.resynced
+    assert proposals > 0 and accepted > 0
+
+
+def test_streams_join_and_leave_between_updates(tok):
+    """A stream that joins with a filled cache, and one that leaves mid-segment, keep producing
+    exactly what they produce alone."""
+    model = tiny_model("qwen2", seed=3)
+    rng = random.Random(9)
+    streams = [random_stream(rng) for _ in range(3)]
+    alone = [make(model, tok, policy="ssbd", beta=0.3) for _ in range(3)]
+    mine = [make(model, tok, policy="ssbd", beta=0.3) for _ in range(3)]
+    expect = lambda i, step: alone[i].update(streams[i][step]).output_ids  # noqa: E731
+    assert mine[2].update(streams[2][0]).output_ids == expect(2, 0)  # stream 2 starts alone
+    batched = MultiStreamTranslator(mine[:2])
+    for step in range(len(streams[0]) - 1):
+        if step == 1:
+            batched.add(mine[2])  # joins with its cache and draft
+        if step == 2:
+            batched.remove(mine[0])  # leaves, goes on alone
+            assert mine[0].update(streams[0][step]).output_ids == expect(0, step)
+        sources = [(streams[i][step + (i == 2)], False) for i, tr in enumerate(mine) if tr in batched.translators]
+        results = batched.update(sources)
+        ids = [i for i, tr in enumerate(mine) if tr in batched.translators]
+        for i, result in zip(ids, results):
+            assert result.output_ids == expect(i, step + (i == 2)), (i, step)
 
 
 def test_batched_mode_refuses_what_it_cannot_batch(tok):
     model = tiny_model("qwen2")
-    with pytest.raises(ValueError, match="lookahead"):
-        MultiStreamTranslator([make(model, tok, resync=True)])
+    with pytest.raises(ValueError, match="rotating window"):
+        MultiStreamTranslator([StreamTranslator(model, tok, family="chatml", source_lang="en",
+                                                target_lang="de", max_kv_size=64)])
     with pytest.raises(ValueError, match="share one model"):
         MultiStreamTranslator([make(model, tok), make(tiny_model("qwen2", seed=1), tok)])
     multi = MultiStreamTranslator([make(model, tok), make(model, tok)])

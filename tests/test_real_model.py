@@ -138,3 +138,14 @@ def test_real_qwen_tokenizer_round_trips_every_prompt(loaded):
                 assert tok.encode(tok.decode(prompt.ids)) == prompt.ids, (family, target, source)
                 with_context = builder.build(source, context)
                 assert tok.encode(tok.decode(with_context.ids)) == with_context.ids, (family, target, source)
+
+
+def test_qwen_full_stop_newline_token_keeps_the_full_stop(loaded):
+    """Qwen merges ".\n" and "。\n" into one token each; a caption ending there keeps its stop."""
+    from mlx_ssbd.stops import StopRule
+
+    tok, rule = loaded.tokenizer, StopRule(loaded.tokenizer)
+    for text, kept in ((".\n", "."), ("。\n", "。")):
+        ids = tok.encode(text)
+        assert len(ids) == 1, text  # one merged token
+        assert tok.decode(list(rule(ids[0]))) == kept

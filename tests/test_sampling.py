@@ -9,7 +9,7 @@ import pytest
 
 from mlx_ssbd.cache import TokenCache
 from mlx_ssbd.sampling import Sampler, sampling_probs
-from mlx_ssbd.verify import verify
+from mlx_ssbd.engine import Job, run
 
 from tiny import byte_tokenizer, tiny_model
 
@@ -55,15 +55,12 @@ def sample_two(model, prompt, draft, beta, seed):
     sampler = Sampler(TEMPERATURE, TOP_P, seed=seed)
     cache = TokenCache(model)
     firsts, seconds, accepted = [], [], 0
-    for _ in range(N):
-        check = verify(cache, prompt, draft, beta, sampler)
-        out = draft[: check.accepted] + [check.next_token]
-        accepted += check.accepted
-        if len(out) < 2:
-            out.append(sampler(cache.forward_one(out[0])).item())
-        firsts.append(out[0])
-        seconds.append(out[1])
-        cache.rewind(len(prompt))
+    for _ in range(N):  # the engine's update: verify the draft, then sample the rest
+        job = Job(head=prompt, locked=(), draft=draft, beta=beta, max_new=2, stops=lambda t: None, sampler=sampler)
+        outcome = run(cache, [(cache, job)])[0]
+        accepted += outcome.accepted
+        firsts.append(outcome.output[0])
+        seconds.append(outcome.output[1])
     return np.array(firsts), np.array(seconds), accepted
 
 

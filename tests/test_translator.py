@@ -282,3 +282,36 @@ def test_final_beta0_commits_exactly_what_rt_commits(model, tok):
                 live_differs |= a.output_ids != b.output_ids
                 assert b.stats.beta == 0.5
     assert live_differs  # the live updates really were biased
+
+
+@pytest.mark.parametrize("policy", ["ssbd", "rt"])
+def test_an_unchanged_source_costs_no_forward_pass(model, tok, policy):
+    """ASR repeats partials: the same source again gives the same output with no model call, and
+    is no new evidence for agreement; a final repeat too, unless its bias differs."""
+    tr = make(model, tok, policy=policy, agreement=2)
+    first = tr.update("so today we")
+    again = tr.update("  so today we ")
+    assert again.output_ids == first.output_ids and again.stats.forward_passes == 0
+    assert again.stats.unchanged == 1 and again.stable == first.stable == ""
+    final = tr.update("so today we", final=True)
+    assert final.output_ids == first.output_ids and final.stats.forward_passes == 0
+    fresh = make(model, tok, policy="rt").update("so today we", final=True)
+    assert final.output_ids == fresh.output_ids  # what RT computes for it
+    other = make(model, tok, policy="ssbd", beta=0.3, final_beta=0.0)
+    other.update("so today we")
+    assert other.update("so today we", final=True).stats.forward_passes > 0
+
+
+def test_a_stop_token_keeps_what_it_holds_before_the_newline(model, tok):
+    """A stop token may leave tokens in its place (Qwen's ".\n" leaves "."): they end the output
+    and are not fed."""
+    from mlx_ssbd.engine import Job, run
+
+    prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
+    reference = greedy_after(model, prompt, 12)
+    at = next(i for i in range(3, 12) if reference[i] not in reference[:i])
+    stops = lambda t: (65,) if t == reference[at] else None  # noqa: E731
+    cache = TokenCache(model)
+    outcome = run(cache, [(cache, Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=12, stops=stops))])[0]
+    assert outcome.output == [*reference[:at], 65]
+    assert cache.tokens == [*prompt, *reference[:at]]  # neither the stop token nor 65 was fed

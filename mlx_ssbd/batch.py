@@ -1,0 +1,184 @@
+"""One persistent KV cache for many streams: a row each, kept across updates and decode steps.
+
+Contract: ``BatchCache(model)`` holds one mlx-lm ``BatchKVCache`` per layer (left padded, every
+row ending at the same index). ``join(cache)`` moves a stream's own ``TokenCache`` in as a new row
+and returns its ``BatchRow``; ``leave(row, into=cache)`` moves it back out (ids and counters too). Between those, the row is never
+merged or extracted: ``step`` (the ``engine`` store interface) serves any subset of rows in ONE
+model call, and rows without a request ride along on one masked-out dummy token, which the next
+request of that row drops again. A ``BatchRow`` records exactly the ids its row holds (``tokens``)
+and the same counters as a ``TokenCache``.
+
+How one call lines rows up: row b must end up holding ``Feed.ids``; it keeps the longest cached
+prefix (at most ``len(ids) - Feed.logits``) and feeds the rest, F_b tokens. All rows feed the same
+width W = max F_b, so a row with fewer new tokens re-feeds the last of its kept ones (or, when it
+keeps nothing, is left padded in the input). Dropping a row's diverged tail is a right-shift of
+that row alone (``dynamic_roll``) under a larger left padding; leading columns that every row pads
+are cut off, so the cache does not grow with the padding.
+
+Only full ``KVCache`` layers can be batched (not rotating windows or recurrent layers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import mlx.core as mx
+from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
+
+from .cache import TokenCache, common_prefix_len, model_logits
+
+DUMMY = -1  # recorded for a ride-along token: matches no real id, so it is always dropped
+
+
+class BatchRow:
+    """One stream's row: the ids it holds and its counters (as ``cache.TokenCache``)."""
+
+    def __init__(self, cache: TokenCache):
+        self.tokens = list(cache.tokens)
+        self.forward_calls = cache.forward_calls
+        self.tokens_fed = cache.tokens_fed
+        self.rebuilds = cache.rebuilds
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+
+class BatchCache:
+    """See the module docstring."""
+
+    def __init__(self, model):
+        self.model = model
+        self.rows: list[BatchRow] = []
+        self.layers: list[BatchKVCache] | None = None
+        self._padding: list[int] = []  # left padding per row (mirrors every layer's)
+        self._end = 0  # the common end index of every row (every layer's ``_idx``)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    # -- streams joining and leaving ---------------------------------------------------------
+
+    def join(self, cache: TokenCache) -> BatchRow:
+        """Move ``cache``'s keys and values in as a new row (``cache`` is left empty)."""
+        if not all(isinstance(layer, KVCache) for layer in cache.layers):
+            raise ValueError("only full KVCache layers can be batched (not a rotating window)")
+        row = BatchRow(cache)
+        incoming = [BatchKVCache.merge([layer]) for layer in cache.layers]
+        if self.layers is None:
+            self.layers = incoming
+        else:
+            for layer, other in zip(self.layers, incoming):
+                layer.extend(other)
+        end = max(self._end, len(row))  # ``extend`` right-aligns every row at the longer end
+        self._padding = [p + end - self._end for p in self._padding] + [end - len(row)]
+        self.rows.append(row)
+        self._end = end
+        self._sync_layers()
+        cache.clear()
+        return row
+
+    def leave(self, row: BatchRow, into: TokenCache) -> None:
+        """Move ``row`` out of the batch into ``into`` (its keys, values, ids and counters)."""
+        index = self.rows.index(row)
+        layers = [layer.extract(index) for layer in self.layers]
+        tokens = row.tokens
+        if any(t == DUMMY for t in tokens):  # a ride-along tail: keep the real prefix only
+            keep = tokens.index(DUMMY)
+            for layer in layers:
+                layer.trim(len(tokens) - keep)
+            tokens = tokens[:keep]
+        into.layers, into.tokens = layers, list(tokens)
+        into.forward_calls, into.tokens_fed, into.rebuilds = row.forward_calls, row.tokens_fed, row.rebuilds
+        keep = [i for i in range(len(self.rows)) if i != index]
+        del self.rows[index], self._padding[index]
+        if not self.rows:
+            self.layers, self._padding, self._end = None, [], 0
+            return
+        for layer in self.layers:
+            layer.filter(mx.array(keep))
+        self._cut_common_padding(already_cut=True)
+
+    # -- the engine store interface ----------------------------------------------------------
+
+    def step(self, feeds) -> list[tuple[mx.array, int]]:
+        """One model call for ``[(row, Feed)]``; returns ``(logits, reused)`` per feed."""
+        wanted = {id(row): feed for row, feed in feeds}
+        if len(wanted) != len(feeds) or any(row not in self.rows for row, _ in feeds):
+            raise ValueError("each feed must name a distinct row of this batch")
+        plans = [self._plan(row, wanted.get(id(row))) for row in self.rows]
+        width = max(len(new) for _, new, _ in plans)
+        inputs, drops, pads, kept = [], [], [], []
+        for row, (keep, new, source) in zip(self.rows, plans):
+            refeed = min(keep, width - len(new))
+            keep -= refeed
+            new = [*source[keep : keep + refeed], *new]
+            pads.append(width - len(new))
+            drops.append(len(row.tokens) - keep)
+            kept.append(keep)
+            inputs.append([0] * pads[-1] + [max(t, 0) for t in new])
+            row.tokens[keep:] = new
+        self._drop_tails(drops)
+        self._padding = [p + pad for p, pad in zip(self._padding, pads)]
+        self._sync_layers()
+        last = max(feed.logits for _, feed in feeds)
+        logits = model_logits(self.model, mx.array(inputs, dtype=mx.uint32), self.layers, last)
+        self._end += width
+        index = {id(row): b for b, row in enumerate(self.rows)}
+        answers = []
+        for row, feed in feeds:
+            b = index[id(row)]
+            row.forward_calls += 1
+            row.tokens_fed += width - pads[b]
+            answers.append((logits[b, last - feed.logits :], kept[b]))
+        return answers
+
+    def _plan(self, row: BatchRow, feed) -> tuple[int, list[int], Sequence[int]]:
+        """(tokens kept, tokens to feed, the sequence they come from) for one row."""
+        if feed is None:  # ride along on a dummy token
+            return len(row.tokens), [DUMMY], row.tokens
+        ids = [int(t) for t in feed.ids]
+        keep = min(common_prefix_len(row.tokens, ids), max(0, len(ids) - feed.logits))
+        return keep, ids[keep:], ids
+
+    # -- bookkeeping of the left-padded layout ------------------------------------------------
+
+    def _drop_tails(self, drops: list[int]) -> None:
+        """Drop the last ``drops[b]`` tokens of each row b (keeping every row's end aligned)."""
+        common = min(drops)
+        if common:
+            for layer in self.layers:
+                layer.trim(common)
+            self._end -= common
+        shifts = [d - common for d in drops]
+        if any(shifts) and self.layers[0].keys is not None:
+            amounts = mx.array(shifts)
+            for layer in self.layers:
+                layer.keys = dynamic_roll(layer.keys[..., : self._end, :], amounts[:, None], axis=2)
+                layer.values = dynamic_roll(layer.values[..., : self._end, :], amounts[:, None], axis=2)
+            self._padding = [p + s for p, s in zip(self._padding, shifts)]
+        self._cut_common_padding()
+
+    def _cut_common_padding(self, already_cut: bool = False) -> None:
+        if already_cut:  # ``BatchKVCache.filter`` cut it in the layers: mirror that
+            lowest = min(self._padding)
+            self._padding = [p - lowest for p in self._padding]
+            self._end = self.layers[0]._idx
+            self._sync_layers()
+            return
+        lowest = min(self._padding)
+        if lowest and self.layers[0].keys is not None:
+            for layer in self.layers:
+                layer.keys = layer.keys[..., lowest : self._end, :]
+                layer.values = layer.values[..., lowest : self._end, :]
+            self._padding = [p - lowest for p in self._padding]
+            self._end -= lowest
+
+    def _sync_layers(self) -> None:
+        padding = mx.array(self._padding)
+        offset = mx.array([self._end - p for p in self._padding])
+        for layer in self.layers:
+            layer.left_padding, layer.offset, layer._idx = padding, offset, self._end
+
+    @property
+    def nbytes(self) -> int:
+        return sum(layer.nbytes for layer in self.layers or [])

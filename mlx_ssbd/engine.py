@@ -1,0 +1,149 @@
+"""The update algorithm, written once, for one stream or many batched together.
+
+Contract: ``update_steps(job)`` is a generator holding one SSBD update's logic: verify the draft
+in one biased pass, decide, decode on from the first rejected position (checking lookahead
+proposals, each in one pass), stop. It never touches a model: it yields requests and receives
+their answers.
+
+* ``Feed(ids, logits)``: "make this stream's KV cache hold exactly ``ids``; give me the logits of
+  the last ``logits`` positions". The cache store reuses the longest cached prefix (rewinding
+  whatever diverges, e.g. a rejected draft) and feeds the rest in one model call; the answer is
+  ``(logits, reused)``, ``reused`` counting the tokens whose KV came from the cache.
+* ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
+
+``run(store, jobs)`` drives any number of such generators in lock-step: every round, all pending
+``Feed``s go to the store as ONE batched model call (``cache.TokenCache`` for one stream,
+``batch.BatchCache`` for many) and all ``Sync``s are evaluated with ONE host sync. So a stream's
+outputs do not depend on how many others share its steps: the same code decides them, and each
+stream draws from its own sampler in the same order either way.
+
+The rule (Zeng et al.): a draft token y_i is accepted while the biased distribution
+(1 - beta) p_i + beta onehot(y_i) still has y_i as its argmax (``verify.decide``); beta = 0 accepts
+exactly the greedy tokens, so the output equals greedy decoding (the β = 0 identity with RT), with
+lookahead proposals too. A stop token (``stops.StopRule``) ends the output; what it keeps (the
+text before a newline) is appended but not fed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+
+import mlx.core as mx
+
+from .verify import decide
+
+
+@dataclass(frozen=True)
+class Feed:
+    """Request: the cache must hold ``ids``; answer the last ``logits`` positions' logits."""
+
+    ids: Sequence[int]
+    logits: int
+
+
+@dataclass(frozen=True)
+class Sync:
+    """Request: evaluate ``value``; answered with ``value.tolist()``."""
+
+    value: mx.array
+
+
+@dataclass
+class Job:
+    """What one update needs (built by ``translator.StreamTranslator``).
+
+    Attributes:
+        head: the prompt ids followed by the locked (stable, forced) output start.
+        locked: that forced output start.
+        draft: tokens to verify after ``head`` (may be empty).
+        beta: bias towards the draft and towards lookahead proposals.
+        max_new: the most output tokens (locked ones included).
+        stops: ``stops.StopRule``-like: None, or the ids kept in place of a stop token.
+        sampler: None for greedy; a ``sampling.Sampler`` for (biased speculative) sampling.
+        proposer: a ``lookahead.Proposer`` or None.
+    """
+
+    head: Sequence[int]
+    locked: Sequence[int]
+    draft: Sequence[int]
+    beta: float
+    max_new: int
+    stops: Callable[[int], tuple[int, ...] | None]
+    sampler: object = None
+    proposer: object = None
+
+
+@dataclass
+class Outcome:
+    """What one update produced."""
+
+    output: list[int]
+    accepted: int  # leading draft tokens accepted by the verify pass
+    reused: int  # tokens of the verify pass whose KV came from the cache
+    verified_at: float  # perf_counter() when the verify pass was decided
+
+
+Steps = Generator[Feed | Sync, object, Outcome]
+
+
+def update_steps(job: Job) -> Steps:
+    """One update; see the module docstring. Returns the ``Outcome``."""
+    draft = list(job.draft)
+    rows, reused = yield Feed([*job.head, *draft], len(draft) + 1)
+    accepted, token = yield Sync(decide(rows, draft, job.beta, job.sampler))
+    outcome = Outcome([*job.locked, *draft[:accepted]], accepted, reused, time.perf_counter())
+    if job.proposer is not None:
+        job.proposer.diverged_at = accepted  # resync searches the old draft from here
+    fed = [*job.head, *draft[:accepted]]  # what the cache holds before ``token``
+    pending = [token]  # decided tokens not yet checked for stops
+    while pending and len(outcome.output) < job.max_new:
+        token = pending.pop(0)
+        kept = job.stops(token)
+        if kept is not None:
+            outcome.output += kept[: job.max_new - len(outcome.output)]
+            break
+        outcome.output.append(token)
+        if pending or len(outcome.output) >= job.max_new:
+            continue  # accepted proposal tokens still to check, or out of budget
+        proposal = job.proposer(outcome.output)[: job.max_new - len(outcome.output)] if job.proposer else []
+        rows, _ = yield Feed([*fed, token, *proposal], len(proposal) + 1)
+        fed += [token]
+        if proposal:
+            taken, token = yield Sync(decide(rows, proposal, job.beta, job.sampler))
+            job.proposer.accepted(taken)
+            fed += proposal[:taken]
+            pending = [*proposal[:taken], token]
+        else:
+            choose = job.sampler or mx.argmax
+            pending = [(yield Sync(choose(rows[-1])))]
+    return outcome
+
+
+def run(store, jobs: Sequence[tuple[object, Job]]) -> list[Outcome]:
+    """Run updates ``(row, job)`` together on ``store``; see the module docstring.
+
+    ``row`` names the stream's cache in ``store`` (``store.step`` takes ``(row, Feed)`` pairs and
+    returns their ``(logits, reused)`` answers in order). Returns one ``Outcome`` per job, in order.
+    """
+    steps = [update_steps(job) for _, job in jobs]
+    outcomes: list[Outcome | None] = [None] * len(jobs)
+    requests = {i: next(step) for i, step in enumerate(steps)}
+    while requests:
+        answers = {}
+        feeds = [(i, r) for i, r in requests.items() if isinstance(r, Feed)]
+        if feeds:  # ONE model call for every stream that feeds
+            logits = store.step([(jobs[i][0], r) for i, r in feeds])
+            answers.update((i, rows) for (i, _), rows in zip(feeds, logits))
+        syncs = [(i, r) for i, r in requests.items() if isinstance(r, Sync)]
+        if syncs:  # ONE host sync for every stream that decides
+            mx.eval([r.value for _, r in syncs])
+            answers.update((i, r.value.tolist()) for i, r in syncs)
+        for i, answer in answers.items():
+            try:
+                requests[i] = steps[i].send(answer)
+            except StopIteration as done:
+                outcomes[i] = done.value
+                del requests[i]
+    return outcomes

@@ -1,0 +1,53 @@
+"""Which tokens end an output, and what of them is kept.
+
+Contract: ``StopRule(tokenizer, on_newline)(token)`` is ``None`` for a token that does not end the
+output, else the tuple of token ids to append in its place (usually empty). EOS and end-of-turn
+tokens end it and leave nothing. With ``on_newline`` (captions are one line), a token holding a
+newline ends it too, but the text before the newline stays: Qwen merges ``".\\n"`` and ``"。\\n"``
+into single tokens, and dropping the whole token would cut a caption's full stop. The kept text is
+re-tokenized (``"."``); it is never fed to the model in this update (the next update verifies it as
+part of the draft, like any other output token).
+"""
+
+from __future__ import annotations
+
+NOT_A_STOP = None
+
+
+class StopRule:
+    """See the module docstring. Results are memoized per token id."""
+
+    def __init__(self, tokenizer, *, on_newline: bool = True):
+        self.tokenizer = tokenizer
+        self.on_newline = on_newline
+        self.ids = stop_ids(tokenizer)
+        self._memo: dict[int, tuple[int, ...] | None] = {}
+
+    def __call__(self, token: int) -> tuple[int, ...] | None:
+        if token in self.ids:
+            return ()
+        if not self.on_newline:
+            return NOT_A_STOP
+        if token not in self._memo:
+            text = self.tokenizer.decode([token])
+            if "\n" not in text:
+                self._memo[token] = NOT_A_STOP
+            else:
+                before = text.split("\n", 1)[0]
+                kept = self.tokenizer.encode(before, add_special_tokens=False) if before.strip() else []
+                self._memo[token] = tuple(int(t) for t in kept)
+        return self._memo[token]
+
+
+def stop_ids(tokenizer) -> frozenset[int]:
+    """EOS ids (mlx-lm's wrapper has a set, HF tokenizers an int) plus end-of-turn tokens."""
+    ids: set[int] = set()
+    for attr in ("eos_token_ids", "eos_token_id"):
+        value = getattr(tokenizer, attr, None)
+        if isinstance(value, int):
+            ids.add(value)
+        elif value:
+            ids.update(int(v) for v in value)
+    vocab = tokenizer.get_vocab()
+    ids.update(vocab[t] for t in ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<eos>") if t in vocab)
+    return frozenset(ids)
