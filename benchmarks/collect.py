@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from mlx_ssbd.report import markdown_table
+from mlx_ssbd.evaluation.report import markdown_table
 
 
 def main() -> None:

@@ -20,9 +20,8 @@ import tempfile
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-
-from mlx_ssbd.bench import machine_info
-from mlx_ssbd.report import pyplot
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.report import pyplot
 
 ROOT = Path(__file__).resolve().parent.parent
 

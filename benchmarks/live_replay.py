@@ -30,11 +30,16 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (loads the BLAS before mlx.core)
-from mlx_ssbd.bench import machine_info
-from mlx_ssbd.loading import load_model
-from mlx_ssbd.segmenter import SegmenterConfig
-from mlx_ssbd.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
-from mlx_ssbd.translator import SourceUpdate, StreamTranslator, Word, method_config
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.live.segmenter import SegmenterConfig
+from mlx_ssbd.live.session import (
+    CaptionCommit,
+    CaptionUpdate,
+    LiveSession,
+    SessionError,
+)
+from mlx_ssbd.live.translator import SourceUpdate, StreamTranslator, Word, method_config
+from mlx_ssbd.models.loading import load_model
 
 DATA = Path(__file__).parent / "data" / "udhr" / "en-de.jsonl"
 MISHEARD = ["the", "a", "and", "in", "of", "to", "is", "that", "for", "on", "as", "with", "are"]

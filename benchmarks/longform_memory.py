@@ -17,14 +17,14 @@ import resource
 import time
 from pathlib import Path
 
-import mlx_ssbd  # noqa: F401  (backend policy first)
-import mlx.core as mx
+import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 
+import mlx.core as mx  # noqa: E402, I001
 from mlx_ssbd import StreamTranslator, TranslatorConfig, stream_translate
-from mlx_ssbd.bench import machine_info
-from mlx_ssbd.loading import load_model
-from mlx_ssbd.report import pyplot
-from mlx_ssbd.streams import read_partials
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.report import pyplot
+from mlx_ssbd.evaluation.streams import read_partials
+from mlx_ssbd.models.loading import load_model
 
 
 def rss_mb() -> float:

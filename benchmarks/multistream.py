@@ -20,14 +20,13 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-
 from mlx_ssbd import StreamTranslator
-from mlx_ssbd.bench import items_from_pairs, machine_info
-from mlx_ssbd.loading import load_model
-from mlx_ssbd.multistream import MultiStreamTranslator
-from mlx_ssbd.report import pyplot
-from mlx_ssbd.streams import read_pairs
-from mlx_ssbd.translator import method_config
+from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info
+from mlx_ssbd.evaluation.report import pyplot
+from mlx_ssbd.evaluation.streams import read_pairs
+from mlx_ssbd.live.multistream import MultiStreamTranslator
+from mlx_ssbd.live.translator import method_config
+from mlx_ssbd.models.loading import load_model
 
 
 def lanes_for(items, n_streams: int) -> list[list[tuple[str, bool]]]:

@@ -1,7 +1,7 @@
 """Quality effect of tokenizing the prompt the way the model saw it in training (issue #11).
 
 Before: the prompt prefix ended in a lone space token and the source was tokenized on its own
-(``[..., ":", " "] + ["so", " today"]``). After (``mlx_ssbd.prompt`` now): the prompt ids are the
+(``[..., ":", " "] + ["so", " today"]``). After (``mlx_ssbd.live.prompt`` now): the prompt ids are the
 tokenizer's own tokenization of the rendered text (``[..., ":"] + [" so", " today"]``). Both are
 run here in one process on the same model: each source translated once, whole (greedy, as a final
 update of prefix-cached RT), scored with BLEU and chrF++ against the reference.
@@ -17,13 +17,12 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-
 from mlx_ssbd import StreamTranslator, TranslatorConfig
-from mlx_ssbd.bench import machine_info
-from mlx_ssbd.loading import load_model
-from mlx_ssbd.metrics import quality
-from mlx_ssbd.prompt import Prompt, PromptBuilder
-from mlx_ssbd.streams import read_pairs
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.metrics import quality
+from mlx_ssbd.evaluation.streams import read_pairs
+from mlx_ssbd.live.prompt import Prompt, PromptBuilder
+from mlx_ssbd.models.loading import load_model
 
 DATA = Path(__file__).parent / "data" / "udhr"
 VARIANTS = ("split", "canonical")

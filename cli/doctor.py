@@ -7,7 +7,7 @@ import time
 import click
 
 from mlx_ssbd import backend_info
-from mlx_ssbd.registry import cards, is_prepared, models_home
+from mlx_ssbd.models.registry import cards, is_prepared, models_home
 
 
 def matmul_probe(seconds: float = 1.0, n: int = 1024) -> float:

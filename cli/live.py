@@ -15,7 +15,7 @@ import unicodedata
 
 import click
 
-from mlx_ssbd.session import CaptionCommit, CaptionUpdate
+from mlx_ssbd.live.session import CaptionCommit, CaptionUpdate
 
 CLEAR = "\r\033[K"
 UP = "\033[1A"

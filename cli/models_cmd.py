@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from mlx_ssbd.registry import ModelError, cards, get_card, is_prepared, model_dir, models_home, prepare
+from mlx_ssbd.models.registry import (
+    ModelError,
+    cards,
+    get_card,
+    is_prepared,
+    model_dir,
+    models_home,
+    prepare,
+)
 
 from .common import StageProgress
 

@@ -11,10 +11,20 @@ from collections.abc import Iterator
 import click
 
 from mlx_ssbd import DEFAULT_BETA, StreamTranslator
-from mlx_ssbd.segmenter import SegmenterConfig
-from mlx_ssbd.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
-from mlx_ssbd.streams import DEFAULT_LAG, INPUT_KINDS, open_updates
-from mlx_ssbd.translator import DEFAULT_AGREEMENT, METHODS, SourceUpdate, method_config
+from mlx_ssbd.evaluation.streams import DEFAULT_LAG, INPUT_KINDS, open_updates
+from mlx_ssbd.live.segmenter import SegmenterConfig
+from mlx_ssbd.live.session import (
+    CaptionCommit,
+    CaptionUpdate,
+    LiveSession,
+    SessionError,
+)
+from mlx_ssbd.live.translator import (
+    DEFAULT_AGREEMENT,
+    METHODS,
+    SourceUpdate,
+    method_config,
+)
 
 from .common import beta_option, check_languages, load, user_errors
 from .live import SINK_FORMATS, make_sink

@@ -5,9 +5,10 @@ Import order matters: ``backend`` loads an optimized BLAS before ``mlx.core`` is
 
 from . import backend  # noqa: F401  (must come first)
 from .backend import backend_info
-from .segmenter import SegmenterConfig
-from .session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
-from .translator import (
+from .live.multistream import MultiStreamTranslator
+from .live.segmenter import SegmenterConfig
+from .live.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
+from .live.translator import (
     DEFAULT_BETA,
     DEFAULT_POLICY,
     METHODS,
@@ -28,6 +29,7 @@ __all__ = [
     "CaptionCommit",
     "CaptionUpdate",
     "LiveSession",
+    "MultiStreamTranslator",
     "SegmenterConfig",
     "SessionError",
     "DEFAULT_BETA",

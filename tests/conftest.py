@@ -15,9 +15,10 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory):
     """A tiny random-weight qwen2 model directory, converted from GGUF the way real models are."""
-    from mlx_ssbd.gguf_import import convert_gguf
     from test_gguf_import import write_gguf
     from tiny import tiny_model
+
+    from mlx_ssbd.models.gguf_import import convert_gguf
 
     root = tmp_path_factory.mktemp("tiny")
     write_gguf(root / "m.gguf", tiny_model("qwen2", seed=11), "qwen2")

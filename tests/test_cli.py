@@ -10,9 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from mlx_ssbd_cli.main import cli
-
 
 
 @pytest.fixture

@@ -7,11 +7,15 @@ import mlx.core as mx
 import numpy as np
 import pytest
 from mlx.utils import tree_flatten
+from tiny import CHATML_TEMPLATE, SPECIALS, tiny_model
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-from mlx_ssbd.gguf_import import COMPLETE_MARKER, UnsupportedGGUF, convert_gguf, mlx_name
-
-from tiny import CHATML_TEMPLATE, SPECIALS, tiny_model
+from mlx_ssbd.models.gguf_import import (
+    COMPLETE_MARKER,
+    UnsupportedGGUF,
+    convert_gguf,
+    mlx_name,
+)
 
 GGUF_NAMES = {v: k for k, v in {
     "token_embd.weight": "model.embed_tokens.weight",

@@ -1,12 +1,11 @@
 """Resync and source n-gram drafts: proposals, and losslessness at beta = 0."""
 
 import pytest
-
-from mlx_ssbd import StreamTranslator, method_config
-from mlx_ssbd.lookahead import Proposer, find_last, find_unique
-
 from test_translator import SMALL, assert_same_outputs_on_random_streams
 from tiny import byte_tokenizer, tiny_model
+
+from mlx_ssbd import StreamTranslator, method_config
+from mlx_ssbd.engine.lookahead import Proposer, find_last, find_unique
 
 
 def test_find_unique_and_last():
@@ -59,7 +58,7 @@ def test_unknown_method_is_named():
 
 def greedy(model, prompt, n):
     """n greedy tokens after ``prompt``, one plain forward each (independent of the engine)."""
-    from mlx_ssbd.cache import TokenCache
+    from mlx_ssbd.engine.cache import TokenCache
 
     cache, out = TokenCache(model), []
     logits = cache.forward(prompt)[-1]
@@ -70,7 +69,7 @@ def greedy(model, prompt, n):
 
 
 def copy_job(prompt, proposal_source):
-    from mlx_ssbd.engine import Job
+    from mlx_ssbd.engine.update import Job
 
     return Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=40, stops=lambda t: None,
                proposer=Proposer(source=proposal_source, max_attempts=10))
@@ -81,9 +80,9 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok, batched)
     """With the greedy output itself as the 'source', n-gram proposals must be accepted and the
     result must equal plain greedy decoding token for token, alone and in a batch of two streams
     (the second one proposing nothing)."""
-    from mlx_ssbd.batch import BatchCache
-    from mlx_ssbd.cache import TokenCache
-    from mlx_ssbd.engine import run
+    from mlx_ssbd.engine.batch import BatchCache
+    from mlx_ssbd.engine.cache import TokenCache
+    from mlx_ssbd.engine.update import run
 
     model = tiny_model("qwen2", seed=5)
     prompts = [tok.encode(f"<|im_start|>user\n{t}<|im_end|>\n", add_special_tokens=False) for t in ("so today", "we")]

@@ -2,7 +2,15 @@
 
 import pytest
 
-from mlx_ssbd.metrics import erasure, lagging, laal, ne_tokenizer, normalized_erasure, quality, ratio
+from mlx_ssbd.evaluation.metrics import (
+    erasure,
+    laal,
+    lagging,
+    ne_tokenizer,
+    normalized_erasure,
+    quality,
+    ratio,
+)
 
 
 def test_normalized_erasure_on_a_table1_like_stream():

@@ -4,13 +4,12 @@ import random
 
 import mlx.core as mx
 import pytest
-
-from mlx_ssbd import StreamTranslator, TranslatorConfig
-from mlx_ssbd.cache import TokenCache
-from mlx_ssbd.multistream import MultiStreamTranslator
-
 from test_translator import SMALL, random_stream
 from tiny import byte_tokenizer, tiny_model
+
+from mlx_ssbd import StreamTranslator, TranslatorConfig
+from mlx_ssbd.engine.cache import TokenCache
+from mlx_ssbd.live.multistream import MultiStreamTranslator
 
 
 @pytest.fixture(scope="module")

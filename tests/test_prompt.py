@@ -1,10 +1,9 @@
 """Prompt building: families, family detection, the sentinel split, context turns (no model)."""
 
 import pytest
-
-from mlx_ssbd.prompt import FAMILIES, PromptBuilder, detect_family
-
 from tiny import GEMMA_TEMPLATE, bpe_tokenizer, byte_tokenizer
+
+from mlx_ssbd.live.prompt import FAMILIES, PromptBuilder, detect_family
 
 
 @pytest.fixture(scope="module")

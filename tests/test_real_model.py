@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from mlx_ssbd import StreamTranslator, TranslatorConfig, translate
-from mlx_ssbd.loading import load_model
-from mlx_ssbd.prompt import PromptBuilder
-from mlx_ssbd.registry import assemble_gguf, get_card
+from mlx_ssbd.live.prompt import PromptBuilder
+from mlx_ssbd.models.loading import load_model
+from mlx_ssbd.models.registry import assemble_gguf, get_card
 
 pytestmark = pytest.mark.integration
 MODEL = "qwen2.5-coder-0.5b"
@@ -142,7 +142,7 @@ def test_real_qwen_tokenizer_round_trips_every_prompt(loaded):
 
 def test_qwen_full_stop_newline_token_keeps_the_full_stop(loaded):
     """Qwen merges ".\n" and "。\n" into one token each; a caption ending there keeps its stop."""
-    from mlx_ssbd.stops import StopRule
+    from mlx_ssbd.engine.stops import StopRule
 
     tok, rule = loaded.tokenizer, StopRule(loaded.tokenizer)
     for text, kept in ((".\n", "."), ("。\n", "。")):

@@ -5,14 +5,21 @@ import shutil
 import zipfile
 
 import pytest
-
-from mlx_ssbd import registry
-from mlx_ssbd.gguf_import import COMPLETE_MARKER
-from mlx_ssbd.loading import load_model, resolve
-from mlx_ssbd.registry import ModelCard, ModelError, Part, cards, get_card, is_prepared, prepare
-
 from test_gguf_import import write_gguf
 from tiny import tiny_model
+
+from mlx_ssbd.models import registry
+from mlx_ssbd.models.gguf_import import COMPLETE_MARKER
+from mlx_ssbd.models.loading import load_model, resolve
+from mlx_ssbd.models.registry import (
+    ModelCard,
+    ModelError,
+    Part,
+    cards,
+    get_card,
+    is_prepared,
+    prepare,
+)
 
 
 @pytest.fixture
@@ -120,7 +127,7 @@ def test_quantized_weights_keep_their_packing_on_a_gpu_dtype_policy(monkeypatch)
     import mlx.nn as nn
 
     from mlx_ssbd import backend
-    from mlx_ssbd.loading import to_compute_dtype
+    from mlx_ssbd.models.loading import to_compute_dtype
 
     model = tiny_model("qwen2")
     model.set_dtype(mx.float16)

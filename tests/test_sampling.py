@@ -6,12 +6,11 @@ import math
 import mlx.core as mx
 import numpy as np
 import pytest
-
-from mlx_ssbd.cache import TokenCache
-from mlx_ssbd.sampling import Sampler, sampling_probs
-from mlx_ssbd.engine import Job, run
-
 from tiny import byte_tokenizer, tiny_model
+
+from mlx_ssbd.engine.cache import TokenCache
+from mlx_ssbd.engine.sampling import Sampler, sampling_probs
+from mlx_ssbd.engine.update import Job, run
 
 N = 3000
 TEMPERATURE, TOP_P = 1.0, 0.95

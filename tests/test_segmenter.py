@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from mlx_ssbd.segmenter import Segmenter, SegmenterConfig, is_sentence_end
-from mlx_ssbd.translator import SourceUpdate, Word
+from mlx_ssbd.live.segmenter import Segmenter, SegmenterConfig, is_sentence_end
+from mlx_ssbd.live.translator import SourceUpdate, Word
 
 OFF = dict(sentence_end=False, max_words=0, pause_s=None)
 

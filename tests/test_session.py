@@ -5,14 +5,18 @@ import threading
 import time
 
 import pytest
-
-from mlx_ssbd.multistream import MultiStreamTranslator
-from mlx_ssbd.segmenter import SegmenterConfig
-from mlx_ssbd.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
-from mlx_ssbd.translator import SourceUpdate
-
 from test_translator import make, model, random_stream, tok  # noqa: F401  (fixtures)
 from tiny import tiny_model
+
+from mlx_ssbd.live.multistream import MultiStreamTranslator
+from mlx_ssbd.live.segmenter import SegmenterConfig
+from mlx_ssbd.live.session import (
+    CaptionCommit,
+    CaptionUpdate,
+    LiveSession,
+    SessionError,
+)
+from mlx_ssbd.live.translator import SourceUpdate
 
 MANUAL = SegmenterConfig(sentence_end=False, max_words=0, pause_s=None)  # commits only at final/segment/end
 

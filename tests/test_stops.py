@@ -1,8 +1,8 @@
 """Stop tokens: EOS and end of turn leave nothing; a newline token keeps the text before it."""
 
-from mlx_ssbd.stops import StopRule
-
 from tiny import byte_tokenizer
+
+from mlx_ssbd.engine.stops import StopRule
 
 
 def test_newline_token_keeps_the_text_before_the_newline():

@@ -2,7 +2,14 @@
 
 import pytest
 
-from mlx_ssbd.streams import StreamError, detect_format, lag_updates, read_pairs, read_partials, read_text
+from mlx_ssbd.evaluation.streams import (
+    StreamError,
+    detect_format,
+    lag_updates,
+    read_pairs,
+    read_partials,
+    read_text,
+)
 
 
 def test_lag3_reveal():
@@ -80,7 +87,7 @@ def _lines(*objs):
 
 
 def test_whisper_streaming_chunks_append_until_is_final(tmp_path):
-    from mlx_ssbd.streams import open_updates
+    from mlx_ssbd.evaluation.streams import open_updates
 
     f = tmp_path / "asr.jsonl"
     f.write_text(_lines(
@@ -100,7 +107,7 @@ def test_whisper_streaming_chunks_append_until_is_final(tmp_path):
 
 
 def test_confirmed_text_given_whole_or_as_pieces(tmp_path):
-    from mlx_ssbd.streams import open_updates
+    from mlx_ssbd.evaluation.streams import open_updates
 
     f = tmp_path / "c.jsonl"
     f.write_text(_lines(

@@ -6,13 +6,11 @@ import random
 import mlx.core as mx
 import numpy as np
 import pytest
+from mlx_lm.models.cache import KVCache, RotatingKVCache
+from tiny import byte_tokenizer, tiny_model
 
 from mlx_ssbd import SourceUpdate, StreamTranslator, TranslatorConfig, stream_translate
-from mlx_lm.models.cache import KVCache, RotatingKVCache
-
-from mlx_ssbd.cache import TokenCache
-
-from tiny import byte_tokenizer, tiny_model
+from mlx_ssbd.engine.cache import TokenCache
 
 WORDS = "so today I want to talk about the new rules we made for all people in our city and why".split()
 SMALL = dict(max_tokens_ratio=0.6, min_max_tokens=6)
@@ -305,7 +303,7 @@ def test_an_unchanged_source_costs_no_forward_pass(model, tok, policy):
 def test_a_stop_token_keeps_what_it_holds_before_the_newline(model, tok):
     """A stop token may leave tokens in its place (Qwen's ".\n" leaves "."): they end the output
     and are not fed."""
-    from mlx_ssbd.engine import Job, run
+    from mlx_ssbd.engine.update import Job, run
 
     prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
     reference = greedy_after(model, prompt, 12)

@@ -6,7 +6,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from mlx_ssbd.verify import accept_and_next, accept_mask, accept_threshold
+from mlx_ssbd.engine.verify import accept_and_next, accept_mask, accept_threshold
 
 BETAS = ["0", "0.2", "0.5", "1"]
 

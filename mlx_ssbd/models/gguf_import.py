@@ -144,7 +144,9 @@ def dequantized_tensors(reader, config: dict):
 def build_tokenizer(reader, meta: dict):
     """A ``PreTrainedTokenizerFast`` from the GGUF vocabulary, merges and chat template."""
     from transformers import PreTrainedTokenizerFast
-    from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import (
+        convert_gguf_tokenizer,
+    )
 
     tokens = _field(reader, "tokenizer.ggml.tokens")
     if not tokens:

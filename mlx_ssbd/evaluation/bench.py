@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..backend import backend_info
+from ..live.translator import SourceUpdate, StreamTranslator, method_config
 from . import metrics
-from .backend import backend_info
 from .streams import Pair, lag_updates
-from .translator import SourceUpdate, StreamTranslator, method_config
 
 RESULTS = "results.jsonl"
 RUN = "run.json"

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backend import compute_dtype
-from .prompt import detect_family, get_family
+from ..backend import compute_dtype
+from ..live.prompt import detect_family, get_family
 from .registry import ModelError, Progress, cards, default_card, prepare
 
 

@@ -40,16 +40,16 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 
-from . import engine
-from .cache import TokenCache, common_prefix_len
-from .lookahead import Proposer
+from ..engine import update as engine
+from ..engine.cache import TokenCache, common_prefix_len
+from ..engine.lookahead import Proposer
+from ..engine.sampling import Sampler
+from ..engine.stops import StopRule
+from ..engine.verify import accept_threshold
 from .prompt import PromptBuilder
-from .sampling import Sampler
-from .stops import StopRule
-from .verify import accept_threshold
 
 POLICIES = ("rt", "rt-nocache", "ssbd", "cd")
-# Method names for the CLI and the bench: a policy plus the lookahead features (mlx_ssbd.lookahead).
+# Method names for the CLI and the bench: a policy plus the lookahead features (mlx_ssbd.engine.lookahead).
 METHODS = {
     "rt": {"policy": "rt"},
     "rt-nocache": {"policy": "rt-nocache"},

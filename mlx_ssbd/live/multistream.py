@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from . import engine
-from .batch import BatchCache
+from ..engine import update as engine
+from ..engine.batch import BatchCache
 from .translator import StreamTranslator, Update
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .cache import common_prefix_len
+from ..engine.cache import common_prefix_len
 from .translator import SourceUpdate
 
 SENTENCE_END = tuple(".!?。！？…")

@@ -1,0 +1,2 @@
+"""Evaluation: input stream formats (``streams``), metrics (``metrics``, ``scorers``), the
+benchmark runner (``bench``) and its reports (``report``)."""
