@@ -9,6 +9,9 @@ CPU-specific lives here and nowhere else:
   MKL from pip, else a warning naming the reference BLAS.
 * dtype: fp32 on CPU (only fp32 uses BLAS there; bf16/fp16/quantized matmuls cost grows with the
   number of tokens, which defeats one-pass verification); the model's own dtype on a GPU.
+* on a GPU: model calls on a dedicated generation stream, decode steps pipelined (the next one
+  dispatched before the current token reaches the host), and on Metal the wired memory limit
+  raised to the recommended working set, all as mlx-lm does; on the CPU none of these.
 
 ``backend_info()`` reports what was chosen, for ``doctor`` and benchmark reports.
 """
@@ -124,6 +127,45 @@ def compute_dtype(model_dtype: mx.Dtype | None = None) -> mx.Dtype:
     if is_gpu():
         return model_dtype if model_dtype is not None else mx.float16
     return mx.float32
+
+
+PIPELINE_ENV = "MLX_SSBD_PIPELINE"
+
+
+def pipelined_decode() -> bool:
+    """Dispatch decode step t+1 before token t reaches the host (``engine.update.Job.pipelined``)?
+
+    On a GPU, yes, as mlx-lm does: building the next step's graph overlaps the running one. On the
+    CPU, no: the step dispatched past a stop token is computed in full by the same cores, one
+    wasted decode step per update. ``$MLX_SSBD_PIPELINE`` (1/0) overrides, for tests and timing.
+    """
+    value = os.environ.get(PIPELINE_ENV)
+    return is_gpu() if value is None else value == "1"
+
+
+_GENERATION_STREAMS: dict = {}
+
+
+def generation_stream():
+    """The stream model calls run on: on a GPU a dedicated one (thread-local), as mlx-lm's
+    ``generation_stream``; on the CPU None (the default stream)."""
+    if not is_gpu():
+        return None
+    if "stream" not in _GENERATION_STREAMS:
+        device = mx.default_device()
+        make = getattr(mx, "new_thread_local_stream", mx.new_stream)
+        _GENERATION_STREAMS["stream"] = make(device)
+    return _GENERATION_STREAMS["stream"]
+
+
+def wire_memory(model) -> None:
+    """On Metal, raise the wired memory limit to the recommended working set (as mlx-lm's
+    ``wired_limit``), so the weights stay resident; elsewhere nothing."""
+    metal = getattr(mx, "metal", None)
+    if metal is None or not metal.is_available():
+        return
+    info = mx.device_info() if hasattr(mx, "device_info") else metal.device_info()
+    mx.set_wired_limit(info["max_recommended_working_set_size"])
 
 
 def backend_info() -> BackendInfo:

@@ -30,6 +30,17 @@ def make(model, tok, **cfg):
     dict(policy="ssbd", beta=0.3, resync=True, ngram_drafts=True, temperature=1.0),
 ])
 def test_batched_streams_equal_single_streams(tok, arch, cfg):
+    assert_batched_equals_single(tok, arch, cfg)
+
+
+@pytest.mark.parametrize("cfg", [dict(policy="ssbd", beta=0.3), dict(policy="rt", temperature=0.8)])
+def test_batched_streams_equal_single_streams_pipelined(tok, cfg, monkeypatch):
+    monkeypatch.setenv("MLX_SSBD_PIPELINE", "1")
+    assert_batched_equals_single(tok, "qwen2", cfg)
+
+
+def assert_batched_equals_single(tok, arch, cfg):
+    """Batched outputs equal each stream's own (both made under the same backend policy)."""
     model = tiny_model(arch, seed=8)
     rng = random.Random(5)
     n = 4

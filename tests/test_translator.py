@@ -11,6 +11,7 @@ from tiny import byte_tokenizer, tiny_model
 
 from mlx_ssbd import SourceUpdate, StreamTranslator, TranslatorConfig, stream_translate
 from mlx_ssbd.engine.cache import TokenCache
+from mlx_ssbd.engine.update import Feed
 
 WORDS = "so today I want to talk about the new rules we made for all people in our city and why".split()
 SMALL = dict(max_tokens_ratio=0.6, min_max_tokens=6)
@@ -68,6 +69,40 @@ def test_beta0_is_token_identical_to_rt_on_random_streams(model, tok):
     # The property is only meaningful if drafts were both accepted and rejected along the way.
     assert sum(s.accepted for s in stats) > 0
     assert sum(s.draft_tokens - s.accepted for s in stats) > 0
+
+
+def test_pipelined_decoding_gives_the_same_outputs(model, tok, monkeypatch):
+    """The GPU policy (step t+1 dispatched from the lazy token t) forced on here: the same tokens
+    as the plain loop, and the same as RT at beta = 0."""
+    plain_rt, plain = make(model, tok, policy="rt"), make(model, tok, policy="ssbd", beta=0.3)
+    monkeypatch.setenv("MLX_SSBD_PIPELINE", "1")
+    fast_rt, fast = make(model, tok, policy="rt"), make(model, tok, policy="ssbd", beta=0.3)
+    assert fast.pipelined and not plain.pipelined
+    rng = random.Random(77)
+    for _ in range(12):
+        for prefix in random_stream(rng):
+            assert plain.update(prefix).output_ids == fast.update(prefix).output_ids
+            assert plain_rt.update(prefix).output_ids == fast_rt.update(prefix).output_ids
+    assert_same_outputs_on_random_streams(fast_rt, make(model, tok, policy="ssbd", beta=0.0), streams=10, seed=5)
+
+
+@pytest.mark.parametrize("pipelined", [False, True])
+def test_a_pipelined_step_past_a_stop_token_is_trimmed_at_the_next_feed(model, tok, pipelined):
+    from mlx_ssbd.engine.cache import resolved
+    from mlx_ssbd.engine.update import Job, run
+
+    prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
+    reference = greedy_after(model, prompt, 12)
+    at = next(i for i in range(3, 12) if reference[i] not in reference[:i])
+    stops = lambda t: () if t == reference[at] else None  # noqa: E731
+    cache = TokenCache(model)
+    job = Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=12, stops=stops, pipelined=pipelined)
+    assert run(cache, [(cache, job)])[0].output == list(reference[:at])
+    # the stop token itself was fed only by the pipelined loop (one wasted step)
+    assert resolved(cache.tokens) == [*prompt, *reference[: at + pipelined]]
+    assert cache.forward_calls == 1 + at + pipelined  # the prompt, then one step per token
+    cache.step([(cache, Feed([*prompt, *reference[:at]], 1))])
+    assert cache.tokens == [*prompt, *reference[:at]]
 
 
 def greedy_after(model, ids, n):

@@ -25,9 +25,13 @@ from collections.abc import Sequence
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
 
-from .cache import TokenCache, common_prefix_len, model_logits
+from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logits, resolved
 
 DUMMY = -1  # recorded for a ride-along token: matches no real id, so it is always dropped
+
+
+def _is_dummy(token) -> bool:
+    return isinstance(token, int) and token == DUMMY
 
 
 class BatchRow:
@@ -81,8 +85,8 @@ class BatchCache:
         """Move ``row`` out of the batch into ``into`` (its keys, values, ids and counters)."""
         index = self.rows.index(row)
         layers = [layer.extract(index) for layer in self.layers]
-        tokens = row.tokens
-        if any(t == DUMMY for t in tokens):  # a ride-along tail: keep the real prefix only
+        tokens = resolved(row.tokens)
+        if DUMMY in tokens:  # a ride-along tail: keep the real prefix only
             keep = tokens.index(DUMMY)
             for layer in layers:
                 layer.trim(len(tokens) - keep)
@@ -115,13 +119,13 @@ class BatchCache:
             pads.append(width - len(new))
             drops.append(len(row.tokens) - keep)
             kept.append(keep)
-            inputs.append([0] * pads[-1] + [max(t, 0) for t in new])
+            inputs.append(input_ids([0 if _is_dummy(t) else t for t in new], pad=pads[-1]))
             row.tokens[keep:] = new
         self._drop_tails(drops)
         self._padding = [p + pad for p, pad in zip(self._padding, pads)]
         self._sync_layers()
         last = max(feed.logits for _, feed in feeds)
-        logits = model_logits(self.model, mx.array(inputs, dtype=mx.uint32), self.layers, last)
+        logits = model_logits(self.model, mx.stack(inputs), self.layers, last)
         self._end += width
         index = {id(row): b for b, row in enumerate(self.rows)}
         answers = []
@@ -134,10 +138,12 @@ class BatchCache:
 
     def _plan(self, row: BatchRow, feed) -> tuple[int, list[int], Sequence[int]]:
         """(tokens kept, tokens to feed, the sequence they come from) for one row."""
+        resolved(row.tokens)
         if feed is None:  # ride along on a dummy token
             return len(row.tokens), [DUMMY], row.tokens
-        ids = [int(t) for t in feed.ids]
-        keep = min(common_prefix_len(row.tokens, ids), max(0, len(ids) - feed.logits))
+        ids = list(feed.ids)
+        known = ids[:-1] if is_lazy(ids) else ids
+        keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits))
         return keep, ids[keep:], ids
 
     # -- bookkeeping of the left-padded layout ------------------------------------------------

@@ -2,7 +2,8 @@
 
 Contract: ``TokenCache.layers`` is the plain mlx-lm per-layer cache list (as ``make_prompt_cache``
 builds it) and ``TokenCache.tokens`` lists exactly the token ids whose keys and values it holds,
-in order. Every forward call goes through ``TokenCache.forward`` so the two never drift apart.
+in order (the last one may still be a lazy ``mx.array`` after a pipelined decode step; it is
+resolved before it is compared with anything). Every forward call goes through ``TokenCache.forward`` so the two never drift apart.
 ``rewind(n)`` keeps the first ``n`` tokens: it trims every layer through mlx-lm's cache API and
 checks each returned count; a cache that cannot be trimmed (a rotating window that has wrapped, a
 recurrent/hybrid layer) or that trims short is rebuilt empty instead, never silently corrupted.
@@ -32,6 +33,30 @@ def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
         if a[i] != b[i]:
             return i
     return n
+
+
+def input_ids(ids: Sequence, pad: int = 0) -> mx.array:
+    """``(pad + len(ids),)`` uint32 model input: ``pad`` zeros, then ``ids``, whose last entry may be
+    a lazy token (an ``mx.array`` not yet known on the host: a pipelined decode step)."""
+    known = [0] * pad + [int(t) for t in (ids[:-1] if is_lazy(ids) else ids)]
+    head = mx.array(known, dtype=mx.uint32)
+    if is_lazy(ids):
+        return mx.concatenate([head, ids[-1].reshape(1).astype(mx.uint32)])
+    return head
+
+
+def is_lazy(ids: Sequence) -> bool:
+    """True when the last id is a lazy token (see ``input_ids``)."""
+    return bool(ids) and isinstance(ids[-1], mx.array)
+
+
+def resolved(tokens: list) -> list:
+    """``tokens`` with lazy entries replaced by their (by now computed) values, in place."""
+    for i in range(len(tokens) - 1, -1, -1):
+        if not isinstance(tokens[i], mx.array):
+            break
+        tokens[i] = int(tokens[i].item())
+    return tokens
 
 
 def model_logits(model, inputs: mx.array, layers, last: int) -> mx.array:
@@ -97,7 +122,8 @@ class TokenCache:
     def reuse(self, ids: Sequence[int], *, keep_last: int = 1) -> int:
         """Rewind to the longest prefix shared with ``ids``, leaving at least ``keep_last`` ids of
         ``ids`` to feed (their logits are needed). Returns the number of reused tokens."""
-        n = min(common_prefix_len(self.tokens, ids), max(0, len(ids) - keep_last))
+        known = ids[:-1] if is_lazy(ids) else ids
+        n = min(common_prefix_len(resolved(self.tokens), known), max(0, len(ids) - keep_last))
         return self.rewind(n)
 
     def forward(self, ids: Sequence[int], *, logits_from: int = 0) -> mx.array:
@@ -105,9 +131,8 @@ class TokenCache:
         ``(len(ids) - logits_from, vocab)`` (lazy)."""
         if not ids:
             raise ValueError("forward needs at least one token")
-        inputs = mx.array(ids, dtype=mx.uint32)[None]
-        logits = model_logits(self.model, inputs, self.layers, len(ids) - logits_from)
-        self.tokens.extend(int(t) for t in ids)
+        logits = model_logits(self.model, input_ids(ids)[None], self.layers, len(ids) - logits_from)
+        self.tokens.extend(t if isinstance(t, mx.array) else int(t) for t in ids)
         self.forward_calls += 1
         self.tokens_fed += len(ids)
         return logits[0]

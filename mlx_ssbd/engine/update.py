@@ -26,12 +26,14 @@ text before a newline) is appended but not fed.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
 
+from ..backend import generation_stream
 from .verify import decide
 
 
@@ -63,6 +65,10 @@ class Job:
         stops: ``stops.StopRule``-like: None, or the ids kept in place of a stop token.
         sampler: None for greedy; a ``sampling.Sampler`` for (biased speculative) sampling.
         proposer: a ``lookahead.Proposer`` or None.
+        pipelined: dispatch decode step t+1 from the lazy token t before t reaches the host, as
+            ``mlx_lm.generate_step`` does (``backend.PIPELINED_DECODE``: on a GPU). When t turns
+            out to end the output, the step was wasted and its position is trimmed at the next
+            feed. Not with a proposer (a proposal needs t on the host).
     """
 
     head: Sequence[int]
@@ -73,6 +79,7 @@ class Job:
     stops: Callable[[int], tuple[int, ...] | None]
     sampler: object = None
     proposer: object = None
+    pipelined: bool = False
 
 
 @dataclass
@@ -98,6 +105,8 @@ def update_steps(job: Job) -> Steps:
         job.proposer.diverged_at = accepted  # resync searches the old draft from here
     fed = [*job.head, *draft[:accepted]]  # what the cache holds before ``token``
     pending = [token]  # decided tokens not yet checked for stops
+    ahead = None  # logits of the step feeding ``token``, dispatched before it was known
+    pipelined = job.pipelined and job.proposer is None
     while pending and len(outcome.output) < job.max_new:
         token = pending.pop(0)
         kept = job.stops(token)
@@ -108,7 +117,10 @@ def update_steps(job: Job) -> Steps:
         if pending or len(outcome.output) >= job.max_new:
             continue  # accepted proposal tokens still to check, or out of budget
         proposal = job.proposer(outcome.output)[: job.max_new - len(outcome.output)] if job.proposer else []
-        rows, _ = yield Feed([*fed, token, *proposal], len(proposal) + 1)
+        if ahead is None:
+            rows, _ = yield Feed([*fed, token, *proposal], len(proposal) + 1)
+        else:
+            rows, ahead = ahead, None
         fed += [token]
         if proposal:
             taken, token = yield Sync(decide(rows, proposal, job.beta, job.sampler))
@@ -116,8 +128,10 @@ def update_steps(job: Job) -> Steps:
             fed += proposal[:taken]
             pending = [*proposal[:taken], token]
         else:
-            choose = job.sampler or mx.argmax
-            pending = [(yield Sync(choose(rows[-1])))]
+            lazy = (job.sampler or mx.argmax)(rows[-1])
+            if pipelined and len(outcome.output) + 1 < job.max_new:
+                ahead, _ = yield Feed([*fed, lazy], 1)  # step t+1 dispatched before t syncs
+            pending = [(yield Sync(lazy))]
     return outcome
 
 
@@ -127,14 +141,21 @@ def run(store, jobs: Sequence[tuple[object, Job]]) -> list[Outcome]:
     ``row`` names the stream's cache in ``store`` (``store.step`` takes ``(row, Feed)`` pairs and
     returns their ``(logits, reused)`` answers in order). Returns one ``Outcome`` per job, in order.
     """
+    stream = generation_stream()
+    with mx.stream(stream) if stream is not None else contextlib.nullcontext():
+        return _run(store, jobs)
+
+
+def _run(store, jobs):
     steps = [update_steps(job) for _, job in jobs]
     outcomes: list[Outcome | None] = [None] * len(jobs)
     requests = {i: next(step) for i, step in enumerate(steps)}
     while requests:
         answers = {}
         feeds = [(i, r) for i, r in requests.items() if isinstance(r, Feed)]
-        if feeds:  # ONE model call for every stream that feeds
+        if feeds:  # ONE model call for every stream that feeds, dispatched at once
             logits = store.step([(jobs[i][0], r) for i, r in feeds])
+            mx.async_eval([rows for rows, _ in logits])
             answers.update((i, rows) for (i, _), rows in zip(feeds, logits))
         syncs = [(i, r) for i, r in requests.items() if isinstance(r, Sync)]
         if syncs:  # ONE host sync for every stream that decides

@@ -40,6 +40,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 
+from ..backend import pipelined_decode
 from ..engine import update as engine
 from ..engine.cache import TokenCache, common_prefix_len
 from ..engine.lookahead import Proposer
@@ -249,6 +250,7 @@ class StreamTranslator:
         self.row = self.cache  # where this stream's KV lives: its own cache, or a batch row
         self.context_length = _context_length(model)
         self.stops = StopRule(tokenizer, on_newline=config.stop_on_newline)
+        self.pipelined = pipelined_decode()  # the backend's policy (see ``engine.update.Job``)
         self._draft: list[int] = []
         self._last_source: str | None = None  # the last non-final source of this segment
         self._locked = 0  # leading tokens of the draft that are stable (forced)
@@ -306,7 +308,8 @@ class StreamTranslator:
         if cfg.resync or cfg.ngram_drafts:
             proposer = Proposer(old_draft=draft if cfg.resync else (), source=prompt.source if cfg.ngram_drafts else ())
         job = engine.Job(head=[*prompt.ids, *locked], locked=locked, draft=draft, beta=cfg.beta_for(final),
-                         max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=proposer)
+                         max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=proposer,
+                         pipelined=self.pipelined)
         return PendingUpdate(source, final, prompt, job, *counters)
 
     def finish(self, step: PendingUpdate, outcome: engine.Outcome | None) -> Update:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backend import compute_dtype
+from ..backend import compute_dtype, wire_memory
 from ..live.prompt import detect_family, get_family
 from .registry import ModelError, Progress, cards, default_card, prepare
 
@@ -63,6 +63,7 @@ def load_model(
     except Exception as error:  # mlx-lm raises many types for missing or unreachable models
         raise ModelError(f"cannot load model {location!r}: {error}") from error
     dtype = to_compute_dtype(model)
+    wire_memory(model)
     if family is not None:
         get_family(family)
     else:
