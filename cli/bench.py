@@ -65,7 +65,7 @@ def load_items(data: str, lag: int, limit: int | None):
 @click.option("--model", "-m", default=None, help="Model name, directory or HF id. [default: qwen2.5-coder-1.5b]")
 @click.option("--source", "-s", default="en", show_default=True)
 @click.option("--target", "-t", default="de", show_default=True)
-@click.option("--methods", default="rt,ssbd", show_default=True, help=f"Comma list of {', '.join(METHODS)}.")
+@click.option("--methods", default="rt,ssbd", show_default=True, help="Comma list of: " + "; ".join(f"{name}: {m.about}" for name, m in METHODS.items()) + ".")
 @click.option("--beta", "betas", default="0.2", show_default=True, help="One beta or a sweep: 0,0.1,0.2,0.5,1.")
 @click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True, help="Draft mask-k (the paper's ablation).")
 @click.option("--display-mask-k", type=click.IntRange(0), default=0, show_default=True)

@@ -107,7 +107,8 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
 @click.option("--model", "-m", default=None, help="Model name, local mlx-lm directory or HF id. [default: qwen2.5-coder-1.5b]")
 @click.option("--source", "-s", default="en", show_default=True, help="Source language (ISO code).")
 @click.option("--target", "-t", default="de", show_default=True, help="Target language (ISO code).")
-@click.option("--method", type=click.Choice(STREAM_METHODS), default="ssbd", show_default=True)
+@click.option("--method", type=click.Choice(STREAM_METHODS), default="ssbd", show_default=True,
+              help="; ".join(f"{name}: {METHODS[name].about}" for name in STREAM_METHODS) + ".")
 @beta_option(default=DEFAULT_BETA)
 @click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True,
               help="Hide the last k tokens of a non-final caption (display only).")

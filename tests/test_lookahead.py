@@ -99,3 +99,15 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok, batched)
         assert outcome.output == reference
     assert jobs[0].proposer.ngram_accepted > 0
     assert rows[0].forward_calls < 40  # fewer passes than one per token
+
+
+def test_one_table_names_every_method():
+    """METHODS is the one vocabulary: the four policies are its plain entries, every other entry
+    is a policy plus features, and every name builds a config with its own description."""
+    from mlx_ssbd import METHODS, POLICIES
+
+    assert POLICIES == ("rt", "rt-nocache", "ssbd", "cd")
+    for name, method in METHODS.items():
+        config = method_config(name)
+        assert config.policy == method.policy in POLICIES and method.about
+        assert all(getattr(config, key) == value for key, value in method.features)

@@ -7,13 +7,9 @@ output (the draft) and the model's KV cache; a ``final`` update commits the segm
 draft, but keeps the cache, so the shared system prompt is never recomputed across segments.
 Invalid input raises ``ValueError`` before any state changes, so the translator stays usable.
 
-Policies (``POLICIES``):
-  * ``rt``: re-translate from scratch each update, reusing the KV of the shared prompt and source
-    prefix (the strongest re-translation baseline).
-  * ``rt-nocache``: re-translate with an empty cache each update (naive reference).
-  * ``ssbd``: verify the previous output as a draft with bias ``beta`` in one pass, resume greedy
-    decoding at the first rejected token (Zeng et al.).
-  * ``cd``: continuous decoding: never revise, only extend (SSBD with beta = 1).
+Methods: ``METHODS`` is the one table of method names, each a policy (the per-update decision
+rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``, the table's first four entries, ``POLICIES``) plus
+lookahead features, with a one-line description used by the CLI's help.
 
 Draft mask-k (``draft_mask_k``) drops the last k tokens from the draft (the paper's ablation);
 display mask-k (``display_mask_k``) hides the last k tokens from the viewer only while the
@@ -49,18 +45,33 @@ from ..engine.stops import StopRule
 from ..engine.verify import accept_threshold
 from .prompt import PromptBuilder
 
-POLICIES = ("rt", "rt-nocache", "ssbd", "cd")
-# Method names for the CLI and the bench: a policy plus the lookahead features (mlx_ssbd.engine.lookahead).
+
+
+@dataclass(frozen=True)
+class Method:
+    """A decoding method by name: its policy (the per-update decision rule, one of the four base
+    methods), the lookahead features it turns on, and what it is, for help texts."""
+
+    policy: str
+    about: str
+    features: tuple[tuple[str, object], ...] = ()
+
+    def settings(self) -> dict:
+        return {"policy": self.policy, **dict(self.features)}
+
+
+# The one vocabulary of methods (CLI, bench, ``method_config``); the first four are the policies.
 METHODS = {
-    "rt": {"policy": "rt"},
-    "rt-nocache": {"policy": "rt-nocache"},
-    "ssbd": {"policy": "ssbd"},
-    "cd": {"policy": "cd"},
-    "ssbd-resync": {"policy": "ssbd", "resync": True},
-    "ssbd-ngram": {"policy": "ssbd", "ngram_drafts": True},
-    "ssbd-plus": {"policy": "ssbd", "resync": True, "ngram_drafts": True},
-    "ssbd-final0": {"policy": "ssbd", "final_beta": 0.0},
+    "rt": Method("rt", "re-translate each update, reusing the KV of the prompt and source prefix"),
+    "rt-nocache": Method("rt-nocache", "re-translate each update from an empty cache (naive reference)"),
+    "ssbd": Method("ssbd", "verify the previous output as a draft with bias beta, decode on where it diverges"),
+    "cd": Method("cd", "continuous decoding: keep every draft, only extend (ssbd with beta = 1)"),
+    "ssbd-resync": Method("ssbd", "ssbd, rejoining the old draft after a divergence", (("resync", True),)),
+    "ssbd-ngram": Method("ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),)),
+    "ssbd-plus": Method("ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))),
+    "ssbd-final0": Method("ssbd", "ssbd, committing with beta = 0 (what RT commits)", (("final_beta", 0.0),)),
 }
+POLICIES = tuple(name for name, method in METHODS.items() if not method.features)
 DEFAULT_POLICY = "ssbd"
 DEFAULT_BETA = 0.2  # the paper's default
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
@@ -444,7 +455,7 @@ def method_config(method: str, **settings) -> TranslatorConfig:
     """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    return TranslatorConfig(**METHODS[method], **settings)
+    return TranslatorConfig(**METHODS[method].settings(), **settings)
 
 
 def _context_length(model) -> int | None:
