@@ -9,6 +9,7 @@ import mlx_ssbd  # noqa: F401  (backend policy before anything imports mlx.core)
 from .bench import bench
 from .doctor import doctor
 from .models_cmd import models
+from .serve import serve
 from .translate import translate
 
 
@@ -22,3 +23,4 @@ cli.add_command(translate)
 cli.add_command(models)
 cli.add_command(doctor)
 cli.add_command(bench)
+cli.add_command(serve)

@@ -24,10 +24,10 @@ from .translator import StreamTranslator, Update
 class MultiStreamTranslator:
     """Runs the updates of several translators together; see the module docstring."""
 
-    def __init__(self, translators: Sequence[StreamTranslator]):
-        if not translators:
-            raise ValueError("need at least one translator")
-        self.model = translators[0].model
+    def __init__(self, translators: Sequence[StreamTranslator] = (), *, model=None):
+        if not translators and model is None:
+            raise ValueError("need at least one translator, or the model")
+        self.model = model if model is not None else translators[0].model
         self.batch = BatchCache(self.model)
         self.translators: list[StreamTranslator] = []
         for translator in translators:

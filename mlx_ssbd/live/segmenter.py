@@ -77,6 +77,7 @@ class Job:
     reason: str = ""  # for commits: final | segment | sentence | length | pause | end
     start: float | None = None  # audio time of the first word (s), when known
     end: float | None = None  # audio time of the last word (s), when known
+    segment_id: str | None = None  # the ASR segment the words came from
 
 
 def is_sentence_end(word: str) -> bool:
@@ -200,7 +201,7 @@ class Segmenter:
         last = first + len(words) - 1
         start = times[first][0] if first < len(times) else None
         end = times[last][1] if 0 <= last < len(times) else None
-        return Job(" ".join(words), final, reason if final else "", start, end)
+        return Job(" ".join(words), final, reason if final else "", start, end, self._seg.id)
 
 
 def _length_cut(live: list[str], max_words: int) -> int:

@@ -4,7 +4,9 @@ Contract (threads, not asyncio): ``push(partial)`` and ``close()`` may be called
 such as an ASR callback; they return at once and never touch MLX. ``push`` runs the ``segmenter``
 (automatic commits) and queues the jobs. ``run()`` is the engine: the thread that iterates it
 runs the model, taking jobs in order and yielding ``CaptionUpdate``, ``CaptionCommit`` and
-``SessionError`` events; it ends after ``close()`` once every queued job is done. With
+``SessionError`` events; it ends after ``close()`` once every queued job is done. A scheduler
+serving many sessions instead calls ``take()`` (the next job, never waiting) and hands the
+translation back to ``result()`` for the event. With
 ``latest_wins`` (the default) a queued live update is *replaced* by a newer job of the same
 caption, a live one or its commit, so the engine always translates the newest partial and skips
 the ones in between (counted as ``coalesced``). Commits are never skipped or merged: the last
@@ -44,6 +46,7 @@ class CaptionUpdate:
     pushed_at: float  # when the translated partial was pushed
     speech_end: float | None  # audio time of its last word, when the ASR gave it
     at: float  # when the translation was ready
+    segment: str | None = None  # the ASR segment id of its words
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,7 @@ class CaptionCommit:
     coalesced: int  # live updates of this caption skipped right before the commit
     speech_end: float | None
     at: float
+    segment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -88,24 +92,28 @@ class LiveSession:
     """One live caption stream over a translator; see the module docstring.
 
     Args:
-        translator: the ``StreamTranslator`` (used by the engine thread only).
+        translator: the ``StreamTranslator`` (used by the engine thread only, in ``run``); None
+            when a scheduler translates the jobs (``take`` / ``result``).
         segmenter: automatic-commit rules. Default ``SegmenterConfig()``.
         latest_wins: skip queued live updates superseded by newer ones. Default True; False
             translates every partial (benchmarks of every-partial semantics).
         clock: a monotonic clock in seconds. Default ``time.monotonic``.
     """
 
-    def __init__(self, translator: StreamTranslator, *, segmenter: SegmenterConfig = SegmenterConfig(),
+    def __init__(self, translator: StreamTranslator | None, *, segmenter: SegmenterConfig = SegmenterConfig(),
                  latest_wins: bool = True, clock: Callable[[], float] = time.monotonic):
         self.translator = translator
         self.latest_wins = latest_wins
         self._clock = clock
         self._t0 = clock()
         self._segmenter = Segmenter(segmenter)
-        self._cond = threading.Condition()
+        self._cond = threading.Condition(threading.RLock())  # re-entrant: _next() calls take()
         self._jobs: deque[_Queued] = deque()
         self._closed = False
         self._seq = 0
+        self._caption = 0  # index of the open caption
+        self._last_text: str | None = None  # the open caption's last translated live text
+        self._opened_at: float | None = None  # push time of the open caption's first partial
         self.coalesced = 0  # total partials skipped
         self.unchanged = 0  # live texts equal to the previous one, skipped without a forward pass
 
@@ -157,46 +165,71 @@ class LiveSession:
 
     # -- the engine (the caller's thread) ----------------------------------------------------
 
+    def take(self) -> _Queued | None:
+        """The next job to translate, without waiting (None: nothing to do now). A live text
+        equal to the one just translated is dropped here (counted as ``unchanged``)."""
+        with self._cond:
+            now = self.now()
+            for job in self._segmenter.due(now):
+                self._queue(job, now)
+            while self._jobs:
+                item = self._jobs.popleft()
+                if not item.job.final and item.job.text == self._last_text:
+                    self.unchanged += 1
+                    continue
+                if self._opened_at is None:
+                    self._opened_at = item.first_pushed
+                return item
+            return None
+
+    @property
+    def done(self) -> bool:
+        """Closed and every job taken."""
+        with self._cond:
+            return self._closed and not self._jobs
+
+    def next_due(self) -> float | None:
+        """Session-clock time when a pause may commit the open caption, if any."""
+        with self._cond:
+            return self._segmenter.next_due()
+
     def _next(self) -> _Queued | None:
         with self._cond:
-            while not self._jobs:
+            while (item := self.take()) is None:
                 if self._closed:
                     return None
                 due = self._segmenter.next_due()
                 wait = None if due is None else max(0.0, due - self.now())
                 if wait is None or wait > 0:
                     self._cond.wait(wait)
-                now = self.now()
-                for job in self._segmenter.due(now):
-                    self._queue(job, now)
-            return self._jobs.popleft()
+            return item
+
+    def result(self, item: _Queued, outcome: Update | ValueError) -> Event:
+        """The event for a taken job's translation (or the translator's rejection of it)."""
+        job = item.job
+        at = self.now()
+        if isinstance(outcome, ValueError):
+            return SessionError(self._next_seq(), str(outcome), at)
+        if not job.final:
+            self._last_text = job.text
+            return CaptionUpdate(self._caption, self._next_seq(), outcome, item.coalesced, item.pushed_at,
+                                 job.end, at, job.segment_id)
+        timed = job.start is not None and job.end is not None
+        start, end = (job.start, job.end) if timed else (self._opened_at, at)
+        event = CaptionCommit(self._caption, self._next_seq(), outcome.output, job.text, start, end,
+                              "asr" if timed else "clock", job.reason, outcome, item.coalesced, job.end, at,
+                              job.segment_id)
+        self._caption, self._last_text, self._opened_at = self._caption + 1, None, None
+        return event
 
     def run(self) -> Iterator[Event]:
         """Translate queued jobs as they come, yielding events, until closed and drained."""
-        caption, last_text, opened_at = 0, None, None
         while (item := self._next()) is not None:
-            job = item.job
-            if opened_at is None:
-                opened_at = item.first_pushed
-            if not job.final and job.text == last_text:
-                self.unchanged += 1
-                continue
             try:
-                update = self.translator.update(job.text, final=job.final)
+                update = self.translator.update(item.job.text, final=item.job.final)
             except ValueError as error:
-                yield SessionError(self._next_seq(), str(error), self.now())
-                continue
-            at = self.now()
-            if job.final:
-                timed = job.start is not None and job.end is not None
-                start, end = (job.start, job.end) if timed else (opened_at, at)
-                yield CaptionCommit(caption, self._next_seq(), update.output, job.text, start, end,
-                                    "asr" if timed else "clock", job.reason, update, item.coalesced, job.end, at)
-                caption, last_text, opened_at = caption + 1, None, None
-            else:
-                last_text = job.text
-                yield CaptionUpdate(caption, self._next_seq(), update, item.coalesced, item.pushed_at,
-                                    job.end, at)
+                update = error
+            yield self.result(item, update)
 
     def _next_seq(self) -> int:
         self._seq += 1

@@ -1,0 +1,119 @@
+"""The HTTP/WebSocket front of ``mlx-ssbd serve``: a Starlette app, run by uvicorn.
+
+Contract: ``create_app(scheduler, options)`` returns the ASGI app. Routes:
+
+* ``GET /health``: ``{"status": "ok", "model", "sessions", "max_sessions"}``.
+* ``GET /v1/models``: the one model, in OpenAI's list format.
+* ``WS /v1/stream``: live caption sessions, protocol version 1 (``protocol``). A bad message gets
+  an ``error`` event and the session goes on; beyond ``max_sessions`` the client gets a ``busy``
+  error and the socket closes (code 1013); a client silent for ``idle_timeout_s`` gets an
+  ``idle_timeout`` error and its session is closed like a ``session.close``.
+
+The app never touches MLX: it hands messages to the ``Scheduler`` (thread-safe calls) and sends
+the events the scheduler posts back through a per-connection queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from . import protocol
+from .protocol import CloseMessage, Limits, ProtocolError, SessionUpdate, SourceMessage
+from .scheduler import Scheduler
+
+BUSY_CLOSE_CODE = 1013  # "try again later"
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    limits: Limits = Limits()
+    idle_timeout_s: float = 300.0
+
+
+def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions()) -> Starlette:
+    model = scheduler.loaded.name
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok", "model": model, "sessions": scheduler.open_sessions,
+                             "max_sessions": scheduler.max_sessions})
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "mlx-ssbd"}]})
+
+    async def stream(ws: WebSocket) -> None:
+        await ws.accept()
+        loop, outbox = asyncio.get_running_loop(), asyncio.Queue()
+        session = scheduler.open(lambda event: loop.call_soon_threadsafe(outbox.put_nowait, event))
+        if session is None:
+            await ws.send_json(protocol.error_event(
+                "busy", f"the server is serving its maximum of {scheduler.max_sessions} sessions; try again later"))
+            await ws.close(code=BUSY_CLOSE_CODE)
+            return
+        await ws.send_json(protocol.settings_event("session.created", session.id, session.settings, model))
+        sender = asyncio.create_task(_send_events(ws, outbox))
+        try:
+            await _receive(ws, session, scheduler, options, outbox)
+        except WebSocketDisconnect:
+            scheduler.discard(session)
+            sender.cancel()
+        with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
+            await sender
+        with contextlib.suppress(RuntimeError):
+            await ws.close()
+
+    return Starlette(routes=[Route("/health", health), Route("/v1/models", models),
+                             WebSocketRoute("/v1/stream", stream)])
+
+
+async def _receive(ws: WebSocket, session, scheduler: Scheduler, options: ServiceOptions, outbox) -> None:
+    """Read client messages until ``session.close`` or idleness; raises WebSocketDisconnect."""
+    while True:
+        try:
+            frame = await asyncio.wait_for(ws.receive(), timeout=options.idle_timeout_s)
+        except asyncio.TimeoutError:
+            outbox.put_nowait(protocol.error_event(
+                "idle_timeout", f"no message for {options.idle_timeout_s:g} s; the session is closed"))
+            scheduler.close(session)
+            return
+        if frame["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(frame.get("code", 1000))
+        raw = frame.get("text")
+        if raw is None:
+            outbox.put_nowait(protocol.error_event("invalid_message", "binary frames are not accepted (yet): send JSON text"))
+            continue
+        try:
+            message = protocol.parse(raw, options.limits)
+        except ProtocolError as error:
+            outbox.put_nowait(protocol.error_event(error.code, str(error)))
+            continue
+        if isinstance(message, SessionUpdate):
+            if session.started:
+                outbox.put_nowait(protocol.error_event(
+                    "session_active", "settings can only change before the first source.update"))
+                continue
+            session.settings = message.apply(session.settings)
+            outbox.put_nowait(protocol.settings_event("session.updated", session.id, session.settings,
+                                                      scheduler.loaded.name))
+        elif isinstance(message, SourceMessage):
+            session.push(message)
+            scheduler.wake()
+        elif isinstance(message, CloseMessage):
+            scheduler.close(session)
+            return
+
+
+async def _send_events(ws: WebSocket, outbox: asyncio.Queue) -> None:
+    """Send queued events in order until ``session.closed``."""
+    while True:
+        event = await outbox.get()
+        await ws.send_json(event)
+        if event["type"] == "session.closed":
+            return

@@ -1,0 +1,178 @@
+"""One scheduler owns the model and runs every live session's next update in batched steps.
+
+Contract: ``Scheduler(loaded)`` is driven by ``run()`` on the thread that owns the model (the
+main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``discard`` and
+``stop`` may be called from any thread (the web server's) and never touch MLX. Each session is a
+``live.session.LiveSession`` (latest partial wins, automatic segments, a final update is never
+dropped) whose jobs the scheduler takes without waiting; each step runs the next job of every
+session that has one as ONE ``MultiStreamTranslator.update`` (one batched forward per step for
+all of them; outputs equal each session alone). Events go to the session's ``send`` callback as
+protocol JSON (``protocol``), from the scheduler thread.
+
+Sessions join the batch when their first job comes (their translator is built then, with the
+settings in force) and leave it when they are closed and drained, or discarded (a client that
+went away: its KV is freed at once, its queued jobs dropped).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..live.multistream import MultiStreamTranslator
+from ..live.segmenter import SegmenterConfig
+from ..live.session import CaptionCommit, CaptionUpdate, LiveSession
+from ..live.translator import SourceUpdate, StreamTranslator, method_config
+from . import protocol
+from .protocol import Settings
+
+DEFAULT_MAX_SESSIONS = 8
+
+
+class ServiceSession:
+    """One client's session: its settings, its live session, where its events go."""
+
+    def __init__(self, sid: str, settings: Settings, send: Callable[[dict], None], segmenter: SegmenterConfig):
+        self.id = sid
+        self.settings = settings
+        self.send = send
+        self.live = LiveSession(None, segmenter=segmenter)
+        self.translator: StreamTranslator | None = None  # built on the scheduler thread
+        self.started = False  # a source has been pushed: settings are fixed
+        self.discarded = False
+        self._segments: dict[int, str | None] = {}
+
+    def push(self, message: protocol.SourceMessage) -> None:
+        self.started = True
+        self.live.push(SourceUpdate(message.text, message.final, message.segment, message.start, message.end))
+
+    def emit(self, event) -> None:
+        if isinstance(event, CaptionUpdate):
+            self.send(protocol.update_event(event.segment, event))
+        elif isinstance(event, CaptionCommit):
+            self.send(protocol.commit_event(event.segment, event))
+        else:
+            self.send(protocol.error_event("translation_failed", event.message))
+
+
+class Scheduler:
+    """See the module docstring.
+
+    Args:
+        loaded: a ``models.loading.LoadedModel``.
+        max_sessions: open sessions at most (``open`` returns None beyond).
+        segmenter: automatic-commit rules for every session.
+    """
+
+    def __init__(self, loaded, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
+                 segmenter: SegmenterConfig = SegmenterConfig()):
+        self.loaded = loaded
+        self.max_sessions = max_sessions
+        self.segmenter = segmenter
+        self.batch = MultiStreamTranslator(model=loaded.model)
+        self._cond = threading.Condition()
+        self._sessions: list[ServiceSession] = []
+        self._ids = itertools.count(1)
+        self._stopping = False
+        self.steps = 0  # batched steps run
+
+    # -- any thread ------------------------------------------------------------------------
+
+    def open(self, send: Callable[[dict], None], settings: Settings = Settings()) -> ServiceSession | None:
+        """A new session, or None when ``max_sessions`` are open."""
+        with self._cond:
+            if len(self._sessions) >= self.max_sessions:
+                return None
+            session = ServiceSession(f"sess_{next(self._ids)}", settings, send, self.segmenter)
+            self._sessions.append(session)
+            return session
+
+    def close(self, session: ServiceSession) -> None:
+        """The client ends the session: the open caption is committed, then ``session.closed``."""
+        session.live.close()
+        self.wake()
+
+    def discard(self, session: ServiceSession) -> None:
+        """The client went away: drop the session and its queued work."""
+        session.discarded = True
+        session.live.close()
+        self.wake()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+
+    @property
+    def open_sessions(self) -> int:
+        with self._cond:
+            return len(self._sessions)
+
+    # -- the model's thread ------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve until ``stop()``."""
+        while True:
+            with self._cond:
+                if self._stopping:
+                    return
+                sessions = list(self._sessions)
+            self._retire(sessions)
+            work = [(s, item) for s in sessions if not s.discarded and (item := s.live.take()) is not None]
+            if work:
+                self._step(work)
+                continue
+            with self._cond:
+                if not self._stopping:
+                    self._cond.wait(self._idle_wait(sessions))
+
+    def _idle_wait(self, sessions) -> float:
+        """Seconds until some session's pause rule may commit (at most 1)."""
+        waits = [due - s.live.now() for s in sessions if (due := s.live.next_due()) is not None]
+        return max(0.0, min([1.0, *waits]))
+
+    def _retire(self, sessions) -> None:
+        for session in sessions:
+            if session.discarded or session.live.done:
+                if session.translator is not None:
+                    self.batch.remove(session.translator)  # frees its KV
+                with self._cond:
+                    self._sessions.remove(session)
+                if not session.discarded:
+                    session.send({"type": "session.closed", "session": session.id})
+
+    def _step(self, work) -> None:
+        sources: dict[int, tuple[str, bool]] = {}
+        ready = []
+        for session, item in work:
+            translator = self._translator(session)
+            try:
+                translator.check(item.job.text)
+            except ValueError as error:
+                session.emit(session.live.result(item, error))
+                continue
+            sources[id(translator)] = (item.job.text, item.job.final)
+            ready.append((session, item))
+        if not ready:
+            return
+        results = self.batch.update([sources.get(id(tr)) for tr in self.batch.translators])
+        self.steps += 1
+        by_translator = {id(tr): result for tr, result in zip(self.batch.translators, results)}
+        for session, item in ready:
+            session.emit(session.live.result(item, by_translator[id(session.translator)]))
+
+    def _translator(self, session: ServiceSession) -> StreamTranslator:
+        """The session's translator, built and joined to the batch on its first job."""
+        if session.translator is None:
+            s = session.settings
+            config = replace(method_config(s.method, beta=s.beta), display_mask_k=s.mask_k)
+            session.translator = StreamTranslator(self.loaded.model, self.loaded.tokenizer, family=self.loaded.family,
+                                                  source_lang=s.source, target_lang=s.target, config=config)
+            self.batch.add(session.translator)
+        return session.translator

@@ -1,0 +1,190 @@
+"""``mlx-ssbd serve``: the WebSocket protocol with a real client (``websockets``), HTTP with
+``httpx``, on a tiny model; servers listen on 127.0.0.1, on free ports, and are always stopped."""
+
+import asyncio
+import contextlib
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+import websockets
+
+from mlx_ssbd import StreamTranslator, method_config
+from mlx_ssbd.models.loading import load_model
+from mlx_ssbd.service import protocol
+from mlx_ssbd.service.protocol import Limits, ProtocolError
+
+SENTENCE = "so today I want to talk about the new rules"
+
+
+@contextlib.contextmanager
+def server(model_dir, *args):
+    """``mlx-ssbd serve`` on a free port; yields its base URL; always stopped (SIGTERM)."""
+    proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model_dir, "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://127.0.0.1:"), proc.stderr.read()
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(timeout=20) == 0, proc.stderr.read()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+@pytest.fixture(scope="module")
+def url(model_dir):
+    with server(model_dir, "--max-sessions", "3") as base:
+        yield base
+
+
+def ws_url(base):
+    return base.replace("http", "ws", 1) + "/v1/stream"
+
+
+async def session_events(base, messages, *, until="session.closed"):
+    """Send ``messages`` on a new session; return every event up to ``until``."""
+    events = []
+    async with websockets.connect(ws_url(base)) as ws:
+        events.append(json.loads(await ws.recv()))
+        for message in messages:
+            await ws.send(message if isinstance(message, str) else json.dumps(message))
+        while not events or events[-1]["type"] != until:
+            events.append(json.loads(await asyncio.wait_for(ws.recv(), timeout=60)))
+    return events
+
+
+def source(text, final=False, segment="s1"):
+    return {"type": "source.update", "segment": segment, "text": text, "final": final}
+
+
+def alone(model_dir, text, **settings):
+    """The commit of ``text`` by one translator alone (the reference for a served session)."""
+    loaded = load_model(model_dir)
+    tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang="de",
+                          config=method_config(settings.get("method", "ssbd"), beta=settings.get("beta", 0.2)))
+    return tr.update(text, final=True).output
+
+
+def test_health_and_models(url):
+    health = httpx.get(url + "/health").json()
+    assert health["status"] == "ok" and health["max_sessions"] == 3
+    models = httpx.get(url + "/v1/models").json()
+    assert models["object"] == "list" and models["data"][0]["id"] == health["model"]
+
+
+def test_a_session_streams_updates_and_commits(url, model_dir):
+    words = SENTENCE.split()
+    messages = [{"type": "session.update", "target": "de", "method": "ssbd", "beta": 0.0}]
+    messages += [source(" ".join(words[:n])) for n in (3, 6)] + [source(SENTENCE, final=True), {"type": "session.close"}]
+    events = asyncio.run(session_events(url, messages))
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "session.created" and kinds[1] == "session.updated" and events[1]["beta"] == 0.0
+    assert kinds.count("translation.commit") == 1 and kinds[-1] == "session.closed"
+    commit = next(e for e in events if e["type"] == "translation.commit")
+    assert commit["segment"] == "s1" and commit["reason"] == "final" and commit["start"] <= commit["end"]
+    # at beta = 0 the commit is what RT alone commits for the final text, whatever was coalesced
+    assert commit["text"] == alone(model_dir, SENTENCE, method="rt")
+    for event in events:
+        if event["type"] == "translation.update":
+            assert event["seq"] < commit["seq"] and {"stable", "unstable", "stats"} <= set(event)
+
+
+def test_concurrent_sessions_are_batched_and_each_gets_its_own_translation(url, model_dir):
+    texts = ["so today we talk", "the new rules for all people", "why we made them"]
+
+    async def both():
+        return await asyncio.gather(*(session_events(url, [
+            {"type": "session.update", "method": "rt"}, source(t), source(t, final=True), {"type": "session.close"},
+        ]) for t in texts))
+
+    for text, events in zip(texts, asyncio.run(both())):
+        commit = next(e for e in events if e["type"] == "translation.commit")
+        assert commit["text"] == alone(model_dir, text, method="rt")
+
+
+def test_bad_messages_get_errors_and_the_session_goes_on(url, model_dir):
+    bad = ["not json", "[1, 2]", {"type": "nope"}, {"type": "source.update", "text": 5},
+           {"type": "source.update", "text": "x", "final": "yes"}, {"type": "session.update", "target": "xx"},
+           {"type": "session.update", "method": "turbo"}, {"type": "session.update", "beta": 2}]
+    messages = [{"type": "session.update", "method": "rt"}, *bad, source(SENTENCE, final=True),
+                {"type": "session.update", "target": "zh"}, {"type": "session.close"}]
+    events = asyncio.run(session_events(url, messages))
+    codes = [e["code"] for e in events if e["type"] == "error"]
+    assert codes == ["invalid_json", "invalid_message", "invalid_message", "invalid_message", "invalid_message",
+                     "unknown_language", "unknown_method", "invalid_message", "session_active"]
+    commit = next(e for e in events if e["type"] == "translation.commit")
+    assert commit["text"] == alone(model_dir, SENTENCE, method="rt")
+
+
+def test_a_client_that_disconnects_frees_its_session(url):
+    async def leave_mid_update():
+        async with websockets.connect(ws_url(url)) as ws:
+            await ws.recv()
+            await ws.send(json.dumps(source(SENTENCE)))
+        # closed without session.close, maybe while its update runs
+
+    asyncio.run(leave_mid_update())
+    deadline = time.monotonic() + 30
+    while httpx.get(url + "/health").json()["sessions"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert httpx.get(url + "/health").json()["sessions"] == 0
+    events = asyncio.run(session_events(url, [source("why", final=True), {"type": "session.close"}]))
+    assert any(e["type"] == "translation.commit" for e in events)  # the server serves on
+
+
+def test_beyond_max_sessions_is_busy_and_idle_sessions_time_out(model_dir):
+    async def scenario(base):
+        async with websockets.connect(ws_url(base)) as first:
+            assert json.loads(await first.recv())["type"] == "session.created"
+            async with websockets.connect(ws_url(base)) as second:
+                busy = json.loads(await second.recv())
+                assert busy["type"] == "error" and busy["code"] == "busy"
+                with pytest.raises(websockets.ConnectionClosed) as closed:
+                    await second.recv()
+                assert closed.value.rcvd.code == 1013
+            idle = json.loads(await asyncio.wait_for(first.recv(), timeout=10))
+            assert idle["type"] == "error" and idle["code"] == "idle_timeout"
+            assert json.loads(await first.recv())["type"] == "session.closed"
+
+    with server(model_dir, "--max-sessions", "1", "--idle-timeout", "1") as base:
+        asyncio.run(scenario(base))
+
+
+@pytest.mark.parametrize("raw,code", [
+    ("x" * 70000, "message_too_large"), ("{", "invalid_json"), ('"text"', "invalid_message"),
+    ('{"type": "source.update"}', "invalid_message"), ('{"type": "source.update", "text": "' + "a" * 5000 + '"}', "source_too_long"),
+    ('{"type": "session.update", "mask_k": -1}', "invalid_message"), ('{"type": "session.update", "mask_k": true}', "invalid_message"),
+    ('{"type": "session.update", "source": 3}', "invalid_message"),
+])
+def test_protocol_rejects_bad_messages_with_a_code(raw, code):
+    with pytest.raises(ProtocolError) as error:
+        protocol.parse(raw, Limits())
+    assert error.value.code == code
+
+
+def test_protocol_parses_every_message_kind():
+    update = protocol.parse('{"type": "session.update", "source": "EN", "target": "ja", "beta": 0, "mask_k": 2}')
+    settings = update.apply(protocol.Settings())
+    assert (settings.source, settings.target, settings.beta, settings.mask_k) == ("en", "ja", 0.0, 2)
+    message = protocol.parse('{"type": "source.update", "segment": 7, "text": "hi", "final": true, "start": 1, "end": 2}')
+    assert message == protocol.SourceMessage("hi", True, "7", 1.0, 2.0)
+    assert isinstance(protocol.parse('{"type": "session.close"}'), protocol.CloseMessage)
+
+
+def test_serve_without_the_extra_names_it(monkeypatch):
+    """The CLI's message when starlette/uvicorn are missing (simulated)."""
+    from click.testing import CliRunner
+
+    from mlx_ssbd_cli.main import cli
+
+    monkeypatch.setitem(sys.modules, "mlx_ssbd.service.server", None)
+    result = CliRunner().invoke(cli, ["serve", "--port", "0"])
+    assert result.exit_code == 1 and "mlx-ssbd[serve]" in result.output
