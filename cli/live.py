@@ -15,11 +15,11 @@ import unicodedata
 
 import click
 
+from mlx_ssbd.live import subtitles
 from mlx_ssbd.live.session import CaptionCommit, CaptionUpdate
 
 CLEAR = "\r\033[K"
 UP = "\033[1A"
-MIN_CUE_S = 1.0  # a subtitle cue shows for at least this long
 
 
 def printable(text: str) -> str:
@@ -118,42 +118,30 @@ class JsonlSink(TextSink):
         self._write(commit_event(event))
 
 
-def timestamp(seconds: float, separator: str) -> str:
-    """``HH:MM:SS,mmm`` (SRT, separator ",") or ``HH:MM:SS.mmm`` (WebVTT, ".")."""
-    ms = max(0, round(seconds * 1000))
-    hours, ms = divmod(ms, 3_600_000)
-    minutes, ms = divmod(ms, 60_000)
-    secs, ms = divmod(ms, 1000)
-    return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{ms:03d}"
-
-
 class SrtSink(TextSink):
     """SubRip cues, one per committed caption, timed by the ASR or the session clock."""
 
-    separator, header, numbered = ",", "", True
+    kind = "srt"
 
     def __init__(self, out=None):
         super().__init__(out)
         self.cues = 0
-        if self.header:
-            self.out.write(self.header)
+        if subtitles.header(self.kind):
+            self.out.write(subtitles.header(self.kind))
             self.out.flush()
 
     def commit(self, event: CaptionCommit) -> None:
-        if not event.text.strip():
-            return
-        self.cues += 1
-        start, end = event.start, max(event.end, event.start + MIN_CUE_S)
-        number = f"{self.cues}\n" if self.numbered else ""
-        text = " ".join(event.text.split())  # one line, no blank line inside a cue
-        self.out.write(f"{number}{timestamp(start, self.separator)} --> {timestamp(end, self.separator)}\n{text}\n\n")
-        self.out.flush()
+        text = subtitles.cue(self.kind, self.cues + 1, event.start, event.end, event.text)
+        if text:
+            self.cues += 1
+            self.out.write(text)
+            self.out.flush()
 
 
 class VttSink(SrtSink):
     """WebVTT cues (a ``WEBVTT`` header, then one cue per committed caption)."""
 
-    separator, header, numbered = ".", "WEBVTT\n\n", False
+    kind = "vtt"
 
 
 class LiveSink(TextSink):

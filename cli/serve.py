@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 
 import click
@@ -19,7 +20,9 @@ from .common import load
               help="Seconds a silent client keeps its session.")
 @click.option("--max-message-bytes", type=click.IntRange(64), default=64 * 1024, show_default=True)
 @click.option("--max-source-chars", type=click.IntRange(1), default=4000, show_default=True)
-def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_source_chars):
+@click.option("--store", type=click.Path(dir_okay=False), default=None,
+              help="SQLite transcript store (default: transcripts.sqlite3 beside the models, in $MLX_SSBD_HOME).")
+def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_source_chars, store):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
 
     One model per process; every session's next update runs in one batched step.
@@ -28,11 +31,18 @@ def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_
         from mlx_ssbd.service.app import ServiceOptions
         from mlx_ssbd.service.protocol import Limits
         from mlx_ssbd.service.server import serve as run
+        from mlx_ssbd.service.store import TranscriptStore
     except ImportError as error:
         raise click.ClickException(
             f"the service needs the serve extra ({error.name} is missing): pip install 'mlx-ssbd[serve]'") from None
+    from mlx_ssbd.models.registry import models_home
+
     loaded = load(model)
     options = ServiceOptions(Limits(max_message_bytes, max_source_chars), idle_timeout)
+    try:
+        transcripts = TranscriptStore(store or models_home() / "transcripts.sqlite3")
+    except sqlite3.Error as error:
+        raise click.ClickException(f"cannot open the transcript store {store}: {error}") from None
 
     def ready(url: str) -> None:
         click.echo(f"mlx-ssbd serve: {loaded.name} on {url}, WebSocket {url.replace('http', 'ws', 1)}/v1/stream",
@@ -41,6 +51,6 @@ def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_
         sys.stdout.flush()
 
     try:
-        run(loaded, host=host, port=port, max_sessions=max_sessions, options=options, on_ready=ready)
+        run(loaded, host=host, port=port, max_sessions=max_sessions, options=options, store=transcripts, on_ready=ready)
     except OSError as error:
         raise click.ClickException(str(error)) from None

@@ -22,26 +22,28 @@ SENTENCE = "so today I want to talk about the new rules"
 
 
 @contextlib.contextmanager
-def server(model_dir, *args):
-    """``mlx-ssbd serve`` on a free port; yields its base URL; always stopped (SIGTERM)."""
-    proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model_dir, "--port", "0", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def server(model_dir, store, *args, kill=False):
+    """``mlx-ssbd serve`` on a free port; yields its base URL and process; always stopped
+    (SIGTERM, which must exit cleanly; or SIGKILL where the test kills it itself)."""
+    proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model_dir, "--port", "0",
+                             "--store", str(store), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:"), proc.stderr.read()
-        yield url
+        yield url, proc
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            assert proc.wait(timeout=20) == 0, proc.stderr.read()
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                assert proc.wait(timeout=20) == 0, proc.stderr.read()
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
 
 
 @pytest.fixture(scope="module")
-def url(model_dir):
-    with server(model_dir, "--max-sessions", "3") as base:
+def url(model_dir, tmp_path_factory):
+    with server(model_dir, tmp_path_factory.mktemp("store") / "t.sqlite3", "--max-sessions", "3") as (base, _):
         yield base
 
 
@@ -140,7 +142,7 @@ def test_a_client_that_disconnects_frees_its_session(url):
     assert any(e["type"] == "translation.commit" for e in events)  # the server serves on
 
 
-def test_beyond_max_sessions_is_busy_and_idle_sessions_time_out(model_dir):
+def test_beyond_max_sessions_is_busy_and_idle_sessions_time_out(model_dir, tmp_path):
     async def scenario(base):
         async with websockets.connect(ws_url(base)) as first:
             assert json.loads(await first.recv())["type"] == "session.created"
@@ -154,7 +156,7 @@ def test_beyond_max_sessions_is_busy_and_idle_sessions_time_out(model_dir):
             assert idle["type"] == "error" and idle["code"] == "idle_timeout"
             assert json.loads(await first.recv())["type"] == "session.closed"
 
-    with server(model_dir, "--max-sessions", "1", "--idle-timeout", "1") as base:
+    with server(model_dir, tmp_path / "t.sqlite3", "--max-sessions", "1", "--idle-timeout", "1") as (base, _):
         asyncio.run(scenario(base))
 
 
@@ -188,3 +190,108 @@ def test_serve_without_the_extra_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "mlx_ssbd.service.server", None)
     result = CliRunner().invoke(cli, ["serve", "--port", "0"])
     assert result.exit_code == 1 and "mlx-ssbd[serve]" in result.output
+
+
+TWO_SENTENCES = ["so today we talk.", "why we made the new rules."]
+
+
+def two_captions(base):
+    """A session committing two captions; returns (session id, commits received)."""
+    messages = [{"type": "session.update", "method": "rt"},
+                *(source(t, final=True, segment=f"s{i}") for i, t in enumerate(TWO_SENTENCES)), {"type": "session.close"}]
+    events = asyncio.run(session_events(base, messages))
+    return events[0]["session"], [e for e in events if e["type"] == "translation.commit"]
+
+
+def test_transcripts_as_json_srt_and_vtt(url):
+    import srt
+    import webvtt
+
+    sid, commits = two_captions(url)
+    doc = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
+    assert [c["text"] for c in doc["captions"]] == [c["text"] for c in commits] and not doc["live"]
+    assert doc["settings"]["method"] == "rt" and [c["source"] for c in doc["captions"]] == TWO_SENTENCES
+    subs = list(srt.parse(httpx.get(f"{url}/v1/sessions/{sid}/transcript.srt").text))
+    assert [s.content for s in subs] == [c["text"] for c in commits if c["text"]]
+    vtt = httpx.get(f"{url}/v1/sessions/{sid}/transcript.vtt")
+    assert vtt.headers["content-type"].startswith("text/vtt")
+    cues = webvtt.from_buffer(__import__("io").StringIO(vtt.text))
+    assert [c.text for c in cues] == [s.content for s in subs]
+    assert httpx.get(f"{url}/v1/sessions/nope/transcript.json").status_code == 404
+    assert httpx.get(f"{url}/v1/sessions/{sid}/transcript.txt").status_code == 404
+
+
+def read_sse(response):
+    """The JSON events of a Server-Sent Events response, until ``session.closed``."""
+    events = []
+    for line in response.iter_lines():
+        if line.startswith("data: "):
+            events.append(json.loads(line[6:]))
+            if events[-1]["type"] == "session.closed":
+                return events
+    return events
+
+
+def test_a_viewer_follows_a_live_session_over_sse(url):
+    async def talk(ready, sid_box):
+        async with websockets.connect(ws_url(url)) as ws:
+            sid_box.append(json.loads(await ws.recv())["session"])
+            ready.wait(10)  # the viewer is connected
+            for i, text in enumerate(TWO_SENTENCES):
+                await ws.send(json.dumps(source(text, final=True, segment=f"s{i}")))
+            await ws.send(json.dumps({"type": "session.close"}))
+            async for _ in ws:
+                pass
+
+    import threading
+
+    ready, sid_box = threading.Event(), []
+    talker = threading.Thread(target=lambda: asyncio.run(talk(ready, sid_box)))
+    talker.start()
+    while not sid_box:
+        time.sleep(0.01)
+    with httpx.stream("GET", f"{url}/v1/sessions/{sid_box[0]}/events", timeout=60) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        ready.set()
+        live = read_sse(response)
+    talker.join()
+    assert [e["caption"] for e in live if e["type"] == "translation.commit"] == [0, 1]
+    # an ended session: its captions are replayed, then it says it is closed
+    with httpx.stream("GET", f"{url}/v1/sessions/{sid_box[0]}/events", timeout=60) as response:
+        replay = read_sse(response)
+    assert [e["text"] for e in replay if e["type"] == "translation.commit"] == [
+        e["text"] for e in live if e["type"] == "translation.commit"]
+    page = httpx.get(f"{url}/captions/{sid_box[0]}")
+    assert page.status_code == 200 and f"/v1/sessions/{sid_box[0]}/events" in page.text
+    assert httpx.get(f"{url}/captions/nope").status_code == 404
+
+
+def test_kill_9_loses_no_committed_caption_and_the_server_restarts_on_its_store(model_dir, tmp_path):
+    """Killed mid-stream, right after the first commit reached the client: every commit the
+    client received is in the store, and a new server on the same store serves it."""
+    store = tmp_path / "t.sqlite3"
+
+    async def until_first_commit_then_kill(base, proc):
+        received = []
+        async with websockets.connect(ws_url(base)) as ws:
+            sid = json.loads(await ws.recv())["session"]
+            for i, text in enumerate([*TWO_SENTENCES, SENTENCE]):
+                await ws.send(json.dumps(source(text, final=True, segment=f"s{i}")))
+            with contextlib.suppress(websockets.ConnectionClosed):
+                async for raw in ws:
+                    event = json.loads(raw)
+                    if event["type"] == "translation.commit":
+                        received.append(event)
+                        if proc.poll() is None:
+                            proc.send_signal(signal.SIGKILL)  # no shutdown at all
+        return sid, received
+
+    with server(model_dir, store) as (base, proc):
+        sid, received = asyncio.run(until_first_commit_then_kill(base, proc))
+        assert proc.wait(timeout=10) == -signal.SIGKILL
+    assert received
+    with server(model_dir, store) as (base, _):
+        stored = httpx.get(f"{base}/v1/sessions/{sid}/transcript.json").json()["captions"]
+        assert [c["text"] for c in stored][: len(received)] == [c["text"] for c in received]
+        assert any(e["type"] == "translation.commit" for e in asyncio.run(session_events(base, [
+            source("why", final=True), {"type": "session.close"}])))

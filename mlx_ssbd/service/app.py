@@ -4,6 +4,11 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app. Routes:
 
 * ``GET /health``: ``{"status": "ok", "model", "sessions", "max_sessions"}``.
 * ``GET /v1/models``: the one model, in OpenAI's list format.
+* ``GET /v1/sessions/{id}/transcript.json`` (``.srt``, ``.vtt``): the committed captions, from the
+  transcript store (so also of ended sessions and across restarts); 404 for an unknown session.
+* ``GET /v1/sessions/{id}/events``: Server-Sent Events for viewers: the captions committed so far,
+  then the session's live events until ``session.closed`` (at once for an ended session).
+* ``GET /captions/{id}``: a caption page for a browser or an OBS browser source, fed by the SSE.
 * ``WS /v1/stream``: live caption sessions, protocol version 1 (``protocol``). A bad message gets
   an ``error`` event and the session goes on; beyond ``max_sessions`` the client gets a ``busy``
   error and the socket closes (code 1013); a client silent for ``idle_timeout_s`` gets an
@@ -17,14 +22,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ..live import subtitles
 from . import protocol
 from .protocol import CloseMessage, Limits, ProtocolError, SessionUpdate, SourceMessage
 from .scheduler import Scheduler
@@ -69,8 +77,78 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         with contextlib.suppress(RuntimeError):
             await ws.close()
 
-    return Starlette(routes=[Route("/health", health), Route("/v1/models", models),
-                             WebSocketRoute("/v1/stream", stream)])
+    def known(sid: str) -> bool:
+        return scheduler.find(sid) is not None or (scheduler.store is not None and scheduler.store.session(sid) is not None)
+
+    async def transcript(request: Request) -> Response:
+        sid, kind = request.path_params["sid"], request.path_params["kind"]
+        if kind not in ("json", "srt", "vtt") or not known(sid):
+            return JSONResponse(protocol.error_event("not_found", f"no session {sid!r} with a .{kind} transcript"),
+                                status_code=404)
+        captions = scheduler.store.captions(sid) if scheduler.store is not None else []
+        if kind == "json":
+            info = scheduler.store.session(sid) if scheduler.store is not None else None
+            return JSONResponse({"session": sid, "live": scheduler.find(sid) is not None,
+                                 **({"model": info["model"], "settings": info["settings"]} if info else {}),
+                                 "captions": [c.to_dict() for c in captions]})
+        body = subtitles.document(kind, [(c.start, c.end, c.text) for c in captions])
+        return PlainTextResponse(body, media_type="text/vtt" if kind == "vtt" else "application/x-subrip")
+
+    async def events(request: Request) -> Response:
+        sid = request.path_params["sid"]
+        if not known(sid):
+            return JSONResponse(protocol.error_event("not_found", f"no session {sid!r}"), status_code=404)
+        return StreamingResponse(_viewer_events(scheduler, sid), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    async def captions_page(request: Request) -> Response:
+        sid = request.path_params["sid"]
+        if not known(sid):
+            return PlainTextResponse(f"no session {sid!r}", status_code=404)
+        return HTMLResponse(CAPTION_PAGE.replace("{{EVENTS}}", f"/v1/sessions/{sid}/events"))
+
+    return Starlette(routes=[
+        Route("/health", health), Route("/v1/models", models), WebSocketRoute("/v1/stream", stream),
+        Route("/v1/sessions/{sid}/transcript.{kind}", transcript), Route("/v1/sessions/{sid}/events", events),
+        Route("/captions/{sid}", captions_page),
+    ])
+
+
+async def _viewer_events(scheduler: Scheduler, sid: str):
+    """SSE lines: the committed captions so far, then live events until the session closes."""
+    loop, queue = asyncio.get_running_loop(), asyncio.Queue()
+    session = scheduler.find(sid)
+
+    def viewer(event):
+        loop.call_soon_threadsafe(queue.put_nowait, event)
+
+    if session is not None:
+        session.watch(viewer)  # before the replay, so no commit falls in between
+    try:
+        replayed = -1
+        for caption in scheduler.store.captions(sid) if scheduler.store is not None else []:
+            yield _sse(protocol.stored_commit_event(caption))
+            replayed = caption.caption
+        if session is None:
+            yield _sse({"type": "session.closed", "session": sid})
+            return
+        while True:
+            event = await queue.get()
+            if event["type"] == "translation.commit" and event["caption"] <= replayed:
+                continue
+            yield _sse(event)
+            if event["type"] == "session.closed":
+                return
+    finally:
+        if session is not None:
+            session.unwatch(viewer)
+
+
+def _sse(event: dict) -> str:
+    return f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
+
+
+CAPTION_PAGE = (Path(__file__).parent / "captions.html").read_text(encoding="utf-8")
 
 
 async def _receive(ws: WebSocket, session, scheduler: Scheduler, options: ServiceOptions, outbox) -> None:

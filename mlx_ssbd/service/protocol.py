@@ -176,5 +176,13 @@ def update_event(segment: str | None, event) -> dict:
 
 def commit_event(segment: str | None, event) -> dict:
     """``translation.commit`` from a ``session.CaptionCommit``."""
-    return {"type": "translation.commit", "segment": segment, "caption": event.caption, "seq": event.seq,
-            "text": event.text, "start": round(event.start, 3), "end": round(event.end, 3), "reason": event.reason}
+    return {**_commit(segment, event.caption, event.text, event.start, event.end, event.reason), "seq": event.seq}
+
+def stored_commit_event(caption) -> dict:
+    """``translation.commit`` from a ``store.Caption`` (a viewer's replay; no ``seq``)."""
+    return _commit(caption.segment, caption.caption, caption.text, caption.start, caption.end, caption.reason)
+
+
+def _commit(segment, caption: int, text: str, start: float, end: float, reason: str) -> dict:
+    return {"type": "translation.commit", "segment": segment, "caption": caption, "text": text,
+            "start": round(start, 3), "end": round(end, 3), "reason": reason}

@@ -7,7 +7,8 @@ main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``dis
 dropped) whose jobs the scheduler takes without waiting; each step runs the next job of every
 session that has one as ONE ``MultiStreamTranslator.update`` (one batched forward per step for
 all of them; outputs equal each session alone). Events go to the session's ``send`` callback as
-protocol JSON (``protocol``), from the scheduler thread.
+protocol JSON (``protocol``), from the scheduler thread, and to the session's viewers (SSE); a
+commit is written to the ``store.TranscriptStore`` before it is sent to anyone.
 
 Sessions join the batch when their first job comes (their translator is built then, with the
 settings in force) and leave it when they are closed and drained, or discarded (a client that
@@ -16,8 +17,8 @@ went away: its KV is freed at once, its queued jobs dropped).
 
 from __future__ import annotations
 
-import itertools
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -27,32 +28,58 @@ from ..live.session import CaptionCommit, CaptionUpdate, LiveSession
 from ..live.translator import SourceUpdate, StreamTranslator, method_config
 from . import protocol
 from .protocol import Settings
+from .store import Caption, TranscriptStore
 
 DEFAULT_MAX_SESSIONS = 8
 
 
 class ServiceSession:
-    """One client's session: its settings, its live session, where its events go."""
+    """One client's session: its settings, its live session, where its events go (the client
+    and any viewers), where its commits are kept."""
 
-    def __init__(self, sid: str, settings: Settings, send: Callable[[dict], None], segmenter: SegmenterConfig):
+    def __init__(self, sid: str, settings: Settings, send: Callable[[dict], None], segmenter: SegmenterConfig,
+                 store: TranscriptStore | None):
         self.id = sid
         self.settings = settings
         self.send = send
+        self.store = store
         self.live = LiveSession(None, segmenter=segmenter)
         self.translator: StreamTranslator | None = None  # built on the scheduler thread
         self.started = False  # a source has been pushed: settings are fixed
         self.discarded = False
-        self._segments: dict[int, str | None] = {}
+        self._viewers: list[Callable[[dict], None]] = []
+        self._lock = threading.Lock()
+
+    def watch(self, viewer: Callable[[dict], None]) -> None:
+        """Copy this session's events to ``viewer`` (any thread) from now on."""
+        with self._lock:
+            self._viewers.append(viewer)
+
+    def unwatch(self, viewer: Callable[[dict], None]) -> None:
+        with self._lock:
+            if viewer in self._viewers:
+                self._viewers.remove(viewer)
+
+    def publish(self, event: dict, *, to_client: bool = True) -> None:
+        """Send ``event`` to every viewer and (unless it went away) the client."""
+        with self._lock:
+            viewers = list(self._viewers)
+        for send in ([self.send] if to_client else []) + viewers:
+            send(event)
 
     def push(self, message: protocol.SourceMessage) -> None:
         self.started = True
         self.live.push(SourceUpdate(message.text, message.final, message.segment, message.start, message.end))
 
     def emit(self, event) -> None:
+        """A ``LiveSession`` event out; a commit is in the store before anyone sees it."""
         if isinstance(event, CaptionUpdate):
-            self.send(protocol.update_event(event.segment, event))
+            self.publish(protocol.update_event(event.segment, event))
         elif isinstance(event, CaptionCommit):
-            self.send(protocol.commit_event(event.segment, event))
+            if self.store is not None:
+                self.store.add_caption(self.id, Caption(event.caption, event.segment, event.text, event.source,
+                                                        event.start, event.end, event.reason))
+            self.publish(protocol.commit_event(event.segment, event))
         else:
             self.send(protocol.error_event("translation_failed", event.message))
 
@@ -64,17 +91,18 @@ class Scheduler:
         loaded: a ``models.loading.LoadedModel``.
         max_sessions: open sessions at most (``open`` returns None beyond).
         segmenter: automatic-commit rules for every session.
+        store: where committed captions are kept (None: nowhere).
     """
 
     def __init__(self, loaded, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
-                 segmenter: SegmenterConfig = SegmenterConfig()):
+                 segmenter: SegmenterConfig = SegmenterConfig(), store: TranscriptStore | None = None):
         self.loaded = loaded
+        self.store = store
         self.max_sessions = max_sessions
         self.segmenter = segmenter
         self.batch = MultiStreamTranslator(model=loaded.model)
         self._cond = threading.Condition()
         self._sessions: list[ServiceSession] = []
-        self._ids = itertools.count(1)
         self._stopping = False
         self.steps = 0  # batched steps run
 
@@ -85,9 +113,16 @@ class Scheduler:
         with self._cond:
             if len(self._sessions) >= self.max_sessions:
                 return None
-            session = ServiceSession(f"sess_{next(self._ids)}", settings, send, self.segmenter)
+            session = ServiceSession(f"sess_{uuid.uuid4().hex[:16]}", settings, send, self.segmenter, self.store)
             self._sessions.append(session)
-            return session
+        if self.store is not None:
+            self.store.open_session(session.id, self.loaded.name, settings.to_dict())
+        return session
+
+    def find(self, sid: str) -> ServiceSession | None:
+        """The open session with this id, if any."""
+        with self._cond:
+            return next((s for s in self._sessions if s.id == sid), None)
 
     def close(self, session: ServiceSession) -> None:
         """The client ends the session: the open caption is committed, then ``session.closed``."""
@@ -144,8 +179,7 @@ class Scheduler:
                     self.batch.remove(session.translator)  # frees its KV
                 with self._cond:
                     self._sessions.remove(session)
-                if not session.discarded:
-                    session.send({"type": "session.closed", "session": session.id})
+                session.publish({"type": "session.closed", "session": session.id}, to_client=not session.discarded)
 
     def _step(self, work) -> None:
         sources: dict[int, tuple[str, bool]] = {}
@@ -175,4 +209,6 @@ class Scheduler:
             session.translator = StreamTranslator(self.loaded.model, self.loaded.tokenizer, family=self.loaded.family,
                                                   source_lang=s.source, target_lang=s.target, config=config)
             self.batch.add(session.translator)
+            if self.store is not None:
+                self.store.open_session(session.id, self.loaded.name, s.to_dict())  # the settings used
         return session.translator

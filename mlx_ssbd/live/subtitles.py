@@ -1,0 +1,42 @@
+"""Subtitle cues: committed captions as SubRip (SRT) or WebVTT text.
+
+Contract: ``cue(kind, number, start, end, text)`` is one cue ("" for an empty caption), with the
+text on one line and at least ``MIN_CUE_S`` on screen; ``document(kind, captions)`` a whole file
+(WebVTT with its header) from ``(start, end, text)`` triples, numbered from 1 (SRT only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+MIN_CUE_S = 1.0  # a subtitle cue shows for at least this long
+KINDS = {"srt": (",", "", True), "vtt": (".", "WEBVTT\n\n", False)}  # separator, header, numbered
+
+
+def timestamp(seconds: float, separator: str) -> str:
+    """``HH:MM:SS,mmm`` (SRT, separator ",") or ``HH:MM:SS.mmm`` (WebVTT, ".")."""
+    ms = max(0, round(seconds * 1000))
+    hours, ms = divmod(ms, 3_600_000)
+    minutes, ms = divmod(ms, 60_000)
+    secs, ms = divmod(ms, 1000)
+    return f"{hours:02d}:{minutes:02d}:{secs:02d}{separator}{ms:03d}"
+
+
+def header(kind: str) -> str:
+    return KINDS[kind][1]
+
+
+def cue(kind: str, number: int, start: float, end: float, text: str) -> str:
+    separator, _, numbered = KINDS[kind]
+    text = " ".join(text.split())  # one line, no blank line inside a cue
+    if not text:
+        return ""
+    end = max(end, start + MIN_CUE_S)
+    label = f"{number}\n" if numbered else ""
+    return f"{label}{timestamp(start, separator)} --> {timestamp(end, separator)}\n{text}\n\n"
+
+
+def document(kind: str, captions: Iterable[tuple[float, float, str]]) -> str:
+    """A whole subtitle file; empty captions are skipped and do not take a number."""
+    cues = [(start, end, text) for start, end, text in captions if text.strip()]
+    return header(kind) + "".join(cue(kind, n, *c) for n, c in enumerate(cues, 1))
