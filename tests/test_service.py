@@ -295,3 +295,56 @@ def test_kill_9_loses_no_committed_caption_and_the_server_restarts_on_its_store(
         assert [c["text"] for c in stored][: len(received)] == [c["text"] for c in received]
         assert any(e["type"] == "translation.commit" for e in asyncio.run(session_events(base, [
             source("why", final=True), {"type": "session.close"}])))
+
+
+def check_predicted_outputs(url, *, exact_round_trip: bool):
+    """The official client: the answer is the same with and without a prediction (exact, beta =
+    0); a wrong prediction is rejected; with ``exact_round_trip`` (a real tokenizer, whose text
+    re-tokenizes to the same ids) the previous answer as prediction is accepted whole in one
+    verify pass; the prompt cache is reused; streaming gives the same text; bad requests are 400s."""
+    import openai
+
+    client = openai.OpenAI(base_url=url + "/v1", api_key="unused")
+    model = client.models.list().data[0].id
+    messages = [{"role": "system", "content": "Translate the English source text to German."},
+                {"role": "user", "content": "English: All human beings are born free and equal."}]
+    plain = client.chat.completions.create(model=model, messages=messages, max_tokens=24)
+    text = plain.choices[0].message.content
+    assert text and plain.usage.completion_tokens_details.accepted_prediction_tokens == 0
+    right = client.chat.completions.create(model=model, messages=messages, max_tokens=24,
+                                           prediction={"type": "content", "content": text})
+    assert right.choices[0].message.content == text
+    assert right.usage.prompt_tokens_details.cached_tokens == right.usage.prompt_tokens - 1  # all but the last
+    if exact_round_trip:
+        details = right.usage.completion_tokens_details
+        assert details.accepted_prediction_tokens == right.usage.completion_tokens > 0
+        assert details.rejected_prediction_tokens == 0
+    wrong = client.chat.completions.create(model=model, messages=messages, max_tokens=24,
+                                           prediction={"type": "content", "content": "Völlig falsch " + text})
+    assert wrong.choices[0].message.content == text
+    assert wrong.usage.completion_tokens_details.rejected_prediction_tokens > 0
+    biased = client.chat.completions.create(model=model, messages=messages, max_tokens=24, extra_body={
+        "prediction_beta": 1.0}, prediction={"type": "content", "content": "Völlig falsch"})
+    assert biased.choices[0].message.content.startswith("Völlig falsch")  # beta = 1 keeps any prediction
+    stream = client.chat.completions.create(model=model, messages=messages, max_tokens=24, stream=True,
+                                            stream_options={"include_usage": True},
+                                            prediction={"type": "content", "content": text})
+    pieces, usage = [], None
+    for chunk in stream:
+        pieces += [c.delta.content or "" for c in chunk.choices]
+        usage = chunk.usage or usage
+    assert "".join(pieces) == text and usage.completion_tokens == right.usage.completion_tokens
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=model, messages=messages, n=2)
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=model, messages=[{"role": "wizard", "content": "hi"}])
+
+
+def test_openai_client_with_predicted_outputs(url):
+    check_predicted_outputs(url, exact_round_trip=False)  # a random byte model's text need not round-trip
+
+
+@pytest.mark.integration
+def test_openai_client_with_predicted_outputs_on_the_real_model(tmp_path):
+    with server("qwen2.5-coder-0.5b", tmp_path / "t.sqlite3") as (base, _):
+        check_predicted_outputs(base, exact_round_trip=True)

@@ -9,6 +9,7 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app. Routes:
 * ``GET /v1/sessions/{id}/events``: Server-Sent Events for viewers: the captions committed so far,
   then the session's live events until ``session.closed`` (at once for an ended session).
 * ``GET /captions/{id}``: a caption page for a browser or an OBS browser source, fed by the SSE.
+* ``POST /v1/chat/completions``: OpenAI-compatible, with Predicted Outputs (``chat``).
 * ``WS /v1/stream``: live caption sessions, protocol version 1 (``protocol``). A bad message gets
   an ``error`` event and the session goes on; beyond ``max_sessions`` the client gets a ``busy``
   error and the socket closes (code 1013); a client silent for ``idle_timeout_s`` gets an
@@ -33,7 +34,8 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from ..live import subtitles
-from . import protocol
+from . import chat, protocol
+from .chat import ChatEngine
 from .protocol import CloseMessage, Limits, ProtocolError, SessionUpdate, SourceMessage
 from .scheduler import Scheduler
 
@@ -107,7 +109,35 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             return PlainTextResponse(f"no session {sid!r}", status_code=404)
         return HTMLResponse(CAPTION_PAGE.replace("{{EVENTS}}", f"/v1/sessions/{sid}/events"))
 
+    chat_engine: list[ChatEngine] = []  # built on the model's thread at the first request
+
+    def complete(request: chat.ChatRequest) -> chat.ChatResult:
+        if not chat_engine:
+            chat_engine.append(ChatEngine(scheduler.loaded))
+        return chat_engine[0].complete(request)
+
+    async def chat_completions(request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+        except ValueError:
+            return _openai_error("invalid_json", "the body is not JSON", 400)
+        try:
+            parsed = chat.parse_request(body)
+            result = await asyncio.wrap_future(scheduler.call(lambda: complete(parsed)))
+        except ProtocolError as error:
+            return _openai_error(error.code, str(error), 400)
+        if not parsed.stream:
+            return JSONResponse(chat.response(result, model))
+
+        async def lines():
+            for chunk in chat.chunks(result, model, parsed.include_usage):
+                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(lines(), media_type="text/event-stream")
+
     return Starlette(routes=[
+        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/health", health), Route("/v1/models", models), WebSocketRoute("/v1/stream", stream),
         Route("/v1/sessions/{sid}/transcript.{kind}", transcript), Route("/v1/sessions/{sid}/events", events),
         Route("/captions/{sid}", captions_page),
@@ -142,6 +172,11 @@ async def _viewer_events(scheduler: Scheduler, sid: str):
     finally:
         if session is not None:
             session.unwatch(viewer)
+
+
+def _openai_error(code: str, message: str, status: int) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code}},
+                        status_code=status)
 
 
 def _sse(event: dict) -> str:

@@ -1,8 +1,9 @@
 """One scheduler owns the model and runs every live session's next update in batched steps.
 
 Contract: ``Scheduler(loaded)`` is driven by ``run()`` on the thread that owns the model (the
-main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``discard`` and
-``stop`` may be called from any thread (the web server's) and never touch MLX. Each session is a
+main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``discard``, ``call``
+and ``stop`` may be called from any thread (the web server's) and never touch MLX. ``call(fn)``
+runs other model work (a chat completion) on the model's thread between steps. Each session is a
 ``live.session.LiveSession`` (latest partial wins, automatic segments, a final update is never
 dropped) whose jobs the scheduler takes without waiting; each step runs the next job of every
 session that has one as ONE ``MultiStreamTranslator.update`` (one batched forward per step for
@@ -20,6 +21,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import replace
 
 from ..live.multistream import MultiStreamTranslator
@@ -103,6 +105,7 @@ class Scheduler:
         self.batch = MultiStreamTranslator(model=loaded.model)
         self._cond = threading.Condition()
         self._sessions: list[ServiceSession] = []
+        self._calls: list[tuple[Callable[[], object], Future]] = []
         self._stopping = False
         self.steps = 0  # batched steps run
 
@@ -135,6 +138,15 @@ class Scheduler:
         session.live.close()
         self.wake()
 
+    def call(self, fn: Callable[[], object]) -> Future:
+        """Run ``fn`` on the model's thread between steps (a chat completion); its result or
+        exception comes back through the returned future."""
+        future: Future = Future()
+        with self._cond:
+            self._calls.append((fn, future))
+            self._cond.notify()
+        return future
+
     def wake(self) -> None:
         with self._cond:
             self._cond.notify()
@@ -157,14 +169,20 @@ class Scheduler:
             with self._cond:
                 if self._stopping:
                     return
-                sessions = list(self._sessions)
+                sessions, calls, self._calls = list(self._sessions), self._calls, []
+            for fn, future in calls:
+                if future.set_running_or_notify_cancel():
+                    try:
+                        future.set_result(fn())
+                    except Exception as error:  # handed to the caller, which answers the client
+                        future.set_exception(error)
             self._retire(sessions)
             work = [(s, item) for s in sessions if not s.discarded and (item := s.live.take()) is not None]
             if work:
                 self._step(work)
                 continue
             with self._cond:
-                if not self._stopping:
+                if not self._stopping and not self._calls:
                     self._cond.wait(self._idle_wait(sessions))
 
     def _idle_wait(self, sessions) -> float:

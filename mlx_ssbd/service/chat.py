@@ -1,0 +1,191 @@
+"""OpenAI-compatible chat completions with Predicted Outputs, verified in one pass.
+
+Contract: ``parse_request(body)`` validates a ``POST /v1/chat/completions`` body into a
+``ChatRequest`` or raises ``protocol.ProtocolError`` (a 400 with OpenAI's error shape).
+``ChatEngine(loaded).complete(request)`` runs it on the model's thread (the scheduler calls it)
+and returns a ``ChatResult``; ``response`` / ``chunks`` build the JSON (non-streaming, streaming).
+
+Predicted Outputs (``prediction: {"type": "content", "content": "..."}``): the prediction is the
+draft of one engine update (``engine.update``): verified in ONE forward pass and decoding resumes
+where it diverges. By default the verification is exact (beta = 0, as OpenAI's predictions are
+lossless: the completion is what plain greedy decoding gives); ``prediction_beta`` (an extension)
+biases it towards the prediction, as SSBD does. ``usage.completion_tokens_details`` reports
+``accepted_prediction_tokens`` (prediction tokens kept by the verify pass) and
+``rejected_prediction_tokens`` (the rest). The prompt cache persists across requests: a request
+that shares its leading tokens with the previous one (the same system prompt, a growing source)
+feeds only the rest.
+
+Served: ``messages`` (system/user/assistant, string content or text parts), ``max_tokens`` /
+``max_completion_tokens``, ``temperature``, ``top_p``, ``seed``, ``stream`` (with
+``stream_options.include_usage``). Refused with a clear 400: ``n`` > 1, ``stop``, ``tools``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+from ..engine.cache import TokenCache
+from ..engine.sampling import Sampler
+from ..engine.stops import StopRule
+from ..engine.update import Job, run
+from .protocol import ProtocolError
+
+DEFAULT_MAX_TOKENS = 512
+ROLES = ("system", "user", "assistant", "developer")
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: list[dict]
+    prediction: str | None
+    beta: float
+    max_tokens: int
+    temperature: float
+    top_p: float
+    seed: int
+    stream: bool
+    include_usage: bool
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str
+    finish_reason: str  # "stop" or "length"
+    prompt_tokens: int
+    completion_tokens: int
+    accepted: int
+    rejected: int
+    cached_tokens: int
+    id: str
+    created: int
+
+
+def _bad(message: str, code: str = "invalid_request_error") -> ProtocolError:
+    return ProtocolError(code, message)
+
+
+def parse_request(body) -> ChatRequest:
+    if not isinstance(body, dict):
+        raise _bad("the body must be a JSON object")
+    for unsupported in ("tools", "functions", "stop", "logprobs", "response_format"):
+        if body.get(unsupported):
+            raise _bad(f"{unsupported!r} is not supported by this server", "unsupported_parameter")
+    if body.get("n", 1) != 1:
+        raise _bad("only n = 1 is supported", "unsupported_parameter")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _bad("'messages' must be a non-empty list")
+    cleaned = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") not in ROLES:
+            raise _bad(f"messages[{i}] needs a role among {', '.join(ROLES)}")
+        role = "system" if message["role"] == "developer" else message["role"]
+        cleaned.append({"role": role, "content": _text(message.get("content"), f"messages[{i}].content")})
+    prediction = body.get("prediction")
+    if prediction is not None:
+        if not isinstance(prediction, dict) or prediction.get("type") != "content":
+            raise _bad("'prediction' must be {\"type\": \"content\", \"content\": ...}")
+        prediction = _text(prediction.get("content"), "prediction.content")
+    beta = _number(body, "prediction_beta", 0.0, 0.0, 1.0)
+    temperature = _number(body, "temperature", 0.0, 0.0, 2.0)
+    top_p = _number(body, "top_p", 1.0, 0.0, 1.0)
+    if top_p == 0.0:
+        raise _bad("'top_p' must be in (0, 1]")
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens", DEFAULT_MAX_TOKENS))
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise _bad("'max_tokens' must be a positive integer")
+    seed = body.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise _bad("'seed' must be an integer")
+    stream = body.get("stream", False)
+    options = body.get("stream_options") or {}
+    if not isinstance(stream, bool) or not isinstance(options, dict):
+        raise _bad("'stream' must be true or false and 'stream_options' an object")
+    return ChatRequest(cleaned, prediction, beta, max_tokens, temperature, top_p, seed, stream,
+                       bool(options.get("include_usage")))
+
+
+def _text(content, where: str) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
+                                         and isinstance(p.get("text"), str) for p in content):
+        return "".join(p["text"] for p in content)
+    raise _bad(f"{where} must be a string or a list of text parts")
+
+
+def _number(body: dict, key: str, default: float, low: float, high: float) -> float:
+    value = body.get(key, default)
+    if value is None:
+        value = default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise _bad(f"{key!r} must be a number in [{low:g}, {high:g}]")
+    return float(value)
+
+
+class ChatEngine:
+    """Runs chat requests on one persistent prompt cache (the model's thread only)."""
+
+    def __init__(self, loaded):
+        self.loaded = loaded
+        self.cache = TokenCache(loaded.model)
+        self.stops = StopRule(loaded.tokenizer, on_newline=False)
+        args = getattr(loaded.model, "args", None)
+        self.context = getattr(args, "max_position_embeddings", None)
+
+    def prompt_ids(self, request: ChatRequest) -> list[int]:
+        text = self.loaded.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
+        return list(self.loaded.tokenizer.encode(text, add_special_tokens=False))
+
+    def complete(self, request: ChatRequest) -> ChatResult:
+        """Raises ``ProtocolError`` when the prompt does not fit the context."""
+        tok = self.loaded.tokenizer
+        prompt = self.prompt_ids(request)
+        draft = list(tok.encode(request.prediction, add_special_tokens=False)) if request.prediction else []
+        max_new = request.max_tokens
+        if self.context is not None:
+            if len(prompt) >= self.context:
+                raise _bad(f"the prompt has {len(prompt)} tokens; the model's context is {self.context}",
+                           "context_length_exceeded")
+            max_new = min(max_new, self.context - len(prompt))
+        draft = draft[:max_new]
+        sampler = Sampler(request.temperature, request.top_p, seed=request.seed) if request.temperature > 0 else None
+        job = Job(head=prompt, locked=(), draft=draft, beta=request.beta, max_new=max_new, stops=self.stops,
+                  sampler=sampler)
+        outcome = run(self.cache, [(self.cache, job)])[0]
+        output = outcome.output
+        return ChatResult(
+            text=tok.decode(output), finish_reason="length" if len(output) >= max_new else "stop",
+            prompt_tokens=len(prompt), completion_tokens=len(output), accepted=outcome.accepted,
+            rejected=len(draft) - outcome.accepted, cached_tokens=outcome.reused,
+            id=f"chatcmpl-{uuid.uuid4().hex[:24]}", created=int(time.time()))
+
+
+def _usage(result: ChatResult) -> dict:
+    return {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": result.cached_tokens},
+            "completion_tokens_details": {"accepted_prediction_tokens": result.accepted,
+                                          "rejected_prediction_tokens": result.rejected}}
+
+
+def response(result: ChatResult, model: str) -> dict:
+    """The non-streaming ``chat.completion`` object."""
+    return {"id": result.id, "object": "chat.completion", "created": result.created, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
+                         "finish_reason": result.finish_reason}],
+            "usage": _usage(result)}
+
+
+def chunks(result: ChatResult, model: str, include_usage: bool) -> list[dict]:
+    """The streaming ``chat.completion.chunk`` objects (the content in one chunk: the engine
+    returns an update whole, after its one verify pass and the decoding after it)."""
+    base = {"id": result.id, "object": "chat.completion.chunk", "created": result.created, "model": model}
+    out = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
+           {**base, "choices": [{"index": 0, "delta": {"content": result.text}, "finish_reason": None}]},
+           {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": result.finish_reason}]}]
+    if include_usage:
+        out.append({**base, "choices": [], "usage": _usage(result)})
+    return out
