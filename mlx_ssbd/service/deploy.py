@@ -1,0 +1,41 @@
+"""Several ``mlx-ssbd serve`` replicas behind HAProxy: the proxy configuration.
+
+Contract: ``haproxy_config(listen, replicas)`` returns an HAProxy 2.x configuration that balances
+by least connections over the replicas, checks each on ``GET /health`` every 1 s (down after 2
+failures, up after 1 success), retries a failed connection on another replica, and keeps a
+WebSocket session on its replica for its life (a WebSocket is one tunnelled connection; the
+``tunnel`` timeout bounds an idle one). Use it as it is or as a starting point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def haproxy_config(listen: str, replicas: Sequence[str], *, maxconn: int = 500, tunnel_timeout: str = "1h") -> str:
+    """``listen`` and each replica as ``host:port``. ``maxconn``: client connections at most (HAProxy
+    needs about two file descriptors per connection; it refuses to start beyond ``ulimit -n``)."""
+    servers = "\n".join(f"    server r{i} {address} check inter 1s fall 2 rise 1"
+                        for i, address in enumerate(replicas, 1))
+    return f"""global
+    maxconn {maxconn}
+
+defaults
+    mode http
+    option redispatch
+    retries 3
+    timeout connect 2s
+    timeout client 60s
+    timeout server 60s
+    timeout tunnel {tunnel_timeout}
+
+frontend captions
+    bind {listen}
+    default_backend replicas
+
+backend replicas
+    balance leastconn
+    option httpchk GET /health
+    http-check expect status 200
+{servers}
+"""
