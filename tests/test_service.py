@@ -85,7 +85,8 @@ def test_health_and_models(url):
 def test_a_session_streams_updates_and_commits(url, model_dir):
     words = SENTENCE.split()
     messages = [{"type": "session.update", "target": "de", "method": "ssbd", "beta": 0.0}]
-    messages += [source(" ".join(words[:n])) for n in (3, 6)] + [source(SENTENCE, final=True), {"type": "session.close"}]
+    messages += [{**source(" ".join(words[:n])), "start": 0.0, "end": n * 0.4} for n in (3, 6)]
+    messages += [source(SENTENCE, final=True), {"type": "session.close"}]
     events = asyncio.run(session_events(url, messages))
     kinds = [e["type"] for e in events]
     assert kinds[0] == "session.created" and kinds[1] == "session.updated" and events[1]["beta"] == 0.0
@@ -94,9 +95,10 @@ def test_a_session_streams_updates_and_commits(url, model_dir):
     assert commit["segment"] == "s1" and commit["reason"] == "final" and commit["start"] <= commit["end"]
     # at beta = 0 the commit is what RT alone commits for the final text, whatever was coalesced
     assert commit["text"] == alone(model_dir, SENTENCE, method="rt")
-    for event in events:
-        if event["type"] == "translation.update":
-            assert event["seq"] < commit["seq"] and {"stable", "unstable", "stats"} <= set(event)
+    updates = [e for e in events if e["type"] == "translation.update"]
+    assert updates and updates[0]["end"] == 1.2  # the audio time of the newest word translated
+    for event in updates:
+        assert event["seq"] < commit["seq"] and {"stable", "unstable", "stats"} <= set(event)
 
 
 def test_concurrent_sessions_are_batched_and_each_gets_its_own_translation(url, model_dir):

@@ -11,7 +11,8 @@ Client messages (every field but ``type`` optional)::
     {"type": "session.close"}
 
 Server events: ``session.created`` / ``session.updated`` (the settings in force),
-``translation.update`` (``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``stats``),
+``translation.update`` (``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``end``: the
+audio time of the newest word translated, when the client sent ``end``, and ``stats``),
 ``translation.commit`` (``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``),
 ``error`` (``code``, ``message``) and ``session.closed``.
 """
@@ -168,7 +169,7 @@ def update_event(segment: str | None, event) -> dict:
     """``translation.update`` from a ``session.CaptionUpdate``."""
     stats = event.update.stats
     return {"type": "translation.update", "segment": segment, "caption": event.caption, "seq": event.seq,
-            "stable": event.update.stable, "unstable": event.update.unstable,
+            "stable": event.update.stable, "unstable": event.update.unstable, "end": event.speech_end,
             "stats": {"forward_passes": stats.forward_passes, "accepted": stats.accepted,
                       "draft_tokens": stats.draft_tokens, "output_tokens": stats.output_tokens,
                       "wall_s": round(stats.wall_s, 4), "coalesced": event.coalesced}}

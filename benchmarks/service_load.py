@@ -1,0 +1,195 @@
+"""Load on ``mlx-ssbd serve``: N concurrent sessions replaying ASR partials at speaking rate.
+
+Starts the server (a subprocess on 127.0.0.1, a free port, a scratch transcript store), then for
+each method and each session count N runs N WebSocket clients at once, each replaying its own
+ASR-like stream (``live_replay.speech`` / ``asr_partials``: UDHR English, ~2.5 words/s, partials
+every 0.3-1.0 s, misheard and late words, finals every 45-90 s) in real time for ``--seconds``.
+Caption lag = arrival time of a translation event minus the speech time of the newest word it
+translates (the ``end`` the server echoes). Reports p50/p95 lag per (method, N), the most sessions
+served with p95 lag under ``--target-p95`` seconds, the server's resident memory (sampled every
+second) and a plot.
+
+    python benchmarks/service_load.py --model qwen2.5-coder-0.5b --sessions 1,2,4,8 --seconds 90 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first)
+
+sys.path.insert(0, str(Path(__file__).parent))
+from live_replay import DATA, asr_partials, speech  # noqa: E402
+
+from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
+from mlx_ssbd.evaluation.report import pyplot  # noqa: E402
+
+
+def start_server(model: str, store: Path, max_sessions: int):
+    proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model, "--port", "0",
+                             "--store", str(store), "--max-sessions", str(max_sessions)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    url = proc.stdout.readline().strip()
+    if not url.startswith("http"):
+        proc.kill()
+        raise SystemExit("the server did not start")
+    return proc, url
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def client(url: str, method: str, partials, seconds: float, lags: list, counts: dict) -> None:
+    import websockets
+
+    async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
+        await ws.recv()
+        await ws.send(json.dumps({"type": "session.update", "method": method}))
+        await ws.recv()
+        t0 = time.monotonic()
+
+        async def send():
+            for due, p in partials:
+                if due > seconds:
+                    break
+                await asyncio.sleep(max(0.0, due - (time.monotonic() - t0)))
+                await ws.send(json.dumps({"type": "source.update", "segment": p.segment_id, "text": p.text,
+                                          "final": p.final, "start": p.start, "end": p.end}))
+                counts["partials"] += 1
+            await ws.send(json.dumps({"type": "session.close"}))
+
+        sender = asyncio.create_task(send())
+        async for raw in ws:
+            event = json.loads(raw)
+            now = time.monotonic() - t0
+            if event["type"] in ("translation.update", "translation.commit") and event.get("end") is not None:
+                if now <= seconds + 5:  # after the replay ends, the drain is not live lag
+                    lags.append(now - event["end"])
+                counts[event["type"]] += 1
+            elif event["type"] == "error":
+                counts["errors"] += 1
+            elif event["type"] == "session.closed":
+                break
+        await sender
+
+
+def run_load(url: str, method: str, n: int, seconds: float, streams) -> dict:
+    lags, counts = [], {"partials": 0, "translation.update": 0, "translation.commit": 0, "errors": 0}
+
+    async def all_clients():
+        await asyncio.gather(*(client(url, method, streams[i], seconds, lags, counts) for i in range(n)))
+
+    start = time.monotonic()
+    asyncio.run(all_clients())
+    lags.sort()
+    q = lambda f: lags[min(len(lags) - 1, int(f * len(lags)))] if lags else float("nan")  # noqa: E731
+    return {"method": method, "sessions": n, "seconds": seconds, "wall_s": round(time.monotonic() - start, 1),
+            "events": len(lags), "lag_p50_s": round(q(0.5), 2), "lag_p95_s": round(q(0.95), 2),
+            "lag_max_s": round(lags[-1], 2) if lags else None, **counts}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--methods", default="rt,ssbd")
+    parser.add_argument("--sessions", default="1,2,4,8")
+    parser.add_argument("--seconds", type=float, default=90.0, help="speech replayed per session")
+    parser.add_argument("--target-p95", type=float, default=2.0, help="lag target, seconds")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    counts = [int(n) for n in args.sessions.split(",")]
+    pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    streams = []
+    for i in range(max(counts)):  # each session its own talk: another start in the text, another ASR
+        rng = random.Random(100 + i)
+        words, _ = speech(pairs[i % len(pairs):] + pairs, int(args.seconds * 2.5) + 20, 2.5, rng)
+        streams.append(asr_partials(words, rng))
+    rows, memory = [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        proc, url = start_server(args.model, Path(scratch) / "t.sqlite3", max(counts))
+        stop = threading.Event()
+
+        def sample():
+            t0 = time.monotonic()
+            while not stop.wait(1.0):
+                memory.append((round(time.monotonic() - t0, 1), round(rss_mb(proc.pid), 1)))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            for method in args.methods.split(","):
+                for n in counts:
+                    rows.append(run_load(url, method, n, args.seconds, streams))
+                    print(json.dumps(rows[-1]), flush=True)
+        finally:
+            stop.set()
+            proc.terminate()
+            proc.wait(timeout=30)
+    best = {m: max([r["sessions"] for r in rows if r["method"] == m and r["lag_p95_s"] < args.target_p95] or [0])
+            for m in args.methods.split(",")}
+    result = {"model": args.model, "seconds_per_run": args.seconds, "target_p95_s": args.target_p95,
+              "most_sessions_within_target": best, "rows": rows, "server_rss_mb": memory, "machine": machine_info()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "service_load.json").write_text(json.dumps(result, indent=2))
+    m = result["machine"]
+    lines = [f"# Service load: {args.model}, concurrent sessions at speaking rate", "",
+             f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one server process "
+             f"(`mlx-ssbd serve`), N WebSocket clients each replaying its own ASR-like stream (~2.5 words/s) in real "
+             f"time for {args.seconds:g} s; lag = event arrival minus the speech time of the newest word translated.", "",
+             "| method | sessions | partials | updates | commits | errors | lag p50 s | lag p95 s | lag max s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['method']} | {r['sessions']} | {r['partials']} | {r['translation.update']} | "
+              f"{r['translation.commit']} | {r['errors']} | {r['lag_p50_s']} | {r['lag_p95_s']} | {r['lag_max_s']} |"
+              for r in rows]
+    lines += ["", "Most sessions with p95 lag under {:g} s: ".format(args.target_p95)
+              + ", ".join(f"{k} **{v}**" for k, v in best.items()) + ".",
+              f"Server memory (RSS): {memory[0][1] if memory else 'n/a'} MB after 1 s, "
+              f"{max(v for _, v in memory) if memory else 'n/a'} MB at most, "
+              f"{memory[-1][1] if memory else 'n/a'} MB at the end ({len(memory)} samples over the run).", "",
+              "![lag](service_load.png)", ""]
+    (args.out / "service_load.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    plot(rows, memory, args.out / "service_load.png", args.target_p95)
+
+
+def plot(rows, memory, path: Path, target: float) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        ax1.plot([r["sessions"] for r in mine], [r["lag_p95_s"] for r in mine], "o-", label=f"{method} p95")
+        ax1.plot([r["sessions"] for r in mine], [r["lag_p50_s"] for r in mine], "o--", label=f"{method} p50")
+    ax1.axhline(target, color="gray", lw=0.8, ls=":")
+    ax1.set_xlabel("concurrent sessions")
+    ax1.set_ylabel("caption lag (s)")
+    ax1.set_xscale("log", base=2)
+    ax1.legend(fontsize=8)
+    ax1.grid(alpha=0.3)
+    if memory:
+        ax2.plot([t / 60 for t, _ in memory], [v for _, v in memory])
+    ax2.set_xlabel("minutes into the run")
+    ax2.set_ylabel("server RSS (MB)")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
