@@ -21,7 +21,7 @@ from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from mlx_ssbd.evaluation.bench import machine_info
-from mlx_ssbd.evaluation.report import pyplot
+from mlx_ssbd.evaluation.report import pyplot, save_figure
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,9 +105,7 @@ def plot(rows, counts, path: Path) -> None:
     ax.set_xticks(counts, [str(n) for n in counts])
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(plt, fig, path)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 import mlx.core as mx  # noqa: E402, I001
 from mlx_ssbd import StreamTranslator, TranslatorConfig, stream_translate
 from mlx_ssbd.evaluation.bench import machine_info
-from mlx_ssbd.evaluation.report import pyplot
+from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_partials
 from mlx_ssbd.models.loading import load_model
 
@@ -82,8 +82,7 @@ def _plot(samples, path: Path) -> None:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     ax.set_title("Memory over a long captioning session", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(plt, fig, path)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info
-from mlx_ssbd.evaluation.report import pyplot
+from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_pairs
 from mlx_ssbd.live.multistream import MultiStreamTranslator
 from mlx_ssbd.live.translator import method_config
@@ -140,8 +140,7 @@ def _plot(rows, path: Path) -> None:
         ax.set_xscale("log", base=2)
         ax.legend(fontsize=7)
     fig.suptitle("Many streams: throughput and latency", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(plt, fig, path)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from live_replay import DATA, asr_partials, speech  # noqa: E402
 
 from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
-from mlx_ssbd.evaluation.report import pyplot  # noqa: E402
+from mlx_ssbd.evaluation.report import pyplot, save_figure  # noqa: E402
 
 
 def start_server(model: str, store: Path, max_sessions: int):
@@ -186,9 +186,7 @@ def plot(rows, memory, path: Path, target: float) -> None:
     ax2.set_xlabel("minutes into the run")
     ax2.set_ylabel("server RSS (MB)")
     ax2.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save_figure(plt, fig, path)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ imports it first). On Linux, MLX's CPU wheel links the slow reference BLAS; load
 BLAS with ``RTLD_GLOBAL`` before ``mlx.core`` loads makes fp32 matmuls 30-40x faster. Everything
 CPU-specific lives here and nowhere else:
 
-* BLAS: ``$MLX_SSBD_BLAS`` (a library path, or ``none`` to skip), else Debian's OpenBLAS, else
-  MKL from pip, else a warning naming the reference BLAS.
+* BLAS: ``$MLX_SSBD_BLAS`` (a library path; ``openblas`` or ``mkl`` to pick one; ``none`` to
+  skip), else Debian's OpenBLAS when installed, else MKL from pip (a dependency on x86-64 Linux,
+  so ``pip install`` alone brings a fast BLAS), else a warning naming the reference BLAS.
 * dtype: fp32 on CPU (only fp32 uses BLAS there; bf16/fp16/quantized matmuls cost grows with the
   number of tokens, which defeats one-pass verification); the model's own dtype on a GPU.
 * on a GPU: model calls on a dedicated generation stream, decode steps pipelined (the next one
@@ -77,23 +78,26 @@ def _choose_blas() -> BlasChoice:
     override = os.environ.get(BLAS_ENV, "").strip()
     if override.lower() == "none":
         return BlasChoice("reference", None, f"{BLAS_ENV}=none: optimized BLAS disabled")
-    if override:
+    kinds = {"openblas": _openblas_candidates, "mkl": _mkl_candidates}
+    if override and override.lower() not in kinds:
         if _load_global(override):
             return BlasChoice("custom", override, f"from {BLAS_ENV}")
         warnings.warn(f"{BLAS_ENV}={override!r} could not be loaded; trying the defaults")
-
-    for path in OPENBLAS_CANDIDATES:
-        if os.path.exists(path) and _load_global(path):
-            return BlasChoice("openblas", path)
-    for path in _mkl_candidates():
-        if _load_global(path):
-            return BlasChoice("mkl", path)
+    order = [override.lower()] if override.lower() in kinds else list(kinds)
+    for kind in order:
+        for path in kinds[kind]():
+            if _load_global(path):
+                return BlasChoice(kind, path, f"from {BLAS_ENV}" if override else "")
     warnings.warn(
         "No optimized BLAS found: MLX will use the reference BLAS (fp32 matmuls 30-40x slower). "
-        "Install Debian's libopenblas0-pthread (or `pip install mkl`), or set "
-        f"{BLAS_ENV}=/path/to/libblas.so."
+        "On x86-64 `pip install mkl` (a dependency of mlx-ssbd there); elsewhere install Debian's "
+        f"libopenblas0-pthread, or set {BLAS_ENV}=/path/to/libblas.so."
     )
     return BlasChoice("reference", None, "no optimized BLAS found")
+
+
+def _openblas_candidates() -> list[str]:
+    return [path for path in OPENBLAS_CANDIDATES if os.path.exists(path)]
 
 
 BLAS = _choose_blas()

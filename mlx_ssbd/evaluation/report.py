@@ -100,6 +100,13 @@ def pyplot():
     return plt
 
 
+def save_figure(plt, fig, path: Path) -> None:
+    """Lay out, write (PNG, 120 dpi) and close a figure."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def write_report(out_dir: Path, summary: dict, records: list[dict]) -> list[str]:
     out_dir = Path(out_dir)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
