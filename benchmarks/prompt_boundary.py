@@ -7,6 +7,11 @@ run here in one process on the same model: each source translated once, whole (g
 update of prefix-cached RT), scored with BLEU and chrF++ against the reference.
 
     python benchmarks/prompt_boundary.py --model qwen2.5-coder-0.5b --items 50 --out DIR
+    python benchmarks/prompt_boundary.py --speed --model qwen2.5-coder-0.5b --items 8 --rounds 2 --out DIR
+
+``--speed``: the cost side instead. Each variant runs SSBD (beta 0.2) over lag-3 streams of the
+first items, alternating variants for ``--rounds`` rounds; reports wall time, output tokens,
+forward passes and tokens per second, so a change of speed can be told apart from the engine.
 """
 
 from __future__ import annotations
@@ -57,14 +62,52 @@ def run_pair(loaded, pair: str, items: int) -> dict:
     return result
 
 
+def run_speed(loaded, items: int, rounds: int) -> dict:
+    from mlx_ssbd.evaluation.bench import items_from_pairs
+
+    pairs = [p for _, p in read_pairs(str(DATA / "en-de.jsonl"))][:items]
+    streams = items_from_pairs(pairs, lag=3)
+    totals = {v: {"wall_s": 0.0, "output_tokens": 0, "forward_passes": 0, "updates": 0} for v in VARIANTS}
+    for _ in range(rounds):
+        for variant in VARIANTS:
+            translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
+                                          target_lang="de", config=TranslatorConfig(policy="ssbd", beta=0.2))
+            if variant == "split":
+                translator.prompts = SplitBoundary(loaded.tokenizer, loaded.family, "en", "de")
+            translator.update("warm up", final=True)
+            for item in streams:
+                for u in item.updates:
+                    stats = translator.update(u.text, final=u.final).stats
+                    t = totals[variant]
+                    t["wall_s"] += stats.wall_s
+                    t["output_tokens"] += stats.output_tokens
+                    t["forward_passes"] += stats.forward_passes
+                    t["updates"] += 1
+    for t in totals.values():
+        t["tok_per_s"] = round(t["output_tokens"] / t["wall_s"], 2)
+        t["s_per_pass"] = round(t["wall_s"] / t["forward_passes"], 4)
+        t["wall_s"] = round(t["wall_s"], 1)
+    print(json.dumps(totals), flush=True)
+    return totals
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None)
     parser.add_argument("--pairs", default="en-de,en-zh,en-ja")
     parser.add_argument("--items", type=int, default=50, help="first N pairs of each UDHR file")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--speed", action="store_true", help="measure cost instead of quality (see above)")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     loaded = load_model(args.model)
+    if args.speed:
+        totals = run_speed(loaded, args.items, args.rounds)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "prompt_speed.json").write_text(json.dumps(
+            {"model": loaded.name, "machine": machine_info(), "items": args.items, "rounds": args.rounds,
+             "totals": totals}, indent=2))
+        return
     rows = [run_pair(loaded, pair, args.items) for pair in args.pairs.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "prompt_boundary.json").write_text(json.dumps(
