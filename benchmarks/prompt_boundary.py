@@ -11,7 +11,8 @@ update of prefix-cached RT), scored with BLEU and chrF++ against the reference.
 
 ``--speed``: the cost side instead. Each variant runs SSBD (beta 0.2) over lag-3 streams of the
 first items, alternating variants for ``--rounds`` rounds; reports wall time, output tokens,
-forward passes and tokens per second, so a change of speed can be told apart from the engine.
+forward passes and tokens per second, so a change of speed can be told apart from the engine. A
+third variant keeps the new prompt but the old stop rule (a ``".\n"`` token leaves nothing).
 """
 
 from __future__ import annotations
@@ -67,13 +68,17 @@ def run_speed(loaded, items: int, rounds: int) -> dict:
 
     pairs = [p for _, p in read_pairs(str(DATA / "en-de.jsonl"))][:items]
     streams = items_from_pairs(pairs, lag=3)
-    totals = {v: {"wall_s": 0.0, "output_tokens": 0, "forward_passes": 0, "updates": 0} for v in VARIANTS}
+    variants = (*VARIANTS, "canonical, stop drops the full stop")
+    totals = {v: {"wall_s": 0.0, "output_tokens": 0, "forward_passes": 0, "updates": 0} for v in variants}
     for _ in range(rounds):
-        for variant in VARIANTS:
+        for variant in variants:
             translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
                                           target_lang="de", config=TranslatorConfig(policy="ssbd", beta=0.2))
             if variant == "split":
                 translator.prompts = SplitBoundary(loaded.tokenizer, loaded.family, "en", "de")
+            if variant.endswith("drops the full stop"):  # the old rule: a ".\n" token leaves nothing
+                rule = translator.stops
+                translator.stops = lambda token, rule=rule: None if rule(token) is None else ()
             translator.update("warm up", final=True)
             for item in streams:
                 for u in item.updates:
