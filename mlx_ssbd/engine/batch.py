@@ -1,12 +1,14 @@
 """One persistent KV cache for many streams: a row each, kept across updates and decode steps.
 
 Contract: ``BatchCache(model)`` holds one mlx-lm ``BatchKVCache`` per layer (left padded, every
-row ending at the same index). ``join(cache)`` moves a stream's own ``TokenCache`` in as a new row
-and returns its ``BatchRow``; ``leave(row, into=cache)`` moves it back out (ids and counters too). Between those, the row is never
-merged or extracted: ``step`` (the ``engine`` store interface) serves any subset of rows in ONE
-model call, and rows without a request ride along on one masked-out dummy token, which the next
-request of that row drops again. A ``BatchRow`` records exactly the ids its row holds (``tokens``)
-and the same counters as a ``TokenCache``.
+row ending at the same index) for the streams that are running, and the KV of the others aside.
+``join(cache)`` moves a stream's own ``TokenCache`` in and returns its ``BatchRow``;
+``leave(row, into=cache)`` moves it back out (ids and counters too). ``step`` (the ``engine``
+store interface) serves any subset of rows in ONE model call. A row stays in the batch from step
+to step and from update to update while it has work; a row without a request in a step is set
+aside (*parked*: its keys and values taken out of the batch) so that it costs the running rows
+nothing, and comes back in (one ``extend``) with its next request. A ``BatchRow`` records exactly
+the ids its row holds (``tokens``) and the same counters as a ``TokenCache``.
 
 How one call lines rows up: row b must end up holding ``Feed.ids``; it keeps the longest cached
 prefix (at most ``len(ids) - Feed.logits``) and feeds the rest, F_b tokens. All rows feed the same
@@ -27,13 +29,6 @@ from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
 
 from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logits, resolved
 
-DUMMY = -1  # recorded for a ride-along token: matches no real id, so it is always dropped
-
-
-def _is_dummy(token) -> bool:
-    return isinstance(token, int) and token == DUMMY
-
-
 class BatchRow:
     """One stream's row: the ids it holds and its counters (as ``cache.TokenCache``)."""
 
@@ -42,6 +37,7 @@ class BatchRow:
         self.forward_calls = cache.forward_calls
         self.tokens_fed = cache.tokens_fed
         self.rebuilds = cache.rebuilds
+        self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
 
     def __len__(self) -> int:
         return len(self.tokens)
@@ -52,64 +48,81 @@ class BatchCache:
 
     def __init__(self, model):
         self.model = model
-        self.rows: list[BatchRow] = []
+        self._members: list[BatchRow] = []  # every row, in the batch or parked
+        self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
         self._padding: list[int] = []  # left padding per row (mirrors every layer's)
         self._end = 0  # the common end index of every row (every layer's ``_idx``)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self._members)
 
     # -- streams joining and leaving ---------------------------------------------------------
 
     def join(self, cache: TokenCache) -> BatchRow:
-        """Move ``cache``'s keys and values in as a new row (``cache`` is left empty)."""
+        """Take over ``cache``'s keys and values as a new (parked) row; ``cache`` is left empty."""
         if not all(isinstance(layer, KVCache) for layer in cache.layers):
             raise ValueError("only full KVCache layers can be batched (not a rotating window)")
-        row = BatchRow(cache)
-        incoming = [BatchKVCache.merge([layer]) for layer in cache.layers]
+        row = BatchRow(cache)  # holds the layers, parked
+        self._members.append(row)
+        cache.clear()
+        return row
+
+    def leave(self, row: BatchRow, into: TokenCache) -> None:
+        """Move ``row`` out into ``into`` (its keys, values, ids and counters)."""
+        if row.parked is None:
+            self._park([row])
+        into.layers, into.tokens = row.parked, list(resolved(row.tokens))
+        into.forward_calls, into.tokens_fed, into.rebuilds = row.forward_calls, row.tokens_fed, row.rebuilds
+        self._members.remove(row)
+
+    def _park(self, rows: list[BatchRow]) -> None:
+        """Take ``rows`` out of the batch, keeping their keys and values aside."""
+        for row in rows:
+            index = self.rows.index(row)
+            row.parked = [layer.extract(index) for layer in self.layers]
+        keep = [i for i, row in enumerate(self.rows) if row.parked is None]
+        self.rows = [self.rows[i] for i in keep]
+        if not self.rows:
+            self.layers, self._padding, self._end = None, [], 0
+            return
+        for layer in self.layers:
+            layer.filter(mx.array(keep))  # also cuts the padding every remaining row has
+        self._read_layout()
+
+    def _unpark(self, rows: list[BatchRow]) -> None:
+        """Bring parked ``rows`` back into the batch (one ``extend`` per layer)."""
+        incoming = [BatchKVCache.merge([row.parked[i] for row in rows]) for i in range(len(rows[0].parked))]
         if self.layers is None:
             self.layers = incoming
         else:
             for layer, other in zip(self.layers, incoming):
                 layer.extend(other)
-        end = max(self._end, len(row))  # ``extend`` right-aligns every row at the longer end
-        self._padding = [p + end - self._end for p in self._padding] + [end - len(row)]
-        self.rows.append(row)
-        self._end = end
-        self._sync_layers()
-        cache.clear()
-        return row
+        for row in rows:
+            row.parked = None
+        self.rows += rows
+        self._read_layout()
 
-    def leave(self, row: BatchRow, into: TokenCache) -> None:
-        """Move ``row`` out of the batch into ``into`` (its keys, values, ids and counters)."""
-        index = self.rows.index(row)
-        layers = [layer.extract(index) for layer in self.layers]
-        tokens = resolved(row.tokens)
-        if DUMMY in tokens:  # a ride-along tail: keep the real prefix only
-            keep = tokens.index(DUMMY)
-            for layer in layers:
-                layer.trim(len(tokens) - keep)
-            tokens = tokens[:keep]
-        into.layers, into.tokens = layers, list(tokens)
-        into.forward_calls, into.tokens_fed, into.rebuilds = row.forward_calls, row.tokens_fed, row.rebuilds
-        keep = [i for i in range(len(self.rows)) if i != index]
-        del self.rows[index], self._padding[index]
-        if not self.rows:
-            self.layers, self._padding, self._end = None, [], 0
-            return
-        for layer in self.layers:
-            layer.filter(mx.array(keep))
-        self._cut_common_padding(already_cut=True)
+    def _read_layout(self) -> None:
+        """Mirror the layers' padding and end after mlx-lm changed them (one small host sync)."""
+        layer = self.layers[0]
+        self._padding = [int(p) for p in layer.left_padding.tolist()]
+        self._end = layer._idx
 
     # -- the engine store interface ----------------------------------------------------------
 
     def step(self, feeds) -> list[tuple[mx.array, int]]:
         """One model call for ``[(row, Feed)]``; returns ``(logits, reused)`` per feed."""
         wanted = {id(row): feed for row, feed in feeds}
-        if len(wanted) != len(feeds) or any(row not in self.rows for row, _ in feeds):
+        if len(wanted) != len(feeds) or any(row not in self._members for row, _ in feeds):
             raise ValueError("each feed must name a distinct row of this batch")
-        plans = [self._plan(row, wanted.get(id(row))) for row in self.rows]
+        idle = [row for row in self.rows if id(row) not in wanted]
+        if idle:
+            self._park(idle)
+        back = [row for row, _ in feeds if row.parked is not None]
+        if back:
+            self._unpark(back)
+        plans = [self._plan(row, wanted[id(row)]) for row in self.rows]
         width = max(len(new) for _, new, _ in plans)
         inputs, drops, pads, kept = [], [], [], []
         for row, (keep, new, source) in zip(self.rows, plans):
@@ -119,7 +132,7 @@ class BatchCache:
             pads.append(width - len(new))
             drops.append(len(row.tokens) - keep)
             kept.append(keep)
-            inputs.append(input_ids([0 if _is_dummy(t) else t for t in new], pad=pads[-1]))
+            inputs.append(input_ids(new, pad=pads[-1]))
             row.tokens[keep:] = new
         self._drop_tails(drops)
         self._padding = [p + pad for p, pad in zip(self._padding, pads)]
@@ -136,11 +149,9 @@ class BatchCache:
             answers.append((logits[b, last - feed.logits :], kept[b]))
         return answers
 
-    def _plan(self, row: BatchRow, feed) -> tuple[int, list[int], Sequence[int]]:
+    def _plan(self, row: BatchRow, feed) -> tuple[int, list, Sequence]:
         """(tokens kept, tokens to feed, the sequence they come from) for one row."""
         resolved(row.tokens)
-        if feed is None:  # ride along on a dummy token
-            return len(row.tokens), [DUMMY], row.tokens
         ids = list(feed.ids)
         known = ids[:-1] if is_lazy(ids) else ids
         keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits))
@@ -164,13 +175,7 @@ class BatchCache:
             self._padding = [p + s for p, s in zip(self._padding, shifts)]
         self._cut_common_padding()
 
-    def _cut_common_padding(self, already_cut: bool = False) -> None:
-        if already_cut:  # ``BatchKVCache.filter`` cut it in the layers: mirror that
-            lowest = min(self._padding)
-            self._padding = [p - lowest for p in self._padding]
-            self._end = self.layers[0]._idx
-            self._sync_layers()
-            return
+    def _cut_common_padding(self) -> None:
         lowest = min(self._padding)
         if lowest and self.layers[0].keys is not None:
             for layer in self.layers:
@@ -187,4 +192,5 @@ class BatchCache:
 
     @property
     def nbytes(self) -> int:
-        return sum(layer.nbytes for layer in self.layers or [])
+        parked = sum(layer.nbytes for row in self._members if row.parked for layer in row.parked)
+        return parked + sum(layer.nbytes for layer in self.layers or [])

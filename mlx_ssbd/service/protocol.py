@@ -169,7 +169,8 @@ def update_event(segment: str | None, event) -> dict:
     """``translation.update`` from a ``session.CaptionUpdate``."""
     stats = event.update.stats
     return {"type": "translation.update", "segment": segment, "caption": event.caption, "seq": event.seq,
-            "stable": event.update.stable, "unstable": event.update.unstable, "end": event.speech_end,
+            "stable": event.update.stable, "unstable": event.update.unstable,
+            "end": None if event.speech_end is None else round(event.speech_end, 3),
             "stats": {"forward_passes": stats.forward_passes, "accepted": stats.accepted,
                       "draft_tokens": stats.draft_tokens, "output_tokens": stats.output_tokens,
                       "wall_s": round(stats.wall_s, 4), "coalesced": event.coalesced}}
