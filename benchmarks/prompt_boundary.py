@@ -96,6 +96,19 @@ def run_speed(loaded, items: int, rounds: int) -> dict:
     return totals
 
 
+def write_speed_report(out: Path, data: dict) -> None:
+    lines = [f"# Prompt boundary, the cost side: {data['model']}", "",
+             f"SSBD β=0.2 over lag-3 streams of the first {data['items']} UDHR en-de paragraphs, the variants "
+             f"alternating, {data['rounds']} rounds, one run (`prompt_boundary.py --speed`). `split`: the old prompt; "
+             "`canonical`: the tokenizer's own tokenization (now the default); the third keeps the new prompt with "
+             "the old stop rule (a `.\\n` token leaves nothing).", "",
+             "| variant | updates | output tokens | forward passes | wall s | tok/s | s/pass |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {k} | {v['updates']} | {v['output_tokens']} | {v['forward_passes']} | {v['wall_s']} | "
+              f"{v['tok_per_s']} | {v['s_per_pass']} |" for k, v in data["totals"].items()]
+    (out / "prompt_speed.md").write_text("\n".join(lines) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None)
@@ -104,14 +117,19 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--speed", action="store_true", help="measure cost instead of quality (see above)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--speed-report", action="store_true", help="only rewrite prompt_speed.md from the JSON in --out")
     args = parser.parse_args()
+    if args.speed_report:
+        write_speed_report(args.out, json.loads((args.out / "prompt_speed.json").read_text()))
+        return
     loaded = load_model(args.model)
     if args.speed:
         totals = run_speed(loaded, args.items, args.rounds)
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "prompt_speed.json").write_text(json.dumps(
-            {"model": loaded.name, "machine": machine_info(), "items": args.items, "rounds": args.rounds,
-             "totals": totals}, indent=2))
+        data = {"model": loaded.name, "machine": machine_info(), "items": args.items, "rounds": args.rounds,
+                "totals": totals}
+        (args.out / "prompt_speed.json").write_text(json.dumps(data, indent=2))
+        write_speed_report(args.out, data)
         return
     rows = [run_pair(loaded, pair, args.items) for pair in args.pairs.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
