@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -27,10 +28,13 @@ def main() -> None:
                   f"{machine['device']}, {machine['compute_dtype']}, BLAS {machine['blas']}, {machine['cpus']} CPUs; "
                   f"NE tokenizer {summary['ne_tokenizer']}; data: {run['data_note']}.", "",
                   markdown_table(summary["configs"]), ""]
-    reports = [*sorted(root.glob("verify-cost-*/verify_cost.md")), *sorted(root.glob("multistream*/multistream.md")),
-               *sorted(root.glob("*/live_replay.md"))]
-    for path in reports:
-        text = path.read_text().replace("# ", "## ", 1).replace("](lag.png)", f"]({path.parent.name}/lag.png)")
+    names = ["verify-cost-*/verify_cost.md", "multistream*/multistream.md", "*/live_replay.md",
+             "engine-before-after-*/engine_before_after.md", "engine-overhead-*/engine_overhead.md",
+             "prompt-boundary-*/prompt_boundary.md", "prompt-boundary-*/prompt_speed.md",
+             "service-load-*/service_load.md", "service-faults-*/service_faults.md"]
+    for path in (p for name in names for p in sorted(root.glob(name))):
+        text = path.read_text().replace("# ", "## ", 1)
+        text = re.sub(r"\]\((\w+\.png)\)", lambda m: f"]({path.parent.name}/{m.group(1)})", text)
         parts += [text, ""]
     longform = root / "longform" / "longform_memory.json"
     if longform.exists():

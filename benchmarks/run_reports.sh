@@ -3,13 +3,15 @@
 # Runs sequentially (timings are only compared within one bench run); a finished step is skipped
 # and `mlx-ssbd bench` resumes per item, so an interrupted run can simply be started again.
 # Needs the models prepared (`mlx-ssbd models prepare qwen2.5-coder-1.5b` / `qwen2.5-coder-0.5b`)
-# and the extras: pip install -e ".[semsim,plots,ja]". About 2.5 hours on a 2-core x86 CPU for steps
-# 1-8 and 1.5 hours more for step 9 (its real-time replays take as long as the speech, or longer).
+# and the extras: pip install -e ".[semsim,plots,ja,serve,test]". About 2.5 hours on a 2-core x86 CPU
+# for steps 1-8, 1.5 hours more for step 9 (its real-time replays take as long as the speech, or
+# longer) and 1.5 hours for steps 10-11.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-benchmarks/results/$(date +%F)-$(uname -s | tr A-Z a-z)-$(uname -m)-$(nproc)cpu}
 DATA=benchmarks/data
 mkdir -p "$OUT"
+ROOT=$(pwd) PY=$(command -v python) ABS_OUT=$(realpath "$OUT")
 run() { echo "== $*" >&2; "$@"; }
 once() { local marker=$1; shift; [ -e "$marker" ] || run "$@"; }
 bench() { run mlx-ssbd bench "$@" > /dev/null; }
@@ -71,5 +73,33 @@ bench --data $DATA/udhr-sentences/en-de.jsonl -m qwen2.5-coder-1.5b -t de --meth
     --display-mask-k 2 --limit 12 --out "$OUT/en-de-1.5b-viewers"
 bench --data $DATA/udhr-sentences/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods ssbd --beta 0.2 --context 0,256 \
     --limit 6 --semsim --out "$OUT/en-de-1.5b-context"
+# 10. One engine (issue #11): the old revision (44de22a) against this tree in one run, streams one
+#     after another and batched; the machinery alone on identical token work (3 alternating runs);
+#     the prompt-boundary change: quality (0.5B all 50 UDHR paragraphs a pair, 1.5B the first 10) and cost.
+once "$OUT/engine-before-after-0.5b/engine_before_after.json" python benchmarks/engine_before_after.py \
+    --before 44de22a --model qwen2.5-coder-0.5b --out "$OUT/engine-before-after-0.5b"
+if [ ! -f "$OUT/engine-overhead-0.5b/engine_overhead.md" ]; then
+    mkdir -p "$OUT/engine-overhead-0.5b"
+    OLD=$(mktemp -d)/before && git worktree add --detach "$OLD" 44de22a -q
+    for i in 1 2 3; do
+        (cd /tmp && PYTHONPATH="$OLD" "$PY" "$ROOT/benchmarks/engine_overhead.py" --tree-label before \
+            --out "$ABS_OUT/engine-overhead-0.5b/before-$i.json")
+        (cd /tmp && PYTHONPATH="$ROOT" "$PY" "$ROOT/benchmarks/engine_overhead.py" --tree-label after \
+            --out "$ABS_OUT/engine-overhead-0.5b/after-$i.json")
+    done
+    git worktree remove --force "$OLD"
+    run python benchmarks/engine_overhead.py --summarize "$OUT/engine-overhead-0.5b"
+fi
+once "$OUT/prompt-boundary-0.5b/prompt_boundary.json" python benchmarks/prompt_boundary.py \
+    --model qwen2.5-coder-0.5b --items 50 --out "$OUT/prompt-boundary-0.5b"
+once "$OUT/prompt-boundary-0.5b/prompt_speed.json" python benchmarks/prompt_boundary.py --speed \
+    --model qwen2.5-coder-0.5b --items 8 --rounds 2 --out "$OUT/prompt-boundary-0.5b"
+once "$OUT/prompt-boundary-1.5b/prompt_boundary.json" python benchmarks/prompt_boundary.py \
+    --model qwen2.5-coder-1.5b --items 10 --out "$OUT/prompt-boundary-1.5b"
+# 11. The caption service (issue #12): concurrent sessions at speaking rate, and faults.
+once "$OUT/service-load-0.5b/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-0.5b \
+    --sessions 1,2,4,8 --seconds 90 --out "$OUT/service-load-0.5b"
+once "$OUT/service-faults-0.5b/service_faults.json" python benchmarks/service_faults.py \
+    --model qwen2.5-coder-0.5b --out "$OUT/service-faults-0.5b"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
