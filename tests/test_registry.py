@@ -139,3 +139,29 @@ def test_quantized_weights_keep_their_packing_on_a_gpu_dtype_policy(monkeypatch)
     assert model.model.embed_tokens.weight.dtype == mx.uint32
     after = model(ids)
     assert after.dtype == mx.float16 and mx.array_equal(before, after).item()
+
+
+@pytest.mark.parametrize("kind", ["mkl", "openblas", "none"])
+def test_the_blas_can_be_chosen_by_name(kind):
+    """$MLX_SSBD_BLAS picks a BLAS by name (MKL comes with pip on x86-64 Linux; Debian's OpenBLAS
+    where installed), and that library is really mapped into the process before MLX runs."""
+    import os
+    import platform
+    import subprocess
+    import sys
+
+    from mlx_ssbd.backend import OPENBLAS_CANDIDATES
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the BLAS policy is for Linux")
+    if kind == "openblas" and not any(os.path.exists(p) for p in OPENBLAS_CANDIDATES):
+        pytest.skip("Debian's OpenBLAS is not installed")
+    if kind == "mkl" and platform.machine() != "x86_64":
+        pytest.skip("MKL comes from PyPI on x86-64 only")
+    code = ("import mlx_ssbd, mlx.core as mx; from mlx_ssbd.backend import BLAS; "
+            "mx.eval(mx.ones((64, 64)) @ mx.ones((64, 64))); "
+            "maps = open('/proc/self/maps').read(); "
+            "print(BLAS.name, BLAS.path is not None and BLAS.path in maps)")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "MLX_SSBD_BLAS": kind},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == (["reference", "False"] if kind == "none" else [kind, "True"])
