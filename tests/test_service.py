@@ -52,11 +52,16 @@ def ws_url(base):
 
 
 async def session_events(base, messages, *, until="session.closed"):
-    """Send ``messages`` on a new session; return every event up to ``until``."""
+    """Send ``messages`` on a new session; return every event up to ``until``. A message
+    ``("await", kind)`` waits for an event of that kind before the next is sent."""
     events = []
     async with websockets.connect(ws_url(base)) as ws:
         events.append(json.loads(await ws.recv()))
         for message in messages:
+            if isinstance(message, tuple):
+                while events[-1]["type"] != message[1]:
+                    events.append(json.loads(await asyncio.wait_for(ws.recv(), timeout=60)))
+                continue
             await ws.send(message if isinstance(message, str) else json.dumps(message))
         while not events or events[-1]["type"] != until:
             events.append(json.loads(await asyncio.wait_for(ws.recv(), timeout=60)))
@@ -85,7 +90,8 @@ def test_health_and_models(url):
 def test_a_session_streams_updates_and_commits(url, model_dir):
     words = SENTENCE.split()
     messages = [{"type": "session.update", "target": "de", "method": "ssbd", "beta": 0.0}]
-    messages += [{**source(" ".join(words[:n])), "start": 0.0, "end": n * 0.4} for n in (3, 6)]
+    messages += [{**source(" ".join(words[:3])), "start": 0.0, "end": 1.2}, ("await", "translation.update")]
+    messages += [{**source(" ".join(words[:6])), "start": 0.0, "end": 2.4}]  # may be coalesced into the commit
     messages += [source(SENTENCE, final=True), {"type": "session.close"}]
     events = asyncio.run(session_events(url, messages))
     kinds = [e["type"] for e in events]
