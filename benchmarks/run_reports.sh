@@ -75,7 +75,7 @@ bench --data $DATA/udhr-sentences/en-de.jsonl -m qwen2.5-coder-1.5b -t de --meth
     --limit 6 --semsim --out "$OUT/en-de-1.5b-context"
 # 10. One engine (issue #11): the old revision (44de22a) against this tree in one run, streams one
 #     after another and batched; the machinery alone on identical token work (3 alternating runs);
-#     the prompt-boundary change: quality (0.5B all 50 UDHR paragraphs a pair, 1.5B the first 10) and cost.
+#     the prompt-boundary change: quality (0.5B all 50 UDHR paragraphs a pair, 1.5B the first 4) and cost.
 once "$OUT/engine-before-after-0.5b/engine_before_after.json" python benchmarks/engine_before_after.py \
     --before 44de22a --model qwen2.5-coder-0.5b --out "$OUT/engine-before-after-0.5b"
 if [ ! -f "$OUT/engine-overhead-0.5b/engine_overhead.md" ]; then
@@ -95,11 +95,11 @@ once "$OUT/prompt-boundary-0.5b/prompt_boundary.json" python benchmarks/prompt_b
 once "$OUT/prompt-boundary-0.5b/prompt_speed.json" python benchmarks/prompt_boundary.py --speed \
     --model qwen2.5-coder-0.5b --items 8 --rounds 2 --out "$OUT/prompt-boundary-0.5b"
 once "$OUT/prompt-boundary-1.5b/prompt_boundary.json" python benchmarks/prompt_boundary.py \
-    --model qwen2.5-coder-1.5b --items 10 --out "$OUT/prompt-boundary-1.5b"
+    --model qwen2.5-coder-1.5b --items 4 --out "$OUT/prompt-boundary-1.5b"
 # 11. The caption service (issue #12): concurrent sessions at speaking rate, and faults.
 once "$OUT/service-load-0.5b/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-0.5b \
     --sessions 1,2,4,8 --seconds 90 --out "$OUT/service-load-0.5b"
 once "$OUT/service-faults-0.5b/service_faults.json" python benchmarks/service_faults.py \
-    --model qwen2.5-coder-0.5b --out "$OUT/service-faults-0.5b"
+    --model qwen2.5-coder-0.5b --seconds 60 --out "$OUT/service-faults-0.5b"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

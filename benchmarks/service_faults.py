@@ -7,9 +7,9 @@ Three scenarios, each with well-behaved sessions replaying ASR-like streams in r
    a chaos client sends malformed messages of every kind (each must get exactly one ``error``
    event) and other clients connect, push a partial and drop the connection mid-update. Good
    sessions must see no error and no drop; their lag is compared with the baseline.
-2. **kill -9 mid-stream.** 2 sessions; the server is killed with SIGKILL after ``--kill-after``
-   seconds, then started again on the same transcript store: every commit a client received must
-   be in the store.
+2. **kill -9 mid-stream.** 2 sessions; the server is killed with SIGKILL once ``--kill-after``
+   seconds have passed and at least 2 commits have reached the clients, then started again on the
+   same transcript store: every commit a client received must be in the store.
 3. **Loss of a replica.** 2 replicas behind HAProxy (``service.deploy``), 4 sessions; one replica is
    killed with SIGKILL; the other replica's sessions must go on undisturbed; the killed replica's
    clients reconnect (a new session) and go on; every received commit is in its replica's store.
@@ -83,7 +83,8 @@ class Good:
                             due, p = self.partials[index]
                             await asyncio.sleep(max(0.0, due - (time.monotonic() - t0)))
                             await ws.send(json.dumps({"type": "source.update", "segment": p.segment_id,
-                                                      "text": p.text, "final": p.final, "end": p.end}))
+                                                      "text": p.text, "final": p.final, "start": p.start,
+                                                      "end": p.end}))
                             index += 1
                         await ws.send(json.dumps({"type": "session.close"}))
 
@@ -170,8 +171,10 @@ def scenario_kill_9(model: str, scratch: Path, seconds: float, kill_after: float
     clients = [Good(p) for p in streams(2, seconds, 11)]
 
     async def run_and_kill():
-        async def killer():
+        async def killer():  # mid-stream: once commits have reached the clients, not before kill_after
             await asyncio.sleep(kill_after)
+            while sum(len(c.commits) for c in clients) < 2 and any(c.drops == 0 for c in clients):
+                await asyncio.sleep(0.05)
             proc.send_signal(signal.SIGKILL)
 
         await asyncio.gather(killer(), *(c.run(url) for c in clients))
@@ -239,7 +242,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--seconds", type=float, default=40.0, help="speech replayed per session")
-    parser.add_argument("--kill-after", type=float, default=20.0)
+    parser.add_argument("--kill-after", type=float, default=15.0)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
