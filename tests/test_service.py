@@ -25,20 +25,22 @@ SENTENCE = "so today I want to talk about the new rules"
 def server(model_dir, store, *args, kill=False):
     """``mlx-ssbd serve`` on a free port; yields its base URL and process; always stopped
     (SIGTERM, which must exit cleanly; or SIGKILL where the test kills it itself)."""
+    log = open(f"{store}.server.log", "w+")  # a file, not a pipe: preparing a model writes progress bars
     proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model_dir, "--port", "0",
-                             "--store", str(store), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--store", str(store), *args], stdout=subprocess.PIPE, stderr=log, text=True)
     try:
         url = proc.stdout.readline().strip()
-        assert url.startswith("http://127.0.0.1:"), proc.stderr.read()
+        assert url.startswith("http://127.0.0.1:"), open(log.name).read()
         yield url, proc
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                assert proc.wait(timeout=20) == 0, proc.stderr.read()
+                assert proc.wait(timeout=20) == 0, open(log.name).read()
             finally:
                 if proc.poll() is None:
                     proc.kill()
+        log.close()
 
 
 @pytest.fixture(scope="module")
