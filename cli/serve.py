@@ -37,12 +37,13 @@ def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_
             f"the service needs the serve extra ({error.name} is missing): pip install 'mlx-ssbd[serve]'") from None
     from mlx_ssbd.models.registry import models_home
 
+    path = store or models_home() / "transcripts.sqlite3"
+    try:  # before the model loads: a bad path fails at once
+        transcripts = TranscriptStore(path)
+    except (sqlite3.Error, OSError) as error:
+        raise click.ClickException(f"cannot open the transcript store {path}: {error}") from None
     loaded = load(model)
     options = ServiceOptions(Limits(max_message_bytes, max_source_chars), idle_timeout)
-    try:
-        transcripts = TranscriptStore(store or models_home() / "transcripts.sqlite3")
-    except sqlite3.Error as error:
-        raise click.ClickException(f"cannot open the transcript store {store}: {error}") from None
 
     def ready(url: str) -> None:
         click.echo(f"mlx-ssbd serve: {loaded.name} on {url}, WebSocket {url.replace('http', 'ws', 1)}/v1/stream",

@@ -162,7 +162,7 @@ def generation_stream():
     return _GENERATION_STREAMS["stream"]
 
 
-def wire_memory(model) -> None:
+def wire_memory() -> None:
     """On Metal, raise the wired memory limit to the recommended working set (as mlx-lm's
     ``wired_limit``), so the weights stay resident; elsewhere nothing."""
     metal = getattr(mx, "metal", None)

@@ -39,9 +39,6 @@ class BatchRow:
         self.rebuilds = cache.rebuilds
         self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
 
-    def __len__(self) -> int:
-        return len(self.tokens)
-
 
 class BatchCache:
     """See the module docstring."""
@@ -53,9 +50,6 @@ class BatchCache:
         self.layers: list[BatchKVCache] | None = None
         self._padding: list[int] = []  # left padding per row (mirrors every layer's)
         self._end = 0  # the common end index of every row (every layer's ``_idx``)
-
-    def __len__(self) -> int:
-        return len(self._members)
 
     # -- streams joining and leaving ---------------------------------------------------------
 
@@ -189,8 +183,3 @@ class BatchCache:
         offset = mx.array([self._end - p for p in self._padding])
         for layer in self.layers:
             layer.left_padding, layer.offset, layer._idx = padding, offset, self._end
-
-    @property
-    def nbytes(self) -> int:
-        parked = sum(layer.nbytes for row in self._members if row.parked for layer in row.parked)
-        return parked + sum(layer.nbytes for layer in self.layers or [])

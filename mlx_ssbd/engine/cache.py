@@ -3,7 +3,8 @@
 Contract: ``TokenCache.layers`` is the plain mlx-lm per-layer cache list (as ``make_prompt_cache``
 builds it) and ``TokenCache.tokens`` lists exactly the token ids whose keys and values it holds,
 in order (the last one may still be a lazy ``mx.array`` after a pipelined decode step; it is
-resolved before it is compared with anything). Every forward call goes through ``TokenCache.forward`` so the two never drift apart.
+resolved before it is compared with anything). Every forward call goes through
+``TokenCache.forward`` so the two never drift apart.
 ``rewind(n)`` keeps the first ``n`` tokens: it trims every layer through mlx-lm's cache API and
 checks each returned count; a cache that cannot be trimmed (a rotating window that has wrapped, a
 recurrent/hybrid layer) or that trims short is rebuilt empty instead, never silently corrupted.

@@ -1,4 +1,4 @@
-"""Drafts proposed while decoding (``decode.decode(..., propose=...)`` verifies them).
+"""Drafts proposed while decoding (``update.update_steps`` verifies them).
 
 Contract: ``Proposer`` looks at the output decoded so far and proposes tokens that may follow:
 
@@ -11,7 +11,7 @@ Contract: ``Proposer`` looks at the output decoded so far and proposes tokens th
   source tokens that follow, which helps with copy-through
   tokens (names, numbers, code).
 
-``decode.decode`` checks each proposal with ``verify.verify`` in one biased pass (the same rule
+``update.update_steps`` checks each proposal in one biased pass (``verify.decide``: the same rule
 and β as the update's draft). With β = 0 every accepted token is the greedy token, so the output
 equals plain greedy decoding.
 """

@@ -66,7 +66,7 @@ class Job:
         sampler: None for greedy; a ``sampling.Sampler`` for (biased speculative) sampling.
         proposer: a ``lookahead.Proposer`` or None.
         pipelined: dispatch decode step t+1 from the lazy token t before t reaches the host, as
-            ``mlx_lm.generate_step`` does (``backend.PIPELINED_DECODE``: on a GPU). When t turns
+            ``mlx_lm.generate_step`` does (``backend.pipelined_decode()``: on a GPU). When t turns
             out to end the output, the step was wasted and its position is trimmed at the next
             feed. Not with a proposer (a proposal needs t on the host).
     """

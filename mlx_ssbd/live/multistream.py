@@ -7,7 +7,8 @@ needs one (the verify passes of all streams, then decode steps and lookahead pro
 sync per step. The update algorithm is the very one a translator runs alone (``engine``), so the
 outputs equal each translator's own, greedy and sampled (each keeps its own sampler and PRNG key,
 drawn in the same order). Streams join (``add``) and leave (``remove``, which hands the translator
-its KV back) between updates; a stream without an update in a step rides along (see ``batch``).
+its KV back) between updates; a stream without work in a step is parked out of the batch (see
+``batch``).
 
 Only full ``KVCache`` layers can be batched (a rotating window raises ``ValueError``).
 """

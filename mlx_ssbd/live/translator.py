@@ -259,7 +259,7 @@ class StreamTranslator:
         self.prompts = PromptBuilder(tokenizer, family, source_lang, target_lang)
         self.cache = TokenCache(model, max_kv_size=max_kv_size)
         self.row = self.cache  # where this stream's KV lives: its own cache, or a batch row
-        self.context_length = _context_length(model)
+        self.context_length = context_length(model)
         self.stops = StopRule(tokenizer, on_newline=config.stop_on_newline)
         self.pipelined = pipelined_decode()  # the backend's policy (see ``engine.update.Job``)
         self._draft: list[int] = []
@@ -458,7 +458,8 @@ def method_config(method: str, **settings) -> TranslatorConfig:
     return TranslatorConfig(**METHODS[method].settings(), **settings)
 
 
-def _context_length(model) -> int | None:
+def context_length(model) -> int | None:
+    """The model's context window in tokens, when its config states one."""
     args = getattr(model, "args", None)
     value = getattr(args, "max_position_embeddings", None)
     return int(value) if value else None

@@ -63,7 +63,7 @@ def load_model(
     except Exception as error:  # mlx-lm raises many types for missing or unreachable models
         raise ModelError(f"cannot load model {location!r}: {error}") from error
     dtype = to_compute_dtype(model)
-    wire_memory(model)
+    wire_memory()
     if family is not None:
         get_family(family)
     else:

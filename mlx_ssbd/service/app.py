@@ -61,7 +61,8 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     async def stream(ws: WebSocket) -> None:
         await ws.accept()
         loop, outbox = asyncio.get_running_loop(), asyncio.Queue()
-        session = scheduler.open(lambda event: loop.call_soon_threadsafe(outbox.put_nowait, event))
+        send = lambda event: loop.call_soon_threadsafe(outbox.put_nowait, event)  # noqa: E731
+        session = await asyncio.to_thread(scheduler.open, send)  # it writes to the store: not on the loop
         if session is None:
             await ws.send_json(protocol.error_event(
                 "busy", f"the server is serving its maximum of {scheduler.max_sessions} sessions; try again later"))
@@ -79,18 +80,23 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         with contextlib.suppress(RuntimeError):
             await ws.close()
 
-    def known(sid: str) -> bool:
-        return scheduler.find(sid) is not None or (scheduler.store is not None and scheduler.store.session(sid) is not None)
+    def stored(sid: str) -> dict | None:
+        return scheduler.store.session(sid) if scheduler.store is not None else None
 
-    async def transcript(request: Request) -> Response:
+    def known(sid: str) -> bool:
+        return scheduler.find(sid) is not None or stored(sid) is not None
+
+    # Plain (not async) handlers: Starlette runs them in its thread pool, so the SQLite reads
+    # never block the event loop that carries every session's WebSocket.
+    def transcript(request: Request) -> Response:
         sid, kind = request.path_params["sid"], request.path_params["kind"]
-        if kind not in ("json", "srt", "vtt") or not known(sid):
+        live, info = scheduler.find(sid) is not None, stored(sid)
+        if kind not in ("json", "srt", "vtt") or not (live or info):
             return JSONResponse(protocol.error_event("not_found", f"no session {sid!r} with a .{kind} transcript"),
                                 status_code=404)
         captions = scheduler.store.captions(sid) if scheduler.store is not None else []
         if kind == "json":
-            info = scheduler.store.session(sid) if scheduler.store is not None else None
-            return JSONResponse({"session": sid, "live": scheduler.find(sid) is not None,
+            return JSONResponse({"session": sid, "live": live,
                                  **({"model": info["model"], "settings": info["settings"]} if info else {}),
                                  "captions": [c.to_dict() for c in captions]})
         body = subtitles.document(kind, [(c.start, c.end, c.text) for c in captions])
@@ -98,12 +104,12 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
 
     async def events(request: Request) -> Response:
         sid = request.path_params["sid"]
-        if not known(sid):
+        if not await asyncio.to_thread(known, sid):
             return JSONResponse(protocol.error_event("not_found", f"no session {sid!r}"), status_code=404)
         return StreamingResponse(_viewer_events(scheduler, sid), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
-    async def captions_page(request: Request) -> Response:
+    def captions_page(request: Request) -> Response:
         sid = request.path_params["sid"]
         if not known(sid):
             return PlainTextResponse(f"no session {sid!r}", status_code=404)
@@ -156,7 +162,8 @@ async def _viewer_events(scheduler: Scheduler, sid: str):
         session.watch(viewer)  # before the replay, so no commit falls in between
     try:
         replayed = -1
-        for caption in scheduler.store.captions(sid) if scheduler.store is not None else []:
+        stored = await asyncio.to_thread(scheduler.store.captions, sid) if scheduler.store is not None else []
+        for caption in stored:
             yield _sse(protocol.stored_commit_event(caption))
             replayed = caption.caption
         if session is None:

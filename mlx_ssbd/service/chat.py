@@ -30,6 +30,7 @@ from ..engine.cache import TokenCache
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
 from ..engine.update import Job, run
+from ..live.translator import context_length
 from .protocol import ProtocolError
 
 DEFAULT_MAX_TOKENS = 512
@@ -132,8 +133,7 @@ class ChatEngine:
         self.loaded = loaded
         self.cache = TokenCache(loaded.model)
         self.stops = StopRule(loaded.tokenizer, on_newline=False)
-        args = getattr(loaded.model, "args", None)
-        self.context = getattr(args, "max_position_embeddings", None)
+        self.context = context_length(loaded.model)
 
     def prompt_ids(self, request: ChatRequest) -> list[int]:
         text = self.loaded.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)

@@ -107,7 +107,6 @@ class Scheduler:
         self._sessions: list[ServiceSession] = []
         self._calls: list[tuple[Callable[[], object], Future]] = []
         self._stopping = False
-        self.steps = 0  # batched steps run
 
     # -- any thread ------------------------------------------------------------------------
 
@@ -214,7 +213,6 @@ class Scheduler:
         if not ready:
             return
         results = self.batch.update([sources.get(id(tr)) for tr in self.batch.translators])
-        self.steps += 1
         by_translator = {id(tr): result for tr, result in zip(self.batch.translators, results)}
         for session, item in ready:
             session.emit(session.live.result(item, by_translator[id(session.translator)]))
