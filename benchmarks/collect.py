@@ -31,7 +31,7 @@ def main() -> None:
     names = ["verify-cost-*/verify_cost.md", "multistream*/multistream.md", "*/live_replay.md",
              "engine-before-after-*/engine_before_after.md", "engine-overhead-*/engine_overhead.md",
              "prompt-boundary-*/prompt_boundary.md", "prompt-boundary-*/prompt_speed.md",
-             "service-load-*/service_load.md", "service-faults-*/service_faults.md"]
+             "service-load-*/service_load.md", "service-faults-*/service_faults.md", "blas-probe/blas_probe.md"]
     for path in (p for name in names for p in sorted(root.glob(name))):
         text = path.read_text().replace("# ", "## ", 1)
         text = re.sub(r"\]\((\w+\.png)\)", lambda m: f"]({path.parent.name}/{m.group(1)})", text)

@@ -101,5 +101,11 @@ once "$OUT/service-load-0.5b/service_load.json" python benchmarks/service_load.p
     --sessions 1,2,4,8 --seconds 90 --out "$OUT/service-load-0.5b"
 once "$OUT/service-faults-0.5b/service_faults.json" python benchmarks/service_faults.py \
     --model qwen2.5-coder-0.5b --seconds 60 --out "$OUT/service-faults-0.5b"
+# 12. Which BLAS pip should bring. cmeel-openblas is measured only when BLAS_CMEEL names its
+#     libopenblas.so.0 (`pip download cmeel-openblas`, unzip: cmeel.prefix/lib/).
+CHOICES="openblas,mkl,none" LABELS="Debian OpenBLAS,MKL (pip),reference"
+if [ -n "${BLAS_CMEEL:-}" ]; then CHOICES="$CHOICES,$BLAS_CMEEL" LABELS="$LABELS,cmeel-openblas"; fi
+once "$OUT/blas-probe/blas_probe.json" python benchmarks/blas_probe.py --choices "$CHOICES" --labels "$LABELS" \
+    --rounds 3 --out "$OUT/blas-probe"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
