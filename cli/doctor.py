@@ -33,6 +33,7 @@ def doctor():
     click.echo(f"device         {info.device}")
     click.echo(f"blas           {info.blas}" + (f" ({info.blas_path})" if info.blas_path else "") +
                (f" - {info.blas_note}" if info.blas_note else ""))
+    click.echo(f"gemv           {info.gemv}")
     gflops = matmul_probe()
     verdict = "ok" if gflops > 20 else "slow: install libopenblas0-pthread or set MLX_SSBD_BLAS"
     click.echo(f"matmul probe   {gflops:.1f} GFLOP/s fp32 (1024x1024, 1 s) - {verdict}")

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from ..paths import HOME_ENV, cache_home
 from .gguf_import import COMPLETE_MARKER, convert_gguf
 
-HOME_ENV = "MLX_SSBD_HOME"
 CHUNK = 8 << 20
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -95,12 +95,7 @@ def default_card() -> ModelCard:
 
 def models_home() -> Path:
     """Where prepared models live: ``$MLX_SSBD_HOME`` or the per-user cache directory."""
-    if os.environ.get(HOME_ENV):
-        return Path(os.environ[HOME_ENV]).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or (
-        Path.home() / "Library" / "Caches" if sys.platform == "darwin" else Path.home() / ".cache"
-    )
-    return Path(cache) / "mlx-ssbd"
+    return cache_home()
 
 
 def model_dir(card: ModelCard) -> Path:

@@ -1,0 +1,46 @@
+"""The sgemv shim (mlx_ssbd/gemv.py): MLX matmuls that it serves give the same numbers as numpy,
+for every layout of a one-row or one-column product, and it really serves them."""
+
+import mlx.core as mx
+import numpy as np
+import pytest
+
+from mlx_ssbd import backend, gemv
+
+
+def products():
+    """(name, lazy MLX result, numpy float64 reference) for one-row/one-column layouts."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((96, 40)).astype(np.float32)  # a weight, N x K
+    x = rng.standard_normal((1, 40)).astype(np.float32)
+    W, X = mx.array(w), mx.array(x)
+    wide = mx.array(rng.standard_normal((40, 96 * 2)).astype(np.float32))[:, ::2]  # strided view
+    batch = rng.standard_normal((3, 1, 40)).astype(np.float32)
+    yield "row @ weight.T (a decode step)", X @ W.T, x.astype(np.float64) @ w.T
+    yield "row @ contiguous K x N", X @ mx.array(w.T.copy()), x.astype(np.float64) @ w.T
+    yield "weight @ column", W @ X.T, w.astype(np.float64) @ x.T
+    yield "weight.T.T @ column (transposed A)", mx.array(w.T.copy()).T @ X.T, w.astype(np.float64) @ x.T
+    yield "column.T given as a transposed view", (X.T).T @ W.T, x.astype(np.float64) @ w.T
+    yield "row @ strided view", X @ wide, x.astype(np.float64) @ np.array(wide).astype(np.float64)
+    yield "batched rows", mx.array(batch) @ W.T, batch.astype(np.float64) @ w.T
+    yield "beta = 1: addmm", mx.addmm(mx.ones((1, 96)), X, W.T), 1.0 + x.astype(np.float64) @ w.T
+    yield "3 rows (plain sgemm)", mx.array(batch[:, 0]) @ W.T, batch[:, 0].astype(np.float64) @ w.T
+    many = rng.standard_normal((5, 40)).astype(np.float32)
+    yield "5 rows (plain sgemm)", mx.array(many) @ W.T, many.astype(np.float64) @ w.T
+
+
+@pytest.mark.parametrize("name,result,reference", list(products()), ids=lambda v: v if isinstance(v, str) else "")
+def test_products_match_numpy(name, result, reference):
+    np.testing.assert_allclose(np.array(result), reference, rtol=1e-4, atol=1e-4)
+
+
+def test_the_shim_serves_one_row_products_where_it_is_installed():
+    if backend.BLAS.name != "openblas":
+        pytest.skip(f"the shim is used with OpenBLAS only; BLAS here: {backend.BLAS.name}")
+    assert backend.GEMV.active, backend.GEMV.note  # OpenBLAS and a C compiler (CI installs gcc)
+    before = gemv.calls()
+    x, w = mx.ones((1, 8)), mx.ones((16, 8))
+    mx.eval(x @ w.T)
+    assert gemv.calls() == before + 1
+    mx.eval(mx.ones((2, 8)) @ w.T)  # two rows: sgemm
+    assert gemv.calls() == before + 1
