@@ -27,7 +27,7 @@ from mlx_ssbd.evaluation.streams import (
 )
 from mlx_ssbd.live.translator import METHODS
 
-from .common import check_languages, load, user_errors
+from .common import check_languages, draft_model_option, load, load_draft, user_errors
 
 UDHR_NOTE = "UDHR paragraphs (human translations; not FLORES; likely seen in training)"
 
@@ -52,9 +52,22 @@ def parse_list(kind, text: str, allowed=None, bounds=(0.0, 1.0), what="beta"):
     return values
 
 
-def load_items(data: str, lag: int, limit: int | None):
+def parse_words(text: str | None) -> tuple[int, int] | None:
+    """``"10-25"`` -> (10, 25): keep segments whose source has that many words."""
+    if text is None:
+        return None
+    low, sep, high = text.partition("-")
+    if not (sep and low.strip().isdigit() and high.strip().isdigit()) or int(low) > int(high):
+        raise click.BadParameter(f"{text!r} is not a word range like 10-25", param_hint="--words")
+    return int(low), int(high)
+
+
+def load_items(data: str, lag: int, limit: int | None, words: tuple[int, int] | None = None):
     if detect_format(data) == "pairs":
-        items = items_from_pairs([p for _, p in read_pairs(data)], lag)
+        pairs = [p for _, p in read_pairs(data)]
+        if words:
+            pairs = [p for p in pairs if words[0] <= len(p.src.split()) <= words[1]]
+        items = items_from_pairs(pairs, lag)
     else:
         items = items_from_partials(list(read_partials(data)))
     return items[:limit] if limit else items
@@ -71,6 +84,9 @@ def load_items(data: str, lag: int, limit: int | None):
 @click.option("--display-mask-k", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--lag", type=click.IntRange(1), default=DEFAULT_LAG, show_default=True)
 @click.option("--limit", type=click.IntRange(1), default=None, help="Use the first N items.")
+@click.option("--words", default=None, metavar="MIN-MAX",
+              help="Only pairs whose source has MIN to MAX words (e.g. 10-25: ordinary sentences); before --limit.")
+@draft_model_option()
 @click.option("--word-s", type=click.FloatRange(0.0), default=0.3, show_default=True, help="Seconds per source word for lagging.")
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory (resumable).")
 @click.option("--fresh", is_flag=True, help="Discard results already in --out.")
@@ -86,8 +102,8 @@ def load_items(data: str, lag: int, limit: int | None):
               help="Stable-text agreement n, or a list (0,2): each n > 0 adds '-agree<n>' variants of the methods.")
 @click.option("--context", default="0", show_default=True,
               help="Context token budget, or a list (0,256): each > 0 adds '-ctx<n>' variants (items in document order).")
-def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, lag, limit, word_s, out_dir,
-          fresh, semsim, comet_checkpoint, temperatures, top_p, seed, data_note, agree, context):
+def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, lag, limit, words, draft_model,
+          word_s, out_dir, fresh, semsim, comet_checkpoint, temperatures, top_p, seed, data_note, agree, context):
     """Benchmark decoding policies on one data set, every method in one run.
 
     \b
@@ -107,7 +123,7 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
     if fresh and out.exists():
         shutil.rmtree(out)
     with user_errors():
-        items = load_items(data, lag, limit)
+        items = load_items(data, lag, limit, parse_words(words))
     if not items:
         raise click.ClickException(f"{data}: no items")
 
@@ -116,16 +132,20 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
                            temperatures=temperature_list, top_p=top_p, seed=seed,
                            agreements=parse_list(int, agree, bounds=(0, 64), what="agreement"),
                            contexts=parse_list(int, context, bounds=(0, 100_000), what="context"))
+    needs_draft = any(config.tail_guess for config in configs.values())
+    drafter = load_draft(draft_model, loaded, needed=needs_draft) if needs_draft else None
     translators = {
-        label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
-                                source_lang=source, target_lang=target, config=config)
+        label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
+                                target_lang=target, config=config,
+                                draft_model=drafter if config.tail_guess else None)
         for label, config in configs.items()
     }
     note = data_note or (UDHR_NOTE if "udhr" in str(Path(data).resolve()).lower() else Path(data).name)
     facts = {"data": _portable(data), "data_name": Path(data).name, "data_note": note,
              "model": loaded.name, "source": source, "target": target, "configs": list(translators),
              "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items),
-             "temperatures": temperature_list, "top_p": top_p, "seed": seed}
+             "temperatures": temperature_list, "top_p": top_p, "seed": seed, "words": words,
+             "draft_model": draft_model if needs_draft else None}
 
     with click.progressbar(length=len(items), label="Benchmarking", file=sys.stderr, show_eta=True,
                            item_show_func=lambda i: i.id if i else "") as bar:

@@ -55,6 +55,25 @@ def load(model: str | None, family: str | None = None):
         progress.close()
 
 
+def draft_model_option():
+    return click.option("--draft-model", default=None,
+                        help="A smaller model with the same tokenizer for the tail guess of the *-tail methods "
+                             "(qwen2.5-coder-0.5b for the default 1.5B).")
+
+
+def load_draft(name: str | None, loaded, needed: bool):
+    """``(model, tokenizer)`` of ``--draft-model`` for a translator, or None; a clear error when a
+    method needs one and none was given."""
+    if name is None:
+        if needed:
+            raise click.UsageError("the *-tail methods need --draft-model (e.g. qwen2.5-coder-0.5b)")
+        return None
+    draft = load(name)
+    if draft.tokenizer.get_vocab() != loaded.tokenizer.get_vocab():
+        raise click.ClickException(f"--draft-model {name}: its tokenizer differs from {loaded.name}'s")
+    return draft.model, draft.tokenizer
+
+
 def check_languages(source: str, target: str) -> None:
     for code in (source, target):
         try:

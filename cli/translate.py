@@ -26,7 +26,7 @@ from mlx_ssbd.live.translator import (
     method_config,
 )
 
-from .common import beta_option, check_languages, load, user_errors
+from .common import beta_option, check_languages, draft_model_option, load, load_draft, user_errors
 from .live import SINK_FORMATS, make_sink
 
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
@@ -136,9 +136,10 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
               help="Commit when the source has not changed for this many seconds (0: never; live input only).")
 @click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
               help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
+@draft_model_option()
 def translate(text, stream_path, model, source, target, method, beta, mask_k, lag, input_kind, fmt,
               temperature, top_p, seed, realtime, wps, latest_wins, agree, auto_commit, max_words, pause,
-              context_tokens):
+              context_tokens, draft_model):
     """Translate TEXT, or stream live captions from a file or stdin.
 
     \b
@@ -156,7 +157,7 @@ def translate(text, stream_path, model, source, target, method, beta, mask_k, la
                            seed=seed, agreement=agree, context_tokens=context_tokens)
     translator = StreamTranslator(
         loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source, target_lang=target,
-        config=config,
+        config=config, draft_model=load_draft(draft_model, loaded, needed=bool(config.tail_guess)),
     )
     if text is not None:
         with user_errors():

@@ -59,10 +59,11 @@ class Sampler:
         """One token from logits ``(V,)`` (lazy)."""
         return mx.random.categorical(mx.log(self.probs(logits)), key=self.key())
 
-    def accept_and_next(self, logits: mx.array, draft: mx.array, beta: float) -> mx.array:
+    def accept_and_next(self, logits: mx.array, draft: mx.array, beta) -> mx.array:
         """``[accepted, next_token]`` by biased speculative sampling.
 
-        logits (m + 1, V); draft (m + 1,) padded like ``verify.accept_and_next``.
+        logits (m + 1, V); draft (m + 1,) padded like ``verify.accept_and_next``; beta a float or
+        one bias per row (m + 1,).
         """
         m = draft.shape[0] - 1
         probs = self.probs(logits)  # (m + 1, V)

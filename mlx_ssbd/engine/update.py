@@ -20,7 +20,9 @@ stream draws from its own sampler in the same order either way.
 The rule (Zeng et al.): a draft token y_i is accepted while the biased distribution
 (1 - beta) p_i + beta onehot(y_i) still has y_i as its argmax (``verify.decide``); beta = 0 accepts
 exactly the greedy tokens, so the output equals greedy decoding (the β = 0 identity with RT), with
-lookahead proposals too. A stop token (``stops.StopRule``) ends the output; what it keeps (the
+lookahead proposals too. A guessed tail (``Job.guess``, see ``tail``) rides in the verify pass after
+the draft and is verified at β = 0: accepted guess tokens are exactly the tokens greedy decoding
+would have produced next, so the output is the same as without the guess, for fewer passes. A stop token (``stops.StopRule``) ends the output; what it keeps (the
 text before a newline) is appended but not fed.
 """
 
@@ -65,6 +67,8 @@ class Job:
         stops: ``stops.StopRule``-like: None, or the ids kept in place of a stop token.
         sampler: None for greedy; a ``sampling.Sampler`` for (biased speculative) sampling.
         proposer: a ``lookahead.Proposer`` or None.
+        guess: tokens guessed to follow the whole draft (``tail.TailDrafter``), fed in the same
+            verify pass and accepted only where they are the greedy (β = 0) tokens.
         pipelined: dispatch decode step t+1 from the lazy token t before t reaches the host, as
             ``mlx_lm.generate_step`` does (``backend.pipelined_decode()``: on a GPU). When t turns
             out to end the output, the step was wasted and its position is trimmed at the next
@@ -80,6 +84,7 @@ class Job:
     sampler: object = None
     proposer: object = None
     pipelined: bool = False
+    guess: Sequence[int] = ()
 
 
 @dataclass
@@ -90,6 +95,7 @@ class Outcome:
     accepted: int  # leading draft tokens accepted by the verify pass
     reused: int  # tokens of the verify pass whose KV came from the cache
     verified_at: float  # perf_counter() when the verify pass was decided
+    guess_accepted: int = 0  # leading tokens of ``Job.guess`` accepted (all of the draft was)
 
 
 Steps = Generator[Feed | Sync, object, Outcome]
@@ -97,14 +103,16 @@ Steps = Generator[Feed | Sync, object, Outcome]
 
 def update_steps(job: Job) -> Steps:
     """One update; see the module docstring. Returns the ``Outcome``."""
-    draft = list(job.draft)
-    rows, reused = yield Feed([*job.head, *draft], len(draft) + 1)
-    accepted, token = yield Sync(decide(rows, draft, job.beta, job.sampler))
-    outcome = Outcome([*job.locked, *draft[:accepted]], accepted, reused, time.perf_counter())
+    draft, guess = list(job.draft), list(job.guess)
+    rows, reused = yield Feed([*job.head, *draft, *guess], len(draft) + len(guess) + 1)
+    taken, token = yield Sync(decide(rows, draft + guess, job.beta, job.sampler, len(guess)))
+    accepted = min(taken, len(draft))
+    guessed = guess[: taken - accepted]
+    outcome = Outcome([*job.locked, *draft[:accepted]], accepted, reused, time.perf_counter(), len(guessed))
     if job.proposer is not None:
         job.proposer.diverged_at = accepted  # resync searches the old draft from here
-    fed = [*job.head, *draft[:accepted]]  # what the cache holds before ``token``
-    pending = [token]  # decided tokens not yet checked for stops
+    fed = [*job.head, *draft[:accepted], *guessed]  # what the cache holds before ``token``
+    pending = [*guessed, token]  # decided tokens not yet checked for stops
     ahead = None  # logits of the step feeding ``token``, dispatched before it was known
     pipelined = job.pipelined and job.proposer is None
     while pending and len(outcome.output) < job.max_new:

@@ -70,16 +70,21 @@ def accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array) -> 
     return _compiled[vocab](logits, draft, thresholds)
 
 
-def decide(rows: mx.array, draft: Sequence[int], beta: float, sampler: Sampler | None = None) -> mx.array:
+def decide(rows: mx.array, draft: Sequence[int], beta: float, sampler: Sampler | None = None,
+           tail: int = 0) -> mx.array:
     """``[accepted, next_token]`` (lazy) from the m + 1 logit rows of a verify pass.
 
-    Greedy: the fused biased rule (compiled); with a sampler: biased speculative sampling.
+    Greedy: the fused biased rule (compiled); with a sampler: biased speculative sampling. The last
+    ``tail`` draft tokens (a guessed tail, see ``engine.tail``) are verified at beta = 0, losslessly.
     """
     if not draft:
         next_token = mx.argmax(rows[-1]) if sampler is None else sampler(rows[-1])
         return mx.stack([mx.array(0, dtype=mx.int32), next_token.astype(mx.int32)])
     padded = mx.array([*draft, 0], dtype=mx.uint32)
+    head = len(draft) - tail
     if sampler is not None:
-        return sampler.accept_and_next(rows, padded, beta)
-    thresholds = mx.array([accept_threshold(beta)] * len(draft) + [-1.0], dtype=mx.float32)
+        betas = mx.array([beta] * head + [0.0] * (tail + 1), dtype=mx.float32) if tail else beta
+        return sampler.accept_and_next(rows, padded, betas)
+    thresholds = mx.array([accept_threshold(beta)] * head + [0.0] * tail + [-1.0],
+                          dtype=mx.float32)
     return accept_and_next(rows, padded, thresholds)

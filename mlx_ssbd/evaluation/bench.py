@@ -230,6 +230,10 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
         "median_update_s": round(statistics.median(r["wall_s"] for r in flat), 4),
         "forward_passes_per_update": _round(total("forward_passes") / len(flat)),
         "tokens_fed_per_update": _round(total("tokens_fed") / len(flat)),
+        "draft_model_passes_per_update": _round(sum(r.get("draft_model_passes", 0) for r in flat) / len(flat)),
+        "tail_s": round(sum(r.get("tail_s", 0.0) for r in flat), 3),
+        "tail_acceptance": _round(metrics.ratio(sum(r.get("tail_accepted", 0) for r in flat),
+                                                sum(r.get("tail_guessed", 0) for r in flat))),
         "laal_s": _mean(laal), "laal_ca_s": _mean(laal_ca),
     }
     refs = [r["ref"] for r in finals]

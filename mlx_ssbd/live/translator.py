@@ -21,6 +21,10 @@ turn from then on (they are fed after the prompt, never verified), so the stable
 never changes again within its segment and is a prefix of what the segment commits. Every
 ``Update`` carries ``stable`` and the revisable ``unstable`` rest of its display.
 
+Tail guess (``tail_guess`` = n > 0, with a ``draft_model``): a smaller model of the same tokenizer
+guesses up to n tokens after the draft, and the update's one verify pass checks them too, at β = 0
+(``engine.tail``): the output is the same as without the guess, in fewer passes of the big model.
+
 Context (``context_tokens`` > 0): committed segments stay in the prompt as finished turns (see
 ``prompt``), up to that many tokens; when they exceed it, the oldest are dropped until at most
 half remain, so the context KV is reused across most segment changes and recomputed only then.
@@ -42,6 +46,8 @@ from ..engine.cache import TokenCache, common_prefix_len
 from ..engine.lookahead import Proposer
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
+from ..engine.tail import DEFAULT_GUESS as DEFAULT_TAIL_GUESS
+from ..engine.tail import TailDrafter, same_vocabulary
 from ..engine.verify import accept_threshold
 from .prompt import PromptBuilder
 
@@ -70,6 +76,8 @@ METHODS = {
     "ssbd-ngram": Method("ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),)),
     "ssbd-plus": Method("ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))),
     "ssbd-final0": Method("ssbd", "ssbd, committing with beta = 0 (what RT commits)", (("final_beta", 0.0),)),
+    "ssbd-tail": Method("ssbd", "ssbd, a draft model guessing the new tail, checked in the same pass (needs a draft model)",
+                        (("tail_guess", DEFAULT_TAIL_GUESS),)),
 }
 POLICIES = tuple(name for name, method in METHODS.items() if not method.features)
 DEFAULT_POLICY = "ssbd"
@@ -100,6 +108,8 @@ class TranslatorConfig:
         agreement: lock a token once it stood in this many consecutive outputs of a segment
             (LocalAgreement-n; see the module docstring). 0: nothing is locked before the commit.
         context_tokens: token budget for earlier committed segments kept in the prompt; 0: none.
+        tail_guess: the most tokens a draft model guesses past the draft per update (the
+            translator needs a ``draft_model``); 0: no guess.
     """
 
     policy: str = DEFAULT_POLICY
@@ -117,6 +127,7 @@ class TranslatorConfig:
     seed: int = 0
     agreement: int = 0
     context_tokens: int = 0
+    tail_guess: int = 0
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -128,7 +139,7 @@ class TranslatorConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens"):
+        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens", "tail_guess"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
@@ -171,6 +182,10 @@ class UpdateStats:
     proposals: int = 0  # lookahead proposals verified (each one forward pass)
     locked: int = 0  # stable tokens forced at the start of the output (see ``agreement``)
     unchanged: int = 0  # 1: same source as the last update, answered without a forward pass
+    tail_guessed: int = 0  # tokens the draft model guessed past the draft (``tail_guess``)
+    tail_accepted: int = 0  # of them, accepted by the verify pass
+    draft_model_passes: int = 0  # the draft model's forward passes (not in ``forward_passes``)
+    tail_s: float = 0.0  # wall time of the guess (included in ``prefill_s`` and ``wall_s``)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -204,6 +219,8 @@ class PendingUpdate:
     calls0: int
     fed0: int
     rebuilds0: int
+    guess_passes: int = 0
+    guess_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -240,6 +257,11 @@ class StreamTranslator:
         source_lang, target_lang: ISO 639-1 codes.
         config: decoding settings. Default ``TranslatorConfig()``.
         max_kv_size: a rotating KV window (``None``: full cache).
+        draft_model: ``(model, tokenizer)`` of a smaller model with the same vocabulary, for
+            ``config.tail_guess``; ignored without it.
+
+    Raises:
+        ValueError: ``tail_guess`` without a draft model, or a draft model whose vocabulary differs.
     """
 
     def __init__(
@@ -252,7 +274,10 @@ class StreamTranslator:
         target_lang: str,
         config: TranslatorConfig = TranslatorConfig(),
         max_kv_size: int | None = None,
+        draft_model: tuple | None = None,
     ):
+        if draft_model is not None and not same_vocabulary(tokenizer, draft_model[1]):
+            raise ValueError("the draft model's tokenizer differs from the model's: a tail guess needs the same vocabulary")
         self.model = model
         self.tokenizer = tokenizer
         self.config = config
@@ -261,6 +286,8 @@ class StreamTranslator:
         self.row = self.cache  # where this stream's KV lives: its own cache, or a batch row
         self.context_length = context_length(model)
         self.stops = StopRule(tokenizer, on_newline=config.stop_on_newline)
+        self.draft_model = draft_model
+        self.drafter = self._make_drafter(config)
         self.pipelined = pipelined_decode()  # the backend's policy (see ``engine.update.Job``)
         self._draft: list[int] = []
         self._last_source: str | None = None  # the last non-final source of this segment
@@ -277,6 +304,13 @@ class StreamTranslator:
             return None
         return Sampler(temperature=config.temperature, top_p=config.top_p, seed=config.seed)
 
+    def _make_drafter(self, config: TranslatorConfig) -> TailDrafter | None:
+        if not config.tail_guess:
+            return None
+        if self.draft_model is None:
+            raise ValueError("tail_guess needs a draft model (a smaller model with the same tokenizer)")
+        return TailDrafter(self.draft_model[0], self.stops, config.tail_guess)
+
     def reset(self) -> None:
         """Start a new segment: forget the draft (the KV cache is kept for its shared prefix)."""
         self._draft = []
@@ -289,6 +323,7 @@ class StreamTranslator:
         self.config = config
         self.sampler = self._make_sampler(config)
         self.stops = StopRule(self.tokenizer, on_newline=config.stop_on_newline)
+        self.drafter = self._make_drafter(config)
         self.reset()
 
     def update(self, source: str, *, final: bool = False) -> Update:
@@ -318,10 +353,20 @@ class StreamTranslator:
         proposer = None
         if cfg.resync or cfg.ngram_drafts:
             proposer = Proposer(old_draft=draft if cfg.resync else (), source=prompt.source if cfg.ngram_drafts else ())
-        job = engine.Job(head=[*prompt.ids, *locked], locked=locked, draft=draft, beta=cfg.beta_for(final),
+        head = [*prompt.ids, *locked]
+        guess, guess_passes, guess_s = self._guess(head, draft, max_new - len(locked))
+        job = engine.Job(head=head, locked=locked, draft=draft, beta=cfg.beta_for(final),
                          max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=proposer,
-                         pipelined=self.pipelined)
-        return PendingUpdate(source, final, prompt, job, *counters)
+                         pipelined=self.pipelined, guess=guess)
+        return PendingUpdate(source, final, prompt, job, *counters, guess_passes, guess_s)
+
+    def _guess(self, head, draft, room: int) -> tuple[list[int], int, float]:
+        """The draft model's tail guess (within the output budget), its passes and seconds."""
+        if self.drafter is None or len(draft) >= room:
+            return [], 0, 0.0
+        calls, seconds = self.drafter.cache.forward_calls, self.drafter.seconds
+        guess = self.drafter.guess(head, draft)[: room - len(draft)]
+        return guess, self.drafter.cache.forward_calls - calls, self.drafter.seconds - seconds
 
     def finish(self, step: PendingUpdate, outcome: engine.Outcome | None) -> Update:
         """Record the outcome of an update begun with ``begin``: stats, display, the next draft."""
@@ -352,6 +397,10 @@ class StreamTranslator:
             proposals=proposer.attempts if proposer else 0,
             locked=locked,
             unchanged=int(job is None),
+            tail_guessed=len(job.guess) if job else 0,
+            tail_accepted=outcome.guess_accepted if outcome else 0,
+            draft_model_passes=step.guess_passes,
+            tail_s=step.guess_s,
         )
         if step.final:
             stable_tokens = len(output)
