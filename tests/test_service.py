@@ -358,3 +358,36 @@ def test_openai_client_with_predicted_outputs(url):
 def test_openai_client_with_predicted_outputs_on_the_real_model(tmp_path):
     with server("qwen2.5-coder-0.5b", tmp_path / "t.sqlite3") as (base, _):
         check_predicted_outputs(base, exact_round_trip=True)
+
+
+def chromium():
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(chromium() is None, reason="needs Debian's chromium (CI installs it)")
+def test_the_caption_page_shows_the_captions_in_headless_chromium(url, tmp_path):
+    """The OBS page, rendered by a real browser: its script reads the session's SSE and puts the
+    committed captions on screen; the screenshot has the caption's pixels where an empty page has none."""
+    from PIL import Image
+
+    sid, commits = two_captions(url)
+    browser = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+               "--window-size=960,240", "--virtual-time-budget=10000", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([*browser, "--dump-dom", f"{url}/captions/{sid}?lines=2"], capture_output=True, text=True,
+                         timeout=120).stdout
+    for commit in commits:
+        assert f'<div class="line done">{commit["text"]}</div>' in dom, dom
+    assert '<div id="status">ended</div>' in dom
+
+    def ink(page, name):
+        shot = tmp_path / name
+        subprocess.run([*browser, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
+        pixels = Image.open(shot).convert("L").tobytes()
+        return sum(1 for p in pixels if p < 128)  # the captions' dark outline on the white default background
+
+    blank = ink(f"{url}/captions/{sid}?lines=0", "blank.png")  # the same page keeping no lines on screen
+    shown = ink(f"{url}/captions/{sid}?lines=2", "captions.png")
+    assert shown > 500 and shown > 20 * max(blank, 1), (shown, blank)
+    print(f"caption pixels {shown}, empty page {blank}; screenshot: {tmp_path / 'captions.png'}")
