@@ -25,15 +25,17 @@ def main() -> None:
         run, machine = summary["run"], summary["machine"]
         parts += [f"## {summary_path.parent.name}: {run['source']}->{run['target']}, `{run['model']}`, "
                   f"{run['items']} items of {run['data_name']}", "",
-                  f"{machine['device']}, {machine['compute_dtype']}, BLAS {machine['blas']}, {machine['cpus']} CPUs; "
+                  f"{machine['device']}, {machine['compute_dtype']}, BLAS {machine['blas']}"
+                  + (f" (sgemv shim: {machine['gemv']})" if "gemv" in machine else "") + f", {machine['cpus']} CPUs; "
                   f"NE tokenizer {summary['ne_tokenizer']}; data: {run['data_note']}.", "",
                   markdown_table(summary["configs"]), ""]
     names = ["verify-cost-*/verify_cost.md", "multistream*/multistream.md", "*/live_replay.md",
              "engine-before-after-*/engine_before_after.md", "engine-overhead-*/engine_overhead.md",
              "prompt-boundary-*/prompt_boundary.md", "prompt-boundary-*/prompt_speed.md",
-             "service-load-*/service_load.md", "service-faults-*/service_faults.md", "blas-probe/blas_probe.md"]
+             "service-load-*/service_load.md", "service-faults-*/service_faults.md", "blas-probe/blas_probe.md",
+             "matmul-rows/matmul_rows.md"]
     for path in (p for name in names for p in sorted(root.glob(name))):
-        text = path.read_text().replace("# ", "## ", 1)
+        text = path.read_text().replace("# ", f"## {path.parent.name}: ", 1)
         text = re.sub(r"\]\((\w+\.png)\)", lambda m: f"]({path.parent.name}/{m.group(1)})", text)
         parts += [text, ""]
     longform = root / "longform" / "longform_memory.json"

@@ -2,7 +2,9 @@
 
 SSBD's premise is that checking a whole draft in one forward pass costs about as much as decoding
 one token. This measures it: from the same cached prompt, the median wall time of a forward over N
-new tokens (N = 1 is a decode step), trimming the cache back after each run.
+new tokens (N = 1 is a decode step), trimming the cache back after each run. Decode steps go
+through the sgemv shim when it is on (``mlx_ssbd/gemv.py``); ``MLX_SSBD_GEMV=0`` measures plain
+sgemm.
 
     python benchmarks/verify_cost.py --model qwen2.5-coder-0.5b --out benchmarks/results/DIR
 """
@@ -65,6 +67,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "verify_cost.json").write_text(json.dumps(result, indent=2))
     lines = [f"# Verify pass cost vs one decode step ({loaded.name}, {loaded.dtype}, median of {args.repeats})", "",
+             f"BLAS {result['machine']['blas']}; sgemv shim: {result['machine']['gemv']}.", "",
              "| tokens in one pass | ms | x decode step |", "|---|---|---|"]
     lines += [f"| {n} | {1000 * t:.1f} | {t / step:.2f} |" for n, t in rows.items()]
     (args.out / "verify_cost.md").write_text("\n".join(lines) + "\n")

@@ -144,8 +144,11 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
     facts = {"data": _portable(data), "data_name": Path(data).name, "data_note": note,
              "model": loaded.name, "source": source, "target": target, "configs": list(translators),
              "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items),
-             "temperatures": temperature_list, "top_p": top_p, "seed": seed, "words": words,
-             "draft_model": draft_model if needs_draft else None}
+             "temperatures": temperature_list, "top_p": top_p, "seed": seed}
+    if words:  # only when set, so runs made before these options still resume
+        facts["words"] = words
+    if needs_draft:
+        facts["draft_model"] = draft_model
 
     with click.progressbar(length=len(items), label="Benchmarking", file=sys.stderr, show_eta=True,
                            item_show_func=lambda i: i.id if i else "") as bar:

@@ -9,7 +9,7 @@ sgemm unchanged. It returns a ``GemvChoice`` saying what happened; it never rais
 compiler, with ``MLX_SSBD_GEMV=0`` or on any failure MLX keeps plain sgemm (only slower).
 
 Why: MLX's CPU backend calls sgemm for every fp32 matmul, also for a decode step's 1 x K times
-K x N; OpenBLAS packs the whole weight for that and runs about 2.4x slower than sgemv on the same
+K x N; OpenBLAS packs the whole weight for that and runs about 2.5x slower than sgemv on the same
 product (benchmarks/matmul_rows.py). A decode step is almost only such products.
 """
 

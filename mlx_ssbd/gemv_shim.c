@@ -1,7 +1,7 @@
 /* cblas_sgemm for MLX's CPU backend that sends matrix-vector products to cblas_sgemv.
  *
  * MLX calls cblas_sgemm for every fp32 matmul, also with one row (a decode step: x (1 x K) times a
- * weight). OpenBLAS's sgemm packs the whole weight for that and runs about 2.4x slower than its
+ * weight). OpenBLAS's sgemm packs the whole weight for that and runs about 2.5x slower than its
  * sgemv on the same product (benchmarks/matmul_rows.py). One sgemv per row of a 2- or 3-row
  * product was tried too and was no faster than sgemm, so only one-row (and one-column) products
  * go to sgemv. mlx_ssbd/gemv.py compiles this file, loads it with RTLD_GLOBAL before the BLAS (so

@@ -158,6 +158,34 @@ def test_bench_bad_options(run, tmp_path, args, message):
     assert result.exit_code == 2 and message in result.output
 
 
+def test_bench_tail_guesses_and_a_word_range(run, model_dir, tmp_path):
+    """ssbd-tail with the model drafting for itself: the same outputs as ssbd, guesses accepted;
+    --words keeps only the pairs of that length."""
+    data = write(tmp_path, "pairs.jsonl", "\n".join(json.dumps(p) for p in [
+        {"id": "short", "src": "so today", "ref": "heute"},
+        {"id": "long", "src": "so today I want to talk about rules", "ref": "heute will ich über Regeln sprechen"},
+    ]) + "\n")
+    out = tmp_path / "out"
+    result = run("bench", "--data", data, "-t", "de", "--methods", "ssbd,ssbd-tail", "--words", "5-25",
+                 "--draft-model", model_dir, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    configs = json.loads((out / "summary.json").read_text())["configs"]
+    assert configs["ssbd-b0.2"]["items"] == 1  # "so today" has 2 words
+    assert configs["ssbd-tail-b0.2"]["ne"] == configs["ssbd-b0.2"]["ne"]
+    assert configs["ssbd-tail-b0.2"]["tail_acceptance"] > 0
+    assert "Tail guesses by draft model" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--methods", "ssbd-tail"], "need --draft-model"),
+    (["--words", "25-10"], "not a word range"),
+])
+def test_bench_tail_and_words_bad_options(run, tmp_path, args, message):
+    data = write(tmp_path, "p.jsonl", '{"src": "hello"}\n')
+    result = run("bench", "--data", data, "--out", str(tmp_path / "o"), *args)
+    assert result.exit_code == 2 and message in result.output
+
+
 def test_bench_malformed_jsonl_names_the_line(run, tmp_path):
     data = write(tmp_path, "p.jsonl", '{"src": "hello"}\n{"src": \n')
     result = run("bench", "--data", data, "--out", str(tmp_path / "o"))

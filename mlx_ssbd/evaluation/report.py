@@ -68,7 +68,8 @@ def markdown(summary: dict) -> str:
     out = [
         f"# mlx-ssbd benchmark: {facts['source']}->{facts['target']} on {facts['data_name']}",
         "",
-        f"Model `{facts['model']}` ({machine['compute_dtype']}), {machine['device']}, BLAS {machine['blas']}, "
+        f"Model `{facts['model']}` ({machine['compute_dtype']}), {machine['device']}, BLAS {machine['blas']}"
+        + (f" (sgemv shim: {machine['gemv']})" if "gemv" in machine else "") + ", "
         f"{machine['cpus']} CPUs, machine `{machine['machine']}` ({machine.get('os', machine['platform'])}). "
         f"{facts['items']} items, lag {facts['lag']}, display mask-k {facts['display_mask_k']}, "
         f"{facts['word_s']} s per source word for lagging."
