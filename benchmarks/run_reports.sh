@@ -5,7 +5,7 @@
 # Needs the models prepared (`mlx-ssbd models prepare qwen2.5-coder-1.5b` / `qwen2.5-coder-0.5b`)
 # and the extras: pip install -e ".[semsim,plots,ja,serve,test]". About 2.5 hours on a 2-core x86 CPU
 # for steps 1-8, 1.5 hours more for step 9 (its real-time replays take as long as the speech, or
-# longer) and 1.5 hours for steps 10-11.
+# longer), 1.5 hours for steps 10-11 and 1 hour for step 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-benchmarks/results/$(date +%F)-$(uname -s | tr A-Z a-z)-$(uname -m)-$(nproc)cpu}
@@ -16,7 +16,7 @@ run() { echo "== $*" >&2; "$@"; }
 once() { local marker=$1; shift; [ -e "$marker" ] || run "$@"; }
 bench() { run mlx-ssbd bench "$@" > /dev/null; }
 
-# 1. What one verify pass costs against one decode step.
+# 1. What one verify pass costs against one decode step (decode steps through sgemv; see step 13).
 once "$OUT/verify-cost-0.5b/verify_cost.json" python benchmarks/verify_cost.py --model qwen2.5-coder-0.5b --out "$OUT/verify-cost-0.5b"
 once "$OUT/verify-cost-1.5b/verify_cost.json" python benchmarks/verify_cost.py --model qwen2.5-coder-1.5b --out "$OUT/verify-cost-1.5b"
 
@@ -107,5 +107,22 @@ CHOICES="openblas,mkl,none" LABELS="Debian OpenBLAS,MKL (pip),reference"
 if [ -n "${BLAS_CMEEL:-}" ]; then CHOICES="$CHOICES,$BLAS_CMEEL" LABELS="$LABELS,cmeel-openblas"; fi
 once "$OUT/blas-probe/blas_probe.json" python benchmarks/blas_probe.py --choices "$CHOICES" --labels "$LABELS" \
     --rounds 3 --out "$OUT/blas-probe"
+# 13. Ordinary sentences (issue #14): UDHR sentences of 10-25 words, lag 3, the default model with
+#     and without the 0.5B guessing the tail, and the 0.5B. Decode steps go through sgemv (the
+#     default); the -sgemm runs are the same without it (MLX_SSBD_GEMV=0). Where a pass's time goes.
+once "$OUT/matmul-rows/matmul_rows.json" python benchmarks/matmul_rows.py --out "$OUT/matmul-rows"
+for m in 0.5b 1.5b; do
+  once "$OUT/verify-cost-$m-sgemm/verify_cost.json" env MLX_SSBD_GEMV=0 python benchmarks/verify_cost.py \
+      --model qwen2.5-coder-$m --out "$OUT/verify-cost-$m-sgemm"
+done
+SENTENCES="--data $DATA/udhr-sentences/en-de.jsonl --words 10-25 --limit 12 -t de --semsim"
+bench $SENTENCES -m qwen2.5-coder-1.5b --draft-model qwen2.5-coder-0.5b --methods rt,ssbd,ssbd-plus,ssbd-tail \
+    --out "$OUT/sentences-1.5b"
+run env MLX_SSBD_GEMV=0 mlx-ssbd bench $SENTENCES -m qwen2.5-coder-1.5b --methods rt,ssbd \
+    --out "$OUT/sentences-1.5b-sgemm" > /dev/null
+bench $SENTENCES -m qwen2.5-coder-0.5b --methods rt,ssbd,ssbd-plus --out "$OUT/sentences-0.5b"
+# The service load of step 11 again, now that decode steps go through sgemv.
+once "$OUT/service-load-0.5b-sgemv/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-0.5b \
+    --sessions 1,2,4,8 --seconds 90 --out "$OUT/service-load-0.5b-sgemv"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
