@@ -241,17 +241,18 @@ def test_ctrl_c_keeps_committed_lines_and_exits_130(model_dir):
 
     exe = shutil.which("mlx-ssbd")
     cmd = [exe] if exe else [sys.executable, "-m", "mlx_ssbd_cli"]
+    # As from a terminal: SIGINT at its default, which Python turns into KeyboardInterrupt. (Under
+    # `cmd &` in a script SIGINT is inherited as ignored, and the process rightly ignores it.)
     proc = subprocess.Popen([*cmd, "translate", "--stream", "-", "--model", model_dir, "--format", "text"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         proc.stdin.write("so today I want to talk\n")
         proc.stdin.flush()
         first = proc.stdout.readline()  # blocks until the first segment is committed
         assert first.strip()
         proc.send_signal(signal.SIGINT)  # stdin stays open: the process is waiting for more input
-        # Not communicate(): it would close stdin at once, and an input that ended before the signal
-        # was handled is a clean end (exit 0), which made this test flaky under load.
-        proc.wait(timeout=60)
+        proc.wait(timeout=60)  # not communicate(): it would close stdin, a clean end of the input
         err = proc.stderr.read()
     finally:
         proc.kill()
