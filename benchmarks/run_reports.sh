@@ -5,7 +5,7 @@
 # Needs the models prepared (`mlx-ssbd models prepare qwen2.5-coder-1.5b` / `qwen2.5-coder-0.5b`)
 # and the extras: pip install -e ".[semsim,plots,ja,serve,test]". About 2.5 hours on a 2-core x86 CPU
 # for steps 1-8, 1.5 hours more for step 9 (its real-time replays take as long as the speech, or
-# longer), 1.5 hours for steps 10-11 and 1 hour for step 13.
+# longer), 1.5 hours for steps 10-11 and 1.5 hours for step 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-benchmarks/results/$(date +%F)-$(uname -s | tr A-Z a-z)-$(uname -m)-$(nproc)cpu}
@@ -124,5 +124,8 @@ bench $SENTENCES -m qwen2.5-coder-0.5b --methods rt,ssbd,ssbd-plus --out "$OUT/s
 # The service load of step 11 again, now that decode steps go through sgemv.
 once "$OUT/service-load-0.5b-sgemv/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-0.5b \
     --sessions 1,2,4,8 --seconds 90 --out "$OUT/service-load-0.5b-sgemv"
+# Memory over a 30-minute service run: 2 SSBD sessions replaying speech for 30 minutes.
+once "$OUT/service-memory-0.5b/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-0.5b \
+    --methods ssbd --sessions 2 --seconds 1800 --out "$OUT/service-memory-0.5b"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

@@ -6,15 +6,17 @@ when the draft model stops within them. ``update.update_steps`` feeds the guess 
 in the update's one verify pass and accepts it only where it is the big model's greedy choice
 (β = 0), so a guess changes how many passes an update takes, never its output.
 
-Why this helps: when the source grows by a word, SSBD accepts the old translation in one pass but
-decodes the translation of the new word token by token (on short sentences most of an update's
-passes). A draft model a third of the size guesses those tokens for a fraction of a big step each;
-when the guess holds, the update needs one big pass instead of several.
+Why: when the source grows by a word, SSBD accepts the old translation in one pass but decodes the
+translation of the new word token by token (on short sentences most of an update's passes). A
+draft model a third of the size guesses those tokens for a fraction of a big step each; when the
+guess holds, the update needs one big pass instead of several. Measured on this project's CPU, the
+0.5B guessing for the 1.5B does not pay: 21.5% of its guessed tokens are accepted (README, Results).
 
-How the guess is made: the draft model continues the *big* model's previous output, not its own
-(continuous decoding, β = 1, on its own ``TokenCache``): the guess then lines up with the draft it
-follows, and the draft model's cache keeps the prompt and every shared prefix between updates,
-like a translator's. An empty draft (a segment's first update) gets a guess from scratch.
+How the guess is made: the draft model takes the *big* model's previous output as given, not its
+own, and decodes on greedily from its end, on its own ``TokenCache`` (so the guess lines up with
+the draft it follows, and the prompt and every shared prefix stay cached between updates, like a
+translator's), while its top probability is at least ``min_prob``. An empty draft (a segment's
+first update) gets a guess from scratch.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class TailDrafter:
         model: the draft model (already in its compute dtype), sharing the big model's tokenizer.
         stops: the big model's stop rule (``stops.StopRule``): a stop ends the guess, kept raw.
         max_len: the most tokens guessed per update.
+        min_prob: the guess ends before a token the draft model gives less than this probability.
     """
 
     def __init__(self, model, stops: Callable[[int], tuple[int, ...] | None], max_len: int = DEFAULT_GUESS,
