@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from mlx_ssbd.engine.tail import same_vocabulary
 from mlx_ssbd.live.languages import language_name
 
 STAGE_LABELS = {
@@ -69,7 +70,7 @@ def load_draft(name: str | None, loaded, needed: bool):
             raise click.UsageError("the *-tail methods need --draft-model (e.g. qwen2.5-coder-0.5b)")
         return None
     draft = load(name)
-    if draft.tokenizer.get_vocab() != loaded.tokenizer.get_vocab():
+    if not same_vocabulary(draft.tokenizer, loaded.tokenizer):
         raise click.ClickException(f"--draft-model {name}: its tokenizer differs from {loaded.name}'s")
     return draft.model, draft.tokenizer
 

@@ -60,10 +60,10 @@ class TailDrafter:
         out: list[int] = []
         while True:
             probs = mx.softmax(logits[-1].astype(mx.float32))
-            token = mx.argmax(probs)
-            mx.eval(token, probs)
+            token, top = mx.argmax(probs), probs.max()
+            mx.eval(token, top)  # one host sync per guessed token
             token = int(token.item())
-            if probs[token].item() < self.min_prob:
+            if top.item() < self.min_prob:
                 break  # the draft model is unsure: a guess here would likely be rejected
             out.append(token)
             if self._is_stop(token) or len(out) >= self.max_len:

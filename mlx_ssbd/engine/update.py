@@ -22,8 +22,9 @@ The rule (Zeng et al.): a draft token y_i is accepted while the biased distribut
 exactly the greedy tokens, so the output equals greedy decoding (the β = 0 identity with RT), with
 lookahead proposals too. A guessed tail (``Job.guess``, see ``tail``) rides in the verify pass after
 the draft and is verified at β = 0: accepted guess tokens are exactly the tokens greedy decoding
-would have produced next, so the output is the same as without the guess, for fewer passes. A stop token (``stops.StopRule``) ends the output; what it keeps (the
-text before a newline) is appended but not fed.
+would have produced next, so the output is the same as without the guess, for fewer passes. A stop
+token (``stops.StopRule``) ends the output; what it keeps (the text before a newline) is appended
+but not fed.
 """
 
 from __future__ import annotations
