@@ -126,14 +126,16 @@ class SrtSink(TextSink):
     def __init__(self, out=None):
         super().__init__(out)
         self.cues = 0
+        self.end = 0.0  # of the last cue: a cue never starts before it (ASR word times may overlap)
         if subtitles.header(self.kind):
             self.out.write(subtitles.header(self.kind))
             self.out.flush()
 
     def commit(self, event: CaptionCommit) -> None:
-        text = subtitles.cue(self.kind, self.cues + 1, event.start, event.end, event.text)
+        start = max(event.start, self.end)
+        text = subtitles.cue(self.kind, self.cues + 1, start, event.end, event.text)
         if text:
-            self.cues += 1
+            self.cues, self.end = self.cues + 1, max(event.end, start + subtitles.MIN_CUE_S)
             self.out.write(text)
             self.out.flush()
 

@@ -8,6 +8,7 @@ import mlx_ssbd  # noqa: F401  (backend policy before anything imports mlx.core)
 
 from .bench import bench
 from .doctor import doctor
+from .listen import listen
 from .models_cmd import models
 from .serve import serve
 from .translate import translate
@@ -20,6 +21,7 @@ def cli():
 
 
 cli.add_command(translate)
+cli.add_command(listen)
 cli.add_command(models)
 cli.add_command(doctor)
 cli.add_command(bench)

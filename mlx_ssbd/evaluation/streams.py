@@ -155,6 +155,16 @@ def parse_partials(lines: Lines, name: str) -> Iterator[SourceUpdate]:
         yield SourceUpdate(text, final=final, segment_id=str(ident), **_timing(obj, name, number))
 
 
+def partial_json(update: SourceUpdate) -> dict:
+    """One ASR partial as the JSONL object ``parse_partials`` reads back (``listen --asr-only``)."""
+    obj = {"id": update.segment_id, "text": update.text, "final": update.final}
+    if update.start is not None and update.end is not None:
+        obj.update(start=round(update.start, 3), end=round(update.end, 3))
+    if update.words:
+        obj["words"] = [{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3)} for w in update.words]
+    return obj
+
+
 def parse_whisper(lines: Lines, name: str) -> Iterator[SourceUpdate]:
     """whisper_streaming chunks ``{"start", "end", "text", "is_final"}``, each appending
     confirmed text to the current segment; yields the segment's whole text so far."""

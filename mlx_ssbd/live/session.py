@@ -98,12 +98,16 @@ class LiveSession:
         latest_wins: skip queued live updates superseded by newer ones. Default True; False
             translates every partial (benchmarks of every-partial semantics).
         clock: a monotonic clock in seconds. Default ``time.monotonic``.
+        live_updates: translate live (non-final) jobs. Default True; False translates commits
+            only (a recording captioned to a subtitle file: nobody sees the live updates), and
+            counts the dropped ones as ``unshown``.
     """
 
     def __init__(self, translator: StreamTranslator | None, *, segmenter: SegmenterConfig = SegmenterConfig(),
-                 latest_wins: bool = True, clock: Callable[[], float] = time.monotonic):
+                 latest_wins: bool = True, clock: Callable[[], float] = time.monotonic, live_updates: bool = True):
         self.translator = translator
         self.latest_wins = latest_wins
+        self.live_updates = live_updates
         self._clock = clock
         self._t0 = clock()
         self._segmenter = Segmenter(segmenter)
@@ -116,6 +120,7 @@ class LiveSession:
         self._opened_at: float | None = None  # push time of the open caption's first partial
         self.coalesced = 0  # total partials skipped
         self.unchanged = 0  # live texts equal to the previous one, skipped without a forward pass
+        self.unshown = 0  # live jobs dropped because ``live_updates`` is off
 
     @property
     def closed(self) -> bool:
@@ -174,6 +179,9 @@ class LiveSession:
                 self._queue(job, now)
             while self._jobs:
                 item = self._jobs.popleft()
+                if not item.job.final and not self.live_updates:
+                    self.unshown += 1
+                    continue
                 if not item.job.final and item.job.text == self._last_text:
                     self.unchanged += 1
                     continue

@@ -1,0 +1,142 @@
+"""``mlx-ssbd listen``: speech to translated captions (a recording, raw PCM on stdin, a microphone)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import click
+
+from mlx_ssbd import DEFAULT_BETA, StreamTranslator
+from mlx_ssbd.asr.audio import Replay, microphone, pcm_chunks, read_audio
+from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
+from mlx_ssbd.asr.streaming import StreamingConfig, StreamingRecognizer
+from mlx_ssbd.evaluation.streams import partial_json
+from mlx_ssbd.live.segmenter import SegmenterConfig
+from mlx_ssbd.live.session import LiveSession
+from mlx_ssbd.live.translator import method_config
+
+from .common import beta_option, check_languages, load, user_errors
+from .live import SINK_FORMATS, make_sink
+from .translate import METHODS, STREAM_METHODS, run_stream
+
+# Methods that need no draft model (the *-tail ones do, and do not pay here: see the README).
+LISTEN_METHODS = tuple(m for m in STREAM_METHODS if not dict(METHODS[m].features).get("tail_guess"))
+
+
+class ComputeTally:
+    """Passes a session's events to a sink, adding up the translation compute they report."""
+
+    def __init__(self, sink):
+        self.sink, self.translation_s = sink, 0.0
+
+    def update(self, event) -> None:
+        self.translation_s += event.update.stats.wall_s
+        self.sink.update(event)
+
+    def commit(self, event) -> None:
+        self.translation_s += event.update.stats.wall_s
+        self.sink.commit(event)
+
+    def close(self) -> None:
+        self.sink.close()
+
+
+def audio_chunks(audio: str | None, mic: bool, step_s: float, realtime: bool):
+    if mic:
+        return microphone(step_s)
+    if audio == "-":
+        return pcm_chunks(sys.stdin.buffer, step_s)
+    return Replay(read_audio(audio), step_s, realtime)
+
+
+def summary(asr: StreamingRecognizer, translation_s: float | None, wall_s: float) -> str:
+    speed = f" ({asr.audio_s / wall_s:.2f}x real time)" if wall_s > 0 else ""
+    line = f"speech {asr.audio_s:.1f} s | ASR {asr.asr_s:.1f} s in {asr.passes} passes"
+    if translation_s is not None:
+        line += f" | translation {translation_s:.1f} s"
+    return line + f" | wall {wall_s:.1f} s{speed}"
+
+
+@click.command()
+@click.argument("audio", required=False, metavar="AUDIO|-")
+@click.option("--mic", is_flag=True, help="Listen to the default input device (needs PortAudio) until Ctrl-C.")
+@click.option("--asr-only", is_flag=True, help="Only recognise: write the ASR partials as JSONL (the partials input of translate --stream).")
+@click.option("--model", "-m", default=None, help="Translation model. [default: qwen2.5-coder-1.5b]")
+@click.option("--asr-model", default=None, help="ASR model card. [default: whisper-tiny.en]")
+@click.option("--target", "-t", default="de", show_default=True, help="Target language (ISO code).")
+@click.option("--method", type=click.Choice(LISTEN_METHODS), default="ssbd", show_default=True,
+              help="; ".join(f"{name}: {METHODS[name].about}" for name in LISTEN_METHODS) + ".")
+@beta_option(default=DEFAULT_BETA)
+@click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True,
+              help="Hide the last k tokens of a non-final caption (display only).")
+@click.option("--format", "fmt", type=click.Choice(SINK_FORMATS), default="auto", show_default=True,
+              help="auto: live view on a terminal, plain text when piped; srt/vtt: subtitle cues timed by the speech.")
+@click.option("--live-updates/--commits-only", default=None,
+              help="Translate every partial, or only finished captions. [default: commits only for a file written as "
+                   "text/srt/vtt, where no one sees the live updates; every partial otherwise]")
+@click.option("--realtime", is_flag=True, help="Play a file at the speed it was spoken, as a live talk (else as fast as possible).")
+@click.option("--step", "step_s", type=click.FloatRange(0.2, 10.0), default=StreamingConfig.step_s, show_default=True,
+              help="Seconds of new audio between two recognitions of the buffer.")
+@click.option("--asr-threads", type=click.IntRange(0), default=0, show_default=True, help="CPU threads of the ASR (0: all cores).")
+@click.option("--max-words", type=click.IntRange(0), default=SegmenterConfig.max_words, show_default=True,
+              help="Commit stable words once more than this many are open (0: never).")
+@click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
+              help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
+def listen(audio, mic, asr_only, model, asr_model, target, method, beta, mask_k, fmt, live_updates, realtime, step_s,
+           asr_threads, max_words, context_tokens):
+    """Caption speech: AUDIO (any file ffmpeg reads, e.g. WAV), - (16 kHz mono s16le PCM or WAV
+    on stdin) or --mic, recognised by Whisper and translated live.
+
+    \b
+    Examples:
+      mlx-ssbd listen talk.wav -t de
+      mlx-ssbd listen talk.wav --format srt > talk.de.srt
+      ffmpeg -i talk.mp3 -ar 16000 -ac 1 -f s16le - | mlx-ssbd listen - --format jsonl
+      mlx-ssbd listen talk.wav --asr-only > partials.jsonl
+    """
+    if (audio is None) == (not mic):
+        raise click.UsageError("give either AUDIO (a file, or - for stdin) or --mic")
+    with user_errors():
+        card = get_asr_card(asr_model)
+        check_languages(card.language, target)
+        recognizer = load_recognizer(card.name, threads=asr_threads)
+        chunks = audio_chunks(audio, mic, step_s, realtime)
+    asr = StreamingRecognizer(recognizer, StreamingConfig(step_s=step_s))
+    started = time.monotonic()
+    try:
+        with user_errors():
+            if asr_only:
+                for partial in asr.run(chunks):
+                    click.echo(json.dumps(partial_json(partial), ensure_ascii=False))
+                translation_s = None
+            else:
+                live = mic or audio == "-" or realtime
+                if fmt == "auto":
+                    fmt = "live" if sys.stdout.isatty() else "text"
+                if live_updates is None:
+                    live_updates = live or fmt in ("live", "jsonl")
+                translation_s = _translate(asr, chunks, model, card.language, target, method, beta, mask_k, fmt,
+                                           live=live, live_updates=live_updates, max_words=max_words,
+                                           context_tokens=context_tokens)
+    except KeyboardInterrupt:
+        click.echo("interrupted: the committed translations are above", err=True)
+        sys.stdout.flush()
+        os._exit(130)  # as translate does: a reader thread may still block in a read
+    click.echo(summary(asr, translation_s, time.monotonic() - started), err=True)
+
+
+def _translate(asr, chunks, model, source, target, method, beta, mask_k, fmt, *, live, live_updates, max_words,
+               context_tokens):
+    loaded = load(model)
+    config = method_config(method, beta=beta, display_mask_k=mask_k, context_tokens=context_tokens)
+    translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
+                                  target_lang=target, config=config)
+    # The ASR ends sentences itself; a pause commits only on live audio (a file has no wall-clock pauses).
+    segmenter = SegmenterConfig(max_words=max_words, pause_s=SegmenterConfig.pause_s if live else None)
+    sink = ComputeTally(make_sink(fmt))
+    session = LiveSession(translator, segmenter=segmenter, latest_wins=True, live_updates=live_updates)
+    run_stream(session, asr.run(chunks), sink)
+    return sink.translation_s

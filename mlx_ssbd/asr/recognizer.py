@@ -1,0 +1,146 @@
+"""Speech recognizers: an ASR model card, its verified weights, and one-shot transcription.
+
+Contract: ``asr_cards()`` lists the ASR model cards (``models/asr/*.json`` in the repo);
+``load_recognizer(name)`` finds the card's weights in the installed package that ships them,
+checks every file against the sha256 pinned in the card, and returns a ``Recognizer``.
+``Recognizer.transcribe(audio, prompt)`` decodes 16 kHz mono float32 samples from scratch and
+returns the words with times in seconds from the start of ``audio``; ``prompt`` is earlier text
+that conditions the decoder (Whisper's initial prompt). Nothing is downloaded at run time: the
+weights come with the ``mlx-ssbd[asr]`` extra. Errors a user can fix raise ``AsrError`` with the
+fix in the message.
+
+Only ``faster-whisper`` (CTranslate2, CPU) is wired in; it runs on Linux and macOS alike.
+Recognizers never touch MLX, so they may run on any thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from ..live.translator import Word
+
+SAMPLE_RATE = 16000
+INSTALL_HINT = "pip install 'mlx-ssbd[asr]'"
+
+
+class AsrError(ValueError):
+    """The ASR cannot be set up or fed; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class AsrCard:
+    name: str
+    description: str
+    engine: str
+    language: str
+    license: str
+    package: str
+    version: str
+    module: str
+    directory: str
+    files: dict = field(default_factory=dict)  # file name -> sha256
+    wheel_sha256: str = ""
+    default: bool = False
+
+    @property
+    def requirement(self) -> str:
+        return f"{self.package}=={self.version}"
+
+
+class Recognizer(Protocol):
+    language: str
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]: ...
+
+
+def asr_cards() -> dict[str, AsrCard]:
+    """The ASR model cards, by name."""
+    folder = resources.files("mlx_ssbd_models") / "asr"
+    cards = [AsrCard(**json.loads(entry.read_text())) for entry in folder.iterdir() if entry.name.endswith(".json")]
+    return {card.name: card for card in sorted(cards, key=lambda c: c.name)}
+
+
+def get_asr_card(name: str | None) -> AsrCard:
+    known = asr_cards()
+    if name is None:
+        return next(card for card in known.values() if card.default)
+    if name not in known:
+        raise AsrError(f"unknown ASR model {name!r}; known: {', '.join(known)}")
+    return known[name]
+
+
+def model_dir(card: AsrCard) -> Path:
+    """The card's weight folder in its installed package, every file checked against its sha256."""
+    spec = importlib.util.find_spec(card.module)
+    if spec is None or not spec.submodule_search_locations:
+        raise AsrError(f"the {card.name} weights are not installed: {INSTALL_HINT} (brings {card.requirement})")
+    folder = Path(next(iter(spec.submodule_search_locations))) / card.directory
+    for name, expected in card.files.items():
+        path = folder / name
+        if not path.is_file():
+            raise AsrError(f"{path} is missing; reinstall {card.requirement}")
+        if _sha256(path) != expected:
+            raise AsrError(f"{path} does not match the sha256 in the {card.name} card; reinstall {card.requirement}")
+    return folder
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def load_recognizer(name: str | None = None, *, threads: int = 0) -> Recognizer:
+    """The recognizer of ASR card ``name`` (default: the default card); ``threads`` CPU threads
+    (0: the number of cores)."""
+    card = get_asr_card(name)
+    if card.engine != "faster-whisper":
+        raise AsrError(f"{card.name}: engine {card.engine!r} is not supported")
+    folder = model_dir(card)
+    try:
+        from faster_whisper import WhisperModel
+    except ImportError:
+        raise AsrError(f"faster-whisper is not installed: {INSTALL_HINT}") from None
+    model = WhisperModel(str(folder), device="cpu", compute_type="int8", cpu_threads=threads or os.cpu_count() or 1)
+    return FasterWhisper(model, card.language)
+
+
+class FasterWhisper:
+    """faster-whisper, greedy (beam 1: re-decoding every second must stay cheap), word timestamps,
+    no voice-activity filter (the streaming policy sees every second of audio)."""
+
+    def __init__(self, model, language: str):
+        self.model = model
+        self.language = language
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]:
+        segments, _ = self.model.transcribe(
+            audio, language=self.language, beam_size=1, word_timestamps=True,
+            condition_on_previous_text=True, initial_prompt=prompt or None, vad_filter=False,
+        )
+        words = []
+        for segment in segments:
+            for w in segment.words or ():
+                words += split_word(w.word, float(w.start), float(w.end))
+        return words
+
+
+def split_word(text: str, start: float, end: float) -> list[Word]:
+    """One recognized word as ``Word``s with no spaces inside (Whisper's words carry a leading
+    space, and now and then hold two words); the time is shared out by position."""
+    pieces = text.split()
+    if not pieces:
+        return []
+    step = (end - start) / len(pieces)
+    return [Word(p, start + i * step, start + (i + 1) * step) for i, p in enumerate(pieces)]

