@@ -127,5 +127,11 @@ once "$OUT/service-load-0.5b-sgemv/service_load.json" python benchmarks/service_
 # Memory over a 30-minute service run: 2 SSBD sessions replaying speech for 30 minutes.
 once "$OUT/service-memory-0.5b/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-0.5b \
     --methods ssbd --sessions 2 --seconds 1800 --out "$OUT/service-memory-0.5b"
+# 14. Speech in (issue #13): espeak-ng speech of 6 UDHR paragraphs through Whisper tiny.en into the
+#     translator, replayed in real time (RT and SSBD), then as fast as possible (commits only).
+for m in 0.5b 1.5b; do
+  once "$OUT/speech-$m/speech-qwen2.5-coder-$m.json" python benchmarks/speech_chain.py --model qwen2.5-coder-$m \
+      --paragraphs 6 --methods rt,ssbd --out "$OUT/speech-$m"
+done
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

@@ -1,4 +1,4 @@
-"""``mlx-ssbd doctor``: MLX version, device, BLAS with a matmul probe, dtype policy, models."""
+"""``mlx-ssbd doctor``: MLX version, device, BLAS with a matmul probe, dtype policy, models, speech."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import time
 import click
 
 from mlx_ssbd import backend_info
+from mlx_ssbd.asr.recognizer import asr_status
 from mlx_ssbd.models.registry import cards, is_prepared, models_home
 
 
@@ -26,7 +27,7 @@ def matmul_probe(seconds: float = 1.0, n: int = 1024) -> float:
 
 @click.command()
 def doctor():
-    """Check the backend: MLX, device, BLAS speed, dtype policy, prepared models."""
+    """Check the backend: MLX, device, BLAS speed, dtype policy, prepared models, speech recognition."""
     info = backend_info()
     click.echo(f"mlx            {info.mlx_version}")
     click.echo(f"platform       {info.platform}")
@@ -42,3 +43,4 @@ def doctor():
     for card in cards().values():
         state = "prepared" if is_prepared(card) else ("not prepared" if card.on_pypi else "hub only")
         click.echo(f"  {card.name:<22} {state}")
+    click.echo(f"speech (asr)   {asr_status()}")

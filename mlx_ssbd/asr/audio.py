@@ -7,12 +7,15 @@ yields chunks of ``step_s`` seconds as they arrive. ``Replay(samples, step_s, re
 yields chunks of in-memory audio, in real time when asked (each chunk once the speaker would
 have said it; a late reader gets everything that has arrived), and records when playback
 started. ``microphone(step_s)`` yields chunks from the default input device (``sounddevice``).
-Errors a user can fix raise ``AsrError``.
+``synthesize(text, path)`` speaks text into a WAV file with ``espeak-ng`` (test speech for tests
+and benchmarks). Errors a user can fix raise ``AsrError``.
 """
 
 from __future__ import annotations
 
 import queue
+import shutil
+import subprocess
 import time
 import wave
 from collections.abc import Iterator
@@ -134,3 +137,12 @@ def microphone(step_s: float, device: str | int | None = None) -> Iterator[np.nd
     with stream:
         while True:
             yield chunks.get()
+
+
+def synthesize(text: str, path: str, words_per_minute: int = 150, voice: str = "en-us") -> str:
+    """Speak ``text`` into the WAV file ``path`` with espeak-ng (22.05 kHz; ``read_audio`` resamples)."""
+    if shutil.which("espeak-ng") is None:
+        raise AsrError("espeak-ng is not installed (Debian/Ubuntu: apt install espeak-ng)")
+    subprocess.run(["espeak-ng", "-v", voice, "-s", str(words_per_minute), "-w", str(path), text],
+                   check=True, capture_output=True)
+    return str(path)

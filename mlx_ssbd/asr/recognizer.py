@@ -93,6 +93,18 @@ def model_dir(card: AsrCard) -> Path:
     return folder
 
 
+def asr_status(name: str | None = None) -> str:
+    """One line: whether ``listen`` can run (the weights verified, faster-whisper importable), or the fix."""
+    card = get_asr_card(name)
+    try:
+        model_dir(card)
+        if importlib.util.find_spec("faster_whisper") is None:
+            raise AsrError(f"faster-whisper is not installed: {INSTALL_HINT}")
+    except AsrError as error:
+        return f"{card.name}: {error}"
+    return f"{card.name} ready ({card.requirement}, sha256 checked; {card.language} speech only)"
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -117,8 +129,10 @@ def load_recognizer(name: str | None = None, *, threads: int = 0) -> Recognizer:
 
 
 class FasterWhisper:
-    """faster-whisper, greedy (beam 1: re-decoding every second must stay cheap), word timestamps,
-    no voice-activity filter (the streaming policy sees every second of audio)."""
+    """faster-whisper, greedy (beam 1: re-decoding every second must stay cheap) and without
+    temperature fallback (a decode costs the same every time and is repeatable; the loops the
+    fallback would catch are cut by ``without_loops``), word timestamps, no voice-activity filter
+    (the streaming policy sees every second of audio)."""
 
     def __init__(self, model, language: str):
         self.model = model
@@ -127,13 +141,27 @@ class FasterWhisper:
     def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]:
         segments, _ = self.model.transcribe(
             audio, language=self.language, beam_size=1, word_timestamps=True,
-            condition_on_previous_text=True, initial_prompt=prompt or None, vad_filter=False,
+            condition_on_previous_text=True, initial_prompt=prompt or None, vad_filter=False, temperature=0.0,
         )
         words = []
         for segment in segments:
             for w in segment.words or ():
                 words += split_word(w.word, float(w.start), float(w.end))
-        return words
+        return without_loops(words)
+
+
+MAX_REPEATS = 4  # the same word this many times in a row: Whisper is looping
+
+
+def without_loops(words: list[Word]) -> list[Word]:
+    """Whisper's words without its hallucinated loops: "words" with no letter or digit (". . . ."
+    on silence) are dropped, and a transcription is cut where one word starts repeating
+    ``MAX_REPEATS`` times in a row."""
+    out = [w for w in words if any(ch.isalnum() for ch in w.text)]
+    for i in range(len(out) - MAX_REPEATS + 1):
+        if len({w.text.lower() for w in out[i:i + MAX_REPEATS]}) == 1:
+            return out[:i + 1]
+    return out
 
 
 def split_word(text: str, start: float, end: float) -> list[Word]:

@@ -66,6 +66,7 @@ class CaptionCommit:
     speech_end: float | None
     at: float
     segment: str | None = None
+    pushed_at: float | None = None  # when its last partial was pushed
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,7 @@ class LiveSession:
         start, end = (job.start, job.end) if timed else (self._opened_at, at)
         event = CaptionCommit(self._caption, self._next_seq(), outcome.output, job.text, start, end,
                               "asr" if timed else "clock", job.reason, outcome, item.coalesced, job.end, at,
-                              job.segment_id)
+                              job.segment_id, item.pushed_at)
         self._caption, self._last_text, self._opened_at = self._caption + 1, None, None
         return event
 

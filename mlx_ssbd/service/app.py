@@ -10,7 +10,9 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app. Routes:
   then the session's live events until ``session.closed`` (at once for an ended session).
 * ``GET /captions/{id}``: a caption page for a browser or an OBS browser source, fed by the SSE.
 * ``POST /v1/chat/completions``: OpenAI-compatible, with Predicted Outputs (``chat``).
-* ``WS /v1/stream``: live caption sessions, protocol version 1 (``protocol``). A bad message gets
+* ``WS /v1/stream``: live caption sessions, protocol version 1 (``protocol``), fed by
+  ``source.update`` messages or by speech (binary PCM frames, recognised by ``speech``; one kind
+  per session). A bad message gets
   an ``error`` event and the session goes on; beyond ``max_sessions`` the client gets a ``busy``
   error and the socket closes (code 1013); a client silent for ``idle_timeout_s`` gets an
   ``idle_timeout`` error and its session is closed like a ``session.close``.
@@ -38,6 +40,7 @@ from . import chat, protocol
 from .chat import ChatEngine
 from .protocol import CloseMessage, Limits, ProtocolError, SessionUpdate, SourceMessage
 from .scheduler import Scheduler
+from .speech import SpeechWorker
 
 BUSY_CLOSE_CODE = 1013  # "try again later"
 
@@ -50,6 +53,7 @@ class ServiceOptions:
 
 def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions()) -> Starlette:
     model = scheduler.loaded.name
+    speech = SpeechWorker(scheduler)
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok", "model": model, "sessions": scheduler.open_sessions,
@@ -71,8 +75,9 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         await ws.send_json(protocol.settings_event("session.created", session.id, session.settings, model))
         sender = asyncio.create_task(_send_events(ws, outbox))
         try:
-            await _receive(ws, session, scheduler, options, outbox)
+            await _receive(ws, session, scheduler, speech, options, outbox)
         except WebSocketDisconnect:
+            speech.drop(session)
             scheduler.discard(session)
             sender.cancel()
         with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect, RuntimeError):
@@ -193,21 +198,27 @@ def _sse(event: dict) -> str:
 CAPTION_PAGE = (Path(__file__).parent / "captions.html").read_text(encoding="utf-8")
 
 
-async def _receive(ws: WebSocket, session, scheduler: Scheduler, options: ServiceOptions, outbox) -> None:
+async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions,
+                   outbox) -> None:
     """Read client messages until ``session.close`` or idleness; raises WebSocketDisconnect."""
+    close = lambda: speech.end(session) if session.input == "audio" else scheduler.close(session)  # noqa: E731
     while True:
         try:
             frame = await asyncio.wait_for(ws.receive(), timeout=options.idle_timeout_s)
         except asyncio.TimeoutError:
             outbox.put_nowait(protocol.error_event(
                 "idle_timeout", f"no message for {options.idle_timeout_s:g} s; the session is closed"))
-            scheduler.close(session)
+            close()
             return
         if frame["type"] == "websocket.disconnect":
             raise WebSocketDisconnect(frame.get("code", 1000))
         raw = frame.get("text")
         if raw is None:
-            outbox.put_nowait(protocol.error_event("invalid_message", "binary frames are not accepted (yet): send JSON text"))
+            if (error := _audio_error(frame.get("bytes") or b"", session, speech, options)) is not None:
+                outbox.put_nowait(error)
+            else:
+                session.started, session.input = True, "audio"
+                speech.feed(session, frame["bytes"])
             continue
         try:
             message = protocol.parse(raw, options.limits)
@@ -223,11 +234,28 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, options: Servic
             outbox.put_nowait(protocol.settings_event("session.updated", session.id, session.settings,
                                                       scheduler.loaded.name))
         elif isinstance(message, SourceMessage):
+            if session.input == "audio":
+                outbox.put_nowait(protocol.error_event(
+                    "mixed_input", "this session is fed by speech (binary frames); source.update is refused"))
+                continue
             session.push(message)
             scheduler.wake()
         elif isinstance(message, CloseMessage):
-            scheduler.close(session)
+            close()
             return
+
+
+def _audio_error(data: bytes, session, speech: SpeechWorker, options: ServiceOptions) -> dict | None:
+    """The ``error`` event a binary frame gets, or None when it is audio this session takes."""
+    if len(data) > options.limits.max_message_bytes:
+        return protocol.error_event("message_too_large", f"audio frame of {len(data)} bytes; the limit is "
+                                    f"{options.limits.max_message_bytes}")
+    if session.input == "text":
+        return protocol.error_event("mixed_input", "this session is fed by source.update; binary audio is refused")
+    if session.settings.source != speech.language:
+        return protocol.error_event("unsupported_language", f"speech input is {speech.language} only (the recognizer "
+                                    f"hears {speech.language}); this session's source is {session.settings.source}")
+    return None
 
 
 async def _send_events(ws: WebSocket, outbox: asyncio.Queue) -> None:

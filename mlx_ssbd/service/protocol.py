@@ -10,11 +10,15 @@ Client messages (every field but ``type`` optional)::
     {"type": "source.update", "segment": "s1", "text": "so today", "final": false, "start": 0.0, "end": 1.2}
     {"type": "session.close"}
 
+or, instead of ``source.update`` messages, speech: binary frames of 16 kHz mono signed 16-bit
+little-endian PCM (``service.speech`` recognises them; English only with Whisper tiny.en).
+
 Server events: ``session.created`` / ``session.updated`` (the settings in force),
 ``translation.update`` (``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``end``: the
 audio time of the newest word translated, when the client sent ``end``, and ``stats``),
 ``translation.commit`` (``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``),
-``error`` (``code``, ``message``) and ``session.closed``.
+``transcription.update`` (speech sessions: ``segment``, ``text``, ``final``, ``start``, ``end``,
+what the recognizer heard), ``error`` (``code``, ``message``) and ``session.closed``.
 """
 
 from __future__ import annotations
@@ -183,6 +187,13 @@ def commit_event(segment: str | None, event) -> dict:
 def stored_commit_event(caption) -> dict:
     """``translation.commit`` from a ``store.Caption`` (a viewer's replay; no ``seq``)."""
     return _commit(caption.segment, caption.caption, caption.text, caption.start, caption.end, caption.reason)
+
+
+def transcription_event(partial) -> dict:
+    """``transcription.update`` from an ASR partial (``live.translator.SourceUpdate``)."""
+    return {"type": "transcription.update", "segment": partial.segment_id, "text": partial.text,
+            "final": partial.final, "start": None if partial.start is None else round(partial.start, 3),
+            "end": None if partial.end is None else round(partial.end, 3)}
 
 
 def _commit(segment, caption: int, text: str, start: float, end: float, reason: str) -> dict:

@@ -48,6 +48,7 @@ class ServiceSession:
         self.live = LiveSession(None, segmenter=segmenter)
         self.translator: StreamTranslator | None = None  # built on the scheduler thread
         self.started = False  # a source has been pushed: settings are fixed
+        self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
         self.discarded = False
         self._viewers: list[Callable[[dict], None]] = []
         self._lock = threading.Lock()
@@ -70,7 +71,7 @@ class ServiceSession:
             send(event)
 
     def push(self, message: protocol.SourceMessage) -> None:
-        self.started = True
+        self.started, self.input = True, "text"
         self.live.push(SourceUpdate(message.text, message.final, message.segment, message.start, message.end))
 
     def emit(self, event) -> None:

@@ -1,0 +1,128 @@
+"""Speech on the live WebSocket: binary 16 kHz PCM frames in, ASR partials into the session.
+
+Contract: ``SpeechWorker(scheduler)``; ``feed(session, data)`` queues a session's audio bytes
+(16 kHz mono signed 16-bit little-endian PCM) and returns at once; ``end(session)`` ends its
+audio: the rest is recognised, its last partials pushed, then the session is closed as by a
+``session.close``; ``drop(session)`` forgets it (the client went away). All three may be called
+from any thread and never touch MLX.
+
+One worker thread, started at the first audio, owns the recognizer (``asr.recognizer``, loaded
+then) and serves the sessions in turn: whenever one has ``step_s`` of new audio, or has ended,
+its ``StreamingRecognizer`` steps, and each partial is pushed into the session's ``LiveSession``
+(the scheduler translates it exactly like a ``source.update``) and sent to the client and its
+viewers as ``transcription.update``. A recognizer that cannot be loaded (no ``asr`` extra)
+becomes an ``asr_unavailable`` error event for each session that sends audio; the service goes on.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from ..asr.audio import pcm_to_float
+from ..asr.recognizer import SAMPLE_RATE, AsrError, Recognizer, get_asr_card, load_recognizer
+from ..asr.streaming import StreamingConfig, StreamingRecognizer
+from . import protocol
+
+
+@dataclass
+class _Audio:
+    session: object  # scheduler.ServiceSession
+    pending: bytearray = field(default_factory=bytearray)
+    ended: bool = False
+    asr: StreamingRecognizer | None = None
+    failed: bool = False  # no recognizer: its audio is dropped
+
+
+class SpeechWorker:
+    """See the module docstring. ``asr``: an ASR card name (None: the default card)."""
+
+    def __init__(self, scheduler, *, asr: str | None = None, config: StreamingConfig = StreamingConfig()):
+        self.scheduler = scheduler
+        self.asr_name = asr
+        self.config = config
+        self._cond = threading.Condition()
+        self._streams: dict[str, _Audio] = {}
+        self._thread: threading.Thread | None = None
+        self._recognizer: Recognizer | None = None
+        self._failure: str | None = None
+
+    @property
+    def language(self) -> str:
+        """The language the recognizer hears."""
+        return get_asr_card(self.asr_name).language
+
+    # -- any thread ------------------------------------------------------------------------
+
+    def feed(self, session, data: bytes) -> None:
+        with self._cond:
+            stream = self._streams.setdefault(session.id, _Audio(session))
+            stream.pending += data
+            self._start()
+            self._cond.notify()
+
+    def end(self, session) -> None:
+        with self._cond:
+            stream = self._streams.get(session.id)
+            if stream is None:  # no audio came: close at once
+                self.scheduler.close(session)
+                return
+            stream.ended = True
+            self._cond.notify()
+
+    def drop(self, session) -> None:
+        with self._cond:
+            self._streams.pop(session.id, None)
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="mlx-ssbd-asr", daemon=True)
+            self._thread.start()
+
+    # -- the worker thread -------------------------------------------------------------------
+
+    def _ready(self) -> list[tuple[_Audio, bytes, bool]]:
+        step = 2 * int(self.config.step_s * SAMPLE_RATE)
+        out = []
+        for stream in self._streams.values():
+            if len(stream.pending) >= step or stream.ended:
+                out.append((stream, bytes(stream.pending), stream.ended))
+                stream.pending.clear()
+        return out
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not (work := self._ready()):
+                    self._cond.wait()
+            for stream, data, ended in work:
+                self._serve(stream, data, ended)
+
+    def _serve(self, stream: _Audio, data: bytes, ended: bool) -> None:
+        session = stream.session
+        if stream.asr is None and not stream.failed:
+            if (recognizer := self._load()) is None:
+                stream.failed = True
+                session.send(protocol.error_event("asr_unavailable", f"speech input is not available: {self._failure}"))
+            else:
+                stream.asr = StreamingRecognizer(recognizer, self.config)
+        partials = []
+        if stream.asr is not None:
+            stream.asr.insert(pcm_to_float(data))
+            partials = stream.asr.step() + (stream.asr.finish() if ended else [])
+        for partial in partials:
+            session.live.push(partial)
+            session.publish(protocol.transcription_event(partial))
+        self.scheduler.wake()
+        if ended:
+            with self._cond:
+                self._streams.pop(session.id, None)
+            self.scheduler.close(session)
+
+    def _load(self) -> Recognizer | None:
+        if self._recognizer is None and self._failure is None:
+            try:
+                self._recognizer = load_recognizer(self.asr_name)
+            except AsrError as error:
+                self._failure = str(error)
+        return self._recognizer

