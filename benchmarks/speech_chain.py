@@ -2,7 +2,7 @@
 
 UDHR English paragraphs are spoken by espeak-ng (a synthetic voice: clearer than a person in a
 room, so the ASR errs less than it would on real speech) into one recording. Each method replays
-it in real time through the chain ``mlx-ssbd listen --realtime`` runs: Whisper tiny.en
+it in real time through the chain ``mlx-ssbd listen --pace realtime`` runs: Whisper tiny.en
 (faster-whisper, the buffer re-decoded every ``--step`` s, words confirmed by LocalAgreement-2)
 -> ``LiveSession`` (latest partial wins) -> the translator; one method after another in one
 process, on the same cores. Reported per method:
@@ -15,8 +15,9 @@ process, on the same cores. Reported per method:
   model's own translation of the written English paragraphs (what the ASR and live segmentation
   cost in quality).
 
-Then the recording as fast as possible, translating commits only (``listen FILE --format srt``):
-wall time against the audio's length (the real-time factor), at step 1 s and 2 s.
+Then the recording as fast as possible: recognised in one pass (``listen FILE``), and through the
+live policy (``--pace fast``, every partial translated, or commits only): wall time against the
+speech's length, and quality.
 
     python benchmarks/speech_chain.py --model qwen2.5-coder-0.5b --paragraphs 6 --methods rt,ssbd --out DIR
 """
@@ -37,7 +38,7 @@ from live_replay import DATA, chrf
 import mlx_ssbd  # noqa: F401  (loads the BLAS before mlx.core)
 from mlx_ssbd.asr.audio import Replay, read_audio, synthesize
 from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
-from mlx_ssbd.asr.streaming import StreamingConfig, StreamingRecognizer
+from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession, SessionError
@@ -49,10 +50,10 @@ def quantile(xs: list[float], q: float) -> float:
     return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def recognise(recognizer, samples, step_s: float, realtime: bool, push=None) -> dict:
-    """The recording through the streaming recognizer; each partial with the time it came out
-    (seconds from the first sample's playback), handed to ``push`` as it comes."""
-    asr = StreamingRecognizer(recognizer, StreamingConfig(step_s=step_s))
+def recognise(recognizer, samples, step_s: float, realtime: bool, push=None, one_pass: bool = False) -> dict:
+    """The recording through the streaming recognizer (or in one pass); each partial with the time
+    it came out (seconds from the first sample's playback), handed to ``push`` as it comes."""
+    asr = OnePass(recognizer) if one_pass else StreamingRecognizer(recognizer, StreamingConfig(step_s=step_s))
     replay = Replay(samples, step_s, realtime)
     timed = []
     for partial in asr.run(replay):
@@ -92,10 +93,13 @@ def translate_live(loaded, method: str, feed, *, realtime: bool, live_updates: b
     return {"records": records, "wall_s": wall, "fed": fed, "coalesced": session.coalesced, "unshown": session.unshown}
 
 
-def chain(loaded, recognizer, samples, method: str, *, realtime: bool, step_s: float, live_updates: bool = True) -> dict:
+def chain(loaded, recognizer, samples, method: str, *, realtime: bool, step_s: float, live_updates: bool = True,
+          one_pass: bool = False) -> dict:
     """ASR and translation together on the same cores, as ``listen`` runs them."""
-    return translate_live(loaded, method, lambda session: recognise(recognizer, samples, step_s, realtime, session.push),
-                          realtime=realtime, live_updates=live_updates)
+    def feed(session):
+        return recognise(recognizer, samples, step_s, realtime, session.push, one_pass)
+
+    return translate_live(loaded, method, feed, realtime=realtime, live_updates=live_updates)
 
 
 def replay_partials(loaded, method: str, timed) -> dict:
@@ -162,9 +166,11 @@ def plot(live: dict, path: Path, title: str) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 3.8))
     for label, row in live.items():
-        ax.plot(row["lag_times"], row["lags"], ".-", lw=0.6, ms=3, label=f"{label} (p50 {row['lag_p50_s']:.1f} s)")
+        ax.plot(row["lag_times"], row["lags"], "o", ms=3, alpha=0.8, label=f"{label} (p50 {row['lag_p50_s']:.1f} s)")
     ax.set_xlabel("speech time of the newest word shown (s)")
     ax.set_ylabel("speech -> screen (s)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -200,14 +206,14 @@ def markdown(facts: dict, asr_alone: dict, live: dict, offline: dict, text_chrf:
                      f"| {r['chrf_vs_reference']:.1f} | {r['chrf_vs_text_translation']:.1f} |")
     lines += ["", "*alone*: the partials of the ASR-alone run replayed into the translator at the times they came "
               "out (what a machine where ASR and translation do not share cores would see, e.g. the LLM on a GPU); "
-              "*with ASR*: both on the same 2 cores, as `listen --realtime` runs.", "",
+              "*with ASR*: both on the same 2 cores, as `listen --pace realtime` runs.", "",
               f"The model's translation of the written paragraphs scores chrF++ {text_chrf:.1f} against the reference.",
-              "", "## A recording as fast as possible, commits only (`listen FILE --format srt`)", "",
-              "| step (s) | ASR s (decodes) | translation s | wall s | audio s / wall s | chrF++ vs ref |",
-              "|---|---|---|---|---|---|"]
-    for step, r in offline.items():
-        lines.append(f"| {step} | {r['asr_s']:.1f} ({r['asr_passes']}) | {r['translation_s']:.1f} | {r['wall_s']:.1f} "
-                     f"| {r['realtime_factor']:.2f} | {r['chrf_vs_reference']:.1f} |")
+              "", "## The recording as fast as possible", "",
+              "| run | ASR s (decodes) | translation s | wall s | speech s / wall s | chrF++ vs ref "
+              "| chrF++ vs text translation |", "|---|---|---|---|---|---|---|"]
+    for label, r in offline.items():
+        lines.append(f"| {label} | {r['asr_s']:.1f} ({r['asr_passes']}) | {r['translation_s']:.1f} | {r['wall_s']:.1f} "
+                     f"| {r['realtime_factor']:.2f} | {r['chrf_vs_reference']:.1f} | {r['chrf_vs_text_translation']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -217,7 +223,6 @@ def main() -> int:
     ap.add_argument("--paragraphs", type=int, default=6)
     ap.add_argument("--methods", default="rt,ssbd")
     ap.add_argument("--step", type=float, default=1.0)
-    ap.add_argument("--offline-steps", default="1,2", help="steps (s) of the as-fast-as-possible runs; '' for none")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -244,18 +249,23 @@ def main() -> int:
                                                                 step_s=args.step))):
             live[label] = summarize(run(), reference, text_translation, asr_run if "alone" in label else None)
             log(f"{label}: lag p50 {live[label]['lag_p50_s']} s, p95 {live[label]['lag_p95_s']} s")
-    offline = {}
-    for step in [float(s) for s in args.offline_steps.split(",") if s]:
-        run = chain(loaded, recognizer, samples, "ssbd", realtime=False, step_s=step, live_updates=False)
-        offline[step] = summarize(run, reference, text_translation)
-        log(f"offline step {step}: {offline[step]['realtime_factor']}x real time")
+    offline = {"one pass (`listen FILE`)": chain(loaded, recognizer, samples, "ssbd", realtime=False,
+                                                 step_s=args.step, one_pass=True)}
+    for method in args.methods.split(","):
+        offline[f"{method}, live policy as fast as it goes (`--pace fast`)"] = chain(
+            loaded, recognizer, samples, method, realtime=False, step_s=args.step)
+    offline["ssbd, live policy, commits only (`--pace fast --commits-only`)"] = chain(
+        loaded, recognizer, samples, "ssbd", realtime=False, step_s=args.step, live_updates=False)
+    for label, run in offline.items():
+        offline[label] = summarize(run, reference, text_translation)
+        log(f"{label}: {offline[label]['realtime_factor']}x real time")
 
     facts = {"model": loaded.name, "asr": get_asr_card(None).name + " (faster-whisper, int8, greedy)",
              "machine": {k: v for k, v in machine_info().items() if k != "blas_path"}, "audio_s": len(samples) / 16000,
              "step_s": args.step, "paragraphs": len(pairs), "words": len(text.split()),
              "voice": "espeak-ng en-us, 150 words/min"}
     result = {"facts": facts, "text_translation": text_translation, "text_chrf": text_chrf, "asr_alone": asr_alone,
-              "live": live, "offline": {str(k): v for k, v in offline.items()}}
+              "live": live, "offline": offline}
     name = f"speech-{loaded.name}"
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
     (args.out / f"{name}.md").write_text(markdown(facts, asr_alone, live, offline, text_chrf))

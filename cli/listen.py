@@ -12,7 +12,7 @@ import click
 from mlx_ssbd import DEFAULT_BETA, StreamTranslator
 from mlx_ssbd.asr.audio import Replay, microphone, pcm_chunks, read_audio
 from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
-from mlx_ssbd.asr.streaming import StreamingConfig, StreamingRecognizer
+from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
 from mlx_ssbd.evaluation.streams import partial_json
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import LiveSession
@@ -44,17 +44,20 @@ class ComputeTally:
         self.sink.close()
 
 
-def audio_chunks(audio: str | None, mic: bool, step_s: float, realtime: bool):
+PACES = ("offline", "fast", "realtime")
+
+
+def audio_chunks(audio: str | None, mic: bool, step_s: float, pace: str):
     if mic:
         return microphone(step_s)
     if audio == "-":
         return pcm_chunks(sys.stdin.buffer, step_s)
-    return Replay(read_audio(audio), step_s, realtime)
+    return Replay(read_audio(audio), step_s, realtime=pace == "realtime")
 
 
 def summary(asr: StreamingRecognizer, translation_s: float | None, wall_s: float) -> str:
     speed = f" ({asr.audio_s / wall_s:.2f}x real time)" if wall_s > 0 else ""
-    line = f"speech {asr.audio_s:.1f} s | ASR {asr.asr_s:.1f} s in {asr.passes} passes"
+    line = f"speech {asr.audio_s:.1f} s | ASR {asr.asr_s:.1f} s in {asr.passes} decode{'' if asr.passes == 1 else 's'}"
     if translation_s is not None:
         line += f" | translation {translation_s:.1f} s"
     return line + f" | wall {wall_s:.1f} s{speed}"
@@ -74,10 +77,12 @@ def summary(asr: StreamingRecognizer, translation_s: float | None, wall_s: float
               help="Hide the last k tokens of a non-final caption (display only).")
 @click.option("--format", "fmt", type=click.Choice(SINK_FORMATS), default="auto", show_default=True,
               help="auto: live view on a terminal, plain text when piped; srt/vtt: subtitle cues timed by the speech.")
-@click.option("--live-updates/--commits-only", default=None,
-              help="Translate every partial, or only finished captions. [default: commits only for a file written as "
-                   "text/srt/vtt, where no one sees the live updates; every partial otherwise]")
-@click.option("--realtime", is_flag=True, help="Play a file at the speed it was spoken, as a live talk (else as fast as possible).")
+@click.option("--pace", type=click.Choice(PACES), default="offline", show_default=True,
+              help="A file: offline: recognised in one pass, captions only (fastest, most accurate); fast: "
+                   "through the live policy (partials, re-decoding every --step) as fast as it goes; realtime: "
+                   "the live policy at the speed it was spoken. Stdin and --mic are always live.")
+@click.option("--live-updates/--commits-only", default=True, show_default=True,
+              help="Translate every partial, or only finished captions.")
 @click.option("--step", "step_s", type=click.FloatRange(0.2, 10.0), default=StreamingConfig.step_s, show_default=True,
               help="Seconds of new audio between two recognitions of the buffer.")
 @click.option("--asr-threads", type=click.IntRange(0), default=0, show_default=True, help="CPU threads of the ASR (0: all cores).")
@@ -85,15 +90,17 @@ def summary(asr: StreamingRecognizer, translation_s: float | None, wall_s: float
               help="Commit stable words once more than this many are open (0: never).")
 @click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
               help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
-def listen(audio, mic, asr_only, model, asr_model, target, method, beta, mask_k, fmt, live_updates, realtime, step_s,
+def listen(audio, mic, asr_only, model, asr_model, target, method, beta, mask_k, fmt, pace, live_updates, step_s,
            asr_threads, max_words, context_tokens):
     """Caption speech: AUDIO (any file ffmpeg reads, e.g. WAV), - (16 kHz mono s16le PCM or WAV
-    on stdin) or --mic, recognised by Whisper and translated live.
+    on stdin) or --mic, recognised by Whisper and translated live. A file is recognised in one pass
+    unless --pace says otherwise.
 
     \b
     Examples:
       mlx-ssbd listen talk.wav -t de
       mlx-ssbd listen talk.wav --format srt > talk.de.srt
+      mlx-ssbd listen talk.wav --pace realtime
       ffmpeg -i talk.mp3 -ar 16000 -ac 1 -f s16le - | mlx-ssbd listen - --format jsonl
       mlx-ssbd listen talk.wav --asr-only > partials.jsonl
     """
@@ -103,41 +110,38 @@ def listen(audio, mic, asr_only, model, asr_model, target, method, beta, mask_k,
         card = get_asr_card(asr_model)
         check_languages(card.language, target)
         recognizer = load_recognizer(card.name, threads=asr_threads)
-        chunks = audio_chunks(audio, mic, step_s, realtime)
-    asr = StreamingRecognizer(recognizer, StreamingConfig(step_s=step_s))
-    started = time.monotonic()
+        chunks = audio_chunks(audio, mic, step_s, pace)
+    live = mic or audio == "-" or pace == "realtime"
+    if mic or audio == "-" or pace != "offline":
+        asr = StreamingRecognizer(recognizer, StreamingConfig(step_s=step_s))
+    else:
+        asr = OnePass(recognizer)
+    session = sink = None
+    if not asr_only:
+        session = _session(model, card.language, target, method, beta, mask_k, live=live, live_updates=live_updates,
+                           max_words=max_words, context_tokens=context_tokens)
+        sink = ComputeTally(make_sink(fmt))
+    started = time.monotonic()  # the models are loaded: from here on, the speech
     try:
         with user_errors():
-            if asr_only:
+            if session is None:
                 for partial in asr.run(chunks):
                     click.echo(json.dumps(partial_json(partial), ensure_ascii=False))
-                translation_s = None
             else:
-                live = mic or audio == "-" or realtime
-                if fmt == "auto":
-                    fmt = "live" if sys.stdout.isatty() else "text"
-                if live_updates is None:
-                    live_updates = live or fmt in ("live", "jsonl")
-                translation_s = _translate(asr, chunks, model, card.language, target, method, beta, mask_k, fmt,
-                                           live=live, live_updates=live_updates, max_words=max_words,
-                                           context_tokens=context_tokens)
+                run_stream(session, asr.run(chunks), sink)
     except KeyboardInterrupt:
         click.echo("interrupted: " + ("the partials so far are above" if asr_only else
                                       "the committed translations are above"), err=True)
         sys.stdout.flush()
         os._exit(130)  # as translate does: a reader thread may still block in a read
-    click.echo(summary(asr, translation_s, time.monotonic() - started), err=True)
+    click.echo(summary(asr, None if sink is None else sink.translation_s, time.monotonic() - started), err=True)
 
 
-def _translate(asr, chunks, model, source, target, method, beta, mask_k, fmt, *, live, live_updates, max_words,
-               context_tokens):
+def _session(model, source, target, method, beta, mask_k, *, live, live_updates, max_words, context_tokens):
     loaded = load(model)
     config = method_config(method, beta=beta, display_mask_k=mask_k, context_tokens=context_tokens)
     translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
                                   target_lang=target, config=config)
     # The ASR ends sentences itself; a pause commits only on live audio (a file has no wall-clock pauses).
     segmenter = SegmenterConfig(max_words=max_words, pause_s=SegmenterConfig.pause_s if live else None)
-    sink = ComputeTally(make_sink(fmt))
-    session = LiveSession(translator, segmenter=segmenter, latest_wins=True, live_updates=live_updates)
-    run_stream(session, asr.run(chunks), sink)
-    return sink.translation_s
+    return LiveSession(translator, segmenter=segmenter, latest_wins=True, live_updates=live_updates)

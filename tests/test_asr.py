@@ -268,3 +268,22 @@ def test_whisper_loops_are_cut():
     looped = [Word(t, i, i + 1) for i, t in enumerate(["so", "the", "the", "The", "the", "the", "end"])]
     assert [w.text for w in without_loops(looped)] == ["so", "the"]
     assert without_loops(looped[:4]) == looped[:4]  # three in a row can be speech
+
+
+class DisagreeingRecognizer(ScriptedRecognizer):
+    """Every other transcription capitalises every word: two in a row never agree."""
+
+    def transcribe(self, audio, prompt=""):
+        words = super().transcribe(audio, prompt)
+        flip = len(self.calls) % 2
+        return [Word(w.text.upper() if flip else w.text, w.start, w.end) for w in words]
+
+
+def test_without_agreement_a_long_buffer_is_confirmed_from_the_latest_transcription_losing_nothing():
+    talk = [(f"w{i}", 0.5 * i, 0.5 * i + 0.4) for i in range(60)]
+    rec = DisagreeingRecognizer(talk)
+    asr = StreamingRecognizer(rec, StreamingConfig(max_buffer_s=5.0))
+    partials = list(asr.run(Replay(timed_audio(30.0), 1.0)))
+    assert max(end - start for start, end, _ in rec.calls) <= 6.0 + 1e-6
+    heard = " ".join(p.text for p in partials if p.final).lower().split()
+    assert heard == [w for w, _, _ in talk]  # every word, once, in order

@@ -5,6 +5,8 @@ CI installs both. The paragraph below was written for this test."""
 import json
 import shutil
 
+import srt
+
 import pytest
 from click.testing import CliRunner
 from mlx_ssbd_cli.main import cli
@@ -51,7 +53,7 @@ def listen(*args):
 
 
 def test_asr_partials_grow_revise_and_end_in_the_spoken_sentences(talk_wav):
-    partials = listen(talk_wav, "--asr-only")
+    partials = listen(talk_wav, "--asr-only", "--pace", "fast")  # the live policy, as fast as it goes
     finals = [p for p in partials if p["final"]]
     live = [p for p in partials if not p["final"]]
     assert len(finals) == len(TALK) and len({p["id"] for p in finals}) == len(TALK)
@@ -71,7 +73,7 @@ def test_asr_partials_grow_revise_and_end_in_the_spoken_sentences(talk_wav):
 
 
 def test_spoken_english_becomes_german_captions_near_the_translation_of_the_text(talk_wav):
-    events = listen(talk_wav, "--model", MODEL, "--format", "jsonl")
+    events = listen(talk_wav, "--model", MODEL, "--format", "jsonl", "--pace", "fast")  # every partial, SSBD
     commits = [e for e in events if e["type"] == "commit"]
     assert len(commits) >= len(TALK) - 1
     assert [c["start"] for c in commits] == sorted(c["start"] for c in commits)  # timed by the speech
@@ -86,3 +88,14 @@ def test_spoken_english_becomes_german_captions_near_the_translation_of_the_text
     print(f"chrF++ {own:.1f} (control {control:.1f}), semsim {sim:.3f} (control {sim_control:.3f})")
     assert own > 50 and own > control + 25, (captions, text_translation)
     assert sim > 0.8 and sim > sim_control + 0.4
+
+
+def test_a_recording_in_one_pass_becomes_subtitles_timed_by_the_speech(talk_wav):
+    result = CliRunner().invoke(cli, ["listen", talk_wav, "--model", MODEL, "--format", "srt"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    cues = list(srt.parse(result.stdout))
+    assert len(cues) == len(TALK)  # one caption per spoken sentence
+    starts = [c.start.total_seconds() for c in cues]
+    assert starts == sorted(starts) and starts[0] < 1.0 and cues[-1].end.total_seconds() > 15
+    assert all(c.content.strip() for c in cues)
+    assert "ASR" in result.stderr and "1 decode |" in result.stderr  # one pass

@@ -4,7 +4,8 @@ Contract: ``asr_cards()`` lists the ASR model cards (``models/asr/*.json`` in th
 ``load_recognizer(name)`` finds the card's weights in the installed package that ships them,
 checks every file against the sha256 pinned in the card, and returns a ``Recognizer``.
 ``Recognizer.transcribe(audio, prompt)`` decodes 16 kHz mono float32 samples from scratch and
-returns the words with times in seconds from the start of ``audio``; ``prompt`` is earlier text
+returns the words with times in seconds from the start of ``audio`` (``words`` yields them as
+they are decoded); ``prompt`` is earlier text
 that conditions the decoder (Whisper's initial prompt). Nothing is downloaded at run time: the
 weights come with the ``mlx-ssbd[asr]`` extra. Errors a user can fix raise ``AsrError`` with the
 fix in the message.
@@ -22,6 +23,7 @@ import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Protocol
 
 import numpy as np
@@ -59,7 +61,11 @@ class AsrCard:
 class Recognizer(Protocol):
     language: str
 
-    def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]: ...
+    def words(self, audio: np.ndarray, prompt: str = "") -> Iterator[Word]:
+        """The words as they are decoded (a long recording: window after window)."""
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]:
+        """All the words (``list(words(...))``)."""
 
 
 def asr_cards() -> dict[str, AsrCard]:
@@ -138,16 +144,17 @@ class FasterWhisper:
         self.model = model
         self.language = language
 
-    def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]:
-        segments, _ = self.model.transcribe(
+    def words(self, audio: np.ndarray, prompt: str = "") -> Iterator[Word]:
+        segments, _ = self.model.transcribe(  # lazy: one Whisper segment decoded per step of the loop
             audio, language=self.language, beam_size=1, word_timestamps=True,
             condition_on_previous_text=True, initial_prompt=prompt or None, vad_filter=False, temperature=0.0,
         )
-        words = []
         for segment in segments:
-            for w in segment.words or ():
-                words += split_word(w.word, float(w.start), float(w.end))
-        return without_loops(words)
+            yield from without_loops([piece for w in segment.words or ()
+                                      for piece in split_word(w.word, float(w.start), float(w.end))])
+
+    def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]:
+        return list(self.words(audio, prompt))
 
 
 MAX_REPEATS = 4  # the same word this many times in a row: Whisper is looping

@@ -3,8 +3,9 @@
 Contract: ``StreamingRecognizer(recognizer)``; ``insert(samples)`` appends 16 kHz mono float32
 audio; ``step()`` re-decodes the buffer and returns the ASR partials (``SourceUpdate``) it implies;
 ``finish()`` decodes what is left and returns the last partials. ``run(chunks)`` does all three
-over an iterable of audio chunks, yielding partials as they come. Pure policy around a
-``Recognizer``: no threads, no MLX.
+over an iterable of audio chunks, yielding partials as they come. ``OnePass(recognizer).run``
+is the policy where nobody waits: the whole recording decoded once, sentence by sentence. Pure
+policy around a ``Recognizer``: no threads, no MLX.
 
 The policy is whisper_streaming's (Machacek et al., 2023):
 
@@ -12,8 +13,10 @@ The policy is whisper_streaming's (Machacek et al., 2023):
   left it;
 * a word is *confirmed* once two consecutive transcriptions agree on it and on every word before
   it (LocalAgreement-2); confirmed words never change;
-* the buffer is trimmed at the end of each confirmed sentence (a word ending in ``. ! ?``), and
-  at the last confirmed word once it is longer than ``max_buffer_s``, so a step's cost stays flat.
+* the buffer is trimmed at the end of each confirmed sentence (a word ending in ``. ! ?``); once
+  it is longer than ``max_buffer_s`` without one, the older half of the latest transcription is
+  taken as confirmed and the buffer is cut after it, so a step's cost stays flat and no word that
+  was heard is dropped.
 
 Partials: each sentence is one segment (``segment_id`` ``a0``, ``a1``, ...). While it is open,
 its partials are ``final: false`` and hold its confirmed words followed by the unconfirmed ones,
@@ -41,9 +44,9 @@ TIME_SLACK_S = 0.1  # a word starting this close before the last confirmed end i
 
 @dataclass(frozen=True)
 class StreamingConfig:
-    """``step_s``: audio per re-decode (drivers chunk by it); ``max_buffer_s``: trim at the last
-    confirmed word beyond this much buffered audio; ``prompt_chars``: confirmed text before the
-    buffer given to the decoder as its prompt."""
+    """``step_s``: audio per re-decode (drivers chunk by it); ``max_buffer_s``: beyond this much
+    buffered audio, confirm the older half of the latest transcription and cut there;
+    ``prompt_chars``: confirmed text before the buffer given to the decoder as its prompt."""
 
     step_s: float = 1.0
     max_buffer_s: float = 15.0
@@ -97,10 +100,7 @@ class StreamingRecognizer:
         self._tentative = heard[len(agreed):]
         out = self._sentences()
         if self.buffered_s > self.config.max_buffer_s:
-            at = self._history[-1].end if self._history else self._offset
-            if at <= self._offset:  # nothing confirmed in the buffer (silence, noise): keep the last step
-                at = self._offset + self.buffered_s - self.config.step_s
-            self._trim(at)
+            out += self._force()
         return out + self._live()
 
     def finish(self) -> list[SourceUpdate]:
@@ -150,6 +150,22 @@ class StreamingRecognizer:
             self._trim(sentence[-1].end)
         return out
 
+    def _force(self) -> list[SourceUpdate]:
+        """The buffer outgrew ``max_buffer_s`` without agreement: the latest transcription's words
+        in its older half are taken as confirmed (nothing heard is dropped), and the buffer is cut
+        after the last confirmed word (or, where nothing was heard, to its last step)."""
+        end = self._offset + self.buffered_s
+        older = end - self.config.max_buffer_s / 2
+        n = next((i for i, w in enumerate(self._tentative) if w.end > older), len(self._tentative))
+        self._confirm(self._tentative[:n])
+        self._tentative = self._tentative[n:]
+        out = self._sentences()
+        cut = self._history[-1].end if self._history else self._offset
+        if cut <= self._offset:
+            cut = self._tentative[0].start if self._tentative else end - self.config.step_s
+        self._trim(cut)
+        return out
+
     def _live(self) -> list[SourceUpdate]:
         words = self._open + self._tentative
         text = " ".join(w.text for w in words)
@@ -159,8 +175,7 @@ class StreamingRecognizer:
         return [self._partial(words, final=False)]
 
     def _partial(self, words: list[Word], final: bool) -> SourceUpdate:
-        return SourceUpdate(" ".join(w.text for w in words), final=final, segment_id=f"a{self._segment}",
-                            start=words[0].start, end=words[-1].end, words=tuple(words))
+        return partial(words, final, self._segment)
 
     def _trim(self, at: float) -> None:
         """Drop the buffered audio before audio time ``at``."""
@@ -169,6 +184,51 @@ class StreamingRecognizer:
             cut = min(cut, len(self._buffer))
             self._buffer = self._buffer[cut:]
             self._offset += cut / SAMPLE_RATE
+
+
+class OnePass:
+    """A whole recording recognised in one pass: Whisper's own 30-s windows, nothing decoded
+    twice. ``run(chunks)`` gathers the chunks, then yields each sentence as a final partial as
+    soon as its words are decoded (what follows the last sentence end comes last). Faster and
+    more accurate than the live policy where nobody waits for partials (a file to subtitles).
+    Same counters as ``StreamingRecognizer``."""
+
+    def __init__(self, recognizer: Recognizer):
+        self.recognizer = recognizer
+        self.received = 0
+        self.asr_s = 0.0
+        self.passes = 0
+
+    @property
+    def audio_s(self) -> float:
+        return self.received / SAMPLE_RATE
+
+    def run(self, chunks: Iterable[np.ndarray]) -> Iterator[SourceUpdate]:
+        pieces = [np.asarray(c, dtype=np.float32).reshape(-1) for c in chunks]
+        samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
+        self.received = len(samples)
+        if not len(samples):
+            return
+        self.passes = 1
+        words, sentence, segment = iter(self.recognizer.words(samples)), [], 0
+        while True:
+            t0 = time.perf_counter()
+            word = next(words, None)
+            self.asr_s += time.perf_counter() - t0
+            if word is None:
+                break
+            sentence.append(word)
+            if is_sentence_end(word.text):
+                yield partial(sentence, True, segment)
+                sentence, segment = [], segment + 1
+        if sentence:
+            yield partial(sentence, True, segment)
+
+
+def partial(words: list[Word], final: bool, segment: int) -> SourceUpdate:
+    """The ASR partial of ``words`` (word timestamps, first and last time) in segment ``a<n>``."""
+    return SourceUpdate(" ".join(w.text for w in words), final=final, segment_id=f"a{segment}",
+                        start=words[0].start, end=words[-1].end, words=tuple(words))
 
 
 def _agreed(new: list[Word], previous: list[Word]) -> list[Word]:
