@@ -127,7 +127,7 @@ def lag_stats(lags: list[float], name: str) -> dict:
             f"{name}_max_s": round(max(lags), 3)}
 
 
-def summarize(run: dict, reference: str, text_translation: str, asr_run: dict | None = None) -> dict:
+def summarize(run: dict, reference: str, text_translation: str, spoken: str, asr_run: dict | None = None) -> dict:
     """Latencies (speech -> screen, ASR alone, translation alone, commits), compute and quality of one run."""
     asr_run = asr_run or run["fed"]
     asr, timed = asr_run["asr"], asr_run["partials"]
@@ -145,6 +145,7 @@ def summarize(run: dict, reference: str, text_translation: str, asr_run: dict | 
         "partials": len(timed), "revised_partials": revisions([p for _, p in timed]),
         "coalesced": run["coalesced"], "unshown": run["unshown"], "events": len(run["records"]), "commits": len(commits),
         "forward_passes": sum(r["passes"] for r in run["records"]),
+        "heard_chrf": round(chrf([p.text for _, p in timed if p.final], spoken), 2),  # ASR finals vs the text spoken
         "chrf_vs_reference": round(chrf(texts, reference), 2),
         "chrf_vs_text_translation": round(chrf(texts, text_translation), 2),
         "commit_texts": texts, "lags": [round(r["shown_s"] - r["speech_end"], 3) for r in timed_records],
@@ -186,7 +187,7 @@ def _lags(r: dict, name: str) -> str:
     return f"{r[name + '_p50_s']:.1f} / {r[name + '_p95_s']:.1f}"
 
 
-def markdown(facts: dict, asr_alone: dict, live: dict, offline: dict, text_chrf: float) -> str:
+def markdown(facts: dict, asr_alone: dict, live: dict, offline: dict, text_chrf: float, plot_name: str) -> str:
     a = asr_alone
     lines = [f"# Speech to captions ({facts['model']}, {facts['audio_s']:.0f} s of espeak-ng speech)", "",
              f"Machine: {machine_line(facts['machine'])}. ASR: {facts['asr']}, re-decoded every {facts['step_s']} s. "
@@ -194,7 +195,8 @@ def markdown(facts: dict, asr_alone: dict, live: dict, offline: dict, text_chrf:
              "in one process, one after another.", "",
              f"ASR alone, in real time: {a['asr_passes']} decodes, {a['asr_s']:.1f} s of compute for "
              f"{a['audio_s']:.1f} s of speech; a partial comes out p50 / p95 {_lags(a, 'asr_lag')} s after the end of "
-             f"its last word; {a['partials']} partials, {a['revised_partials']} of them revised by the next.", "",
+             f"its last word; {a['partials']} partials, {a['revised_partials']} of them revised by the next; what it "
+             f"heard scores chrF++ {a['heard_chrf']:.1f} against the text spoken.", "",
              "Latency p50 / p95 in seconds. *speech -> screen*: a caption event's time minus the audio time of the "
              "newest word it shows; *translation*: minus the time its partial came out of the ASR; *commit*: a "
              "committed caption's time minus its last word's end.", "",
@@ -207,13 +209,15 @@ def markdown(facts: dict, asr_alone: dict, live: dict, offline: dict, text_chrf:
     lines += ["", "*alone*: the partials of the ASR-alone run replayed into the translator at the times they came "
               "out (what a machine where ASR and translation do not share cores would see, e.g. the LLM on a GPU); "
               "*with ASR*: both on the same 2 cores, as `listen --pace realtime` runs.", "",
+              f"![speech to screen, every caption event]({plot_name})", "",
               f"The model's translation of the written paragraphs scores chrF++ {text_chrf:.1f} against the reference.",
               "", "## The recording as fast as possible", "",
-              "| run | ASR s (decodes) | translation s | wall s | speech s / wall s | chrF++ vs ref "
-              "| chrF++ vs text translation |", "|---|---|---|---|---|---|---|"]
+              "| run | ASR s (decodes) | translation s | wall s | speech s / wall s | heard: chrF++ vs the text spoken "
+              "| chrF++ vs ref | chrF++ vs text translation |", "|---|---|---|---|---|---|---|---|"]
     for label, r in offline.items():
         lines.append(f"| {label} | {r['asr_s']:.1f} ({r['asr_passes']}) | {r['translation_s']:.1f} | {r['wall_s']:.1f} "
-                     f"| {r['realtime_factor']:.2f} | {r['chrf_vs_reference']:.1f} | {r['chrf_vs_text_translation']:.1f} |")
+                     f"| {r['realtime_factor']:.2f} | {r['heard_chrf']:.1f} | {r['chrf_vs_reference']:.1f} "
+                     f"| {r['chrf_vs_text_translation']:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -240,14 +244,14 @@ def main() -> int:
 
     asr_run = recognise(recognizer, samples, args.step, realtime=True)
     asr_alone = summarize({"records": [], "wall_s": len(samples) / 16000, "coalesced": 0, "unshown": 0, "fed": asr_run},
-                          reference, text_translation)
+                          reference, text_translation, text)
     log(f"ASR alone: {asr_alone['asr_s']} s in {asr_alone['asr_passes']} decodes")
     live = {}
     for method in args.methods.split(","):
         for label, run in ((f"{method}, alone", lambda: replay_partials(loaded, method, asr_run["partials"])),
                            (f"{method}, with ASR", lambda: chain(loaded, recognizer, samples, method, realtime=True,
                                                                 step_s=args.step))):
-            live[label] = summarize(run(), reference, text_translation, asr_run if "alone" in label else None)
+            live[label] = summarize(run(), reference, text_translation, text, asr_run if "alone" in label else None)
             log(f"{label}: lag p50 {live[label]['lag_p50_s']} s, p95 {live[label]['lag_p95_s']} s")
     offline = {"one pass (`listen FILE`)": chain(loaded, recognizer, samples, "ssbd", realtime=False,
                                                  step_s=args.step, one_pass=True)}
@@ -257,7 +261,7 @@ def main() -> int:
     offline["ssbd, live policy, commits only (`--pace fast --commits-only`)"] = chain(
         loaded, recognizer, samples, "ssbd", realtime=False, step_s=args.step, live_updates=False)
     for label, run in offline.items():
-        offline[label] = summarize(run, reference, text_translation)
+        offline[label] = summarize(run, reference, text_translation, text)
         log(f"{label}: {offline[label]['realtime_factor']}x real time")
 
     facts = {"model": loaded.name, "asr": get_asr_card(None).name + " (faster-whisper, int8, greedy)",
@@ -268,7 +272,7 @@ def main() -> int:
               "live": live, "offline": offline}
     name = f"speech-{loaded.name}"
     (args.out / f"{name}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
-    (args.out / f"{name}.md").write_text(markdown(facts, asr_alone, live, offline, text_chrf))
+    (args.out / f"{name}.md").write_text(markdown(facts, asr_alone, live, offline, text_chrf, f"{name}.png"))
     plot(live, args.out / f"{name}.png", f"speech -> captions, {loaded.name}, {facts['audio_s']:.0f} s of speech")
     print((args.out / f"{name}.md").read_text())
     return 0
