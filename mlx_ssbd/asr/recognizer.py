@@ -137,8 +137,9 @@ def load_recognizer(name: str | None = None, *, threads: int = 0) -> Recognizer:
 class FasterWhisper:
     """faster-whisper, greedy (beam 1: re-decoding every second must stay cheap) and without
     temperature fallback (a decode costs the same every time and is repeatable; the loops the
-    fallback would catch are cut by ``without_loops``), word timestamps, no voice-activity filter
-    (the streaming policy sees every second of audio)."""
+    fallback would catch are cut by ``without_loops``), word timestamps, Whisper's skipping of
+    hallucinations next to silence, no voice-activity filter (the streaming policy sees every
+    second of audio)."""
 
     def __init__(self, model, language: str):
         self.model = model
@@ -148,6 +149,7 @@ class FasterWhisper:
         segments, _ = self.model.transcribe(  # lazy: one Whisper segment decoded per step of the loop
             audio, language=self.language, beam_size=1, word_timestamps=True,
             condition_on_previous_text=True, initial_prompt=prompt or None, vad_filter=False, temperature=0.0,
+            hallucination_silence_threshold=HALLUCINATION_SILENCE_S,
         )
         for segment in segments:
             yield from without_loops([piece for w in segment.words or ()
@@ -158,6 +160,9 @@ class FasterWhisper:
 
 
 MAX_REPEATS = 4  # the same word this many times in a row: Whisper is looping
+# Whisper's own guard (word timestamps needed): where a segment looks hallucinated (improbable,
+# too short or too long words) next to a silence longer than this, the silence is skipped.
+HALLUCINATION_SILENCE_S = 0.5
 
 
 def without_loops(words: list[Word]) -> list[Word]:
