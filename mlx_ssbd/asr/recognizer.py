@@ -32,6 +32,9 @@ from ..live.translator import Word
 
 SAMPLE_RATE = 16000
 INSTALL_HINT = "pip install 'mlx-ssbd[asr]'"
+# Whisper's own guard (word timestamps needed): where a segment looks hallucinated (improbable,
+# too short or too long words) next to a silence longer than this, the silence is skipped.
+HALLUCINATION_SILENCE_S = 0.5
 
 
 class AsrError(ValueError):
@@ -160,9 +163,6 @@ class FasterWhisper:
 
 
 MAX_REPEATS = 4  # the same word this many times in a row: Whisper is looping
-# Whisper's own guard (word timestamps needed): where a segment looks hallucinated (improbable,
-# too short or too long words) next to a silence longer than this, the silence is skipped.
-HALLUCINATION_SILENCE_S = 0.5
 
 
 def without_loops(words: list[Word]) -> list[Word]:
