@@ -287,3 +287,16 @@ def test_without_agreement_a_long_buffer_is_confirmed_from_the_latest_transcript
     assert max(end - start for start, end, _ in rec.calls) <= 6.0 + 1e-6
     heard = " ".join(p.text for p in partials if p.final).lower().split()
     assert heard == [w for w, _, _ in talk]  # every word, once, in order
+
+
+def test_the_service_keeps_an_odd_byte_of_audio_for_the_next_frame():
+    from mlx_ssbd.service.speech import SpeechWorker, _Audio
+
+    worker = SpeechWorker(scheduler=None)
+    stream = worker._streams.setdefault("s", _Audio(session=None))
+    stream.pending += b"\x01" * (2 * SAMPLE_RATE + 1)  # one second and half a sample
+    [(_, data, ended)] = worker._ready()
+    assert len(data) == 2 * SAMPLE_RATE and not ended and bytes(stream.pending) == b"\x01"
+    stream.pending += b"\x02" * (2 * SAMPLE_RATE - 1)  # its other half comes with the next frame
+    [(_, data, _)] = worker._ready()
+    assert data[:2] == b"\x01\x02" and len(data) == 2 * SAMPLE_RATE and not stream.pending

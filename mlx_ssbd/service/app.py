@@ -217,7 +217,7 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechW
             if (error := _audio_error(frame.get("bytes") or b"", session, speech, options)) is not None:
                 outbox.put_nowait(error)
             else:
-                session.started, session.input = True, "audio"
+                session.input = "audio"
                 speech.feed(session, frame["bytes"])
             continue
         try:

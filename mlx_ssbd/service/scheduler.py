@@ -47,7 +47,6 @@ class ServiceSession:
         self.store = store
         self.live = LiveSession(None, segmenter=segmenter)
         self.translator: StreamTranslator | None = None  # built on the scheduler thread
-        self.started = False  # a source has been pushed: settings are fixed
         self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
         self.discarded = False
         self._viewers: list[Callable[[dict], None]] = []
@@ -70,8 +69,13 @@ class ServiceSession:
         for send in ([self.send] if to_client else []) + viewers:
             send(event)
 
+    @property
+    def started(self) -> bool:
+        """A source has come (text or audio): the settings are fixed."""
+        return self.input is not None
+
     def push(self, message: protocol.SourceMessage) -> None:
-        self.started, self.input = True, "text"
+        self.input = "text"
         self.live.push(SourceUpdate(message.text, message.final, message.segment, message.start, message.end))
 
     def emit(self, event) -> None:

@@ -40,17 +40,13 @@ class SpeechWorker:
     def __init__(self, scheduler, *, asr: str | None = None, config: StreamingConfig = StreamingConfig()):
         self.scheduler = scheduler
         self.asr_name = asr
+        self.language = get_asr_card(asr).language  # what the recognizer hears (read once, not per frame)
         self.config = config
         self._cond = threading.Condition()
         self._streams: dict[str, _Audio] = {}
         self._thread: threading.Thread | None = None
         self._recognizer: Recognizer | None = None
         self._failure: str | None = None
-
-    @property
-    def language(self) -> str:
-        """The language the recognizer hears."""
-        return get_asr_card(self.asr_name).language
 
     # -- any thread ------------------------------------------------------------------------
 
@@ -86,8 +82,9 @@ class SpeechWorker:
         out = []
         for stream in self._streams.values():
             if len(stream.pending) >= step or stream.ended:
-                out.append((stream, bytes(stream.pending), stream.ended))
-                stream.pending.clear()
+                whole = len(stream.pending) - len(stream.pending) % 2  # an odd byte waits for its sample's other half
+                out.append((stream, bytes(stream.pending[:whole]), stream.ended))
+                del stream.pending[:whole]
         return out
 
     def _run(self) -> None:
