@@ -92,6 +92,29 @@ def user_errors():
         raise click.ClickException(str(error)) from error
 
 
+def caption_options(methods: tuple[str, ...]):
+    """``--target``, ``--method`` (one of ``methods``), ``--beta`` and ``--mask-k``: how captions are
+    translated, the same for ``translate`` and ``listen``."""
+    from mlx_ssbd import DEFAULT_BETA
+    from mlx_ssbd.live.translator import METHODS
+
+    options = [
+        click.option("--target", "-t", default="de", show_default=True, help="Target language (ISO code)."),
+        click.option("--method", type=click.Choice(methods), default="ssbd", show_default=True,
+                     help="; ".join(f"{name}: {METHODS[name].about}" for name in methods) + "."),
+        beta_option(default=DEFAULT_BETA),
+        click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True,
+                     help="Hide the last k tokens of a non-final caption (display only)."),
+    ]
+
+    def apply(command):
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return apply
+
+
 def beta_option(**kwargs):
     return click.option("--beta", type=click.FloatRange(0.0, 1.0), show_default=True,
                         help="Bias towards the previous translation (ssbd), in [0, 1].", **kwargs)

@@ -9,7 +9,7 @@ import time
 
 import click
 
-from mlx_ssbd import DEFAULT_BETA, StreamTranslator
+from mlx_ssbd import StreamTranslator
 from mlx_ssbd.asr.audio import Replay, microphone, pcm_chunks, read_audio
 from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
 from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
@@ -18,7 +18,7 @@ from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import LiveSession
 from mlx_ssbd.live.translator import method_config
 
-from .common import beta_option, check_languages, load, user_errors
+from .common import caption_options, check_languages, load, user_errors
 from .live import SINK_FORMATS, make_sink
 from .translate import METHODS, STREAM_METHODS, run_stream
 
@@ -55,7 +55,7 @@ def audio_chunks(audio: str | None, mic: bool, step_s: float, pace: str):
     return Replay(read_audio(audio), step_s, realtime=pace == "realtime")
 
 
-def summary(asr: StreamingRecognizer, translation_s: float | None, wall_s: float) -> str:
+def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wall_s: float) -> str:
     speed = f" ({asr.audio_s / wall_s:.2f}x real time)" if wall_s > 0 else ""
     line = f"speech {asr.audio_s:.1f} s | ASR {asr.asr_s:.1f} s in {asr.passes} decode{'' if asr.passes == 1 else 's'}"
     if translation_s is not None:
@@ -69,12 +69,7 @@ def summary(asr: StreamingRecognizer, translation_s: float | None, wall_s: float
 @click.option("--asr-only", is_flag=True, help="Only recognise: write the ASR partials as JSONL (the partials input of translate --stream).")
 @click.option("--model", "-m", default=None, help="Translation model. [default: qwen2.5-coder-1.5b]")
 @click.option("--asr-model", default=None, help="ASR model card. [default: whisper-tiny.en]")
-@click.option("--target", "-t", default="de", show_default=True, help="Target language (ISO code).")
-@click.option("--method", type=click.Choice(LISTEN_METHODS), default="ssbd", show_default=True,
-              help="; ".join(f"{name}: {METHODS[name].about}" for name in LISTEN_METHODS) + ".")
-@beta_option(default=DEFAULT_BETA)
-@click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True,
-              help="Hide the last k tokens of a non-final caption (display only).")
+@caption_options(LISTEN_METHODS)
 @click.option("--format", "fmt", type=click.Choice(SINK_FORMATS), default="auto", show_default=True,
               help="auto: live view on a terminal, plain text when piped; srt/vtt: subtitle cues timed by the speech.")
 @click.option("--pace", type=click.Choice(PACES), default="offline", show_default=True,

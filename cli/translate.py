@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import click
 
-from mlx_ssbd import DEFAULT_BETA, StreamTranslator
+from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.streams import DEFAULT_LAG, INPUT_KINDS, open_updates
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import (
@@ -26,7 +26,7 @@ from mlx_ssbd.live.translator import (
     method_config,
 )
 
-from .common import beta_option, check_languages, draft_model_option, load, load_draft, user_errors
+from .common import caption_options, check_languages, draft_model_option, load, load_draft, user_errors
 from .live import SINK_FORMATS, make_sink
 
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
@@ -106,12 +106,7 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
               help="Stream source updates from FILE (text lines, ASR-partial or pair JSONL), or - for stdin.")
 @click.option("--model", "-m", default=None, help="Model name, local mlx-lm directory or HF id. [default: qwen2.5-coder-1.5b]")
 @click.option("--source", "-s", default="en", show_default=True, help="Source language (ISO code).")
-@click.option("--target", "-t", default="de", show_default=True, help="Target language (ISO code).")
-@click.option("--method", type=click.Choice(STREAM_METHODS), default="ssbd", show_default=True,
-              help="; ".join(f"{name}: {METHODS[name].about}" for name in STREAM_METHODS) + ".")
-@beta_option(default=DEFAULT_BETA)
-@click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True,
-              help="Hide the last k tokens of a non-final caption (display only).")
+@caption_options(STREAM_METHODS)
 @click.option("--lag", type=click.IntRange(1), default=DEFAULT_LAG, show_default=True,
               help="Words revealed per update when streaming text lines or pairs.")
 @click.option("--input", "input_kind", type=click.Choice(INPUT_KINDS), default="auto", show_default=True)

@@ -5,9 +5,8 @@ CI installs both. The paragraph below was written for this test."""
 import json
 import shutil
 
-import srt
-
 import pytest
+import srt
 from click.testing import CliRunner
 from mlx_ssbd_cli.main import cli
 from sacrebleu.metrics import CHRF

@@ -5,8 +5,8 @@ Contract: ``asr_cards()`` lists the ASR model cards (``models/asr/*.json`` in th
 checks every file against the sha256 pinned in the card, and returns a ``Recognizer``.
 ``Recognizer.transcribe(audio, prompt)`` decodes 16 kHz mono float32 samples from scratch and
 returns the words with times in seconds from the start of ``audio`` (``words`` yields them as
-they are decoded); ``prompt`` is earlier text
-that conditions the decoder (Whisper's initial prompt). Nothing is downloaded at run time: the
+they are decoded); ``prompt`` is earlier text that conditions the decoder (Whisper's initial
+prompt). Nothing is downloaded at run time: the
 weights come with the ``mlx-ssbd[asr]`` extra. Errors a user can fix raise ``AsrError`` with the
 fix in the message.
 
@@ -20,10 +20,10 @@ import hashlib
 import importlib.util
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from collections.abc import Iterator
 from typing import Protocol
 
 import numpy as np
