@@ -130,3 +130,67 @@ def test_batched_mode_refuses_what_it_cannot_batch(tok):
     with pytest.raises(ValueError, match="stream 1: source is empty"):
         multi.update([("so today", False), ("  ", False)])
     assert multi.update([("so today", False), None])[0].output_ids  # still usable
+
+
+@pytest.mark.parametrize("cfg", [dict(policy="ssbd", beta=0.3, resync=True), dict(policy="rt")])
+def test_updates_join_while_others_are_under_way(tok, cfg):
+    """Continuous batching: each stream submits its next source as soon as its last update ended,
+    at staggered rounds, so updates start while others are mid-way; every stream still gets
+    exactly its own outputs, and a short update can end before a longer one begun earlier."""
+    model = tiny_model("qwen2", seed=8)
+    rng = random.Random(11)
+    streams = [random_stream(rng) for _ in range(4)]
+    batched = MultiStreamTranslator([make(model, tok, **cfg) for _ in streams])
+    got: list[list] = [[] for _ in streams]
+    joined_mid_way = overtaken = 0
+    started: dict[int, int] = {}
+    for rounds in range(10_000):
+        for i, tr in enumerate(batched.translators):
+            if rounds >= 3 * i and i not in started and len(got[i]) < len(streams[i]):
+                step = len(got[i])
+                joined_mid_way += batched.busy
+                started[i] = rounds
+
+                def done(update, i=i):
+                    nonlocal overtaken
+                    overtaken += any(s < started[i] for j, s in started.items() if j != i)
+                    del started[i]
+                    got[i].append(update.output_ids)
+
+                batched.submit(tr, streams[i][step], step == len(streams[i]) - 1, done)
+        if not batched.busy:
+            if all(len(g) == len(s) for g, s in zip(got, streams)):
+                break
+            continue
+        batched.step()
+    for i, stream in enumerate(streams):
+        alone = make(model, tok, **cfg)
+        assert got[i] == [alone.update(text, final=n == len(stream) - 1).output_ids
+                          for n, text in enumerate(stream)], i
+    assert joined_mid_way > 0 and overtaken > 0
+    with pytest.raises(ValueError, match="under way"):
+        batched.submit(batched.translators[0], "so today", False, print)
+        batched.submit(batched.translators[0], "so today we", False, print)
+
+
+def test_a_stream_removed_mid_update_abandons_it(tok):
+    """``remove`` during an update abandons it (no ``done``); the translator is as before that
+    update, its KV handed back consistent: alone, it goes on exactly as a stream that never
+    began the abandoned update."""
+    model = tiny_model("qwen2", seed=8)
+    rng = random.Random(4)
+    stream = random_stream(rng)
+    mine, ref = make(model, tok, policy="ssbd", beta=0.3), make(model, tok, policy="ssbd", beta=0.3)
+    other = make(model, tok, policy="ssbd", beta=0.3)
+    batched = MultiStreamTranslator([mine, other])
+    assert batched.update([(stream[0], False), ("so today", False)])[0].output_ids == ref.update(stream[0]).output_ids
+    ended = []
+    batched.submit(mine, stream[1], False, ended.append)
+    batched.submit(other, "so today we talk", False, ended.append)
+    batched.step()  # its verify pass is fed (the draft in its KV), not yet decided
+    batched.remove(mine)
+    while batched.busy:
+        batched.step()
+    assert len(ended) == 1 and ended[0].source == "so today we talk"
+    for text in stream[1:]:
+        assert mine.update(text).output_ids == ref.update(text).output_ids

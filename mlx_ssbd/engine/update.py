@@ -11,11 +11,14 @@ their answers.
   ``(logits, reused)``, ``reused`` counting the tokens whose KV came from the cache.
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
 
-``run(store, jobs)`` drives any number of such generators in lock-step: every round, all pending
-``Feed``s go to the store as ONE batched model call (``cache.TokenCache`` for one stream,
-``batch.BatchCache`` for many) and all ``Sync``s are evaluated with ONE host sync. So a stream's
-outputs do not depend on how many others share its steps: the same code decides them, and each
-stream draws from its own sampler in the same order either way.
+``Runner(store)`` drives any number of such generators in lock-step: every ``round()``, all
+pending ``Feed``s go to the store as ONE batched model call (``cache.TokenCache`` for one stream,
+``batch.BatchCache`` for many) and all ``Sync``s are evaluated with ONE host sync. A job may join
+(``add``) between any two rounds, so a stream whose source changes does not wait for the others'
+updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
+ends. ``run(store, jobs)`` runs a set of jobs to the end. A stream's outputs do not depend on how
+many others share its rounds, or when they joined: the same code decides them, and each stream
+draws from its own sampler in the same order either way.
 
 The rule (Zeng et al.): a draft token y_i is accepted while the biased distribution
 (1 - beta) p_i + beta onehot(y_i) still has y_i as its argmax (``verify.decide``); beta = 0 accepts
@@ -30,6 +33,7 @@ but not fed.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -74,6 +78,9 @@ class Job:
             ``mlx_lm.generate_step`` does (``backend.pipelined_decode()``: on a GPU). When t turns
             out to end the output, the step was wasted and its position is trimmed at the next
             feed. Not with a proposer (a proposal needs t on the host).
+        progress: None, or called with the output so far each time it grows (once after the
+            verify pass, then per decided token), for callers that stream tokens out as they
+            come (a chat completion). It may raise to abandon the update.
     """
 
     head: Sequence[int]
@@ -86,6 +93,7 @@ class Job:
     proposer: object = None
     pipelined: bool = False
     guess: Sequence[int] = ()
+    progress: Callable[[list[int]], None] | None = None
 
 
 @dataclass
@@ -110,6 +118,8 @@ def update_steps(job: Job) -> Steps:
     accepted = min(taken, len(draft))
     guessed = guess[: taken - accepted]
     outcome = Outcome([*job.locked, *draft[:accepted]], accepted, reused, time.perf_counter(), len(guessed))
+    grew = job.progress or (lambda output: None)
+    grew(outcome.output)
     if job.proposer is not None:
         job.proposer.diverged_at = accepted  # resync searches the old draft from here
     fed = [*job.head, *draft[:accepted], *guessed]  # what the cache holds before ``token``
@@ -121,8 +131,10 @@ def update_steps(job: Job) -> Steps:
         kept = job.stops(token)
         if kept is not None:
             outcome.output += kept[: job.max_new - len(outcome.output)]
+            grew(outcome.output)
             break
         outcome.output.append(token)
+        grew(outcome.output)
         if pending or len(outcome.output) >= job.max_new:
             continue  # accepted proposal tokens still to check, or out of budget
         proposal = job.proposer(outcome.output)[: job.max_new - len(outcome.output)] if job.proposer else []
@@ -144,36 +156,78 @@ def update_steps(job: Job) -> Steps:
     return outcome
 
 
-def run(store, jobs: Sequence[tuple[object, Job]]) -> list[Outcome]:
-    """Run updates ``(row, job)`` together on ``store``; see the module docstring.
+class Runner:
+    """Runs updates on ``store`` round by round; jobs join between rounds (module docstring).
 
-    ``row`` names the stream's cache in ``store`` (``store.step`` takes ``(row, Feed)`` pairs and
-    returns their ``(logits, reused)`` answers in order). Returns one ``Outcome`` per job, in order.
+    ``row`` names a stream's cache in ``store`` (``store.step`` takes ``(row, Feed)`` pairs and
+    returns their ``(logits, reused)`` answers in order); a row runs one job at a time.
     """
-    stream = generation_stream()
-    with mx.stream(stream) if stream is not None else contextlib.nullcontext():
-        return _run(store, jobs)
 
+    def __init__(self, store):
+        self.store = store
+        self._jobs: dict[int, tuple[object, Steps, Callable[[Outcome], None]]] = {}
+        self._requests: dict[int, Feed | Sync] = {}
+        self._next = 0
 
-def _run(store, jobs):
-    steps = [update_steps(job) for _, job in jobs]
-    outcomes: list[Outcome | None] = [None] * len(jobs)
-    requests = {i: next(step) for i, step in enumerate(steps)}
-    while requests:
+    @property
+    def busy(self) -> bool:
+        """Some job has not ended yet."""
+        return bool(self._requests)
+
+    def running(self, row) -> bool:
+        """``row`` has a job under way."""
+        return any(other is row for other, _, _ in self._jobs.values())
+
+    def cancel(self, row) -> None:
+        """Abandon ``row``'s job, if any (its ``done`` is never called). The store keeps what the
+        job fed so far, as after any round, so the row's next job starts from a consistent cache."""
+        for key in [key for key, (other, _, _) in self._jobs.items() if other is row]:
+            del self._jobs[key], self._requests[key]
+
+    def add(self, row, job: Job, done: Callable[[Outcome], None]) -> None:
+        """Start ``job`` on ``row``; ``done(outcome)`` is called in the round it ends."""
+        if self.running(row):
+            raise ValueError("this row already runs a job")
+        steps = update_steps(job)
+        self._jobs[self._next] = (row, steps, done)
+        self._requests[self._next] = next(steps)  # builds its first Feed: no model work
+        self._next += 1
+
+    def round(self) -> None:
+        """One batched model call for every job that feeds, one host sync for every job that
+        decides; every job then moves on to its next request (or ends)."""
+        stream = generation_stream()
+        ended = []
+        with mx.stream(stream) if stream is not None else contextlib.nullcontext():
+            for key, answer in self._answers().items():
+                try:
+                    self._requests[key] = self._jobs[key][1].send(answer)
+                except StopIteration as end:
+                    del self._requests[key]
+                    ended.append((self._jobs.pop(key)[2], end.value))
+        for done, outcome in ended:
+            done(outcome)
+
+    def _answers(self) -> dict:
         answers = {}
-        feeds = [(i, r) for i, r in requests.items() if isinstance(r, Feed)]
+        feeds = [(key, r) for key, r in self._requests.items() if isinstance(r, Feed)]
         if feeds:  # ONE model call for every stream that feeds, dispatched at once
-            logits = store.step([(jobs[i][0], r) for i, r in feeds])
+            logits = self.store.step([(self._jobs[key][0], r) for key, r in feeds])
             mx.async_eval([rows for rows, _ in logits])
-            answers.update((i, rows) for (i, _), rows in zip(feeds, logits))
-        syncs = [(i, r) for i, r in requests.items() if isinstance(r, Sync)]
+            answers.update((key, rows) for (key, _), rows in zip(feeds, logits))
+        syncs = [(key, r) for key, r in self._requests.items() if isinstance(r, Sync)]
         if syncs:  # ONE host sync for every stream that decides
             mx.eval([r.value for _, r in syncs])
-            answers.update((i, r.value.tolist()) for i, r in syncs)
-        for i, answer in answers.items():
-            try:
-                requests[i] = steps[i].send(answer)
-            except StopIteration as done:
-                outcomes[i] = done.value
-                del requests[i]
+            answers.update((key, r.value.tolist()) for key, r in syncs)
+        return answers
+
+
+def run(store, jobs: Sequence[tuple[object, Job]]) -> list[Outcome]:
+    """Run updates ``(row, job)`` together on ``store`` to their end (see ``Runner``); returns
+    one ``Outcome`` per job, in order."""
+    runner, outcomes = Runner(store), [None] * len(jobs)
+    for i, (row, job) in enumerate(jobs):
+        runner.add(row, job, functools.partial(outcomes.__setitem__, i))
+    while runner.busy:
+        runner.round()
     return outcomes

@@ -10,12 +10,18 @@ drawn in the same order). Streams join (``add``) and leave (``remove``, which ha
 its KV back) between updates; a stream without work in a step is parked out of the batch (see
 ``batch``).
 
+Two ways to drive it: ``update(sources)`` runs one update of each named stream to the end
+together; ``submit(translator, text, final, done)`` starts one stream's update at any time and
+``step()`` runs one round of every update under way (one model call), so an update joins the
+batch as soon as its source comes, while the others are mid-way (a live service, ``scheduler``).
+
 Only full ``KVCache`` layers can be batched (a rotating window raises ``ValueError``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 from ..engine import update as engine
 from ..engine.batch import BatchCache
@@ -30,6 +36,7 @@ class MultiStreamTranslator:
             raise ValueError("need at least one translator, or the model")
         self.model = model if model is not None else translators[0].model
         self.batch = BatchCache(self.model)
+        self.runner = engine.Runner(self.batch)
         self.translators: list[StreamTranslator] = []
         for translator in translators:
             self.add(translator)
@@ -44,10 +51,40 @@ class MultiStreamTranslator:
         self.translators.append(translator)
 
     def remove(self, translator: StreamTranslator) -> None:
-        """Take ``translator`` out of the batch; its KV goes back into its own cache."""
+        """Take ``translator`` out of the batch; its KV goes back into its own cache. An update of
+        it under way is abandoned (its ``done`` is never called; the translator stays as it was
+        before that update began)."""
+        self.runner.cancel(translator.row)
         self.batch.leave(translator.row, into=translator.cache)
         translator.row = translator.cache
         self.translators.remove(translator)
+
+    @property
+    def busy(self) -> bool:
+        """Some submitted update has not ended yet."""
+        return self.runner.busy
+
+    def submit(self, translator: StreamTranslator, text: str, final: bool,
+               done: Callable[[Update], None]) -> None:
+        """Start ``translator``'s update to ``(text, final)``; ``done(update)`` is called from the
+        ``step`` in which it ends (at once when the source is unchanged). A translator runs one
+        update at a time.
+
+        Raises:
+            ValueError: the source is invalid, or an update of ``translator`` is under way; the
+                translator's state is unchanged.
+        """
+        if self.runner.running(translator.row):
+            raise ValueError("this translator's update is under way")
+        pending = translator.begin(text, final)
+        if pending.job is None:
+            done(translator.finish(pending, None))
+            return
+        self.runner.add(translator.row, pending.job, lambda outcome: done(translator.finish(pending, outcome)))
+
+    def step(self) -> None:
+        """One round of every submitted update (one batched model call, one host sync)."""
+        self.runner.round()
 
     def update(self, sources: Sequence[tuple[str, bool] | None]) -> list[Update | None]:
         """One step: ``sources[i]`` is ``(text, final)`` for translator i, or None to skip it.
@@ -63,8 +100,10 @@ class MultiStreamTranslator:
                     tr.check(item[0])
                 except ValueError as error:
                     raise ValueError(f"stream {index}: {error}") from None
-        steps = [tr.begin(*item) if item is not None else None for tr, item in zip(self.translators, sources)]
-        work = [(tr.row, step.job) for tr, step in zip(self.translators, steps) if step and step.job]
-        outcomes = iter(engine.run(self.batch, work))
-        return [tr.finish(step, next(outcomes) if step.job else None) if step else None
-                for tr, step in zip(self.translators, steps)]
+        results: list[Update | None] = [None] * len(sources)
+        for index, (tr, item) in enumerate(zip(self.translators, sources)):
+            if item is not None:
+                self.submit(tr, *item, functools.partial(results.__setitem__, index))
+        while self.busy:
+            self.step()
+        return results

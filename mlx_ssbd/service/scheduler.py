@@ -5,19 +5,23 @@ main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``dis
 and ``stop`` may be called from any thread (the web server's) and never touch MLX. ``call(fn)``
 runs other model work (a chat completion) on the model's thread between steps. Each session is a
 ``live.session.LiveSession`` (latest partial wins, automatic segments, a final update is never
-dropped) whose jobs the scheduler takes without waiting; each step runs the next job of every
-session that has one as ONE ``MultiStreamTranslator.update`` (one batched forward per step for
-all of them; outputs equal each session alone). Events go to the session's ``send`` callback as
+dropped) whose jobs the scheduler takes without waiting. Batching is continuous: every round is
+ONE batched forward (``MultiStreamTranslator.step``) for all updates under way, and a session
+whose source changed joins at the next round instead of waiting for the others' updates to end;
+a session runs one update at a time (its next job is taken when the last one ended, so the latest
+partial wins). Outputs equal each session alone. Events go to the session's ``send`` callback as
 protocol JSON (``protocol``), from the scheduler thread, and to the session's viewers (SSE); a
 commit is written to the ``store.TranscriptStore`` before it is sent to anyone.
 
 Sessions join the batch when their first job comes (their translator is built then, with the
 settings in force) and leave it when they are closed and drained, or discarded (a client that
-went away: its KV is freed at once, its queued jobs dropped).
+went away: its queued jobs are dropped, its update under way is abandoned, its KV freed at the
+next round).
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from collections.abc import Callable
@@ -49,6 +53,7 @@ class ServiceSession:
         self.translator: StreamTranslator | None = None  # built on the scheduler thread
         self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
         self.discarded = False
+        self.busy = False  # an update of this session is under way (the scheduler's thread only)
         self._viewers: list[Callable[[dict], None]] = []
         self._lock = threading.Lock()
 
@@ -181,9 +186,9 @@ class Scheduler:
                     except Exception as error:  # handed to the caller, which answers the client
                         future.set_exception(error)
             self._retire(sessions)
-            work = [(s, item) for s in sessions if not s.discarded and (item := s.live.take()) is not None]
-            if work:
-                self._step(work)
+            self._admit(sessions)
+            if self.batch.busy:
+                self.batch.step()
                 continue
             with self._cond:
                 if not self._stopping and not self._calls:
@@ -196,31 +201,30 @@ class Scheduler:
 
     def _retire(self, sessions) -> None:
         for session in sessions:
-            if session.discarded or session.live.done:
+            if session.discarded or (session.live.done and not session.busy):
                 if session.translator is not None:
-                    self.batch.remove(session.translator)  # frees its KV
+                    self.batch.remove(session.translator)  # frees its KV; abandons its update under way
                 with self._cond:
                     self._sessions.remove(session)
                 session.publish({"type": "session.closed", "session": session.id}, to_client=not session.discarded)
 
-    def _step(self, work) -> None:
-        sources: dict[int, tuple[str, bool]] = {}
-        ready = []
-        for session, item in work:
-            translator = self._translator(session)
-            try:
-                translator.check(item.job.text)
-            except ValueError as error:
-                session.emit(session.live.result(item, error))
+    def _admit(self, sessions) -> None:
+        """Start the next job of every session that has none under way."""
+        for session in sessions:
+            if session.busy or session.discarded or (item := session.live.take()) is None:
                 continue
-            sources[id(translator)] = (item.job.text, item.job.final)
-            ready.append((session, item))
-        if not ready:
-            return
-        results = self.batch.update([sources.get(id(tr)) for tr in self.batch.translators])
-        by_translator = {id(tr): result for tr, result in zip(self.batch.translators, results)}
-        for session, item in ready:
-            session.emit(session.live.result(item, by_translator[id(session.translator)]))
+            session.busy = True
+            try:
+                self.batch.submit(self._translator(session), item.job.text, item.job.final,
+                                  functools.partial(self._ended, session, item))
+            except ValueError as error:
+                self._ended(session, item, error)
+
+    @staticmethod
+    def _ended(session: ServiceSession, item, outcome) -> None:
+        session.busy = False
+        if not session.discarded:
+            session.emit(session.live.result(item, outcome))
 
     def _translator(self, session: ServiceSession) -> StreamTranslator:
         """The session's translator, built and joined to the batch on its first job."""
