@@ -17,7 +17,8 @@ import websockets
 
 from mlx_ssbd import StreamTranslator, method_config
 from mlx_ssbd.models.loading import load_model
-from mlx_ssbd.service import protocol
+from mlx_ssbd.service import chat, protocol
+from mlx_ssbd.service.chat import ChatEngine
 from mlx_ssbd.service.protocol import Limits, ProtocolError
 
 SENTENCE = "so today I want to talk about the new rules"
@@ -380,18 +381,48 @@ def check_predicted_outputs(url, *, exact_round_trip: bool):
     biased = client.chat.completions.create(model=model, messages=messages, max_tokens=24, extra_body={
         "prediction_beta": 1.0}, prediction={"type": "content", "content": "Völlig falsch"})
     assert biased.choices[0].message.content.startswith("Völlig falsch")  # beta = 1 keeps any prediction
-    stream = client.chat.completions.create(model=model, messages=messages, max_tokens=24, stream=True,
-                                            stream_options={"include_usage": True},
-                                            prediction={"type": "content", "content": text})
-    pieces, usage = [], None
-    for chunk in stream:
-        pieces += [c.delta.content or "" for c in chunk.choices]
-        usage = chunk.usage or usage
+
+    def streamed(**kwargs):
+        chunks = list(client.chat.completions.create(model=model, messages=messages, max_tokens=24, stream=True,
+                                                     stream_options={"include_usage": True}, **kwargs))
+        assert chunks[-2].choices[0].finish_reason == right.choices[0].finish_reason
+        return [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content], chunks[-1].usage
+
+    pieces, usage = streamed(prediction={"type": "content", "content": text})
     assert "".join(pieces) == text and usage.completion_tokens == right.usage.completion_tokens
+    if exact_round_trip:
+        assert pieces == [text]  # accepted whole by the verify pass: one piece, at once
+    pieces, usage = streamed()
+    assert "".join(pieces) == text and len(pieces) > 1  # token by token
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=model, messages=messages, n=2)
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=model, messages=[{"role": "wizard", "content": "hi"}])
+
+
+def test_chat_answers_come_piece_by_piece_and_stop_when_the_client_goes(model_dir):
+    """``on_text`` gets "" when the request is accepted, then pieces that join to the answer; a
+    client that goes away (``Cancelled``) stops the decoding and leaves the engine usable."""
+    engine = ChatEngine(load_model(model_dir))
+    request = chat.parse_request({"messages": [{"role": "user", "content": SENTENCE}], "max_tokens": 12})
+    whole = engine.complete(request)
+    assert whole.completion_tokens > 3
+    pieces: list[str] = []
+    assert engine.complete(request, pieces.append).text == whole.text
+    assert pieces[0] == "" and "".join(pieces) == whole.text and len(pieces) > 2
+
+    def client_goes_after_two(piece):
+        pieces.append(piece)
+        if len(pieces) == 3:
+            raise chat.Cancelled
+
+    pieces.clear()
+    with pytest.raises(chat.Cancelled):
+        engine.complete(request, client_goes_after_two)
+    assert len(pieces) == 3 and engine.complete(request).text == whole.text
+    with pytest.raises(ProtocolError, match="context"):
+        engine.complete(chat.parse_request({"messages": [{"role": "user", "content": "x " * 5000}]}), pieces.append)
+    assert len(pieces) == 3  # refused before any text
 
 
 def test_openai_client_with_predicted_outputs(url):

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -122,10 +123,10 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
 
     chat_engine: list[ChatEngine] = []  # built on the model's thread at the first request
 
-    def complete(request: chat.ChatRequest) -> chat.ChatResult:
+    def complete(request: chat.ChatRequest, on_text=None) -> chat.ChatResult:
         if not chat_engine:
             chat_engine.append(ChatEngine(scheduler.loaded))
-        return chat_engine[0].complete(request)
+        return chat_engine[0].complete(request, on_text)
 
     async def chat_completions(request: Request) -> Response:
         try:
@@ -134,18 +135,12 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             return _openai_error("invalid_json", "the body is not JSON", 400)
         try:
             parsed = chat.parse_request(body)
+            if parsed.stream:
+                return await _stream_chat(parsed, complete, scheduler, model)
             result = await asyncio.wrap_future(scheduler.call(lambda: complete(parsed)))
         except ProtocolError as error:
             return _openai_error(error.code, str(error), 400)
-        if not parsed.stream:
-            return JSONResponse(chat.response(result, model))
-
-        async def lines():
-            for chunk in chat.chunks(result, model, parsed.include_usage):
-                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
-            yield "data: [DONE]\n\n"
-
-        return StreamingResponse(lines(), media_type="text/event-stream")
+        return JSONResponse(chat.response(parsed, result, model))
 
     return Starlette(routes=[
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
@@ -184,6 +179,52 @@ async def _viewer_events(scheduler: Scheduler, sid: str):
     finally:
         if session is not None:
             session.unwatch(viewer)
+
+
+async def _stream_chat(parsed: chat.ChatRequest, complete, scheduler: Scheduler, model: str) -> Response:
+    """A streamed chat completion: a chunk per piece of text as the model's thread decides it.
+
+    Raises ``ProtocolError`` (a 400, before anything is streamed) when the request is refused.
+    A client that goes away stops the decoding at its next token."""
+    loop, pieces = asyncio.get_running_loop(), asyncio.Queue()
+    gone = threading.Event()
+
+    def on_text(piece: str) -> None:  # the model's thread
+        if gone.is_set():
+            raise chat.Cancelled
+        loop.call_soon_threadsafe(pieces.put_nowait, piece)
+
+    done = asyncio.wrap_future(scheduler.call(lambda: complete(parsed, on_text)))
+
+    def finished(future) -> None:
+        future.cancelled() or future.exception()  # read here, so a Cancelled is never "unretrieved"
+        pieces.put_nowait(None)
+
+    done.add_done_callback(finished)
+    first = await pieces.get()  # "" once accepted; None: refused (or failed) before any text
+    if first is None:
+        done.result()  # raises the ProtocolError, answered with a 400
+
+    async def lines():
+        try:
+            yield _sse(chat.chunk(parsed, model, {"role": "assistant", "content": ""}))
+            while (piece := await pieces.get()) is not None:
+                if piece:
+                    yield _sse(chat.chunk(parsed, model, {"content": piece}))
+            try:
+                result = done.result()
+            except Exception as error:  # headers are sent: the error goes in the stream, as OpenAI's do
+                yield _sse({"error": {"message": f"the completion failed: {error}", "type": "server_error",
+                                      "code": "completion_failed"}})
+                return
+            yield _sse(chat.chunk(parsed, model, {}, result.finish_reason))
+            if parsed.include_usage:
+                yield _sse(chat.usage_chunk(parsed, result, model))
+            yield "data: [DONE]\n\n"
+        finally:
+            gone.set()
+
+    return StreamingResponse(lines(), media_type="text/event-stream")
 
 
 def _openai_error(code: str, message: str, status: int) -> JSONResponse:

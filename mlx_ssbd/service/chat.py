@@ -2,8 +2,13 @@
 
 Contract: ``parse_request(body)`` validates a ``POST /v1/chat/completions`` body into a
 ``ChatRequest`` or raises ``protocol.ProtocolError`` (a 400 with OpenAI's error shape).
-``ChatEngine(loaded).complete(request)`` runs it on the model's thread (the scheduler calls it)
-and returns a ``ChatResult``; ``response`` / ``chunks`` build the JSON (non-streaming, streaming).
+``ChatEngine(loaded).complete(request, on_text)`` runs it on the model's thread (the scheduler
+calls it) and returns a ``ChatResult``; ``on_text`` (optional) gets the answer's text piece by
+piece as tokens are decided: first ``""`` once the request is accepted (it fits the context),
+then the text the verify pass accepted from the prediction, then a piece per decoded token (a
+piece is held back while it ends in an incomplete UTF-8 character), so the pieces join to the
+answer. If ``on_text`` raises ``Cancelled`` (its client went away), decoding stops there.
+``response`` builds the non-streaming JSON, ``chunk`` / ``usage_chunk`` the streaming chunks.
 
 Predicted Outputs (``prediction: {"type": "content", "content": "..."}``): the prediction is the
 draft of one engine update (``engine.update``): verified in ONE forward pass and decoding resumes
@@ -24,7 +29,8 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ..engine.cache import TokenCache
 from ..engine.sampling import Sampler
@@ -48,6 +54,12 @@ class ChatRequest:
     seed: int
     stream: bool
     include_usage: bool
+    id: str = field(default_factory=lambda: f"chatcmpl-{uuid.uuid4().hex[:24]}")
+    created: int = field(default_factory=lambda: int(time.time()))
+
+
+class Cancelled(Exception):
+    """Raised by an ``on_text`` callback whose client went away: stop decoding."""
 
 
 @dataclass(frozen=True)
@@ -59,8 +71,6 @@ class ChatResult:
     accepted: int
     rejected: int
     cached_tokens: int
-    id: str
-    created: int
 
 
 def _bad(message: str, code: str = "invalid_request_error") -> ProtocolError:
@@ -139,8 +149,9 @@ class ChatEngine:
         text = self.loaded.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
         return list(self.loaded.tokenizer.encode(text, add_special_tokens=False))
 
-    def complete(self, request: ChatRequest) -> ChatResult:
-        """Raises ``ProtocolError`` when the prompt does not fit the context."""
+    def complete(self, request: ChatRequest, on_text: Callable[[str], None] | None = None) -> ChatResult:
+        """Raises ``ProtocolError`` when the prompt does not fit the context (before ``on_text``
+        is called), ``Cancelled`` when ``on_text`` did."""
         tok = self.loaded.tokenizer
         prompt = self.prompt_ids(request)
         draft = list(tok.encode(request.prediction, add_special_tokens=False)) if request.prediction else []
@@ -152,15 +163,43 @@ class ChatEngine:
             max_new = min(max_new, self.context - len(prompt))
         draft = draft[:max_new]
         sampler = Sampler(request.temperature, request.top_p, seed=request.seed) if request.temperature > 0 else None
+        pieces = TextPieces(tok.decode, on_text) if on_text is not None else None
         job = Job(head=prompt, locked=(), draft=draft, beta=request.beta, max_new=max_new, stops=self.stops,
-                  sampler=sampler)
+                  sampler=sampler, progress=pieces.grew if pieces else None)
+        if on_text is not None:
+            on_text("")
         outcome = run(self.cache, [(self.cache, job)])[0]
         output = outcome.output
+        text = tok.decode(output)
+        if pieces is not None:
+            pieces.end(text)
         return ChatResult(
-            text=tok.decode(output), finish_reason="length" if len(output) >= max_new else "stop",
+            text=text, finish_reason="length" if len(output) >= max_new else "stop",
             prompt_tokens=len(prompt), completion_tokens=len(output), accepted=outcome.accepted,
-            rejected=len(draft) - outcome.accepted, cached_tokens=outcome.reused,
-            id=f"chatcmpl-{uuid.uuid4().hex[:24]}", created=int(time.time()))
+            rejected=len(draft) - outcome.accepted, cached_tokens=outcome.reused)
+
+
+class TextPieces:
+    """Turns a growing list of token ids into the new text since the last call."""
+
+    def __init__(self, decode: Callable[[list[int]], str], on_text: Callable[[str], None]):
+        self.decode, self.on_text, self.sent = decode, on_text, ""
+
+    def grew(self, output: list[int]) -> None:
+        text = self.decode(output)
+        if text.endswith("\ufffd") or not text.startswith(self.sent):
+            return  # half a character, or the tokenizer reworded earlier text: wait for more
+        self._send(text)
+
+    def end(self, text: str) -> None:
+        """The whole answer: send what is still held back."""
+        if text.startswith(self.sent):
+            self._send(text)
+
+    def _send(self, text: str) -> None:
+        if len(text) > len(self.sent):
+            piece, self.sent = text[len(self.sent):], text
+            self.on_text(piece)
 
 
 def _usage(result: ChatResult) -> dict:
@@ -171,21 +210,22 @@ def _usage(result: ChatResult) -> dict:
                                           "rejected_prediction_tokens": result.rejected}}
 
 
-def response(result: ChatResult, model: str) -> dict:
+def response(request: ChatRequest, result: ChatResult, model: str) -> dict:
     """The non-streaming ``chat.completion`` object."""
-    return {"id": result.id, "object": "chat.completion", "created": result.created, "model": model,
+    return {"id": request.id, "object": "chat.completion", "created": request.created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
                          "finish_reason": result.finish_reason}],
             "usage": _usage(result)}
 
 
-def chunks(result: ChatResult, model: str, include_usage: bool) -> list[dict]:
-    """The streaming ``chat.completion.chunk`` objects (the content in one chunk: the engine
-    returns an update whole, after its one verify pass and the decoding after it)."""
-    base = {"id": result.id, "object": "chat.completion.chunk", "created": result.created, "model": model}
-    out = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]},
-           {**base, "choices": [{"index": 0, "delta": {"content": result.text}, "finish_reason": None}]},
-           {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": result.finish_reason}]}]
-    if include_usage:
-        out.append({**base, "choices": [], "usage": _usage(result)})
-    return out
+def chunk(request: ChatRequest, model: str, delta: dict, finish_reason: str | None = None) -> dict:
+    """One streaming ``chat.completion.chunk``: the first carries ``{"role": "assistant"}``, the
+    content ones ``{"content": piece}``, the last an empty delta and the finish reason."""
+    return {"id": request.id, "object": "chat.completion.chunk", "created": request.created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+
+def usage_chunk(request: ChatRequest, result: ChatResult, model: str) -> dict:
+    """The chunk after the last, when ``stream_options.include_usage`` asks for it."""
+    return {"id": request.id, "object": "chat.completion.chunk", "created": request.created, "model": model,
+            "choices": [], "usage": _usage(result)}
