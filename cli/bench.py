@@ -133,7 +133,7 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
                            agreements=parse_list(int, agree, bounds=(0, 64), what="agreement"),
                            contexts=parse_list(int, context, bounds=(0, 100_000), what="context"))
     needs_draft = any(config.tail_guess for config in configs.values())
-    drafter = load_draft(draft_model, loaded, needed=needs_draft) if needs_draft else None
+    drafter = load_draft(draft_model, loaded, needed=needs_draft)
     translators = {
         label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
                                 target_lang=target, config=config,

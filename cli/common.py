@@ -64,10 +64,13 @@ def draft_model_option():
 
 def load_draft(name: str | None, loaded, needed: bool):
     """``(model, tokenizer)`` of ``--draft-model`` for a translator, or None; a clear error when a
-    method needs one and none was given."""
+    method needs one and none was given. One that no method uses is not loaded (a note says so)."""
     if name is None:
         if needed:
             raise click.UsageError("the *-tail methods need --draft-model (e.g. qwen2.5-coder-0.5b)")
+        return None
+    if not needed:
+        click.echo(f"note: --draft-model {name} is not loaded: only the *-tail methods use it", err=True)
         return None
     draft = load(name)
     if not same_vocabulary(draft.tokenizer, loaded.tokenizer):

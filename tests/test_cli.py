@@ -32,6 +32,11 @@ def test_one_shot_translation(run):
     assert result.exit_code == 0 and result.output.strip()
 
 
+def test_a_draft_model_no_method_uses_is_not_loaded(run):
+    result = run("translate", "so today", "-t", "de", "--method", "ssbd", "--draft-model", "no-such-model")
+    assert result.exit_code == 0 and "--draft-model no-such-model is not loaded" in result.stderr
+
+
 def test_text_stream_commits_one_line_per_sentence(run, tmp_path):
     path = write(tmp_path, "talk.txt", "so today I want to talk\n\n   \nabout the new rules\n")
     result = run("translate", "--stream", path, "--format", "text")
