@@ -4,9 +4,12 @@ Contract: ``install(blas_path)`` is called by ``backend`` before the BLAS at ``b
 into the global symbol scope and before ``mlx.core`` is imported. It compiles ``gemv_shim.c``
 (once, cached by its hash under the user cache directory) with the system C compiler, loads it with
 ``RTLD_GLOBAL`` so that MLX's ``cblas_sgemm`` resolves to it, and hands it the BLAS's own
-``cblas_sgemm``/``cblas_sgemv``: one-row (and one-column) products go to sgemv, everything else to
-sgemm unchanged. It returns a ``GemvChoice`` saying what happened; it never raises: without a
-compiler, with ``MLX_SSBD_GEMV=0`` or on any failure MLX keeps plain sgemm (only slower).
+``cblas_sgemm``/``cblas_sgemv``: one-row (and one-column) products go to sgemv, products of a few
+rows by a transposed weight (a batched decode step) to the shim's own kernel, which reads the
+weight once for all rows; everything else to sgemm unchanged. It returns a ``GemvChoice`` saying what happened; it never raises: without a
+compiler, with ``MLX_SSBD_GEMV=0`` or on any failure MLX keeps plain sgemm (only slower);
+``MLX_SSBD_FEW_ROWS=N`` sets the most rows the few-rows kernel takes (default 8; 1 turns it off,
+for comparisons).
 
 Why: MLX's CPU backend calls sgemm for every fp32 matmul, also for a decode step's 1 x K times
 K x N; OpenBLAS packs the whole weight for that and runs about 2.5x slower than sgemv on the same
@@ -15,6 +18,7 @@ product (benchmarks/matmul_rows.py). A decode step is almost only such products.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -28,7 +32,10 @@ from pathlib import Path
 from .paths import cache_home
 
 GEMV_ENV = "MLX_SSBD_GEMV"
+FEW_ROWS_ENV = "MLX_SSBD_FEW_ROWS"  # the most rows of a product sent to the few-rows kernel (1: none)
+DEFAULT_FEW_ROWS = 8  # beyond, sgemm is as fast (benchmarks/matmul_rows.py)
 SOURCE = Path(__file__).with_name("gemv_shim.c")
+FLAGS = ("-O3", "-march=native", "-fopenmp")  # the library is built where it runs, cached per CPU
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,10 @@ def install(blas_path: str) -> GemvChoice:
     if os.environ.get(GEMV_ENV, "1").strip() == "0":
         return GemvChoice(False, f"{GEMV_ENV}=0")
     try:
+        few = int(os.environ.get(FEW_ROWS_ENV, str(DEFAULT_FEW_ROWS)))
+    except ValueError:
+        few = DEFAULT_FEW_ROWS
+    try:
         blas = ctypes.CDLL(blas_path)  # local: only to take its functions
         sgemm, sgemv = (ctypes.cast(getattr(blas, name), ctypes.c_void_p).value
                         for name in ("cblas_sgemm", "cblas_sgemv"))
@@ -53,11 +64,12 @@ def install(blas_path: str) -> GemvChoice:
         if library is None:
             return GemvChoice(False, "no C compiler (cc) to build the sgemv shim: plain sgemm")
         shim = ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
-        shim.mlx_ssbd_gemv_init(ctypes.c_void_p(sgemm), ctypes.c_void_p(sgemv))
+        shim.mlx_ssbd_gemv_init(ctypes.c_void_p(sgemm), ctypes.c_void_p(sgemv), ctypes.c_int(few))
     except (OSError, AttributeError, subprocess.SubprocessError) as error:
         return GemvChoice(False, f"sgemv shim not used: {error}")
     _shim = shim
-    return GemvChoice(True, "one-row fp32 products through sgemv")
+    kernel = f"2-{few} rows through the few-rows kernel" if few >= 2 else f"no few-rows kernel ({FEW_ROWS_ENV}={few})"
+    return GemvChoice(True, f"one-row fp32 products through sgemv, {kernel}")
 
 
 def calls() -> int:
@@ -68,19 +80,28 @@ def calls() -> int:
     return int(_shim.mlx_ssbd_gemv_calls())
 
 
+def _cpu_id() -> bytes:
+    """What the build is tuned for (``-march=native``): the architecture and the CPU's flags."""
+    flags = b""
+    with contextlib.suppress(OSError):
+        flags = next((line for line in Path("/proc/cpuinfo").read_bytes().splitlines()
+                      if line.startswith((b"flags", b"Features"))), b"")
+    return platform.machine().encode() + flags
+
+
 def _build() -> Path | None:
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if compiler is None:
         return None
     source = SOURCE.read_bytes()
-    tag = hashlib.sha256(source + platform.machine().encode()).hexdigest()[:16]
+    tag = hashlib.sha256(source + " ".join(FLAGS).encode() + _cpu_id()).hexdigest()[:16]
     target = cache_home() / "native" / f"libmlx_ssbd_gemv-{tag}.so"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
-        subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", str(built), str(SOURCE)],
+        subprocess.run([compiler, *FLAGS, "-shared", "-fPIC", "-o", str(built), str(SOURCE)],
                        check=True, capture_output=True, timeout=120)
         os.replace(built, target)  # atomic: concurrent processes may build it too
     return target

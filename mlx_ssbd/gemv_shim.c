@@ -1,12 +1,18 @@
-/* cblas_sgemm for MLX's CPU backend that sends matrix-vector products to cblas_sgemv.
+/* cblas_sgemm for MLX's CPU backend that sends products of few rows to faster kernels.
  *
  * MLX calls cblas_sgemm for every fp32 matmul, also with one row (a decode step: x (1 x K) times a
- * weight). OpenBLAS's sgemm packs the whole weight for that and runs about 2.5x slower than its
- * sgemv on the same product (benchmarks/matmul_rows.py). One sgemv per row of a 2- or 3-row
- * product was tried too and was no faster than sgemm, so only one-row (and one-column) products
- * go to sgemv. mlx_ssbd/gemv.py compiles this file, loads it with RTLD_GLOBAL before the BLAS (so
- * MLX's cblas_sgemm resolves here) and hands it the BLAS's own sgemm and sgemv; every other call
- * goes to the BLAS's sgemm unchanged. */
+ * weight) or a few (a batched decode step: one row per stream). OpenBLAS's sgemm packs the whole
+ * weight for those and runs about 2.5x slower than its sgemv on one row, and no faster on 2-8 rows
+ * than on 1 (benchmarks/matmul_rows.py): the product is bound by reading the weight, and sgemm
+ * reads it slowly. So one-row (and one-column) products go to sgemv; products of 2..FEW_ROWS rows
+ * by a transposed weight (x @ W.T, a linear layer) go to few_rows below (2..8 rows by default), which reads each weight
+ * row once for all the input rows (one sgemv per row was tried before and was no faster than
+ * sgemm: it reads the weight once per row). mlx_ssbd/gemv.py compiles this file (-O3, OpenMP, for
+ * the machine it runs on), loads it with RTLD_GLOBAL before the BLAS (so MLX's cblas_sgemm
+ * resolves here) and hands it the BLAS's own sgemm and sgemv; every other call goes to the BLAS's
+ * sgemm unchanged. */
+
+#include <stddef.h>
 
 enum { ROW_MAJOR = 101, NO_TRANS = 111, TRANS = 112 };
 
@@ -17,11 +23,43 @@ typedef void (*sgemv_fn)(int, int, int, int, float, const float *, int, const fl
 
 static sgemm_fn real_sgemm;
 static sgemv_fn real_sgemv;
-static long long gemv_calls; /* products sent to sgemv, for the tests */
+static long long gemv_calls; /* products sent to sgemv or few_rows, for the tests */
 
-void mlx_ssbd_gemv_init(void *sgemm, void *sgemv) {
+static int few_rows_max = 8; /* products of 2..few_rows_max rows go to few_rows (set by init) */
+
+/* c (m x n) = alpha a (m x k) b^T + beta c, b being n x k (row-major, leading dimensions given):
+ * four weight rows at a time (four independent sums per input row), split across threads. */
+static void few_rows(int m, int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
+                     float beta, float *c, int ldc) {
+    int blocks = (n + 3) / 4;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < blocks; blk++) {
+        int j = 4 * blk, rows = n - j < 4 ? n - j : 4;
+        const float *w0 = b + (size_t)j * ldb;
+        const float *w1 = rows > 1 ? w0 + ldb : w0, *w2 = rows > 2 ? w0 + 2 * (size_t)ldb : w0;
+        const float *w3 = rows > 3 ? w0 + 3 * (size_t)ldb : w0;
+        for (int i = 0; i < m; i++) {
+            const float *x = a + (size_t)i * lda;
+            float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+            for (int t = 0; t < k; t++) {
+                s0 += x[t] * w0[t];
+                s1 += x[t] * w1[t];
+                s2 += x[t] * w2[t];
+                s3 += x[t] * w3[t];
+            }
+            float sums[4] = {s0, s1, s2, s3};
+            float *out = c + (size_t)i * ldc + j;
+            for (int r = 0; r < rows; r++)
+                out[r] = alpha * sums[r] + (beta == 0.f ? 0.f : beta * out[r]);
+        }
+    }
+}
+
+void mlx_ssbd_gemv_init(void *sgemm, void *sgemv, int few_max) {
     real_sgemm = (sgemm_fn)sgemm;
     real_sgemv = (sgemv_fn)sgemv;
+    few_rows_max = few_max;
 }
 
 long long mlx_ssbd_gemv_calls(void) { return gemv_calls; }
@@ -44,6 +82,11 @@ void cblas_sgemm(int order, int trans_a, int trans_b, int m, int n, int k, float
                 real_sgemv(ROW_MAJOR, NO_TRANS, m, k, alpha, a, lda, b, inc_b, beta, c, ldc);
             else /* a is k x m */
                 real_sgemv(ROW_MAJOR, TRANS, k, m, alpha, a, lda, b, inc_b, beta, c, ldc);
+            gemv_calls++;
+            return;
+        }
+        if (m <= few_rows_max && trans_a == NO_TRANS && trans_b == TRANS) {
+            few_rows(m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
             gemv_calls++;
             return;
         }

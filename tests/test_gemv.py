@@ -1,5 +1,6 @@
 """The sgemv shim (mlx_ssbd/gemv.py): MLX matmuls that it serves give the same numbers as numpy,
-for every layout of a one-row or one-column product, and it really serves them."""
+for every layout of a one-row or one-column product and of a few rows by a transposed weight, and
+it really serves them."""
 
 import shutil
 
@@ -26,9 +27,18 @@ def products():
     yield "row @ strided view", X @ wide, x.astype(np.float64) @ np.array(wide).astype(np.float64)
     yield "batched rows", mx.array(batch) @ W.T, batch.astype(np.float64) @ w.T
     yield "beta = 1: addmm", mx.addmm(mx.ones((1, 96)), X, W.T), 1.0 + x.astype(np.float64) @ w.T
-    yield "3 rows (plain sgemm)", mx.array(batch[:, 0]) @ W.T, batch[:, 0].astype(np.float64) @ w.T
-    many = rng.standard_normal((5, 40)).astype(np.float32)
-    yield "5 rows (plain sgemm)", mx.array(many) @ W.T, many.astype(np.float64) @ w.T
+    yield "3 rows (few-rows kernel)", mx.array(batch[:, 0]) @ W.T, batch[:, 0].astype(np.float64) @ w.T
+    many = rng.standard_normal((9, 40)).astype(np.float32)
+    for m in (2, 5, 8, 9):  # 9 rows: plain sgemm
+        yield f"{m} rows @ weight.T", mx.array(many[:m]) @ W.T, many[:m].astype(np.float64) @ w.T
+    odd = rng.standard_normal((98, 37)).astype(np.float32)  # N not a multiple of the 4-row blocks, K odd
+    yield "4 rows @ 98 x 37 weight.T", mx.array(many[:4, :37]) @ mx.array(odd).T, many[:4, :37].astype(np.float64) @ odd.T
+    yield "rows of a wider matrix (lda > K)", mx.array(many[:3])[:, :37] @ mx.array(odd).T, \
+        many[:3, :37].astype(np.float64) @ odd.T
+    yield "beta = 1 on 2 rows: addmm", mx.addmm(mx.ones((2, 96)), mx.array(many[:2]), W.T), \
+        1.0 + many[:2].astype(np.float64) @ w.T
+    yield "2 rows @ contiguous K x N (plain sgemm)", mx.array(many[:2]) @ mx.array(w.T.copy()), \
+        many[:2].astype(np.float64) @ w.T
 
 
 @pytest.mark.parametrize("name,result,reference", list(products()), ids=lambda v: v if isinstance(v, str) else "")
@@ -46,5 +56,7 @@ def test_the_shim_serves_one_row_products_where_it_is_installed():
     x, w = mx.ones((1, 8)), mx.ones((16, 8))
     mx.eval(x @ w.T)
     assert gemv.calls() == before + 1
-    mx.eval(mx.ones((2, 8)) @ w.T)  # two rows: sgemm
-    assert gemv.calls() == before + 1
+    mx.eval(mx.ones((2, 8)) @ w.T)  # two rows: the few-rows kernel
+    assert gemv.calls() == before + 2
+    mx.eval(mx.ones((9, 8)) @ w.T)  # nine rows: sgemm
+    assert gemv.calls() == before + 2
