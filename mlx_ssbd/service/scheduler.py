@@ -3,7 +3,7 @@
 Contract: ``Scheduler(loaded)`` is driven by ``run()`` on the thread that owns the model (the
 main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``discard``, ``call``
 and ``stop`` may be called from any thread (the web server's) and never touch MLX. ``call(fn)``
-runs other model work (a chat completion) on the model's thread between steps. Each session is a
+runs other model work (a chat completion) on the model's thread between rounds. Each session is a
 ``live.session.LiveSession`` (latest partial wins, automatic segments, a final update is never
 dropped) whose jobs the scheduler takes without waiting. Batching is continuous: every round is
 ONE batched forward (``MultiStreamTranslator.step``) for all updates under way, and a session
@@ -148,7 +148,7 @@ class Scheduler:
         self.wake()
 
     def call(self, fn: Callable[[], object]) -> Future:
-        """Run ``fn`` on the model's thread between steps (a chat completion); its result or
+        """Run ``fn`` on the model's thread between rounds (a chat completion); its result or
         exception comes back through the returned future."""
         future: Future = Future()
         with self._cond:
