@@ -33,7 +33,8 @@ def main() -> None:
              "engine-before-after-*/engine_before_after.md", "engine-overhead-*/engine_overhead.md",
              "prompt-boundary-*/prompt_boundary.md", "prompt-boundary-*/prompt_speed.md",
              "service-load-*/service_load.md", "service-faults-*/service_faults.md", "blas-probe/blas_probe.md",
-             "matmul-rows/matmul_rows.md", "speech-*/speech-*.md"]
+             "matmul-rows*/matmul_rows.md", "speech-*/speech-*.md", "service-batching-*/service_batching.md",
+             "chat-predicted-*/chat_predicted.md"]
     for path in (p for name in names for p in sorted(root.glob(name))):
         text = path.read_text().replace("# ", f"## {path.parent.name}: ", 1)
         text = re.sub(r"\]\((\w+\.png)\)", lambda m: f"]({path.parent.name}/{m.group(1)})", text)

@@ -1,9 +1,11 @@
 """Where a multi-token pass's time goes on this CPU: one weight product at 1..32 rows, sgemm vs sgemv.
 
 A forward pass is almost only products of the token rows with the weights. This times one such
-product, rows (M x 1536) @ weight.T (1536 x 8960: an MLP weight of the 1.5B), in MLX, with the
-sgemv shim on and off (``MLX_SSBD_GEMV``, set per process: the shim is chosen at import); rounds
-alternate the two so both share the machine's conditions. Writes ``matmul_rows.json`` and ``.md``.
+product, rows (M x 1536) @ weight.T (1536 x 8960: an MLP weight of the 1.5B), in MLX, three ways:
+plain sgemm (``MLX_SSBD_GEMV=0``), the shim with one-row products through sgemv only
+(``MLX_SSBD_FEW_ROWS=1``), and the shim as it ships (2-8 rows through its few-rows kernel); set per
+process (the shim is chosen at import); rounds alternate them so all share the machine's
+conditions. Writes ``matmul_rows.json`` and ``.md``.
 
     python benchmarks/matmul_rows.py --out DIR
 """
@@ -41,11 +43,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    modes = {"sgemv shim": "1", "sgemm only": "0"}
+    modes = {"sgemm only": {"MLX_SSBD_GEMV": "0"}, "sgemv, 1 row": {"MLX_SSBD_GEMV": "1", "MLX_SSBD_FEW_ROWS": "1"},
+             "shim": {"MLX_SSBD_GEMV": "1", "MLX_SSBD_FEW_ROWS": "8"}}
     runs: dict[str, list[dict]] = {name: [] for name in modes}
     for _ in range(args.rounds):
-        for name, flag in modes.items():
-            text = subprocess.run([sys.executable, "-c", PROBE, args.rows], env={**os.environ, "MLX_SSBD_GEMV": flag},
+        for name, env in modes.items():
+            text = subprocess.run([sys.executable, "-c", PROBE, args.rows], env={**os.environ, **env},
                                   capture_output=True, text=True, check=True).stdout
             runs[name].append(json.loads(text.strip().splitlines()[-1]))
             print(name, runs[name][-1], flush=True)
@@ -53,12 +56,13 @@ def main() -> None:
     median = {name: {m: statistics.median(r["ms"][str(m)] for r in rs) for m in rows} for name, rs in runs.items()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "matmul_rows.json").write_text(json.dumps({"rounds": args.rounds, "runs": runs, "median_ms": median}, indent=2))
-    one = median["sgemv shim"][1]
+    one = median["shim"][1]
     lines = [f"# One weight product, rows x 1536 @ 1536 x 8960 fp32 (median of {args.rounds} rounds x 15)", "",
-             f"sgemv shim: {runs['sgemv shim'][0]['gemv']}.", "",
-             "| rows | sgemm only, ms | sgemv shim, ms | shim: x one row |", "|---|---|---|---|"]
-    lines += [f"| {m} | {median['sgemm only'][m]:.2f} | {median['sgemv shim'][m]:.2f} | "
-              f"{median['sgemv shim'][m] / one:.2f} |" for m in rows]
+             f"shim as it ships: {runs['shim'][0]['gemv']}.", "",
+             "| rows | sgemm only, ms | sgemv for 1 row, else sgemm, ms | shim (few-rows kernel), ms | "
+             "shim: x one row |", "|---|---|---|---|---|"]
+    lines += [f"| {m} | {median['sgemm only'][m]:.2f} | {median['sgemv, 1 row'][m]:.2f} | {median['shim'][m]:.2f} | "
+              f"{median['shim'][m] / one:.2f} |" for m in rows]
     (args.out / "matmul_rows.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

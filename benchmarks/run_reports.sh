@@ -133,5 +133,22 @@ for m in 0.5b 1.5b; do
   once "$OUT/speech-$m/speech-qwen2.5-coder-$m.json" python benchmarks/speech_chain.py --model qwen2.5-coder-$m \
       --paragraphs 6 --methods rt,ssbd --out "$OUT/speech-$m"
 done
+# 15. The service (issue #12) after continuous batching: load on the default model (lag bound 5 s),
+#     re-translation through the OpenAI endpoint with and without Predicted Outputs. The
+#     service-batching-0.5b comparison ran the same load script (60 s, 1,2,4 sessions) on the scheduler
+#     before continuous batching (a git worktree of a75cffc on PYTHONPATH) and after, one after the other;
+#     service-batching-0.5b-kernel again, with the few-rows kernel below (benchmarks/compare_load.py
+#     writes the side-by-side tables). service-load-1.5b ran with continuous batching, before the kernel.
+once "$OUT/service-load-1.5b/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-1.5b \
+    --sessions 1,2 --seconds 90 --target-p95 5 --out "$OUT/service-load-1.5b"
+once "$OUT/chat-predicted-0.5b/chat_predicted.json" python benchmarks/chat_predicted.py --model qwen2.5-coder-0.5b \
+    --limit 8 --out "$OUT/chat-predicted-0.5b"
+# The shim's few-rows kernel (2-8 rows: a batched decode step): one product, and batched streams
+# with the kernel off (MLX_SSBD_FEW_ROWS=1) and on.
+once "$OUT/matmul-rows-few/matmul_rows.json" python benchmarks/matmul_rows.py --out "$OUT/matmul-rows-few"
+once "$OUT/multistream-0.5b-rows-sgemm/multistream.json" env MLX_SSBD_FEW_ROWS=1 python benchmarks/multistream.py \
+    --model qwen2.5-coder-0.5b --methods ssbd --streams 1,2,4 --items 4 --out "$OUT/multistream-0.5b-rows-sgemm"
+once "$OUT/multistream-0.5b-rows-kernel/multistream.json" python benchmarks/multistream.py \
+    --model qwen2.5-coder-0.5b --methods ssbd --streams 1,2,4 --items 4 --out "$OUT/multistream-0.5b-rows-kernel"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

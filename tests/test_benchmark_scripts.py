@@ -57,3 +57,32 @@ def test_live_replay_in_real_time_and_never_final(model_dir, tmp_path):
     assert s["words"] >= 80 and s["commits"] >= 3 and s["errors"] == 0
     report = script("collect.py", tmp_path)
     assert "Real-time replay of a long ASR stream" in report and "Never-final stream" in report
+
+
+def test_chat_predicted_through_the_openai_endpoint(model_dir, tmp_path):
+    """Re-translation through a real server and the openai client: beta = 0 predictions give the
+    very answers of plain requests (lossless), and every mode answers every prefix."""
+    script("chat_predicted.py", "--model", model_dir, "--limit", 1, "--every", 5, "--out", tmp_path)
+    result = json.loads((tmp_path / "chat_predicted.json").read_text())
+    assert result["exact_equals_none"] is True
+    counts = {mode: s["requests"] for mode, s in result["summary"].items()}
+    assert set(counts) == {"none", "exact", "biased"} and len(set(counts.values())) == 1 and counts["none"] >= 2
+    assert result["summary"]["none"]["accepted_share"] is None  # no prediction, nothing to accept
+    assert "| biased |" in (tmp_path / "chat_predicted.md").read_text()
+
+
+def test_compare_load_joins_two_runs(tmp_path):
+    def run(name, p95):
+        rows = [{"method": m, "sessions": n, "lag_p50_s": 1.0, "lag_p95_s": p95 * n, "translation.update": 3,
+                 "translation.commit": 1} for m in ("rt", "ssbd") for n in (1, 2)]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "service_load.json").write_text(json.dumps({
+            "model": "m", "seconds_per_run": 60, "rows": rows,
+            "machine": {"device": "cpu", "compute_dtype": "float32", "blas": "openblas", "cpus": 2}}))
+
+    run("a", 3.0)
+    run("b", 2.0)
+    script("compare_load.py", tmp_path / "a", tmp_path / "b", "--before-label", "old", "--after-label", "new",
+           "--out", tmp_path / "out")
+    report = (tmp_path / "out" / "service_batching.md").read_text()
+    assert "| ssbd | 2 | 1.0 | 1.0 | 6.0 | 4.0 | 4 | 4 |" in report and "lag p95 s, old" in report
