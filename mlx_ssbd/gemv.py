@@ -36,6 +36,7 @@ FEW_ROWS_ENV = "MLX_SSBD_FEW_ROWS"  # the most rows of a product sent to the few
 DEFAULT_FEW_ROWS = 8  # beyond, sgemm is as fast (benchmarks/matmul_rows.py)
 SOURCE = Path(__file__).with_name("gemv_shim.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp")  # the library is built where it runs, cached per CPU
+PLAIN_FLAGS = ("-O2",)  # where the compiler takes neither
 
 
 @dataclass(frozen=True)
@@ -60,15 +61,19 @@ def install(blas_path: str) -> GemvChoice:
         blas = ctypes.CDLL(blas_path)  # local: only to take its functions
         sgemm, sgemv = (ctypes.cast(getattr(blas, name), ctypes.c_void_p).value
                         for name in ("cblas_sgemm", "cblas_sgemv"))
-        library = _build()
-        if library is None:
+        built = _build()
+        if built is None:
             return GemvChoice(False, "no C compiler (cc) to build the sgemv shim: plain sgemm")
+        library, threaded = built
+        if not threaded:
+            few = 1
         shim = ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
         shim.mlx_ssbd_gemv_init(ctypes.c_void_p(sgemm), ctypes.c_void_p(sgemv), ctypes.c_int(few))
     except (OSError, AttributeError, subprocess.SubprocessError) as error:
         return GemvChoice(False, f"sgemv shim not used: {error}")
     _shim = shim
-    kernel = f"2-{few} rows through the few-rows kernel" if few >= 2 else f"no few-rows kernel ({FEW_ROWS_ENV}={few})"
+    kernel = (f"2-{few} rows through the few-rows kernel" if few >= 2 else
+              "no few-rows kernel (built without OpenMP)" if not threaded else f"no few-rows kernel ({FEW_ROWS_ENV}={few})")
     return GemvChoice(True, f"one-row fp32 products through sgemv, {kernel}")
 
 
@@ -89,19 +94,28 @@ def _cpu_id() -> bytes:
     return platform.machine().encode() + flags
 
 
-def _build() -> Path | None:
+def _build() -> tuple[Path, bool] | None:
+    """The shim library (built once per source, flags and CPU) and whether it has OpenMP; None
+    without a compiler. A compiler without OpenMP (or ``-march=native``) gets a plain ``-O2``
+    build, whose few-rows kernel would run on one thread: the caller turns it off."""
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if compiler is None:
         return None
-    source = SOURCE.read_bytes()
-    tag = hashlib.sha256(source + " ".join(FLAGS).encode() + _cpu_id()).hexdigest()[:16]
+    try:
+        return _compiled(compiler, FLAGS), True
+    except subprocess.CalledProcessError:
+        return _compiled(compiler, PLAIN_FLAGS), False
+
+
+def _compiled(compiler: str, flags: tuple[str, ...]) -> Path:
+    tag = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode() + _cpu_id()).hexdigest()[:16]
     target = cache_home() / "native" / f"libmlx_ssbd_gemv-{tag}.so"
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
-        subprocess.run([compiler, *FLAGS, "-shared", "-fPIC", "-o", str(built), str(SOURCE)],
+        subprocess.run([compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(SOURCE)],
                        check=True, capture_output=True, timeout=120)
         os.replace(built, target)  # atomic: concurrent processes may build it too
     return target

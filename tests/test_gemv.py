@@ -60,3 +60,13 @@ def test_the_shim_serves_one_row_products_where_it_is_installed():
     assert gemv.calls() == before + 2
     mx.eval(mx.ones((9, 8)) @ w.T)  # nine rows: sgemm
     assert gemv.calls() == before + 2
+
+
+def test_a_compiler_without_the_tuned_flags_gets_a_plain_build(monkeypatch):
+    """Where -fopenmp/-march=native fail, the shim is still built (-O2) and says it has no
+    OpenMP, so ``install`` turns the few-rows kernel off instead of losing sgemv too."""
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler")
+    monkeypatch.setattr(gemv, "FLAGS", ("-O3", "-fno-such-flag-for-this-test"))
+    library, threaded = gemv._build()
+    assert library.is_file() and threaded is False
