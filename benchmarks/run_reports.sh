@@ -150,5 +150,10 @@ once "$OUT/multistream-0.5b-rows-sgemm/multistream.json" env MLX_SSBD_FEW_ROWS=1
     --model qwen2.5-coder-0.5b --methods ssbd --streams 1,2,4 --items 4 --out "$OUT/multistream-0.5b-rows-sgemm"
 once "$OUT/multistream-0.5b-rows-kernel/multistream.json" python benchmarks/multistream.py \
     --model qwen2.5-coder-0.5b --methods ssbd --streams 1,2,4 --items 4 --out "$OUT/multistream-0.5b-rows-kernel"
+# ...and ordinary sentences (step 13's 0.5B run) with the kernel off and on.
+run env MLX_SSBD_FEW_ROWS=1 mlx-ssbd bench --data $DATA/udhr-sentences/en-de.jsonl --words 10-25 --limit 12 -t de \
+    -m qwen2.5-coder-0.5b --methods rt,ssbd,ssbd-plus --out "$OUT/sentences-0.5b-rows-sgemm" > /dev/null
+bench --data $DATA/udhr-sentences/en-de.jsonl --words 10-25 --limit 12 -t de \
+    -m qwen2.5-coder-0.5b --methods rt,ssbd,ssbd-plus --out "$OUT/sentences-0.5b-rows-kernel"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
