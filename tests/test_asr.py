@@ -18,7 +18,7 @@ from test_translator import make, model, tok  # noqa: F401  (fixtures)
 from mlx_ssbd.asr import audio as audio_mod
 from mlx_ssbd.asr.audio import Replay, pcm_chunks, pcm_to_float
 from mlx_ssbd.asr.recognizer import SAMPLE_RATE, AsrError, split_word
-from mlx_ssbd.asr.streaming import StreamingConfig, StreamingRecognizer
+from mlx_ssbd.asr.streaming import StreamingConfig, StreamingRecognizer, voiced
 from mlx_ssbd.evaluation.streams import parse_partials, partial_json
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession
@@ -300,3 +300,33 @@ def test_the_service_keeps_an_odd_byte_of_audio_for_the_next_frame():
     stream.pending += b"\x02" * (2 * SAMPLE_RATE - 1)  # its other half comes with the next frame
     [(_, data, _)] = worker._ready()
     assert data[:2] == b"\x01\x02" and len(data) == 2 * SAMPLE_RATE and not stream.pending
+
+
+class HallucinatingRecognizer(ScriptedRecognizer):
+    """Hears "Thank you." in the silence after the talk, and has a VAD that knows where the voice
+    is (the talk's words); ``vad=False``: the same recognizer without a VAD."""
+
+    def __init__(self, vad: bool):
+        super().__init__(TALK[:8] + [("Thank", 4.6, 4.6), ("you.", 4.6, 5.3)])
+        if vad:
+            self.speech = lambda audio: [(max(0.0, a - self._start(audio)), b - self._start(audio))
+                                         for _, a, b in TALK[:8]]
+
+    @staticmethod
+    def _start(audio):
+        return round(float(audio[0]) * SAMPLE_RATE) / SAMPLE_RATE
+
+
+@pytest.mark.parametrize("vad", [True, False])
+def test_words_heard_in_the_silence_after_the_voice_are_dropped(vad):
+    asr = StreamingRecognizer(HallucinatingRecognizer(vad))
+    finals = [p.text for p in asr.run(Replay(timed_audio(7.0), 1.0)) if p.final]
+    assert finals[:2] == ["Good morning everyone.", "Today we talk about rules."]
+    assert (finals[2:] == []) if vad else (finals[2:] == ["Thank you."])  # without a VAD it is confirmed
+
+
+def test_a_word_is_voiced_when_half_of_it_lies_in_speech():
+    spans = [(1.0, 2.0)]
+    assert voiced(Word("a", 1.2, 1.5), spans) and voiced(Word("a", 1.9, 2.05), spans)
+    assert not voiced(Word("a", 1.95, 2.3), spans) and not voiced(Word("a", 2.2, 2.2), spans)
+    assert voiced(Word("a", 1.98, 1.98), spans)  # no duration: widened to 0.1 s, half of it inside

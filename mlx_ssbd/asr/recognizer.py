@@ -70,6 +70,9 @@ class Recognizer(Protocol):
     def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]:
         """All the words (``list(words(...))``)."""
 
+    # Optional: ``speech(audio) -> [(start_s, end_s), ...]``, where the audio has voice (a VAD);
+    # the streaming policy then drops words Whisper puts in the silence after the last voice.
+
 
 def asr_cards() -> dict[str, AsrCard]:
     """The ASR model cards, by name."""
@@ -160,6 +163,14 @@ class FasterWhisper:
 
     def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]:
         return list(self.words(audio, prompt))
+
+    def speech(self, audio: np.ndarray) -> list[tuple[float, float]]:
+        """Where ``audio`` has voice, in seconds: the Silero VAD that ships with faster-whisper,
+        unpadded, so that a word in the silence after the voice falls outside."""
+        from faster_whisper.vad import VadOptions, get_speech_timestamps
+
+        spans = get_speech_timestamps(audio, VadOptions(speech_pad_ms=0, min_silence_duration_ms=100))
+        return [(span["start"] / SAMPLE_RATE, span["end"] / SAMPLE_RATE) for span in spans]
 
 
 MAX_REPEATS = 4  # the same word this many times in a row: Whisper is looping

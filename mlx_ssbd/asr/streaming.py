@@ -13,6 +13,9 @@ The policy is whisper_streaming's (Machacek et al., 2023):
   left it;
 * a word is *confirmed* once two consecutive transcriptions agree on it and on every word before
   it (LocalAgreement-2); confirmed words never change;
+* words at the end of a transcription that lie in silence (outside the voice the recognizer's
+  ``speech`` VAD finds, when it has one) are dropped: Whisper tends to hear "Thank you." in the
+  silence after a speaker stops, and two transcriptions of a pause would confirm it;
 * the buffer is trimmed at the end of each confirmed sentence (a word ending in ``. ! ?``); once
   it is longer than ``max_buffer_s`` without one, the older half of the latest transcription is
   taken as confirmed and the buffer is cut after it, so a step's cost stays flat and no word that
@@ -133,7 +136,18 @@ class StreamingRecognizer:
         last = self._history[-1].end if self._history else -np.inf
         heard = [Word(w.text, w.start + self._offset, w.end + self._offset) for w in words]
         heard = [w for w in heard if w.start > last - TIME_SLACK_S]
-        return _drop_overlap(self._history, heard)
+        return _drop_overlap(self._history, self._without_silent_tail(heard))
+
+    def _without_silent_tail(self, words: list[Word]) -> list[Word]:
+        """``words`` less those at the end that lie in silence (see the module docstring)."""
+        speech = getattr(self.recognizer, "speech", None)
+        if speech is None or not words:
+            return words
+        spans = [(start + self._offset, end + self._offset) for start, end in speech(self._buffer)]
+        words = list(words)
+        while words and not voiced(words[-1], spans):
+            words.pop()
+        return words
 
     def _confirm(self, words: list[Word]) -> None:
         self._open += words
@@ -229,6 +243,17 @@ def partial(words: list[Word], final: bool, segment: int) -> SourceUpdate:
     """The ASR partial of ``words`` (word timestamps, first and last time) in segment ``a<n>``."""
     return SourceUpdate(" ".join(w.text for w in words), final=final, segment_id=f"a{segment}",
                         start=words[0].start, end=words[-1].end, words=tuple(words))
+
+
+MIN_WORD_S = 0.1  # a word shorter than this (Whisper gives some none) is widened to it, centred
+
+
+def voiced(word: Word, spans: list[tuple[float, float]]) -> bool:
+    """At least half of ``word`` (widened to ``MIN_WORD_S``) lies in the voiced ``spans``."""
+    middle, half = (word.start + word.end) / 2, max(word.end - word.start, MIN_WORD_S) / 2
+    start, end = middle - half, middle + half
+    inside = sum(max(0.0, min(end, b) - max(start, a)) for a, b in spans)
+    return inside >= (end - start) / 2
 
 
 def _agreed(new: list[Word], previous: list[Word]) -> list[Word]:
