@@ -6,10 +6,11 @@ into the global symbol scope and before ``mlx.core`` is imported. It compiles ``
 ``RTLD_GLOBAL`` so that MLX's ``cblas_sgemm`` resolves to it, and hands it the BLAS's own
 ``cblas_sgemm``/``cblas_sgemv``: one-row (and one-column) products go to sgemv, products of a few
 rows by a transposed weight (a batched decode step) to the shim's own kernel, which reads the
-weight once for all rows; everything else to sgemm unchanged. It returns a ``GemvChoice`` saying what happened; it never raises: without a
-compiler, with ``MLX_SSBD_GEMV=0`` or on any failure MLX keeps plain sgemm (only slower);
-``MLX_SSBD_FEW_ROWS=N`` sets the most rows the few-rows kernel takes (default 8; 1 turns it off,
-for comparisons).
+weight once for all rows; everything else to sgemm unchanged. It returns a ``GemvChoice`` saying
+what happened; it never raises: without a compiler, with ``MLX_SSBD_GEMV=0`` or on any failure
+MLX keeps plain sgemm (only slower). ``MLX_SSBD_FEW_ROWS=N`` sets the most rows the few-rows
+kernel takes (default 8; 1 turns it off, for comparisons; a value that is not a number is named
+in the note and the default used).
 
 Why: MLX's CPU backend calls sgemm for every fp32 matmul, also for a decode step's 1 x K times
 K x N; OpenBLAS packs the whole weight for that and runs about 2.5x slower than sgemv on the same
@@ -53,10 +54,11 @@ def install(blas_path: str) -> GemvChoice:
     global _shim
     if os.environ.get(GEMV_ENV, "1").strip() == "0":
         return GemvChoice(False, f"{GEMV_ENV}=0")
+    raw, unreadable = os.environ.get(FEW_ROWS_ENV, str(DEFAULT_FEW_ROWS)), ""
     try:
-        few = int(os.environ.get(FEW_ROWS_ENV, str(DEFAULT_FEW_ROWS)))
+        few = int(raw)
     except ValueError:
-        few = DEFAULT_FEW_ROWS
+        few, unreadable = DEFAULT_FEW_ROWS, f" ({FEW_ROWS_ENV}={raw!r} is not a number: the default)"
     try:
         blas = ctypes.CDLL(blas_path)  # local: only to take its functions
         sgemm, sgemv = (ctypes.cast(getattr(blas, name), ctypes.c_void_p).value
@@ -72,8 +74,12 @@ def install(blas_path: str) -> GemvChoice:
     except (OSError, AttributeError, subprocess.SubprocessError) as error:
         return GemvChoice(False, f"sgemv shim not used: {error}")
     _shim = shim
-    kernel = (f"2-{few} rows through the few-rows kernel" if few >= 2 else
-              "no few-rows kernel (built without OpenMP)" if not threaded else f"no few-rows kernel ({FEW_ROWS_ENV}={few})")
+    if not threaded:
+        kernel = "no few-rows kernel (built without OpenMP)"
+    elif few < 2:
+        kernel = f"no few-rows kernel ({FEW_ROWS_ENV}={few})"
+    else:
+        kernel = f"2-{few} rows through the few-rows kernel{unreadable}"
     return GemvChoice(True, f"one-row fp32 products through sgemv, {kernel}")
 
 

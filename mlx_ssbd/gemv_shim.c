@@ -4,10 +4,10 @@
  * weight) or a few (a batched decode step: one row per stream). OpenBLAS's sgemm packs the whole
  * weight for those and runs about 2.5x slower than its sgemv on one row, and no faster on 2-8 rows
  * than on 1 (benchmarks/matmul_rows.py): the product is bound by reading the weight, and sgemm
- * reads it slowly. So one-row (and one-column) products go to sgemv; products of 2..FEW_ROWS rows
- * by a transposed weight (x @ W.T, a linear layer) go to few_rows below (2..8 rows by default), which reads each weight
- * row once for all the input rows (one sgemv per row was tried before and was no faster than
- * sgemm: it reads the weight once per row). mlx_ssbd/gemv.py compiles this file (-O3, OpenMP, for
+ * reads it slowly. So one-row (and one-column) products go to sgemv; products of 2..few_rows_max
+ * rows (8 by default) by a transposed weight (x @ W.T, a linear layer) go to few_rows below, which
+ * reads each weight row once for all the input rows (one sgemv per row was tried before and was no
+ * faster than sgemm: it reads the weight once per row). mlx_ssbd/gemv.py compiles this file (-O3, OpenMP, for
  * the machine it runs on), loads it with RTLD_GLOBAL before the BLAS (so MLX's cblas_sgemm
  * resolves here) and hands it the BLAS's own sgemm and sgemv; every other call goes to the BLAS's
  * sgemm unchanged. */

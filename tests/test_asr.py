@@ -33,6 +33,11 @@ def timed_audio(seconds: float) -> np.ndarray:
     return (np.arange(int(seconds * SAMPLE_RATE)) / SAMPLE_RATE).astype(np.float32)
 
 
+def audio_start(audio) -> float:
+    """The audio time of ``timed_audio``'s first sample here (exact: the sample's index)."""
+    return round(float(audio[0]) * SAMPLE_RATE) / SAMPLE_RATE
+
+
 class ScriptedRecognizer:
     language = "en"
 
@@ -41,7 +46,7 @@ class ScriptedRecognizer:
         self.calls = []  # (audio start, audio end, prompt)
 
     def transcribe(self, audio, prompt=""):
-        start = round(float(audio[0]) * SAMPLE_RATE) / SAMPLE_RATE  # exact: the sample's index
+        start = audio_start(audio)
         end = start + len(audio) / SAMPLE_RATE
         self.calls.append((start, end, prompt))
         words = []
@@ -309,12 +314,8 @@ class HallucinatingRecognizer(ScriptedRecognizer):
     def __init__(self, vad: bool):
         super().__init__(TALK[:8] + [("Thank", 4.6, 4.6), ("you.", 4.6, 5.3)])
         if vad:
-            self.speech = lambda audio: [(max(0.0, a - self._start(audio)), b - self._start(audio))
+            self.speech = lambda audio: [(max(0.0, a - audio_start(audio)), b - audio_start(audio))
                                          for _, a, b in TALK[:8]]
-
-    @staticmethod
-    def _start(audio):
-        return round(float(audio[0]) * SAMPLE_RATE) / SAMPLE_RATE
 
 
 @pytest.mark.parametrize("vad", [True, False])

@@ -70,3 +70,18 @@ def test_a_compiler_without_the_tuned_flags_gets_a_plain_build(monkeypatch):
     monkeypatch.setattr(gemv, "FLAGS", ("-O3", "-fno-such-flag-for-this-test"))
     library, threaded = gemv._build()
     assert library.is_file() and threaded is False
+
+
+@pytest.mark.parametrize("value,note", [("1", "no few-rows kernel (MLX_SSBD_FEW_ROWS=1)"),
+                                        ("abc", "MLX_SSBD_FEW_ROWS='abc' is not a number: the default")])
+def test_the_few_rows_setting_is_said_in_the_note(value, note):
+    import os
+    import subprocess
+    import sys
+
+    if backend.BLAS.name != "openblas" or not backend.GEMV.active:
+        pytest.skip("the shim is not in use here")
+    probe = "import mlx_ssbd; from mlx_ssbd.backend import backend_info; print(backend_info().gemv)"
+    out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "MLX_SSBD_FEW_ROWS": value},
+                         capture_output=True, text=True, check=True).stdout
+    assert note in out

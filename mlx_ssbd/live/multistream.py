@@ -64,6 +64,10 @@ class MultiStreamTranslator:
         """Some submitted update has not ended yet."""
         return self.runner.busy
 
+    def running(self, translator: StreamTranslator) -> bool:
+        """An update of ``translator`` is under way."""
+        return self.runner.running(translator.row)
+
     def submit(self, translator: StreamTranslator, text: str, final: bool,
                done: Callable[[Update], None]) -> None:
         """Start ``translator``'s update to ``(text, final)``; ``done(update)`` is called from the
@@ -74,7 +78,7 @@ class MultiStreamTranslator:
             ValueError: the source is invalid, or an update of ``translator`` is under way; the
                 translator's state is unchanged.
         """
-        if self.runner.running(translator.row):
+        if self.running(translator):
             raise ValueError("this translator's update is under way")
         pending = translator.begin(text, final)
         if pending.job is None:

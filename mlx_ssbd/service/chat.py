@@ -227,5 +227,4 @@ def chunk(request: ChatRequest, model: str, delta: dict, finish_reason: str | No
 
 def usage_chunk(request: ChatRequest, result: ChatResult, model: str) -> dict:
     """The chunk after the last, when ``stream_options.include_usage`` asks for it."""
-    return {"id": request.id, "object": "chat.completion.chunk", "created": request.created, "model": model,
-            "choices": [], "usage": _usage(result)}
+    return {**chunk(request, model, {}), "choices": [], "usage": _usage(result)}

@@ -53,7 +53,6 @@ class ServiceSession:
         self.translator: StreamTranslator | None = None  # built on the scheduler thread
         self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
         self.discarded = False
-        self.busy = False  # an update of this session is under way (the scheduler's thread only)
         self._viewers: list[Callable[[dict], None]] = []
         self._lock = threading.Lock()
 
@@ -201,7 +200,7 @@ class Scheduler:
 
     def _retire(self, sessions) -> None:
         for session in sessions:
-            if session.discarded or (session.live.done and not session.busy):
+            if session.discarded or (session.live.done and not self._busy(session)):
                 if session.translator is not None:
                     self.batch.remove(session.translator)  # frees its KV; abandons its update under way
                 with self._cond:
@@ -211,18 +210,20 @@ class Scheduler:
     def _admit(self, sessions) -> None:
         """Start the next job of every session that has none under way."""
         for session in sessions:
-            if session.busy or session.discarded or (item := session.live.take()) is None:
+            if self._busy(session) or session.discarded or (item := session.live.take()) is None:
                 continue
-            session.busy = True
             try:
                 self.batch.submit(self._translator(session), item.job.text, item.job.final,
                                   functools.partial(self._ended, session, item))
             except ValueError as error:
                 self._ended(session, item, error)
 
+    def _busy(self, session: ServiceSession) -> bool:
+        """An update of ``session`` is under way in the batch."""
+        return session.translator is not None and self.batch.running(session.translator)
+
     @staticmethod
     def _ended(session: ServiceSession, item, outcome) -> None:
-        session.busy = False
         if not session.discarded:
             session.emit(session.live.result(item, outcome))
 
