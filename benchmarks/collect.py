@@ -34,7 +34,7 @@ def main() -> None:
              "prompt-boundary-*/prompt_boundary.md", "prompt-boundary-*/prompt_speed.md",
              "service-load-*/service_load.md", "service-faults-*/service_faults.md", "blas-probe/blas_probe.md",
              "matmul-rows*/matmul_rows.md", "speech-*/speech-*.md", "service-batching-*/service_batching.md",
-             "chat-predicted-*/chat_predicted.md"]
+             "chat-predicted-*/chat_predicted.md", "sentences-*/tail_ceiling-*.md"]
     for path in (p for name in names for p in sorted(root.glob(name))):
         text = path.read_text().replace("# ", f"## {path.parent.name}: ", 1)
         text = re.sub(r"\]\((\w+\.png)\)", lambda m: f"]({path.parent.name}/{m.group(1)})", text)

@@ -155,5 +155,15 @@ run env MLX_SSBD_FEW_ROWS=1 mlx-ssbd bench --data $DATA/udhr-sentences/en-de.jso
     -m qwen2.5-coder-0.5b --methods rt,ssbd,ssbd-plus --out "$OUT/sentences-0.5b-rows-sgemm" > /dev/null
 bench --data $DATA/udhr-sentences/en-de.jsonl --words 10-25 --limit 12 -t de \
     -m qwen2.5-coder-0.5b --methods rt,ssbd,ssbd-plus --out "$OUT/sentences-0.5b-rows-kernel"
+# 16. Issue #14, what guessing the new tail could give: pass costs with the few-rows kernel (2-64
+#     tokens), then the 1.5B's (step 13) and the 0.5B's (step 15) sentence runs priced with them.
+for m in 0.5b 1.5b; do
+  once "$OUT/verify-cost-$m-kernel/verify_cost.json" python benchmarks/verify_cost.py --model qwen2.5-coder-$m \
+      --sizes 1,2,3,4,6,8,16,24,32,40,48,64 --out "$OUT/verify-cost-$m-kernel"
+done
+run python benchmarks/tail_ceiling.py "$OUT/sentences-1.5b" --model qwen2.5-coder-1.5b \
+    --costs "$OUT/verify-cost-1.5b-kernel/verify_cost.json" > /dev/null
+run python benchmarks/tail_ceiling.py "$OUT/sentences-0.5b-rows-kernel" --model qwen2.5-coder-0.5b \
+    --costs "$OUT/verify-cost-0.5b-kernel/verify_cost.json" > /dev/null
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

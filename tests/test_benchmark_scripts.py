@@ -86,3 +86,44 @@ def test_compare_load_joins_two_runs(tmp_path):
            "--out", tmp_path / "out")
     report = (tmp_path / "out" / "service_batching.md").read_text()
     assert "| ssbd | 2 | 1.0 | 1.0 | 6.0 | 4.0 | 4 | 4 |" in report and "lag p95 s, old" in report
+
+
+def test_tail_ceiling_prices_a_bench_run(model_dir, tmp_path):
+    """The replay prices RT and SSBD with a measured cost table; an ideal guess can only help."""
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "src": src}) + "\n" for i, src in enumerate(
+        ["so today I want to talk about the new rules", "we made them together with all of you"])))
+    from click.testing import CliRunner
+    from mlx_ssbd_cli.main import cli
+
+    bench = CliRunner().invoke(cli, ["bench", "--data", str(data), "-t", "de", "--methods", "rt,ssbd",
+                                     "--out", str(tmp_path / "run"), "--model", model_dir], catch_exceptions=False)
+    assert bench.exit_code == 0, bench.output
+    costs = tmp_path / "verify_cost.json"  # shaped like verify_cost.py's (the tiny model's timings are noise)
+    costs.write_text(json.dumps({"pass_over_step": {"1": 1.0, "4": 1.6, "16": 3.2, "32": 4.5}}))
+    script("tail_ceiling.py", tmp_path / "run", "--model", model_dir, "--costs", costs)
+    result = json.loads((tmp_path / "run" / "tail_ceiling-ssbd-b0.2.json").read_text())
+    assert result["updates"] > 2 and result["modeled_speedup"] > 0 and result["measured_speedup"] > 0
+    ideal = [result["modeled_speedup"], *result["verify_guess"].values()]
+    assert ideal == sorted(ideal)  # more of the tail guessed right never costs more
+    pools = {row["pool"]: row for row in result["pools"]}
+    assert pools["none"]["guesses"] == 0 and pools["none"]["passes"] == pools["none"]["decoded"]
+    assert all(row["passes"] <= row["decoded"] for row in pools.values())
+    assert "n-gram pools while decoding" in (tmp_path / "run" / "tail_ceiling-ssbd-b0.2.md").read_text()
+
+
+def test_tail_ceiling_cost_model_and_lookup():
+    sys.path.insert(0, str(BENCHMARKS))
+    from tail_ceiling import PassCost, lookup_passes, update_costs
+
+    cost = PassCost({"1": 1.0, "4": 2.5, "16": 4.0})
+    assert [cost(1), cost(2), cost(10), cost(28)] == [1.0, 1.5, 3.25, 5.5]  # linear, and on past the last
+    record = {"forward_passes": 4, "tokens_fed": 13}  # a 10-token first pass, then 3 one-token steps
+    assert update_costs(record, cost) == cost(10) + 3
+    assert update_costs(record, cost, guessed=1.0) == cost(13)
+    assert update_costs(record, cost, guessed=1.0, wasted=3) == cost(16)
+    # The tail 7 8 9 follows 5 6 in the pool: one pass feeds 6 with the guess 7 8 and takes 9 from the model.
+    assert lookup_passes([7, 8, 9], [5, 6], [[1, 5, 6, 7, 8, 4]], n=2, max_len=2) == ([3], 2)
+    assert lookup_passes([7, 8, 9], [5, 6], [], n=2, max_len=2) == ([1, 1, 1], 0)
+    noisy = PassCost({"1": 1.0, "4": 0.9, "16": 0.8})  # a tiny model's timings: wider never cheaper
+    assert noisy(4) == noisy(40) == 1.0
