@@ -20,6 +20,7 @@ from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.service import chat, protocol
 from mlx_ssbd.service.chat import ChatEngine
 from mlx_ssbd.service.protocol import Limits, ProtocolError
+from mlx_ssbd.service.scheduler import Scheduler
 
 SENTENCE = "so today I want to talk about the new rules"
 
@@ -423,6 +424,37 @@ def test_chat_answers_come_piece_by_piece_and_stop_when_the_client_goes(model_di
     with pytest.raises(ProtocolError, match="context"):
         engine.complete(chat.parse_request({"messages": [{"role": "user", "content": "x " * 5000}]}), pieces.append)
     assert len(pieces) == 3  # refused before any text
+
+
+def test_a_chat_completion_shares_the_model_with_live_sessions(model_dir):
+    """Interleaved work (a chat completion's steps) runs one step per batched round: a live
+    session's update ends while a long completion is still under way, and the completion's answer
+    is the one it gives alone."""
+    loaded = load_model(model_dir)
+    scheduler = Scheduler(loaded)
+    events: list[dict] = []
+    session = scheduler.open(events.append)
+    session.push(protocol.SourceMessage("so today"))
+    updates_seen: list[int] = []
+    engine = ChatEngine(loaded)
+    request = chat.parse_request({"messages": [{"role": "user", "content": SENTENCE}], "max_tokens": 200})
+    alone = engine.complete(request)
+
+    def completion():
+        steps = engine.rounds(request)
+        while True:
+            updates_seen.append(sum(e["type"] == "translation.update" for e in events))
+            try:
+                next(steps)
+            except StopIteration as end:
+                return end.value
+            yield
+
+    done = scheduler.interleave(completion)
+    done.add_done_callback(lambda _: scheduler.stop())
+    scheduler.run()  # this thread owns the model, as the server's main thread does
+    assert done.result().text == alone.text and alone.completion_tokens > 100
+    assert updates_seen[0] == 0 and updates_seen[-1] == 1  # the session's update ended mid-completion
 
 
 def test_openai_client_with_predicted_outputs(url):

@@ -123,10 +123,11 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
 
     chat_engine: list[ChatEngine] = []  # built on the model's thread at the first request
 
-    def complete(request: chat.ChatRequest, on_text=None) -> chat.ChatResult:
+    def complete(request: chat.ChatRequest, on_text=None):
+        """The completion's steps (``ChatEngine.rounds``), for ``Scheduler.interleave``."""
         if not chat_engine:
             chat_engine.append(ChatEngine(scheduler.loaded))
-        return chat_engine[0].complete(request, on_text)
+        return chat_engine[0].rounds(request, on_text)
 
     async def chat_completions(request: Request) -> Response:
         try:
@@ -137,7 +138,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             parsed = chat.parse_request(body)
             if parsed.stream:
                 return await _stream_chat(parsed, complete, scheduler, model)
-            result = await asyncio.wrap_future(scheduler.call(lambda: complete(parsed)))
+            result = await asyncio.wrap_future(scheduler.interleave(lambda: complete(parsed)))
         except ProtocolError as error:
             return _openai_error(error.code, str(error), 400)
         return JSONResponse(chat.response(parsed, result, model))
@@ -194,7 +195,7 @@ async def _stream_chat(parsed: chat.ChatRequest, complete, scheduler: Scheduler,
             raise chat.Cancelled
         loop.call_soon_threadsafe(pieces.put_nowait, piece)
 
-    done = asyncio.wrap_future(scheduler.call(lambda: complete(parsed, on_text)))
+    done = asyncio.wrap_future(scheduler.interleave(lambda: complete(parsed, on_text)))
 
     def finished(future) -> None:
         future.cancelled() or future.exception()  # read here, so a Cancelled is never "unretrieved"

@@ -2,8 +2,10 @@
 
 Contract: ``parse_request(body)`` validates a ``POST /v1/chat/completions`` body into a
 ``ChatRequest`` or raises ``protocol.ProtocolError`` (a 400 with OpenAI's error shape).
-``ChatEngine(loaded).complete(request, on_text)`` runs it on the model's thread (the scheduler
-calls it) and returns a ``ChatResult``; ``on_text`` (optional) gets the answer's text piece by
+``ChatEngine(loaded).rounds(request, on_text)`` runs it on the model's thread as a generator that
+does one model call per step (the scheduler steps it between the live sessions' batched rounds, so
+a long answer does not hold them) and returns a ``ChatResult``; ``complete`` runs it to the end
+in one go. ``on_text`` (optional) gets the answer's text piece by
 piece as tokens are decided: first ``""`` once the request is accepted (it fits the context),
 then the text the verify pass accepted from the prediction, then a piece per decoded token (a
 piece is held back while it ends in an incomplete UTF-8 character), so the pieces join to the
@@ -29,13 +31,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from ..engine.cache import TokenCache
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
-from ..engine.update import Job, run
+from ..engine.update import Job, Runner
 from ..live.translator import context_length
 from .protocol import ProtocolError
 
@@ -150,8 +152,21 @@ class ChatEngine:
         return list(self.loaded.tokenizer.encode(text, add_special_tokens=False))
 
     def complete(self, request: ChatRequest, on_text: Callable[[str], None] | None = None) -> ChatResult:
-        """Raises ``ProtocolError`` when the prompt does not fit the context (before ``on_text``
-        is called), ``Cancelled`` when ``on_text`` did."""
+        """The whole completion at once (see ``rounds``)."""
+        steps = self.rounds(request, on_text)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as end:
+                return end.value
+
+    def rounds(self, request: ChatRequest,
+               on_text: Callable[[str], None] | None = None) -> Generator[None, None, ChatResult]:
+        """The completion, one model call (the prompt and the prediction's verify pass, then one
+        decode step or proposal) per step; returns its ``ChatResult``. Raises ``ProtocolError`` at
+        the first step when the prompt does not fit the context (before ``on_text`` is called),
+        ``Cancelled`` at the step where ``on_text`` did. One completion runs at a time on the
+        engine's cache: the next starts after this one ended."""
         tok = self.loaded.tokenizer
         prompt = self.prompt_ids(request)
         draft = list(tok.encode(request.prediction, add_special_tokens=False)) if request.prediction else []
@@ -168,15 +183,20 @@ class ChatEngine:
                   sampler=sampler, progress=pieces.grew if pieces else None)
         if on_text is not None:
             on_text("")
-        outcome = run(self.cache, [(self.cache, job)])[0]
-        output = outcome.output
+        runner, outcomes = Runner(self.cache), []
+        runner.add(self.cache, job, outcomes.append)
+        while runner.busy:
+            runner.round()
+            if runner.busy:
+                yield
+        output = outcomes[0].output
         text = tok.decode(output)
         if pieces is not None:
             pieces.end(text)
         return ChatResult(
             text=text, finish_reason="length" if len(output) >= max_new else "stop",
-            prompt_tokens=len(prompt), completion_tokens=len(output), accepted=outcome.accepted,
-            rejected=len(draft) - outcome.accepted, cached_tokens=outcome.reused)
+            prompt_tokens=len(prompt), completion_tokens=len(output), accepted=outcomes[0].accepted,
+            rejected=len(draft) - outcomes[0].accepted, cached_tokens=outcomes[0].reused)
 
 
 class TextPieces:

@@ -1,9 +1,12 @@
 """One scheduler owns the model and runs every live session's next update in batched steps.
 
 Contract: ``Scheduler(loaded)`` is driven by ``run()`` on the thread that owns the model (the
-main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``discard``, ``call``
-and ``stop`` may be called from any thread (the web server's) and never touch MLX. ``call(fn)``
-runs other model work (a chat completion) on the model's thread between rounds. Each session is a
+main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``discard``,
+``interleave`` and ``stop`` may be called from any thread (the web server's) and never touch MLX.
+``interleave(fn)`` runs other model work (a chat completion) on the model's thread: ``fn()`` is a
+generator doing one model call per step, stepped once per round between the sessions' batched
+rounds, so a long chat answer shares the model with live sessions instead of holding them; such
+works run one at a time, in the order they came. Each session is a
 ``live.session.LiveSession`` (latest partial wins, automatic segments, a final update is never
 dropped) whose jobs the scheduler takes without waiting. Batching is continuous: every round is
 ONE batched forward (``MultiStreamTranslator.step``) for all updates under way, and a session
@@ -24,7 +27,7 @@ from __future__ import annotations
 import functools
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from dataclasses import replace
 
@@ -114,7 +117,8 @@ class Scheduler:
         self.batch = MultiStreamTranslator(model=loaded.model)
         self._cond = threading.Condition()
         self._sessions: list[ServiceSession] = []
-        self._calls: list[tuple[Callable[[], object], Future]] = []
+        self._calls: list[tuple[Callable[[], Generator], Future]] = []  # not started yet
+        self._work: list[tuple[Generator, Future]] = []  # started, the first one stepped (model thread)
         self._stopping = False
 
     # -- any thread ------------------------------------------------------------------------
@@ -146,9 +150,9 @@ class Scheduler:
         session.live.close()
         self.wake()
 
-    def call(self, fn: Callable[[], object]) -> Future:
-        """Run ``fn`` on the model's thread between rounds (a chat completion); its result or
-        exception comes back through the returned future."""
+    def interleave(self, fn: Callable[[], Generator]) -> Future:
+        """Run the generator ``fn()`` on the model's thread, one step per round (module
+        docstring); its return value or exception comes back through the returned future."""
         future: Future = Future()
         with self._cond:
             self._calls.append((fn, future))
@@ -179,19 +183,37 @@ class Scheduler:
                     return
                 sessions, calls, self._calls = list(self._sessions), self._calls, []
             for fn, future in calls:
-                if future.set_running_or_notify_cancel():
-                    try:
-                        future.set_result(fn())
-                    except Exception as error:  # handed to the caller, which answers the client
-                        future.set_exception(error)
+                self._start_work(fn, future)
             self._retire(sessions)
             self._admit(sessions)
             if self.batch.busy:
                 self.batch.step()
+            if self._work:
+                self._step_work()
+            if self.batch.busy or self._work:
                 continue
             with self._cond:
                 if not self._stopping and not self._calls:
                     self._cond.wait(self._idle_wait(sessions))
+
+    def _start_work(self, fn: Callable[[], Generator], future: Future) -> None:
+        if future.set_running_or_notify_cancel():
+            try:
+                self._work.append((fn(), future))
+            except Exception as error:  # handed to the caller, which answers the client
+                future.set_exception(error)
+
+    def _step_work(self) -> None:
+        """One step of the oldest interleaved work; its future gets its end."""
+        steps, future = self._work[0]
+        try:
+            next(steps)
+            return
+        except StopIteration as end:
+            future.set_result(end.value)
+        except Exception as error:  # handed to the caller, which answers the client
+            future.set_exception(error)
+        self._work.pop(0)
 
     def _idle_wait(self, sessions) -> float:
         """Seconds until some session's pause rule may commit (at most 1)."""
