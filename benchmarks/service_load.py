@@ -7,7 +7,9 @@ every 0.3-1.0 s, misheard and late words, finals every 45-90 s) in real time for
 Caption lag = arrival time of a translation event minus the speech time of the newest word it
 translates (the ``end`` the server echoes). Reports p50/p95 lag per (method, N), the most sessions
 served with p95 lag under ``--target-p95`` seconds, the server's resident memory (sampled every
-second) and a plot.
+second) and a plot. With ``--chat-tokens N`` an OpenAI client beside the sessions asks for
+completions of N tokens (a story, no prediction) back to back for the whole run, and each row
+reports how many it got and how long they took: what a long chat answer does to live captions.
 
     python benchmarks/service_load.py --model qwen2.5-coder-0.5b --sessions 1,2,4,8 --seconds 90 --out DIR
 """
@@ -86,11 +88,30 @@ async def client(url: str, method: str, partials, seconds: float, lags: list, co
         await sender
 
 
-def run_load(url: str, method: str, n: int, seconds: float, streams) -> dict:
+CHAT_PROMPT = "Tell a long story about a lighthouse keeper and a storm."
+
+
+async def chat_client(url: str, tokens: int, seconds: float, answers: list) -> None:
+    """Completions of ``tokens`` tokens back to back for ``seconds``: (seconds taken, tokens) each."""
+    import httpx
+
+    t0 = time.monotonic()
+    async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+        while time.monotonic() - t0 < seconds:
+            start = time.monotonic()
+            reply = await http.post("/v1/chat/completions", json={
+                "messages": [{"role": "user", "content": CHAT_PROMPT}], "max_tokens": tokens})
+            reply.raise_for_status()
+            answers.append((time.monotonic() - start, reply.json()["usage"]["completion_tokens"]))
+
+
+def run_load(url: str, method: str, n: int, seconds: float, streams, chat_tokens: int = 0) -> dict:
     lags, counts = [], {"partials": 0, "translation.update": 0, "translation.commit": 0, "errors": 0}
+    answers: list[tuple[float, int]] = []
 
     async def all_clients():
-        await asyncio.gather(*(client(url, method, streams[i], seconds, lags, counts) for i in range(n)))
+        chat = [chat_client(url, chat_tokens, seconds, answers)] if chat_tokens else []
+        await asyncio.gather(*(client(url, method, streams[i], seconds, lags, counts) for i in range(n)), *chat)
 
     start = time.monotonic()
     asyncio.run(all_clients())
@@ -98,7 +119,10 @@ def run_load(url: str, method: str, n: int, seconds: float, streams) -> dict:
     q = lambda f: lags[min(len(lags) - 1, int(f * len(lags)))] if lags else float("nan")  # noqa: E731
     return {"method": method, "sessions": n, "seconds": seconds, "wall_s": round(time.monotonic() - start, 1),
             "events": len(lags), "lag_p50_s": round(q(0.5), 2), "lag_p95_s": round(q(0.95), 2),
-            "lag_max_s": round(lags[-1], 2) if lags else None, **counts}
+            "lag_max_s": round(lags[-1], 2) if lags else None, **counts,
+            **({"chat_answers": len(answers), "chat_tokens": sum(t for _, t in answers),
+                "chat_s_median": round(sorted(s for s, _ in answers)[len(answers) // 2], 1) if answers else None}
+               if chat_tokens else {})}
 
 
 def main() -> None:
@@ -108,6 +132,7 @@ def main() -> None:
     parser.add_argument("--sessions", default="1,2,4,8")
     parser.add_argument("--seconds", type=float, default=90.0, help="speech replayed per session")
     parser.add_argument("--target-p95", type=float, default=2.0, help="lag target, seconds")
+    parser.add_argument("--chat-tokens", type=int, default=0, help="a chat client beside: answers of N tokens")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     counts = [int(n) for n in args.sessions.split(",")]
@@ -132,7 +157,7 @@ def main() -> None:
         try:
             for method in args.methods.split(","):
                 for n in counts:
-                    rows.append(run_load(url, method, n, args.seconds, streams))
+                    rows.append(run_load(url, method, n, args.seconds, streams, args.chat_tokens))
                     print(json.dumps(rows[-1]), flush=True)
         finally:
             stop.set()
@@ -142,6 +167,7 @@ def main() -> None:
     best = most_sessions(rows, methods, args.target_p95)
     bounds = sorted({args.target_p95, *BOUNDS})
     result = {"model": args.model, "seconds_per_run": args.seconds, "target_p95_s": args.target_p95,
+              "chat_tokens": args.chat_tokens,
               "most_sessions_within_target": best, "rows": rows, "server_rss_mb": memory, "machine": machine_info()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "service_load.json").write_text(json.dumps(result, indent=2))
@@ -155,6 +181,12 @@ def main() -> None:
     lines += [f"| {r['method']} | {r['sessions']} | {r['partials']} | {r['translation.update']} | "
               f"{r['translation.commit']} | {r['errors']} | {r['lag_p50_s']} | {r['lag_p95_s']} | {r['lag_max_s']} |"
               for r in rows]
+    if args.chat_tokens:
+        lines += ["", f"Beside the sessions, one client asked for chat completions of {args.chat_tokens} tokens back "
+                  "to back (`--chat-tokens`):", "", "| method | sessions | chat answers | their tokens | median answer s |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r['method']} | {r['sessions']} | {r['chat_answers']} | {r['chat_tokens']} | {r['chat_s_median']} |"
+                  for r in rows]
     lines += ["", "Most sessions with p95 lag under {:g} s: ".format(args.target_p95)
               + ", ".join(f"{k} **{v}**" for k, v in best.items()) + ".", "",
               "Most sessions served (of those tried) with p95 lag under each bound:", "",
