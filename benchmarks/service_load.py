@@ -36,10 +36,22 @@ from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
 from mlx_ssbd.evaluation.report import pyplot, save_figure  # noqa: E402
 
 
+def server_code(cwd: Path) -> str:
+    """The commit of the ``mlx_ssbd`` a server started in ``cwd`` runs (``+changes`` when its tree
+    has uncommitted ones): ``PYTHONPATH`` picks it, e.g. a git worktree of an older commit."""
+    where = subprocess.run([sys.executable, "-c", "import mlx_ssbd, pathlib; print(pathlib.Path(mlx_ssbd.__file__).parent.parent)"],
+                           cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+    git = lambda *a: subprocess.run(["git", "-C", where, *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no", "--", "mlx_ssbd") else "")
+
+
 def start_server(model: str, store: Path, max_sessions: int):
+    # Started in the scratch directory: with ``-m`` Python puts the working directory first on
+    # sys.path, which would shadow a PYTHONPATH worktree with the checkout it runs from.
     proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model, "--port", "0",
                              "--store", str(store), "--max-sessions", str(max_sessions)],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=store.parent)
     url = proc.stdout.readline().strip()
     if not url.startswith("http"):
         proc.kill()
@@ -154,6 +166,8 @@ def main() -> None:
         streams.append(asr_partials(words, rng))
     rows, memory = [], []
     with tempfile.TemporaryDirectory() as scratch:
+        code = server_code(Path(scratch))
+        print(f"server code: {code}", flush=True)
         proc, url = start_server(args.model, Path(scratch) / "t.sqlite3", max(counts))
         stop = threading.Event()
 
@@ -177,7 +191,7 @@ def main() -> None:
     best = most_sessions(rows, methods, args.target_p95)
     bounds = sorted({args.target_p95, *BOUNDS})
     result = {"model": args.model, "seconds_per_run": args.seconds, "target_p95_s": args.target_p95,
-              "chat_tokens": args.chat_tokens,
+              "chat_tokens": args.chat_tokens, "server_code": code,
               "most_sessions_within_target": best, "rows": rows, "server_rss_mb": memory, "machine": machine_info()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "service_load.json").write_text(json.dumps(result, indent=2))
@@ -185,7 +199,8 @@ def main() -> None:
     lines = [f"# Service load: {args.model}, concurrent sessions at speaking rate", "",
              f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one server process "
              f"(`mlx-ssbd serve`), N WebSocket clients each replaying its own ASR-like stream (~2.5 words/s) in real "
-             f"time for {args.seconds:g} s; lag = event arrival minus the speech time of the newest word translated.", "",
+             f"time for {args.seconds:g} s; lag = event arrival minus the speech time of the newest word translated. "
+             f"Server code: commit {code}.", "",
              "| method | sessions | partials | updates | commits | errors | lag p50 s | lag p95 s | lag max s |",
              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['method']} | {r['sessions']} | {r['partials']} | {r['translation.update']} | "
