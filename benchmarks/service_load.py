@@ -104,6 +104,8 @@ async def client(url: str, method: str, partials, seconds: float, lags: list, co
                 counts["errors"] += 1
             elif event["type"] == "session.closed":
                 break
+        if gaps is not None:  # the wait since the last caption, up to the end of the replay (+5 s)
+            gaps.append(min(time.monotonic() - t0, seconds + 5) - last)
         await sender
 
 
