@@ -21,6 +21,7 @@ CPU-specific lives here and nowhere else:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -172,6 +173,12 @@ def generation_stream():
         make = getattr(mx, "new_thread_local_stream", mx.new_stream)
         _GENERATION_STREAMS["stream"] = make(device)
     return _GENERATION_STREAMS["stream"]
+
+
+def on_generation_stream():
+    """A context in which model calls run on ``generation_stream()`` (on the CPU: nothing changes)."""
+    stream = generation_stream()
+    return mx.stream(stream) if stream is not None else contextlib.nullcontext()
 
 
 def wire_memory() -> None:

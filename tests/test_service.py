@@ -426,6 +426,32 @@ def test_chat_answers_come_piece_by_piece_and_stop_when_the_client_goes(model_di
     assert len(pieces) == 3  # refused before any text
 
 
+def test_a_long_chat_prompt_is_fed_a_chunk_per_step(model_dir):
+    """A prompt of many uncached tokens takes one step per chunk (so live sessions get rounds in
+    between), and gives the answer and usage of an engine that feeds it at once."""
+    loaded = load_model(model_dir)
+    request = chat.parse_request({"messages": [{"role": "user", "content": SENTENCE * 4}], "max_tokens": 8})
+    chunked, whole = ChatEngine(loaded, prefill_chunk=16), ChatEngine(loaded, prefill_chunk=100_000)
+    prompt = len(chunked.prompt_ids(request))
+    assert prompt > 64
+
+    def steps(engine):
+        rounds, count = engine.rounds(request), 0
+        while True:
+            try:
+                next(rounds)
+                count += 1
+            except StopIteration as end:
+                return count, end.value
+
+    (many, a), (few, b) = steps(chunked), steps(whole)
+    assert many - few == len(range(16, prompt, 16)) and a == b and a.cached_tokens == 0
+    count, again = steps(chunked)  # the prompt is cached now: no chunks, and usage says so
+    assert count == few and again.text == a.text and again.cached_tokens == prompt - 1
+    with pytest.raises(ValueError, match="prefill_chunk"):
+        ChatEngine(loaded, prefill_chunk=0)
+
+
 def test_a_chat_completion_shares_the_model_with_live_sessions(model_dir):
     """Interleaved work (a chat completion's steps) runs one step per batched round: a live
     session's update ends while a long completion is still under way, and the completion's answer

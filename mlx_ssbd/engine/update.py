@@ -32,7 +32,6 @@ but not fed.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -40,7 +39,7 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from ..backend import generation_stream
+from ..backend import on_generation_stream
 from .verify import decide
 
 
@@ -196,9 +195,8 @@ class Runner:
     def round(self) -> None:
         """One batched model call for every job that feeds, one host sync for every job that
         decides; every job then moves on to its next request (or ends)."""
-        stream = generation_stream()
         ended = []
-        with mx.stream(stream) if stream is not None else contextlib.nullcontext():
+        with on_generation_stream():
             for key, answer in self._answers().items():
                 try:
                     self._requests[key] = self._jobs[key][1].send(answer)

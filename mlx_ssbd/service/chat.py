@@ -34,6 +34,9 @@ import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
+import mlx.core as mx
+
+from ..backend import on_generation_stream
 from ..engine.cache import TokenCache
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
@@ -42,6 +45,7 @@ from ..live.translator import context_length
 from .protocol import ProtocolError
 
 DEFAULT_MAX_TOKENS = 512
+DEFAULT_PREFILL_CHUNK = 128  # prompt tokens fed per step at most (the 1.5B: ~3-4 s on 2 CPU cores)
 ROLES = ("system", "user", "assistant", "developer")
 
 
@@ -141,8 +145,11 @@ def _number(body: dict, key: str, default: float, low: float, high: float) -> fl
 class ChatEngine:
     """Runs chat requests on one persistent prompt cache (the model's thread only)."""
 
-    def __init__(self, loaded):
+    def __init__(self, loaded, prefill_chunk: int = DEFAULT_PREFILL_CHUNK):
+        if prefill_chunk < 1:
+            raise ValueError(f"prefill_chunk must be at least 1, got {prefill_chunk}")
         self.loaded = loaded
+        self.prefill_chunk = prefill_chunk
         self.cache = TokenCache(loaded.model)
         self.stops = StopRule(loaded.tokenizer, on_newline=False)
         self.context = context_length(loaded.model)
@@ -162,11 +169,12 @@ class ChatEngine:
 
     def rounds(self, request: ChatRequest,
                on_text: Callable[[str], None] | None = None) -> Generator[None, None, ChatResult]:
-        """The completion, one model call (the prompt and the prediction's verify pass, then one
-        decode step or proposal) per step; returns its ``ChatResult``. Raises ``ProtocolError`` at
-        the first step when the prompt does not fit the context (before ``on_text`` is called),
-        ``Cancelled`` at the step where ``on_text`` did. One completion runs at a time on the
-        engine's cache: the next starts after this one ended."""
+        """The completion, one model call per step: a prompt longer than ``prefill_chunk``
+        uncached tokens is fed a chunk per step, then the rest of it with the prediction (its
+        verify pass), then one decode step (or proposal) per step; returns its ``ChatResult``.
+        Raises ``ProtocolError`` at the first step when the prompt does not fit the context (before
+        ``on_text`` is called), ``Cancelled`` at the step where ``on_text`` did. One completion
+        runs at a time on the engine's cache: the next starts after this one ended."""
         tok = self.loaded.tokenizer
         prompt = self.prompt_ids(request)
         draft = list(tok.encode(request.prediction, add_special_tokens=False)) if request.prediction else []
@@ -183,6 +191,11 @@ class ChatEngine:
                   sampler=sampler, progress=pieces.grew if pieces else None)
         if on_text is not None:
             on_text("")
+        cached = self.cache.reuse(prompt)
+        for end in range(cached + self.prefill_chunk, len(prompt), self.prefill_chunk):
+            with on_generation_stream():  # a long prompt: one chunk per step, all but its last part
+                mx.eval(self.cache.forward(prompt[len(self.cache) : end], logits_from=end - len(self.cache) - 1))
+            yield
         runner, outcomes = Runner(self.cache), []
         runner.add(self.cache, job, outcomes.append)
         while runner.busy:
@@ -196,7 +209,7 @@ class ChatEngine:
         return ChatResult(
             text=text, finish_reason="length" if len(output) >= max_new else "stop",
             prompt_tokens=len(prompt), completion_tokens=len(output), accepted=outcomes[0].accepted,
-            rejected=len(draft) - outcomes[0].accepted, cached_tokens=outcomes[0].reused)
+            rejected=len(draft) - outcomes[0].accepted, cached_tokens=min(cached, outcomes[0].reused))
 
 
 class TextPieces:
