@@ -34,6 +34,7 @@ def main() -> None:
              "prompt-boundary-*/prompt_boundary.md", "prompt-boundary-*/prompt_speed.md",
              "service-load-*/service_load.md", "service-faults-*/service_faults.md", "blas-probe/blas_probe.md",
              "matmul-rows*/matmul_rows.md", "speech-*/speech-*.md", "service-batching-*/service_batching.md",
+             "service-chat-*/service_chat-*.md",
              "chat-predicted-*/chat_predicted.md", "sentences-*/tail_ceiling-*.md"]
     for path in (p for name in names for p in sorted(root.glob(name))):
         text = path.read_text().replace("# ", f"## {path.parent.name}: ", 1)

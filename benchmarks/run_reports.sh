@@ -134,11 +134,10 @@ for m in 0.5b 1.5b; do
       --paragraphs 6 --methods rt,ssbd --out "$OUT/speech-$m"
 done
 # 15. The service (issue #12) after continuous batching: load on the default model (lag bound 5 s),
-#     re-translation through the OpenAI endpoint with and without Predicted Outputs. The
-#     service-batching-0.5b comparison ran the same load script (60 s, 1,2,4 sessions) on the scheduler
-#     before continuous batching (a git worktree of a75cffc on PYTHONPATH) and after, one after the other;
-#     service-batching-0.5b-kernel again, with the few-rows kernel below (benchmarks/compare_load.py
-#     writes the side-by-side tables). service-load-1.5b ran with continuous batching, before the kernel.
+#     re-translation through the OpenAI endpoint with and without Predicted Outputs. Before/after
+#     comparisons of the server (step 17) run service_load.py with a git worktree of the older
+#     commit on PYTHONPATH; service_load.py starts the server outside the checkout so that the
+#     worktree's code is what runs, and names the server's commit in its report.
 once "$OUT/service-load-1.5b/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-1.5b \
     --sessions 1,2 --seconds 90 --target-p95 5 --out "$OUT/service-load-1.5b"
 once "$OUT/chat-predicted-0.5b/chat_predicted.json" python benchmarks/chat_predicted.py --model qwen2.5-coder-0.5b \
@@ -165,5 +164,29 @@ run python benchmarks/tail_ceiling.py "$OUT/sentences-1.5b" --model qwen2.5-code
     --costs "$OUT/verify-cost-1.5b-kernel/verify_cost.json" > /dev/null
 run python benchmarks/tail_ceiling.py "$OUT/sentences-0.5b-rows-kernel" --model qwen2.5-coder-0.5b \
     --costs "$OUT/verify-cost-0.5b-kernel/verify_cost.json" > /dev/null
+# 17. Before/after runs of the server, each on a git worktree of its commit (wt below): continuous
+#     batching (a75cffc, one batched step per update, against 5aa40f3 with the few-rows kernel off),
+#     and a chat client beside one live SSBD session, the chat run to its end (5aa40f3) against
+#     interleaved round by round (this commit), twice; then the session alone.
+WT=${TMPDIR:-/tmp}/mlx-ssbd-wt
+wt() { [ -d "$WT-$1" ] || git worktree add --detach "$WT-$1" "$1" > /dev/null; echo "$WT-$1"; }
+LOAD="python benchmarks/service_load.py --model qwen2.5-coder-0.5b --seconds 60 --target-p95 5"
+B="$OUT/service-batching-0.5b-rerun"
+once "$B/before/service_load.json" env PYTHONPATH="$(wt a75cffc)" $LOAD --methods rt,ssbd --sessions 1,2,4 --out "$B/before"
+once "$B/after/service_load.json" env PYTHONPATH="$(wt 5aa40f3)" MLX_SSBD_FEW_ROWS=1 $LOAD --methods rt,ssbd \
+    --sessions 1,2,4 --out "$B/after"
+run python benchmarks/compare_load.py "$B/before" "$B/after" --before-label "step batching" --after-label continuous \
+    --title "The service scheduler before and after continuous batching (0.5B), re-run" --out "$B" > /dev/null
+C="$OUT/service-chat-0.5b"
+for r in 1 2; do
+  once "$C/before-$r/service_load.json" env PYTHONPATH="$(wt 5aa40f3)" $LOAD --methods ssbd --sessions 1 \
+      --chat-tokens 200 --out "$C/before-$r"
+  once "$C/after-$r/service_load.json" $LOAD --methods ssbd --sessions 1 --chat-tokens 200 --out "$C/after-$r"
+  run python benchmarks/compare_load.py "$C/before-$r" "$C/after-$r" --before-label "chat to its end" \
+      --after-label "chat interleaved" --title "A 200-token chat client beside one live session (0.5B), run $r" \
+      --name "service_chat-$r.md" --out "$C" > /dev/null
+done
+once "$C/alone/service_load.json" $LOAD --methods ssbd --sessions 1 --out "$C/alone"
+for w in a75cffc 5aa40f3; do [ ! -d "$WT-$w" ] || git worktree remove --force "$WT-$w"; done
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

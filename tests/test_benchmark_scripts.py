@@ -72,12 +72,14 @@ def test_chat_predicted_through_the_openai_endpoint(model_dir, tmp_path):
 
 
 def test_compare_load_joins_two_runs(tmp_path):
-    def run(name, p95):
+    def run(name, p95, **extra):
+        chat = {"longest_gap_s": 10 * p95, "events_after_replay": int(p95), "lag_max_all_s": 20 * p95,
+                "chat_answers": 2, "chat_s_median": 30.0} if extra else {}
         rows = [{"method": m, "sessions": n, "lag_p50_s": 1.0, "lag_p95_s": p95 * n, "translation.update": 3,
-                 "translation.commit": 1} for m in ("rt", "ssbd") for n in (1, 2)]
+                 "translation.commit": 1, **chat} for m in ("rt", "ssbd") for n in (1, 2)]
         (tmp_path / name).mkdir()
         (tmp_path / name / "service_load.json").write_text(json.dumps({
-            "model": "m", "seconds_per_run": 60, "rows": rows,
+            "model": "m", "seconds_per_run": 60, "rows": rows, **extra,
             "machine": {"device": "cpu", "compute_dtype": "float32", "blas": "openblas", "cpus": 2}}))
 
     run("a", 3.0)
@@ -86,6 +88,14 @@ def test_compare_load_joins_two_runs(tmp_path):
            "--out", tmp_path / "out")
     report = (tmp_path / "out" / "service_batching.md").read_text()
     assert "| ssbd | 2 | 1.0 | 1.0 | 6.0 | 4.0 | 4 | 4 |" in report and "lag p95 s, old" in report
+    assert "chat completions" not in report and "Server code" not in report
+    run("c", 3.0, chat_tokens=200, server_code="abc1234")
+    run("d", 2.0, chat_tokens=200, server_code="def5678")
+    script("compare_load.py", tmp_path / "c", tmp_path / "d", "--before-label", "old", "--after-label", "new",
+           "--out", tmp_path / "out2")
+    report = (tmp_path / "out2" / "service_batching.md").read_text()
+    assert "| ssbd | 1 | 30.0 | 20.0 | 3 | 2 | 60.0 | 40.0 | 2 (30.0) | 2 (30.0) |" in report
+    assert "Server code: old abc1234, new def5678." in report
 
 
 def test_tail_ceiling_prices_a_bench_run(model_dir, tmp_path):
