@@ -67,7 +67,7 @@ def rss_mb(pid: int) -> float:
 
 
 async def client(url: str, method: str, partials, seconds: float, lags: list, counts: dict,
-                 late: list | None = None, gaps: list | None = None) -> None:
+                 late: list, gaps: list) -> None:
     import websockets
 
     async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
@@ -94,18 +94,16 @@ async def client(url: str, method: str, partials, seconds: float, lags: list, co
             if event["type"] in ("translation.update", "translation.commit") and event.get("end") is not None:
                 if now <= seconds + 5:  # after the replay ends, the drain is not live lag
                     lags.append(now - event["end"])
-                    if gaps is not None:
-                        gaps.append(now - last)
+                    gaps.append(now - last)
                     last = now
-                elif late is not None:
+                else:
                     late.append(now - event["end"])
                 counts[event["type"]] += 1
             elif event["type"] == "error":
                 counts["errors"] += 1
             elif event["type"] == "session.closed":
                 break
-        if gaps is not None:  # the wait since the last caption, up to the end of the replay (+5 s)
-            gaps.append(min(time.monotonic() - t0, seconds + 5) - last)
+        gaps.append(min(time.monotonic() - t0, seconds + 5) - last)  # since the last caption, to the end
         await sender
 
 
@@ -130,11 +128,12 @@ def run_load(url: str, method: str, n: int, seconds: float, streams, chat_tokens
     lags, counts = [], {"partials": 0, "translation.update": 0, "translation.commit": 0, "errors": 0}
     answers: list[tuple[float, int]] = []
     late: list[float] = []  # lags of events that came after the replay ended (the drain)
-    gaps: list[float] = []  # seconds between a session's caption events during the replay
+    gaps: list[float] = []  # seconds between a session's caption events during the replay, and to its end
 
     async def all_clients():
         chat = [chat_client(url, chat_tokens, seconds, answers)] if chat_tokens else []
-        await asyncio.gather(*(client(url, method, streams[i], seconds, lags, counts, late, gaps) for i in range(n)), *chat)
+        await asyncio.gather(*(client(url, method, streams[i], seconds, lags, counts, late, gaps) for i in range(n)),
+                             *chat)
 
     start = time.monotonic()
     asyncio.run(all_clients())
@@ -143,7 +142,8 @@ def run_load(url: str, method: str, n: int, seconds: float, streams, chat_tokens
     return {"method": method, "sessions": n, "seconds": seconds, "wall_s": round(time.monotonic() - start, 1),
             "events": len(lags), "lag_p50_s": round(q(0.5), 2), "lag_p95_s": round(q(0.95), 2),
             "lag_max_s": round(lags[-1], 2) if lags else None, **counts,
-            **({"longest_gap_s": round(max(gaps), 2) if gaps else None, "events_after_replay": len(late), "lag_max_all_s": round(max(lags + late), 2) if lags + late else None,
+            **({"longest_gap_s": round(max(gaps), 2) if gaps else None, "events_after_replay": len(late),
+                "lag_max_all_s": round(max(lags + late), 2) if lags + late else None,
                 "chat_answers": len(answers), "chat_tokens": sum(t for _, t in answers),
                 "chat_s_median": round(sorted(s for s, _ in answers)[len(answers) // 2], 1) if answers else None}
                if chat_tokens else {})}

@@ -62,14 +62,23 @@ def diverged_before_end(record: dict) -> int:
     return record["draft_tokens"] - record["accepted"]
 
 
+def decoded_one_by_one(record: dict) -> int:
+    """The update's passes after its first: each feeds one token (no proposals: checked)."""
+    return record["forward_passes"] - 1
+
+
+def first_width(record: dict) -> int:
+    """Tokens fed in the update's first pass (the prompt tail, with the draft for SSBD)."""
+    return record["tokens_fed"] - decoded_one_by_one(record)
+
+
 def update_costs(record: dict, cost: PassCost, guessed: float = 0.0, wasted: int = 0) -> float:
-    """One update of the run in decode steps: its first pass (prompt tail, with the draft for SSBD),
-    then one step per token decoded; ``guessed`` of those tokens (a fraction) fed in the first pass,
-    with ``wasted`` more tokens of guesses that do not hold."""
-    steps = record["forward_passes"] - 1  # every later pass feeds one token (no proposals: checked)
-    first = record["tokens_fed"] - steps
+    """One update of the run in decode steps: its first pass, then one step per token decoded;
+    ``guessed`` of those tokens (a fraction) fed in the first pass, with ``wasted`` more tokens of
+    guesses that do not hold."""
+    steps = decoded_one_by_one(record)
     moved = round(guessed * steps)
-    return cost(first + moved + wasted) + steps - moved
+    return cost(first_width(record) + moved + wasted) + steps - moved
 
 
 def lookup_passes(tail: Sequence[int], history: Sequence[int], pools: list[list[int]], n: int, max_len: int):
@@ -120,7 +129,7 @@ def main() -> None:
         return rt_steps / sum(update_costs(r, cost, guessed) for r in ssbd)
 
     needed = next((f / 100 for f in range(101) if speedup(f / 100) >= args.target), None)
-    decoded = sum(r["forward_passes"] - 1 for r in ssbd)
+    decoded = sum(map(decoded_one_by_one, ssbd))
 
     def placed(cuts: tuple[int, ...]) -> dict:
         """Guesses fed after the draft less its last ``c`` tokens, for each ``c`` in ``cuts`` (a
@@ -132,8 +141,8 @@ def main() -> None:
 
         helped = [r for r in ssbd if fits(r)]
         steps = sum(update_costs(r, cost, 1.0 if fits(r) else 0.0,
-                                 (r["forward_passes"] - 1) * (len(cuts) - fits(r))) for r in ssbd)
-        share = sum(r["forward_passes"] - 1 for r in helped) / decoded
+                                 decoded_one_by_one(r) * (len(cuts) - fits(r))) for r in ssbd)
+        share = sum(map(decoded_one_by_one, helped)) / decoded
         return {"cuts": list(cuts), "updates": len(helped), "share": round(share, 3),
                 "speedup": round(rt_steps / steps, 3)}
     result = {"run": args.run.name, "method": args.method, "updates": len(ssbd), "costs": args.costs.parent.name,
@@ -192,7 +201,7 @@ def pool_rows(args, ssbd: list[dict], cost: PassCost, rt_steps: float) -> list[d
         "session": lambda r: [finals[item] for item in reversed(order[: order.index(r["item"])])],
     }
     kinds["all"] = lambda r: [p for kind in ("this sentence", "session", "source") for p in kinds[kind](r)]
-    first = [cost(r["tokens_fed"] - (r["forward_passes"] - 1)) for r in ssbd]  # the verify passes
+    first = [cost(first_width(r)) for r in ssbd]  # the verify passes
     rows = []
     for name, pools_of in kinds.items():
         decoded, widths, accepted = 0, [], 0
