@@ -159,6 +159,8 @@ def main() -> None:
     parser.add_argument("--chat-tokens", type=int, default=0, help="a chat client beside: answers of N tokens")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.chat_tokens < 0:
+        parser.error("--chat-tokens must be 0 (no chat client) or more")
     counts = [int(n) for n in args.sessions.split(",")]
     pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
     streams = []

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from mlx_ssbd.engine.lookahead import find_last
 from mlx_ssbd.models.loading import resolve
-from mlx_ssbd.models.registry import model_dir
+from mlx_ssbd.models.registry import ModelError, model_dir
 
 END = -1  # stands for the end-of-turn token the model decodes last
 FRACTIONS = (0.25, 0.5, 0.75, 1.0)
@@ -114,14 +114,24 @@ def main() -> None:
     parser.add_argument("--max-len", type=int, default=2, help="most tokens an n-gram guess proposes")
     args = parser.parse_args()
 
-    records = [json.loads(line) for line in (args.run / "results.jsonl").open()]
+    if args.n < 1 or args.max_len < 1:
+        raise SystemExit("-n and --max-len must be at least 1")
+    try:
+        card, location = resolve(args.model)
+        records = [json.loads(line) for line in (args.run / "results.jsonl").read_text().splitlines() if line.strip()]
+        costs = json.loads(args.costs.read_text())
+    except (OSError, ValueError, ModelError) as error:  # ValueError: not JSON
+        raise SystemExit(f"tail_ceiling: {type(error).__name__}: {error}") from None
+    if not isinstance(costs, dict) or not costs.get("pass_over_step"):
+        raise SystemExit(f"tail_ceiling: {args.costs} is not a verify_cost.py report (no pass_over_step)")
+    cost = PassCost(costs["pass_over_step"])
+    args.tokenizer = str(model_dir(card)) if card else location
     greedy = [r for r in records if r.get("temperature", 0.0) == 0.0]
     rt, ssbd = ([r for r in greedy if r["config"] == name] for name in ("rt", args.method))
     if not rt or not ssbd:
         raise SystemExit(f"{args.run / 'results.jsonl'} needs greedy records of 'rt' and {args.method!r}")
     if any(r.get("proposals", 0) for r in ssbd):
         raise SystemExit(f"{args.method!r} made proposals: its passes' widths are not in the records")
-    cost = PassCost(json.loads(args.costs.read_text())["pass_over_step"])
     rt_steps = sum(update_costs(r, cost) for r in rt)
     measured = sum(r["wall_s"] for r in rt) / sum(r["wall_s"] for r in ssbd)
 
@@ -187,8 +197,7 @@ def pool_rows(args, ssbd: list[dict], cost: PassCost, rt_steps: float) -> list[d
     """The n-gram pools replayed on the re-tokenized outputs (see the module docstring)."""
     from transformers import AutoTokenizer
 
-    card, location = resolve(args.model)
-    tokenizer = AutoTokenizer.from_pretrained(str(model_dir(card)) if card else location)
+    tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     items: dict[str, list[dict]] = {}
     for record in ssbd:
