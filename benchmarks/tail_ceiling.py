@@ -81,6 +81,13 @@ def update_costs(record: dict, cost: PassCost, guessed: float = 0.0, wasted: int
     return cost(first_width(record) + moved + wasted) + steps - moved
 
 
+def draft_model_guesses(records: list[dict]) -> list[dict]:
+    """Per method that guessed tails with a draft model (``Job.guess``): tokens guessed and held."""
+    methods = sorted({r["config"] for r in records if r.get("tail_guessed")})
+    return [{"method": m, "guessed": sum(r["tail_guessed"] for r in records if r["config"] == m),
+             "held": sum(r["tail_accepted"] for r in records if r["config"] == m)} for m in methods]
+
+
 def lookup_passes(tail: Sequence[int], history: Sequence[int], pools: list[list[int]], n: int, max_len: int):
     """(tokens fed per pass, tokens accepted from guesses) to decode ``tail`` after ``history``."""
     widths: list[int] = []
@@ -158,15 +165,20 @@ def main() -> None:
     result = {"run": args.run.name, "method": args.method, "updates": len(ssbd), "costs": args.costs.parent.name,
               "measured_speedup": round(measured, 3), "modeled_speedup": round(speedup(0.0), 3),
               "rt_steps": round(rt_steps, 1), "decoded_one_by_one": decoded,
+              "draft_model_guesses": draft_model_guesses(greedy),
               "verify_guess": {str(f): round(speedup(f), 3) for f in FRACTIONS},
               "fraction_for_target": needed, "target": args.target,
               "placed": [placed(cuts) for cuts in ((0,), (1,), (0, 1))],
               "pools": pool_rows(args, ssbd, cost, rt_steps)}
+    drafted = [f"A draft model's guesses in the same run (`{g['method']}`): {g['guessed']} tokens guessed, {g['held']} "
+               f"held, {100 * g['held'] / decoded:.0f}% of the tokens {args.method} decoded one by one.\n"
+               for g in result["draft_model_guesses"]]
     lines = [f"# What guessing the new tail could save: `{args.run.name}` ({args.method} against RT, "
              f"{len(ssbd)} updates, pass costs from `{args.costs.parent.name}`)", "",
              f"Cost model: RT {rt_steps:.0f} decode steps; speedup modeled {result['modeled_speedup']:.2f}x, "
              f"measured {measured:.2f}x (wall time of the run). SSBD decoded {decoded} tokens one by one "
              f"({decoded / len(ssbd):.1f} per update).", "",
+             *drafted,
              "**A guess fed in the verify pass**, right for the first fraction f of those tokens:", "",
              "| f | " + " | ".join(f"{f:g}" for f in FRACTIONS) + " |", "|---|" + "---|" * len(FRACTIONS),
              "| speedup over RT (modeled) | " + " | ".join(f"{speedup(f):.2f}x" for f in FRACTIONS) + " |", "",

@@ -124,7 +124,7 @@ def test_tail_ceiling_prices_a_bench_run(model_dir, tmp_path):
 
 def test_tail_ceiling_cost_model_and_lookup():
     sys.path.insert(0, str(BENCHMARKS))
-    from tail_ceiling import PassCost, lookup_passes, update_costs
+    from tail_ceiling import PassCost, draft_model_guesses, lookup_passes, update_costs
 
     cost = PassCost({"1": 1.0, "4": 2.5, "16": 4.0})
     assert [cost(1), cost(2), cost(10), cost(28)] == [1.0, 1.5, 3.25, 5.5]  # linear, and on past the last
@@ -135,5 +135,8 @@ def test_tail_ceiling_cost_model_and_lookup():
     # The tail 7 8 9 follows 5 6 in the pool: one pass feeds 6 with the guess 7 8 and takes 9 from the model.
     assert lookup_passes([7, 8, 9], [5, 6], [[1, 5, 6, 7, 8, 4]], n=2, max_len=2) == ([3], 2)
     assert lookup_passes([7, 8, 9], [5, 6], [], n=2, max_len=2) == ([1, 1, 1], 0)
+    records = [{"config": "ssbd", "tail_guessed": 0}, {"config": "ssbd-tail", "tail_guessed": 4, "tail_accepted": 1},
+               {"config": "ssbd-tail", "tail_guessed": 2, "tail_accepted": 2}]
+    assert draft_model_guesses(records) == [{"method": "ssbd-tail", "guessed": 6, "held": 3}]
     noisy = PassCost({"1": 1.0, "4": 0.9, "16": 0.8})  # a tiny model's timings: wider never cheaper
     assert noisy(4) == noisy(40) == 1.0
