@@ -1,11 +1,11 @@
-"""Resync and source n-gram drafts: proposals, and losslessness at beta = 0."""
+"""Resync and n-gram pool drafts (source, earlier outputs): proposals, and losslessness at beta = 0."""
 
 import pytest
 from test_translator import SMALL, assert_same_outputs_on_random_streams
 from tiny import byte_tokenizer, tiny_model
 
 from mlx_ssbd import StreamTranslator, method_config
-from mlx_ssbd.engine.lookahead import Proposer, find_last, find_unique
+from mlx_ssbd.engine.lookahead import History, Proposer, find_last, find_unique
 
 
 def test_find_unique_and_last():
@@ -25,12 +25,35 @@ def test_resync_proposes_the_rest_of_the_old_draft():
 
 
 def test_ngram_proposes_source_continuations_and_attempts_are_capped():
-    p = Proposer(source=[40, 41, 42, 43, 44], max_attempts=2)
+    p = Proposer(pools=[[40, 41, 42, 43, 44]], max_attempts=2)
     assert p([7, 41, 42]) == [43, 44]
     p.accepted(1)
     assert p.ngram_accepted == 1
     assert p([41, 42]) == [43, 44]
     assert p([41, 42]) == []  # capped
+
+
+def test_pools_are_searched_in_order_and_guesses_are_cut_to_pool_len():
+    p = Proposer(pools=[[1, 2], [5, 1, 2, 8, 9, 10], [1, 2, 7]], pool_len=2, max_attempts=9)
+    assert p([4, 1, 2]) == [8, 9]  # the first pool ends at the match: the next one with a follower
+    assert p([9, 10]) == []  # in no pool
+    resync_first = Proposer(old_draft=[3, 1, 2, 6], pools=[[1, 2, 7]])
+    assert resync_first([1, 2]) == [6]
+
+
+def test_history_keeps_the_newest_outputs_of_the_segment_then_of_committed_segments():
+    h = History(keep=2)
+    h.seen([1, 2])
+    h.seen([1, 2])  # repeated: nothing new
+    h.seen([1, 2, 3])
+    h.seen([])
+    assert h.pools() == [(1, 2, 3), (1, 2)]
+    h.commit([1, 2, 3, 4])
+    assert h.pools() == [(1, 2, 3, 4)]  # the segment's live outputs go with it
+    for output in ([7], [8], [9]):
+        h.commit(output)
+    h.seen([5])
+    assert h.pools() == [(5,), (9,), (8,)]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +62,7 @@ def tok():
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-@pytest.mark.parametrize("method", ["ssbd-resync", "ssbd-ngram", "ssbd-plus"])
+@pytest.mark.parametrize("method", ["ssbd-resync", "ssbd-ngram", "ssbd-plus", "ssbd-pool"])
 def test_lookahead_at_beta0_is_token_identical_to_rt(tok, arch, method):
     model = tiny_model(arch, seed=21)
     make = lambda m, **k: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
@@ -49,6 +72,18 @@ def test_lookahead_at_beta0_is_token_identical_to_rt(tok, arch, method):
     accepted = sum(s.resynced + s.ngram_accepted for s in stats)
     if method != "ssbd-ngram":  # a random model never repeats its source's bytes: see the copy test
         assert proposed > 0 and accepted > 0
+
+
+def test_history_proposals_alone_are_accepted_and_lossless(tok):
+    """Pools of earlier outputs only (no source): a random model repeats its own n-grams, so
+    proposals from them are accepted, and the outputs still equal RT's at beta = 0."""
+    model = tiny_model("qwen2", seed=21)
+    make = lambda m, **k: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
+                                           config=method_config(m, **SMALL, **k))
+    pooled = make("ssbd", beta=0.0, history_drafts=True, ngram_len=2)
+    stats = assert_same_outputs_on_random_streams(make("rt"), pooled, streams=25, seed=99)
+    assert sum(s.ngram_accepted for s in stats) > 0
+    assert pooled.history.committed  # the session's committed outputs are pools
 
 
 def test_unknown_method_is_named():
@@ -72,7 +107,7 @@ def copy_job(prompt, proposal_source):
     from mlx_ssbd.engine.update import Job
 
     return Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=40, stops=lambda t: None,
-               proposer=Proposer(source=proposal_source, max_attempts=10))
+               proposer=Proposer(pools=[proposal_source], max_attempts=10))
 
 
 @pytest.mark.parametrize("batched", [False, True])

@@ -243,6 +243,8 @@ def test_bad_config_values():
         TranslatorConfig(beta=2)
     with pytest.raises(ValueError, match="display_mask_k"):
         TranslatorConfig(display_mask_k=-1)
+    with pytest.raises(ValueError, match="ngram_len"):
+        TranslatorConfig(ngram_len=0)
 
 
 def test_display_mask_k_hides_tail_until_final(model, tok):

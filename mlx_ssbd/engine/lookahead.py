@@ -6,10 +6,13 @@ Contract: ``Proposer`` looks at the output decoded so far and proposes tokens th
   d, when the last ``n`` output tokens occur exactly once in the rest of the old draft, propose what
   follows them there. Rewording early in a sentence often leaves its tail intact, so decoding can
   rejoin the old draft.
-* **source n-grams** (prompt lookup): when resync has nothing to propose (no old draft left, or no
-  unique match in it) and the last ``n`` output tokens occur in the source ids, propose the
-  source tokens that follow, which helps with copy-through
-  tokens (names, numbers, code).
+* **n-gram pools** (prompt lookup): when resync has nothing to propose (no old draft left, or no
+  unique match in it), look the last ``n`` output tokens up in each pool in turn and propose the
+  (up to ``pool_len``) tokens that follow their last occurrence in the first pool that has them.
+  Pools: the source ids, which helps with copy-through tokens (names, numbers, code), and the
+  session's earlier outputs (``History``: this segment's earlier outputs, then the committed
+  segments, newest first), which helps where the model words a new sentence as it worded an
+  earlier one.
 
 ``update.update_steps`` checks each proposal in one biased pass (``verify.decide``: the same rule
 and β as the update's draft). With β = 0 every accepted token is the greedy token, so the output
@@ -19,11 +22,12 @@ equals plain greedy decoding.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 DEFAULT_NGRAM = 2
 DEFAULT_MAX_PROPOSAL = 16
 DEFAULT_MAX_ATTEMPTS = 4
+DEFAULT_HISTORY = 8  # earlier outputs kept per kind (this segment's, committed ones)
 
 
 def find_unique(haystack: Sequence[int], needle: Sequence[int], start: int = 0) -> int | None:
@@ -49,18 +53,20 @@ class Proposer:
     Args:
         old_draft: the previous output (the update's draft), if resync is on; else empty.
         diverged_at: how many draft tokens the update's verify pass accepted.
-        source: the source token ids, if n-gram drafts are on; else empty.
+        pools: token sequences searched for n-gram proposals, in order of preference; empty: none.
+        max_len, pool_len: the most tokens a resync / n-gram proposal holds.
     """
 
     old_draft: Sequence[int] = ()
     diverged_at: int = 0
-    source: Sequence[int] = ()
+    pools: Sequence[Sequence[int]] = ()
     n: int = DEFAULT_NGRAM
     max_len: int = DEFAULT_MAX_PROPOSAL
+    pool_len: int = DEFAULT_MAX_PROPOSAL
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     attempts: int = 0
     resynced: int = 0  # tokens accepted from resync proposals
-    ngram_accepted: int = 0  # tokens accepted from source n-gram proposals
+    ngram_accepted: int = 0  # tokens accepted from n-gram pool proposals
     _kind: str = ""
 
     def __call__(self, output: Sequence[int]) -> list[int]:
@@ -72,10 +78,11 @@ class Proposer:
             at = find_unique(self.old_draft, tail, self.diverged_at)
             if at is not None:
                 proposal, self._kind = list(self.old_draft[at : at + self.max_len]), "resync"
-        if not proposal and self.source:
-            at = find_last(self.source, tail)
-            if at is not None:
-                proposal, self._kind = list(self.source[at : at + self.max_len]), "ngram"
+        for pool in self.pools if not proposal else ():
+            at = find_last(pool, tail)
+            if at is not None and at < len(pool):
+                proposal, self._kind = list(pool[at : at + self.pool_len]), "ngram"
+                break
         if proposal:
             self.attempts += 1
         return proposal
@@ -85,3 +92,32 @@ class Proposer:
             self.resynced += count
         elif self._kind == "ngram":
             self.ngram_accepted += count
+
+
+@dataclass
+class History:
+    """A session's earlier outputs as n-gram pools (``pools()``, newest first): this segment's
+    earlier outputs, then its committed segments' outputs, at most ``keep`` of each."""
+
+    keep: int = DEFAULT_HISTORY
+    segment: list[tuple[int, ...]] = field(default_factory=list)
+    committed: list[tuple[int, ...]] = field(default_factory=list)
+
+    def seen(self, output: Sequence[int]) -> None:
+        """Record a live (not final) output of the current segment."""
+        self.segment = _newest_first(self.segment, output, self.keep)
+
+    def commit(self, output: Sequence[int]) -> None:
+        """Record the segment's final output; the next outputs belong to a new segment."""
+        self.committed = _newest_first(self.committed, output, self.keep)
+        self.segment = []
+
+    def pools(self) -> list[tuple[int, ...]]:
+        return [*self.segment, *self.committed]
+
+
+def _newest_first(kept: list[tuple[int, ...]], output: Sequence[int], keep: int) -> list[tuple[int, ...]]:
+    output = tuple(output)
+    if not output or (kept and kept[0] == output):  # an empty or repeated output adds nothing
+        return kept
+    return [output, *kept][:keep]

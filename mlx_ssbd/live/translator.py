@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, replace
 from ..backend import pipelined_decode
 from ..engine import update as engine
 from ..engine.cache import TokenCache, common_prefix_len
-from ..engine.lookahead import Proposer
+from ..engine.lookahead import DEFAULT_MAX_PROPOSAL, History, Proposer
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
 from ..engine.tail import DEFAULT_GUESS as DEFAULT_TAIL_GUESS
@@ -75,6 +75,8 @@ METHODS = {
     "ssbd-resync": Method("ssbd", "ssbd, rejoining the old draft after a divergence", (("resync", True),)),
     "ssbd-ngram": Method("ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),)),
     "ssbd-plus": Method("ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))),
+    "ssbd-pool": Method("ssbd", "ssbd, proposing 2-token n-gram continuations from the source and the session's earlier outputs",
+                        (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2))),
     "ssbd-final0": Method("ssbd", "ssbd, committing with beta = 0 (what RT commits)", (("final_beta", 0.0),)),
     "ssbd-tail": Method("ssbd", "ssbd, a draft model guessing the new tail, checked in the same pass (needs a draft model)",
                         (("tail_guess", DEFAULT_TAIL_GUESS),)),
@@ -100,6 +102,9 @@ class TranslatorConfig:
         stop_on_newline: end the output at a token containing a newline (captions are one line).
         resync: after the draft is rejected, rejoin it where the new output matches it again.
         ngram_drafts: propose source n-gram continuations (copy-through tokens) while decoding.
+        history_drafts: propose n-gram continuations from the session's earlier outputs too (this
+            segment's earlier outputs, then committed segments; ``lookahead.History``).
+        ngram_len: the most tokens an n-gram proposal holds. Default 16.
         final_beta: beta for the final (committed) update of a segment; None: ``beta``. With 0 the
             committed text is exactly what RT commits (a bad early draft cannot be locked in),
             while live updates keep the fast biased drafts.
@@ -121,6 +126,8 @@ class TranslatorConfig:
     stop_on_newline: bool = True
     resync: bool = False
     ngram_drafts: bool = False
+    history_drafts: bool = False
+    ngram_len: int = DEFAULT_MAX_PROPOSAL
     final_beta: float | None = None
     temperature: float = 0.0
     top_p: float = 1.0
@@ -143,6 +150,8 @@ class TranslatorConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if not isinstance(self.ngram_len, int) or self.ngram_len < 1:
+            raise ValueError(f"ngram_len must be a positive integer, got {self.ngram_len!r}")
 
     @property
     def effective_beta(self) -> float:
@@ -178,7 +187,7 @@ class UpdateStats:
     wall_s: float
     cache_rebuilds: int  # untrimmable cache rebuilt (0 on a full KV cache)
     resynced: int = 0  # tokens accepted by rejoining the old draft after a divergence
-    ngram_accepted: int = 0  # tokens accepted from source n-gram proposals
+    ngram_accepted: int = 0  # tokens accepted from n-gram proposals (source, earlier outputs)
     proposals: int = 0  # lookahead proposals verified (each one forward pass)
     locked: int = 0  # stable tokens forced at the start of the output (see ``agreement``)
     unchanged: int = 0  # 1: same source as the last update, answered without a forward pass
@@ -295,6 +304,7 @@ class StreamTranslator:
         self._recent: list[list[int]] = []  # this segment's last outputs, for agreement
         self._context: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # committed (source, output)
         self._context_ids: tuple[int, ...] = ()  # the prompt ids of ``_context``
+        self.history = History()  # earlier outputs, for ``history_drafts``
         self.segment = 0
         self.sampler = self._make_sampler(config)
 
@@ -351,8 +361,9 @@ class StreamTranslator:
         max_new = max(max_new, len(locked))
         draft = self._draft_tokens()[len(locked) : max_new] if cfg.uses_draft else []
         proposer = None
-        if cfg.resync or cfg.ngram_drafts:
-            proposer = Proposer(old_draft=draft if cfg.resync else (), source=prompt.source if cfg.ngram_drafts else ())
+        if cfg.resync or cfg.ngram_drafts or cfg.history_drafts:
+            pools = [*(self.history.pools() if cfg.history_drafts else ()), *([prompt.source] if cfg.ngram_drafts else ())]
+            proposer = Proposer(old_draft=draft if cfg.resync else (), pools=pools, pool_len=cfg.ngram_len)
         head = [*prompt.ids, *locked]
         guess, guess_passes, guess_s = self._guess(head, draft, max_new - len(locked))
         job = engine.Job(head=head, locked=locked, draft=draft, beta=cfg.beta_for(final),
@@ -423,10 +434,12 @@ class StreamTranslator:
             unstable=display[len(stable):],
         )
         if step.final:
+            self.history.commit(output)
             self._remember(step.prompt.source, output)
             self.segment += 1
             self.reset()
         else:
+            self.history.seen(output)
             self._draft = output
             self._last_source = step.source.strip()
         return update
