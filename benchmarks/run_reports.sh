@@ -188,5 +188,15 @@ for r in 1 2; do
 done
 once "$C/alone/service_load.json" $LOAD --methods ssbd --sessions 1 --out "$C/alone"
 for w in a75cffc 5aa40f3; do [ ! -d "$WT-$w" ] || git worktree remove --force "$WT-$w"; done
+# 18. Issue #14, n-gram pools built (ssbd-pool: 2-token guesses from the source and the session's
+#     earlier outputs, the pools tail_ceiling.py prices best): step 13's sentences on both models.
+#     First as built at 955fe1c, the guesses checked with the update's beta (0.2), with RT, SSBD and
+#     ssbd-plus in the same run; then as now, checked at beta 0 (lossless).
+for m in 1.5b 0.5b; do
+  run env PYTHONPATH="$(wt 955fe1c)" mlx-ssbd bench $SENTENCES -m qwen2.5-coder-$m \
+      --methods rt,ssbd,ssbd-plus,ssbd-pool --out "$OUT/sentences-pool-biased-$m" > /dev/null
+  bench $SENTENCES -m qwen2.5-coder-$m --methods rt,ssbd,ssbd-pool --out "$OUT/sentences-pool-$m"
+done
+[ ! -d "$WT-955fe1c" ] || git worktree remove --force "$WT-955fe1c"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

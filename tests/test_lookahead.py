@@ -86,6 +86,25 @@ def test_history_proposals_alone_are_accepted_and_lossless(tok):
     assert pooled.history.committed  # the session's committed outputs are pools
 
 
+def test_pool_guesses_at_their_own_beta_leave_a_biased_update_unchanged(tok):
+    """ssbd-pool checks its guesses at beta 0: at beta 0.3 its outputs are plain SSBD's at 0.3,
+    token for token, while the guesses are accepted (fewer passes for the same text)."""
+    model = tiny_model("qwen2", seed=21)
+    make = lambda m, **k: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
+                                           config=method_config(m, **SMALL, **k))
+    stats = assert_same_outputs_on_random_streams(make("ssbd", beta=0.3), make("ssbd-pool", beta=0.3), streams=25, seed=7)
+    assert sum(s.ngram_accepted for s in stats) > 0
+
+
+def test_the_proposer_checks_pool_guesses_with_pool_beta_and_resync_with_the_update_s():
+    p = Proposer(old_draft=[3, 1, 2, 6], pools=[[8, 9, 5]], pool_beta=0.0)
+    p([1, 2])  # resync
+    assert p.beta(0.3) == 0.3
+    p([8, 9])  # the pool
+    assert p.beta(0.3) == 0.0
+    assert Proposer(pools=[[8, 9, 5]]).beta(0.3) == 0.3
+
+
 def test_unknown_method_is_named():
     with pytest.raises(ValueError, match="unknown method 'turbo'"):
         method_config("turbo")

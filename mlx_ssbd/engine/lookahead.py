@@ -14,9 +14,11 @@ Contract: ``Proposer`` looks at the output decoded so far and proposes tokens th
   segments, newest first), which helps where the model words a new sentence as it worded an
   earlier one.
 
-``update.update_steps`` checks each proposal in one biased pass (``verify.decide``: the same rule
-and β as the update's draft). With β = 0 every accepted token is the greedy token, so the output
-equals plain greedy decoding.
+``update.update_steps`` checks each proposal in one pass (``verify.decide``: the same rule as the
+update's draft, with its β, or with ``pool_beta`` for an n-gram pool proposal when that is set:
+``ssbd-pool`` checks its pool guesses at β = 0, so they only save passes and never change the
+output). With β = 0 every accepted token is the greedy token, so the output equals plain greedy
+decoding.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class Proposer:
         diverged_at: how many draft tokens the update's verify pass accepted.
         pools: token sequences searched for n-gram proposals, in order of preference; empty: none.
         max_len, pool_len: the most tokens a resync / n-gram proposal holds.
+        pool_beta: the bias n-gram pool proposals are checked with; None: the update's β.
     """
 
     old_draft: Sequence[int] = ()
@@ -63,6 +66,7 @@ class Proposer:
     n: int = DEFAULT_NGRAM
     max_len: int = DEFAULT_MAX_PROPOSAL
     pool_len: int = DEFAULT_MAX_PROPOSAL
+    pool_beta: float | None = None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     attempts: int = 0
     resynced: int = 0  # tokens accepted from resync proposals
@@ -86,6 +90,10 @@ class Proposer:
         if proposal:
             self.attempts += 1
         return proposal
+
+    def beta(self, update_beta: float) -> float:
+        """The bias to check the last proposal with."""
+        return self.pool_beta if self._kind == "ngram" and self.pool_beta is not None else update_beta
 
     def accepted(self, count: int) -> None:
         if self._kind == "resync":

@@ -66,7 +66,8 @@ class Job:
         head: the prompt ids followed by the locked (stable, forced) output start.
         locked: that forced output start.
         draft: tokens to verify after ``head`` (may be empty).
-        beta: bias towards the draft and towards lookahead proposals.
+        beta: bias towards the draft and towards lookahead proposals (unless the proposer sets
+            its own: ``lookahead.Proposer.beta``).
         max_new: the most output tokens (locked ones included).
         stops: ``stops.StopRule``-like: None, or the ids kept in place of a stop token.
         sampler: None for greedy; a ``sampling.Sampler`` for (biased speculative) sampling.
@@ -143,7 +144,7 @@ def update_steps(job: Job) -> Steps:
             rows, ahead = ahead, None
         fed += [token]
         if proposal:
-            taken, token = yield Sync(decide(rows, proposal, job.beta, job.sampler))
+            taken, token = yield Sync(decide(rows, proposal, job.proposer.beta(job.beta), job.sampler))
             job.proposer.accepted(taken)
             fed += proposal[:taken]
             pending = [*proposal[:taken], token]

@@ -75,8 +75,8 @@ METHODS = {
     "ssbd-resync": Method("ssbd", "ssbd, rejoining the old draft after a divergence", (("resync", True),)),
     "ssbd-ngram": Method("ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),)),
     "ssbd-plus": Method("ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))),
-    "ssbd-pool": Method("ssbd", "ssbd, proposing 2-token n-gram continuations from the source and the session's earlier outputs",
-                        (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2))),
+    "ssbd-pool": Method("ssbd", "ssbd, 2-token n-gram guesses from the source and the session's earlier outputs, checked at beta 0",
+                        (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2), ("ngram_beta", 0.0))),
     "ssbd-final0": Method("ssbd", "ssbd, committing with beta = 0 (what RT commits)", (("final_beta", 0.0),)),
     "ssbd-tail": Method("ssbd", "ssbd, a draft model guessing the new tail, checked in the same pass (needs a draft model)",
                         (("tail_guess", DEFAULT_TAIL_GUESS),)),
@@ -105,6 +105,8 @@ class TranslatorConfig:
         history_drafts: propose n-gram continuations from the session's earlier outputs too (this
             segment's earlier outputs, then committed segments; ``lookahead.History``).
         ngram_len: the most tokens an n-gram proposal holds. Default 16.
+        ngram_beta: the bias n-gram proposals are checked with; None (the default): the update's.
+            0 makes them lossless: the output is what the method gives without them.
         final_beta: beta for the final (committed) update of a segment; None: ``beta``. With 0 the
             committed text is exactly what RT commits (a bad early draft cannot be locked in),
             while live updates keep the fast biased drafts.
@@ -128,6 +130,7 @@ class TranslatorConfig:
     ngram_drafts: bool = False
     history_drafts: bool = False
     ngram_len: int = DEFAULT_MAX_PROPOSAL
+    ngram_beta: float | None = None
     final_beta: float | None = None
     temperature: float = 0.0
     top_p: float = 1.0
@@ -140,8 +143,9 @@ class TranslatorConfig:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
         accept_threshold(self.beta)  # validates the range
-        if self.final_beta is not None:
-            accept_threshold(self.final_beta)
+        for beta in (self.final_beta, self.ngram_beta):
+            if beta is not None:
+                accept_threshold(beta)
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -363,7 +367,8 @@ class StreamTranslator:
         proposer = None
         if cfg.resync or cfg.ngram_drafts or cfg.history_drafts:
             pools = [*(self.history.pools() if cfg.history_drafts else ()), *([prompt.source] if cfg.ngram_drafts else ())]
-            proposer = Proposer(old_draft=draft if cfg.resync else (), pools=pools, pool_len=cfg.ngram_len)
+            proposer = Proposer(old_draft=draft if cfg.resync else (), pools=pools, pool_len=cfg.ngram_len,
+                                pool_beta=cfg.ngram_beta)
         head = [*prompt.ids, *locked]
         guess, guess_passes, guess_s = self._guess(head, draft, max_new - len(locked))
         job = engine.Job(head=head, locked=locked, draft=draft, beta=cfg.beta_for(final),
