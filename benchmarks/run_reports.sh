@@ -198,5 +198,10 @@ for m in 1.5b 0.5b; do
   bench $SENTENCES -m qwen2.5-coder-$m --methods rt,ssbd,ssbd-pool --out "$OUT/sentences-pool-$m"
 done
 [ ! -d "$WT-955fe1c" ] || git worktree remove --force "$WT-955fe1c"
+# 19. ...and on step 5's talk-style ASR partials (short, unpunctuated, revised), both models.
+for m in 0.5b 1.5b; do
+  bench --data $DATA/talks/talk-partials.jsonl -m qwen2.5-coder-$m -t de --methods rt,ssbd,ssbd-pool --display-mask-k 2 \
+      --out "$OUT/talks-pool-$m" --data-note "talk-style ASR partials written for the project"
+done
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
