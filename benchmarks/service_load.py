@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
@@ -46,11 +47,11 @@ def server_code(cwd: Path) -> str:
     return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no", "--", "mlx_ssbd") else "")
 
 
-def start_server(model: str, store: Path, max_sessions: int):
+def start_server(model: str, store: Path, max_sessions: int, extra: Sequence[str] = ()):
     # Started in the scratch directory: with ``-m`` Python puts the working directory first on
     # sys.path, which would shadow a PYTHONPATH worktree with the checkout it runs from.
     proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model, "--port", "0",
-                             "--store", str(store), "--max-sessions", str(max_sessions)],
+                             "--store", str(store), "--max-sessions", str(max_sessions), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=store.parent)
     url = proc.stdout.readline().strip()
     if not url.startswith("http"):
@@ -157,10 +158,15 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=90.0, help="speech replayed per session")
     parser.add_argument("--target-p95", type=float, default=2.0, help="lag target, seconds")
     parser.add_argument("--chat-tokens", type=int, default=0, help="a chat client beside: answers of N tokens")
+    parser.add_argument("--caption-rounds", type=int, default=None,
+                        help="the server's --caption-rounds (default: the server's default)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.chat_tokens < 0:
         parser.error("--chat-tokens must be 0 (no chat client) or more")
+    if args.caption_rounds is not None and args.caption_rounds < 1:
+        parser.error("--caption-rounds must be at least 1")
+    extra = [] if args.caption_rounds is None else ["--caption-rounds", str(args.caption_rounds)]
     counts = [int(n) for n in args.sessions.split(",")]
     pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
     streams = []
@@ -172,7 +178,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         code = server_code(Path(scratch))
         print(f"server code: {code}", flush=True)
-        proc, url = start_server(args.model, Path(scratch) / "t.sqlite3", max(counts))
+        proc, url = start_server(args.model, Path(scratch) / "t.sqlite3", max(counts), extra)
         stop = threading.Event()
 
         def sample():
@@ -195,7 +201,7 @@ def main() -> None:
     best = most_sessions(rows, methods, args.target_p95)
     bounds = sorted({args.target_p95, *BOUNDS})
     result = {"model": args.model, "seconds_per_run": args.seconds, "target_p95_s": args.target_p95,
-              "chat_tokens": args.chat_tokens, "server_code": code,
+              "chat_tokens": args.chat_tokens, "caption_rounds": args.caption_rounds, "server_code": code,
               "most_sessions_within_target": best, "rows": rows, "server_rss_mb": memory, "machine": machine_info()}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "service_load.json").write_text(json.dumps(result, indent=2))
@@ -204,7 +210,8 @@ def main() -> None:
              f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one server process "
              f"(`mlx-ssbd serve`), N WebSocket clients each replaying its own ASR-like stream (~2.5 words/s) in real "
              f"time for {args.seconds:g} s; lag = event arrival minus the speech time of the newest word translated. "
-             f"Server code: commit {code}.", "",
+             f"Server code: commit {code}"
+             + (f", `--caption-rounds {args.caption_rounds}`." if args.caption_rounds else ".") , "",
              "| method | sessions | partials | updates | commits | errors | lag p50 s | lag p95 s | lag max s |",
              "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['method']} | {r['sessions']} | {r['partials']} | {r['translation.update']} | "

@@ -22,7 +22,10 @@ from .common import load
 @click.option("--max-source-chars", type=click.IntRange(1), default=4000, show_default=True)
 @click.option("--store", type=click.Path(dir_okay=False), default=None,
               help="SQLite transcript store (default: transcripts.sqlite3 beside the models, in $MLX_SSBD_HOME).")
-def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_source_chars, store):
+@click.option("--caption-rounds", type=click.IntRange(1), default=1, show_default=True,
+              help="Batched caption rounds per step of a chat completion while a session's update is under way "
+                   "(1: they alternate; more: captions first, chat answers slower).")
+def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_source_chars, store, caption_rounds):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
 
     One model per process; every session's next update runs in one batched step.
@@ -52,6 +55,7 @@ def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_
         sys.stdout.flush()
 
     try:
-        run(loaded, host=host, port=port, max_sessions=max_sessions, options=options, store=transcripts, on_ready=ready)
+        run(loaded, host=host, port=port, max_sessions=max_sessions, options=options, store=transcripts, on_ready=ready,
+            caption_rounds=caption_rounds)
     except OSError as error:
         raise click.ClickException(str(error)) from None

@@ -452,12 +452,10 @@ def test_a_long_chat_prompt_is_fed_a_chunk_per_step(model_dir):
         ChatEngine(loaded, prefill_chunk=0)
 
 
-def test_a_chat_completion_shares_the_model_with_live_sessions(model_dir):
-    """Interleaved work (a chat completion's steps) runs one step per batched round: a live
-    session's update ends while a long completion is still under way, and the completion's answer
-    is the one it gives alone."""
-    loaded = load_model(model_dir)
-    scheduler = Scheduler(loaded)
+def chat_beside_a_session(loaded, caption_rounds: int) -> tuple[list[int], object, object]:
+    """A 200-token chat completion interleaved beside one session's first update: per step of the
+    completion, the session's updates seen so far; the completion's result, and its answer alone."""
+    scheduler = Scheduler(loaded, caption_rounds=caption_rounds)
     events: list[dict] = []
     session = scheduler.open(events.append)
     session.push(protocol.SourceMessage("so today"))
@@ -479,8 +477,25 @@ def test_a_chat_completion_shares_the_model_with_live_sessions(model_dir):
     done = scheduler.interleave(completion)
     done.add_done_callback(lambda _: scheduler.stop())
     scheduler.run()  # this thread owns the model, as the server's main thread does
-    assert done.result().text == alone.text and alone.completion_tokens > 100
+    return updates_seen, done.result(), alone
+
+
+def test_a_chat_completion_shares_the_model_with_live_sessions(model_dir):
+    """Interleaved work (a chat completion's steps) runs one step per batched round: a live
+    session's update ends while a long completion is still under way, and the completion's answer
+    is the one it gives alone. With ``caption_rounds`` = 4 the session's update takes 4 rounds per
+    step of the completion: it ends after a quarter of the completion's steps."""
+    loaded = load_model(model_dir)
+    updates_seen, result, alone = chat_beside_a_session(loaded, caption_rounds=1)
+    assert result.text == alone.text and alone.completion_tokens > 100
     assert updates_seen[0] == 0 and updates_seen[-1] == 1  # the session's update ended mid-completion
+    alternating = updates_seen.index(1)  # completion steps taken before the update ended
+    updates_seen, result, _ = chat_beside_a_session(loaded, caption_rounds=4)
+    assert result.text == alone.text
+    captions_first = updates_seen.index(1)
+    assert alternating >= 8 and captions_first <= alternating // 4 + 1, (alternating, captions_first)
+    with pytest.raises(ValueError, match="caption_rounds"):
+        Scheduler(loaded, caption_rounds=0)
 
 
 def test_openai_client_with_predicted_outputs(url):

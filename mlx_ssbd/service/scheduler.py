@@ -4,9 +4,10 @@ Contract: ``Scheduler(loaded)`` is driven by ``run()`` on the thread that owns t
 main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``discard``,
 ``interleave`` and ``stop`` may be called from any thread (the web server's) and never touch MLX.
 ``interleave(fn)`` runs other model work (a chat completion) on the model's thread: ``fn()`` is a
-generator doing one model call per step, stepped once per round between the sessions' batched
-rounds, so a long chat answer shares the model with live sessions instead of holding them; such
-works run one at a time, in the order they came. Each session is a
+generator doing one model call per step, stepped between the sessions' batched rounds (one step per
+``caption_rounds`` rounds while some session's update is under way, every loop otherwise), so a
+long chat answer shares the model with live sessions instead of holding them, and captions come
+first; such works run one at a time, in the order they came. Each session is a
 ``live.session.LiveSession`` (latest partial wins, automatic segments, a final update is never
 dropped) whose jobs the scheduler takes without waiting. Batching is continuous: every round is
 ONE batched forward (``MultiStreamTranslator.step``) for all updates under way, and a session
@@ -40,6 +41,7 @@ from .protocol import Settings
 from .store import Caption, TranscriptStore
 
 DEFAULT_MAX_SESSIONS = 8
+DEFAULT_CAPTION_ROUNDS = 1  # batched caption rounds per step of interleaved work (a chat completion)
 
 
 class ServiceSession:
@@ -106,11 +108,18 @@ class Scheduler:
         max_sessions: open sessions at most (``open`` returns None beyond).
         segmenter: automatic-commit rules for every session.
         store: where committed captions are kept (None: nowhere).
+        caption_rounds: batched rounds of the sessions per step of interleaved work while some
+            session's update is under way (1: they alternate; more: captions first).
     """
 
     def __init__(self, loaded, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
-                 segmenter: SegmenterConfig = SegmenterConfig(), store: TranscriptStore | None = None):
+                 segmenter: SegmenterConfig = SegmenterConfig(), store: TranscriptStore | None = None,
+                 caption_rounds: int = DEFAULT_CAPTION_ROUNDS):
+        if caption_rounds < 1:
+            raise ValueError(f"caption_rounds must be at least 1, got {caption_rounds}")
         self.loaded = loaded
+        self.caption_rounds = caption_rounds
+        self._rounds = 0  # batched rounds since interleaved work last stepped
         self.store = store
         self.max_sessions = max_sessions
         self.segmenter = segmenter
@@ -188,8 +197,10 @@ class Scheduler:
             self._admit(sessions)
             if self.batch.busy:
                 self.batch.step()
-            if self._work:
+                self._rounds += 1
+            if self._work and (self._rounds >= self.caption_rounds or not self.batch.busy):
                 self._step_work()
+                self._rounds = 0
             if self.batch.busy or self._work:
                 continue
             with self._cond:

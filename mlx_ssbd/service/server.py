@@ -14,16 +14,16 @@ import time
 from collections.abc import Callable
 
 from .app import ServiceOptions, create_app
-from .scheduler import DEFAULT_MAX_SESSIONS, Scheduler
+from .scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_MAX_SESSIONS, Scheduler
 from .store import TranscriptStore
 
 
 def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = DEFAULT_MAX_SESSIONS,
           options: ServiceOptions = ServiceOptions(), store: TranscriptStore | None = None,
-          on_ready: Callable[[str], None] | None = None) -> None:
+          on_ready: Callable[[str], None] | None = None, caption_rounds: int = DEFAULT_CAPTION_ROUNDS) -> None:
     import uvicorn
 
-    scheduler = Scheduler(loaded, max_sessions=max_sessions, store=store)
+    scheduler = Scheduler(loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds)
     config = uvicorn.Config(create_app(scheduler, options), host=host, port=port, log_level="warning",
                             ws_max_size=4 * options.limits.max_message_bytes, lifespan="off")
     server = uvicorn.Server(config)
