@@ -181,7 +181,8 @@ C="$OUT/service-chat-0.5b"
 for r in 1 2; do
   once "$C/before-$r/service_load.json" env PYTHONPATH="$(wt 5aa40f3)" $LOAD --methods ssbd --sessions 1 \
       --chat-tokens 200 --out "$C/before-$r"
-  once "$C/after-$r/service_load.json" $LOAD --methods ssbd --sessions 1 --chat-tokens 200 --out "$C/after-$r"
+  once "$C/after-$r/service_load.json" $LOAD --methods ssbd --sessions 1 --chat-tokens 200 --caption-rounds 1 \
+      --out "$C/after-$r"
   run python benchmarks/compare_load.py "$C/before-$r" "$C/after-$r" --before-label "chat to its end" \
       --after-label "chat interleaved" --title "A 200-token chat client beside one live session (0.5B), run $r" \
       --name "service_chat-$r.md" --out "$C" > /dev/null
@@ -202,6 +203,17 @@ done
 for m in 0.5b 1.5b; do
   bench --data $DATA/talks/talk-partials.jsonl -m qwen2.5-coder-$m -t de --methods rt,ssbd,ssbd-pool --display-mask-k 2 \
       --out "$OUT/talks-pool-$m" --data-note "talk-style ASR partials written for the project"
+done
+# 20. Captions first: the chat client of step 17 beside one session, `serve --caption-rounds` 1, 4, 2, 1, 4.
+C="$OUT/service-chat-rounds-0.5b"
+for spec in 1-1 4-1 2-1 1-2 4-2; do
+  once "$C/rounds-$spec/service_load.json" $LOAD --methods ssbd --sessions 1 --chat-tokens 200 \
+      --caption-rounds "${spec%-*}" --out "$C/rounds-$spec"
+done
+for r in 1 2; do
+  run python benchmarks/compare_load.py "$C/rounds-1-$r" "$C/rounds-4-$r" --before-label "alternate (1 round)" \
+      --after-label "captions first (4 rounds)" --name "caption_rounds-$r.md" --out "$C" \
+      --title "A 200-token chat client beside one live session (0.5B): --caption-rounds 1 against 4, run $r" > /dev/null
 done
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

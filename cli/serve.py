@@ -22,7 +22,7 @@ from .common import load
 @click.option("--max-source-chars", type=click.IntRange(1), default=4000, show_default=True)
 @click.option("--store", type=click.Path(dir_okay=False), default=None,
               help="SQLite transcript store (default: transcripts.sqlite3 beside the models, in $MLX_SSBD_HOME).")
-@click.option("--caption-rounds", type=click.IntRange(1), default=1, show_default=True,
+@click.option("--caption-rounds", type=click.IntRange(1), default=4, show_default=True,
               help="Batched caption rounds per step of a chat completion while a session's update is under way "
                    "(1: they alternate; more: captions first, chat answers slower).")
 def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_source_chars, store, caption_rounds):

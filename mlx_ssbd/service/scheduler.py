@@ -41,7 +41,7 @@ from .protocol import Settings
 from .store import Caption, TranscriptStore
 
 DEFAULT_MAX_SESSIONS = 8
-DEFAULT_CAPTION_ROUNDS = 1  # batched caption rounds per step of interleaved work (a chat completion)
+DEFAULT_CAPTION_ROUNDS = 4  # batched caption rounds per step of interleaved work (measured: README)
 
 
 class ServiceSession:
