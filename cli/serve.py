@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from mlx_ssbd.service.scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_MAX_SESSIONS
+
 from .common import load
 
 
@@ -14,7 +16,7 @@ from .common import load
 @click.option("--model", "-m", default=None, help="Model card name, local mlx-lm directory or HF id (default: the default card).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (0: a free one).")
-@click.option("--max-sessions", type=click.IntRange(1), default=8, show_default=True,
+@click.option("--max-sessions", type=click.IntRange(1), default=DEFAULT_MAX_SESSIONS, show_default=True,
               help="Open sessions at most; more get a 'busy' error.")
 @click.option("--idle-timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True,
               help="Seconds a silent client keeps its session.")
@@ -22,7 +24,7 @@ from .common import load
 @click.option("--max-source-chars", type=click.IntRange(1), default=4000, show_default=True)
 @click.option("--store", type=click.Path(dir_okay=False), default=None,
               help="SQLite transcript store (default: transcripts.sqlite3 beside the models, in $MLX_SSBD_HOME).")
-@click.option("--caption-rounds", type=click.IntRange(1), default=4, show_default=True,
+@click.option("--caption-rounds", type=click.IntRange(1), default=DEFAULT_CAPTION_ROUNDS, show_default=True,
               help="Batched caption rounds per step of a chat completion while a session's update is under way "
                    "(1: they alternate; more: captions first, chat answers slower).")
 def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_source_chars, store, caption_rounds):

@@ -54,6 +54,8 @@ def test_history_keeps_the_newest_outputs_of_the_segment_then_of_committed_segme
         h.commit(output)
     h.seen([5])
     assert h.pools() == [(5,), (9,), (8,)]
+    h.drop_segment()  # an abandoned segment (``StreamTranslator.reset``)
+    assert h.pools() == [(9,), (8,)]
 
 
 @pytest.fixture(scope="module")

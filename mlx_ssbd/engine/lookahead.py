@@ -118,6 +118,10 @@ class History:
     def commit(self, output: Sequence[int]) -> None:
         """Record the segment's final output; the next outputs belong to a new segment."""
         self.committed = _newest_first(self.committed, output, self.keep)
+        self.drop_segment()
+
+    def drop_segment(self) -> None:
+        """Forget the current segment's live outputs (it ends, or is abandoned)."""
         self.segment = []
 
     def pools(self) -> list[tuple[int, ...]]:

@@ -331,6 +331,7 @@ class StreamTranslator:
         self._last_source = None
         self._locked = 0
         self._recent = []
+        self.history.drop_segment()
 
     def with_config(self, config: TranslatorConfig) -> None:
         """Change settings between segments (the cache stays valid)."""
