@@ -248,6 +248,15 @@ def test_serve_without_the_extra_names_it(monkeypatch):
     assert result.exit_code == 1 and "mlx-ssbd[serve]" in result.output
 
 
+def test_serve_refuses_a_caption_share_below_one():
+    from click.testing import CliRunner
+
+    from mlx_ssbd_cli.main import cli
+
+    result = CliRunner().invoke(cli, ["serve", "--port", "0", "--caption-rounds", "0"])
+    assert result.exit_code == 2 and "--caption-rounds" in result.output and "Traceback" not in result.output
+
+
 TWO_SENTENCES = ["so today we talk.", "why we made the new rules."]
 
 
