@@ -215,5 +215,8 @@ for r in 1 2; do
       --after-label "captions first (4 rounds)" --name "caption_rounds-$r.md" --out "$C" \
       --title "A 200-token chat client beside one live session (0.5B): --caption-rounds 1 against 4, run $r" > /dev/null
 done
+# 21. ssbd-pool in the service: SSBD and ssbd-pool, 1, 2 and 4 sessions, 60 s of speech each.
+once "$OUT/service-pool-0.5b/service_load.json" $LOAD --methods ssbd,ssbd-pool --sessions 1,2,4 \
+    --out "$OUT/service-pool-0.5b"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
