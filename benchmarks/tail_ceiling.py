@@ -31,7 +31,7 @@ import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from mlx_ssbd.engine.lookahead import find_last
+from mlx_ssbd.engine.lookahead import Proposer
 from mlx_ssbd.models.loading import resolve
 from mlx_ssbd.models.registry import ModelError, model_dir
 
@@ -90,17 +90,11 @@ def draft_model_guesses(records: list[dict]) -> list[dict]:
 
 def lookup_passes(tail: Sequence[int], history: Sequence[int], pools: list[list[int]], n: int, max_len: int):
     """(tokens fed per pass, tokens accepted from guesses) to decode ``tail`` after ``history``."""
+    propose = Proposer(pools=pools, n=n, pool_len=max_len, max_attempts=len(tail))  # the engine's lookup, uncapped
     widths: list[int] = []
     accepted = done = 0
     while done < len(tail):
-        recent = [*history, *tail[:done]][-n:]
-        guess: list[int] = []
-        if len(recent) == n:
-            for pool in pools:
-                at = find_last(pool, recent)
-                if at is not None and at < len(pool):
-                    guess = pool[at : at + max_len]
-                    break
+        guess = propose([*history, *tail[:done]])
         hit = 0
         while hit < len(guess) and done + hit < len(tail) and guess[hit] == tail[done + hit]:
             hit += 1
