@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import sys
 
 import click
 
-from mlx_ssbd.service.scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_MAX_SESSIONS
+from mlx_ssbd.service.options import ServiceOptions
+from mlx_ssbd.service.scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS
 
 from .common import load
 
@@ -18,8 +20,22 @@ from .common import load
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (0: a free one).")
 @click.option("--max-sessions", type=click.IntRange(1), default=DEFAULT_MAX_SESSIONS, show_default=True,
               help="Open sessions at most; more get a 'busy' error.")
-@click.option("--idle-timeout", type=click.FloatRange(min=0.1), default=300.0, show_default=True,
-              help="Seconds a silent client keeps its session.")
+@click.option("--idle-timeout", type=click.FloatRange(min=0.1), default=ServiceOptions.idle_timeout_s,
+              show_default=True, help="Seconds a client that sends no valid message keeps its session.")
+@click.option("--handshake-timeout", type=click.FloatRange(min=0.1), default=ServiceOptions.handshake_timeout_s,
+              show_default=True, help="Seconds a new connection has to send its first message.")
+@click.option("--api-key", envvar="MLX_SSBD_API_KEY", default=None,
+              help="Require this key (Authorization: Bearer KEY, or ?api_key= on the WebSocket) to open sessions "
+                   "and use the OpenAI API; viewer links need only the session id. Also $MLX_SSBD_API_KEY.")
+@click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
+              help="A browser origin (https://host:port) that may open sessions and POST, besides the server's "
+                   "own; repeatable; '*' allows any.")
+@click.option("--max-viewers", type=click.IntRange(1), default=ServiceOptions.max_viewers, show_default=True,
+              help="SSE viewers (caption pages) in all; more get 503.")
+@click.option("--max-tokens", type=click.IntRange(1), default=ServiceOptions.max_tokens, show_default=True,
+              help="The largest max_tokens a chat completion may ask for.")
+@click.option("--drain-timeout", type=click.FloatRange(min=0), default=DEFAULT_DRAIN_S, show_default=True,
+              help="On SIGTERM/SIGINT: seconds to commit every open caption and close every session before exiting.")
 @click.option("--max-message-bytes", type=click.IntRange(64), default=64 * 1024, show_default=True)
 @click.option("--max-source-chars", type=click.IntRange(1), default=4000, show_default=True)
 @click.option("--store", type=click.Path(dir_okay=False), default=None,
@@ -27,13 +43,16 @@ from .common import load
 @click.option("--caption-rounds", type=click.IntRange(1), default=DEFAULT_CAPTION_ROUNDS, show_default=True,
               help="Batched caption rounds per step of a chat completion while a session's update is under way "
                    "(1: they alternate; more: captions first, chat answers slower).")
-def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_source_chars, store, caption_rounds):
+def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_key, allow_origins, max_viewers,
+          max_tokens, drain_timeout, max_message_bytes, max_source_chars, store, caption_rounds):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
 
-    One model per process; every session's next update runs in one batched step.
+    One model per process; every session's next update runs in one batched step. SIGTERM or
+    SIGINT drains: open captions are committed and every session is closed before the exit.
     """
+    if api_key is not None and not api_key.strip():
+        raise click.BadParameter("the API key is empty", param_hint="--api-key")
     try:
-        from mlx_ssbd.service.app import ServiceOptions
         from mlx_ssbd.service.protocol import Limits
         from mlx_ssbd.service.server import serve as run
         from mlx_ssbd.service.store import TranscriptStore
@@ -48,7 +67,9 @@ def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_
     except (sqlite3.Error, OSError) as error:
         raise click.ClickException(f"cannot open the transcript store {path}: {error}") from None
     loaded = load(model)
-    options = ServiceOptions(Limits(max_message_bytes, max_source_chars), idle_timeout)
+    logging.basicConfig(level=logging.WARNING, format="mlx-ssbd serve: %(levelname)s %(name)s: %(message)s")
+    options = ServiceOptions(Limits(max_message_bytes, max_source_chars), idle_timeout, handshake_timeout, api_key,
+                             tuple(allow_origins), max_viewers=max_viewers, max_tokens=max_tokens)
 
     def ready(url: str) -> None:
         click.echo(f"mlx-ssbd serve: {loaded.name} on {url}, WebSocket {url.replace('http', 'ws', 1)}/v1/stream",
@@ -58,6 +79,6 @@ def serve(model, host, port, max_sessions, idle_timeout, max_message_bytes, max_
 
     try:
         run(loaded, host=host, port=port, max_sessions=max_sessions, options=options, store=transcripts, on_ready=ready,
-            caption_rounds=caption_rounds)
+            caption_rounds=caption_rounds, drain_timeout_s=drain_timeout)
     except OSError as error:
         raise click.ClickException(str(error)) from None

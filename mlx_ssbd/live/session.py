@@ -192,6 +192,12 @@ class LiveSession:
             return None
 
     @property
+    def pending_finals(self) -> int:
+        """Commits queued and not yet taken."""
+        with self._cond:
+            return sum(item.job.final for item in self._jobs)
+
+    @property
     def done(self) -> bool:
         """Closed and every job taken."""
         with self._cond:

@@ -3,18 +3,30 @@
 Contract: ``cue(kind, number, start, end, text)`` is one cue ("" for an empty caption), with the
 text on one line and at least ``MIN_CUE_S`` on screen; ``document(kind, captions)`` a whole file
 (WebVTT with its header) from ``(start, end, text)`` triples, numbered from 1 (SRT only).
+
+Whatever the model writes, the file stays valid and shows the text as written: WebVTT cue text
+escapes ``&``, ``<`` and ``>`` as character references (so ``-->`` cannot end up in a cue); SRT has
+no escapes, so a ``-->`` in the text becomes ``->`` and a ``<`` that would open a formatting tag
+becomes the look-alike ``‹`` (U+2039). Times must be finite (``ValueError`` otherwise).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable
 
 MIN_CUE_S = 1.0  # a subtitle cue shows for at least this long
 KINDS = {"srt": (",", "", True), "vtt": (".", "WEBVTT\n\n", False)}  # separator, header, numbered
 
 
+SRT_TAG = re.compile(r"<(?=[A-Za-z/!])")  # what an SRT player would read as the start of a tag
+
+
 def timestamp(seconds: float, separator: str) -> str:
     """``HH:MM:SS,mmm`` (SRT, separator ",") or ``HH:MM:SS.mmm`` (WebVTT, ".")."""
+    if not math.isfinite(seconds):
+        raise ValueError(f"a subtitle time must be finite, got {seconds}")
     ms = max(0, round(seconds * 1000))
     hours, ms = divmod(ms, 3_600_000)
     minutes, ms = divmod(ms, 60_000)
@@ -31,9 +43,19 @@ def cue(kind: str, number: int, start: float, end: float, text: str) -> str:
     text = " ".join(text.split())  # one line, no blank line inside a cue
     if not text:
         return ""
+    text = escape(kind, text)
     end = max(end, start + MIN_CUE_S)
     label = f"{number}\n" if numbered else ""
     return f"{label}{timestamp(start, separator)} --> {timestamp(end, separator)}\n{text}\n\n"
+
+
+def escape(kind: str, text: str) -> str:
+    """``text`` as cue text: escaped (WebVTT), or the nearest that SRT can hold (module docstring)."""
+    if kind == "vtt":
+        return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    while "-->" in text:
+        text = text.replace("-->", "->")
+    return SRT_TAG.sub("\u2039", text)
 
 
 def document(kind: str, captions: Iterable[tuple[float, float, str]]) -> str:

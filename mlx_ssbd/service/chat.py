@@ -1,7 +1,7 @@
 """OpenAI-compatible chat completions with Predicted Outputs, verified in one pass.
 
-Contract: ``parse_request(body)`` validates a ``POST /v1/chat/completions`` body into a
-``ChatRequest`` or raises ``protocol.ProtocolError`` (a 400 with OpenAI's error shape).
+Contract: ``parse_request(body, max_tokens=...)`` validates a ``POST /v1/chat/completions`` body
+into a ``ChatRequest`` or raises ``protocol.ProtocolError`` (a 400 with OpenAI's error shape).
 ``ChatEngine(loaded).rounds(request, on_text)`` runs it on the model's thread as a generator that
 does one model call per step (the scheduler steps it between the live sessions' batched rounds, so
 a long answer does not hold them) and returns a ``ChatResult``; ``complete`` runs it to the end
@@ -44,7 +44,9 @@ from ..engine.update import Job, Runner
 from ..live.translator import context_length
 from .protocol import ProtocolError
 
-DEFAULT_MAX_TOKENS = 512
+DEFAULT_MAX_TOKENS = 512  # a request's max_tokens when it gives none
+MAX_TOKENS_LIMIT = 4096  # the largest max_tokens a request may ask for (``serve --max-tokens``)
+FALLBACK_CONTEXT = 32768  # prompt and answer tokens at most when the model does not give its context
 DEFAULT_PREFILL_CHUNK = 128  # prompt tokens fed per step at most (the 1.5B: ~3-4 s on 2 CPU cores)
 ROLES = ("system", "user", "assistant", "developer")
 
@@ -83,7 +85,9 @@ def _bad(message: str, code: str = "invalid_request_error") -> ProtocolError:
     return ProtocolError(code, message)
 
 
-def parse_request(body) -> ChatRequest:
+def parse_request(body, *, max_tokens: int = MAX_TOKENS_LIMIT) -> ChatRequest:
+    """The request in ``body`` (parsed JSON); ``max_tokens``: the most it may ask for."""
+    limit = max_tokens
     if not isinstance(body, dict):
         raise _bad("the body must be a JSON object")
     for unsupported in ("tools", "functions", "stop", "logprobs", "response_format"):
@@ -111,8 +115,8 @@ def parse_request(body) -> ChatRequest:
     if top_p == 0.0:
         raise _bad("'top_p' must be in (0, 1]")
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens", DEFAULT_MAX_TOKENS))
-    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-        raise _bad("'max_tokens' must be a positive integer")
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens <= limit:
+        raise _bad(f"'max_tokens' must be an integer in [1, {limit}]")
     seed = body.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise _bad("'seed' must be an integer")
@@ -152,7 +156,7 @@ class ChatEngine:
         self.prefill_chunk = prefill_chunk
         self.cache = TokenCache(loaded.model)
         self.stops = StopRule(loaded.tokenizer, on_newline=False)
-        self.context = context_length(loaded.model)
+        self.context = context_length(loaded.model) or FALLBACK_CONTEXT
 
     def prompt_ids(self, request: ChatRequest) -> list[int]:
         text = self.loaded.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
@@ -178,12 +182,10 @@ class ChatEngine:
         tok = self.loaded.tokenizer
         prompt = self.prompt_ids(request)
         draft = list(tok.encode(request.prediction, add_special_tokens=False)) if request.prediction else []
-        max_new = request.max_tokens
-        if self.context is not None:
-            if len(prompt) >= self.context:
-                raise _bad(f"the prompt has {len(prompt)} tokens; the model's context is {self.context}",
-                           "context_length_exceeded")
-            max_new = min(max_new, self.context - len(prompt))
+        if len(prompt) >= self.context:
+            raise _bad(f"the prompt has {len(prompt)} tokens; the model's context is {self.context}",
+                       "context_length_exceeded")
+        max_new = min(request.max_tokens, self.context - len(prompt))
         draft = draft[:max_new]
         sampler = Sampler(request.temperature, request.top_p, seed=request.seed) if request.temperature > 0 else None
         pieces = TextPieces(tok.decode, on_text) if on_text is not None else None

@@ -16,14 +16,20 @@ little-endian PCM (``service.speech`` recognises them; English only with Whisper
 Server events: ``session.created`` / ``session.updated`` (the settings in force),
 ``translation.update`` (``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``end``: the
 audio time of the newest word translated, when the client sent ``end``, and ``stats``),
-``translation.commit`` (``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``),
-``transcription.update`` (speech sessions: ``segment``, ``text``, ``final``, ``start``, ``end``,
-what the recognizer heard), ``error`` (``code``, ``message``) and ``session.closed``.
+``translation.commit`` (``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``,
+``stored``), ``transcript.stored`` (``captions``: commits sent with ``stored: false`` that the
+store has taken since), ``transcription.update`` (speech sessions: ``segment``, ``text``,
+``final``, ``start``, ``end``, what the recognizer heard), ``error`` (``code``, ``message``) and
+``session.closed`` (``reason``: ``closed``, ``idle``, ``shutdown`` or ``error``).
+
+Every field is checked (types, ranges, lengths, finite numbers, no control characters): a message
+that fails gets an ``error`` event and changes nothing.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, replace
 
 from ..live.languages import language_name
@@ -43,10 +49,14 @@ class ProtocolError(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one connection may send."""
+    """What one connection may send. Every field of a message is checked against these (and
+    against its type); a message that breaks one gets an ``error`` event and changes nothing."""
 
     max_message_bytes: int = 64 * 1024
     max_source_chars: int = 4000
+    max_segment_chars: int = 128  # a segment id
+    max_time_s: float = 1e7  # audio times (``start``/``end``): finite, in [0, this]
+    max_mask_k: int = 64
 
 
 @dataclass(frozen=True)
@@ -90,24 +100,50 @@ Message = SessionUpdate | SourceMessage | CloseMessage
 
 
 def parse(raw: str | bytes, limits: Limits = Limits()) -> Message:
-    """One client frame to a message; raises ``ProtocolError``."""
+    """One client frame to a message; raises ``ProtocolError``.
+
+    Strict JSON: ``NaN`` and ``Infinity`` (which Python's ``json`` reads and writes by default)
+    and numbers that overflow to infinity are refused, as are nesting too deep to parse, strings
+    with control characters or lone surrogates, and fields of the wrong type or out of range."""
     if len(raw) > limits.max_message_bytes:
         raise ProtocolError("message_too_large", f"message of {len(raw)} bytes; the limit is {limits.max_message_bytes}")
-    try:
-        obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ProtocolError("invalid_json", f"not JSON: {error}") from None
+    obj = loads(raw)
     if not isinstance(obj, dict):
         raise ProtocolError("invalid_message", "a message must be a JSON object")
     kind = obj.get("type")
     if kind == "session.update":
-        return _session_update(obj)
+        return _session_update(obj, limits)
     if kind == "source.update":
         return _source_update(obj, limits)
     if kind == "session.close":
         return CloseMessage()
-    raise ProtocolError("invalid_message",
-                        f"unknown message type {kind!r}; known: session.update, source.update, session.close")
+    raise ProtocolError("invalid_message", f"unknown message type {_clip(json.dumps(kind))}; "
+                        "known: session.update, source.update, session.close")
+
+
+def loads(raw: str | bytes):
+    """Strict JSON (no ``NaN``/``Infinity``, no number that overflows to infinity, nesting that
+    Python can parse); raises ``ProtocolError`` ("invalid_json")."""
+    try:
+        return json.loads(raw, parse_constant=_not_a_number, parse_float=_finite_float)
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        raise ProtocolError("invalid_json", f"not JSON: {_clip(str(error))}") from None
+
+
+def _not_a_number(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {_clip(text)} is too large")
+    return value
+
+
+def _clip(text: str, width: int = 40) -> str:
+    """``text`` cut to ``width`` characters, for echoing a client's value in a message."""
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _field(obj: dict, key: str, kinds: tuple, what: str):
@@ -115,50 +151,76 @@ def _field(obj: dict, key: str, kinds: tuple, what: str):
     if value is None:
         return None
     if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-        raise ProtocolError("invalid_message", f"{key!r} must be {what}, got {json.dumps(value)}")
+        raise ProtocolError("invalid_message", f"{key!r} must be {what}, got {_clip(json.dumps(value))}")
     return value
 
 
-def _session_update(obj: dict) -> SessionUpdate:
+def _string(obj: dict, key: str, what: str, max_chars: int, *, lines: bool = False) -> str | None:
+    """A string field: at most ``max_chars``, valid Unicode, no control characters (but tab and,
+    with ``lines``, newlines)."""
+    value = _field(obj, key, (str,), what)
+    if value is None:
+        return None
+    if len(value) > max_chars:
+        code = "source_too_long" if key == "text" else "invalid_message"
+        raise ProtocolError(code, f"{key!r} has {len(value)} characters; the limit is {max_chars}")
+    allowed = "\t\n\r" if lines else "\t"
+    if any(ch < " " and ch not in allowed or "\x7f" <= ch <= "\x9f" for ch in value):
+        raise ProtocolError("invalid_message", f"{key!r} holds a control character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ProtocolError("invalid_message", f"{key!r} holds a lone surrogate (not valid Unicode)") from None
+    return value
+
+
+def _number(obj: dict, key: str, low: float, high: float, what: str, kinds: tuple = (int, float)):
+    value = _field(obj, key, kinds, what)
+    if value is not None and not low <= value <= high:  # NaN is never in range
+        raise ProtocolError("invalid_message", f"{key!r} must be {what} in [{low:g}, {high:g}], got {_clip(str(value))}")
+    return value
+
+
+def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
     changes = {}
     for key in ("source", "target"):
-        code = _field(obj, key, (str,), "a language code")
+        code = _string(obj, key, "a language code", 16)
         if code is not None:
             try:
                 language_name(code)
             except ValueError as error:
                 raise ProtocolError("unknown_language", str(error)) from None
             changes[key] = code.strip().lower()
-    method = _field(obj, "method", (str,), "a method name")
+    method = _string(obj, "method", "a method name", 32)
     if method is not None:
         if method not in STREAM_METHODS:
             raise ProtocolError("unknown_method", f"unknown method {method!r}; known: {', '.join(STREAM_METHODS)}")
         changes["method"] = method
-    beta = _field(obj, "beta", (int, float), "a number in [0, 1]")
+    beta = _number(obj, "beta", 0.0, 1.0, "a number")
     if beta is not None:
-        if not 0.0 <= beta <= 1.0:
-            raise ProtocolError("invalid_message", f"'beta' must be in [0, 1], got {beta}")
         changes["beta"] = float(beta)
-    mask_k = _field(obj, "mask_k", (int,), "a non-negative integer")
+    mask_k = _number(obj, "mask_k", 0, limits.max_mask_k, "an integer", (int,))
     if mask_k is not None:
-        if mask_k < 0:
-            raise ProtocolError("invalid_message", f"'mask_k' must be >= 0, got {mask_k}")
         changes["mask_k"] = mask_k
     return SessionUpdate(changes)
 
 
 def _source_update(obj: dict, limits: Limits) -> SourceMessage:
-    text = obj.get("text")
-    if not isinstance(text, str):
+    if not isinstance(obj.get("text"), str):
         raise ProtocolError("invalid_message", "'text' must be a string")
-    if len(text) > limits.max_source_chars:
-        raise ProtocolError("source_too_long", f"source of {len(text)} characters; the limit is {limits.max_source_chars}")
+    text = _string(obj, "text", "a string", limits.max_source_chars, lines=True)
     final = _field(obj, "final", (bool,), "true or false")
-    segment = _field(obj, "segment", (str, int), "a string")
-    start = _field(obj, "start", (int, float), "a number of seconds")
-    end = _field(obj, "end", (int, float), "a number of seconds")
-    return SourceMessage(text, bool(final), None if segment is None else str(segment),
-                         None if start is None else float(start), None if end is None else float(end))
+    segment = obj.get("segment")
+    if isinstance(segment, int) and not isinstance(segment, bool):
+        segment = str(_number(obj, "segment", 0, 2**53, "an id"))
+    else:
+        segment = _string(obj, "segment", "a string", limits.max_segment_chars)
+    start = _number(obj, "start", 0.0, limits.max_time_s, "a number of seconds")
+    end = _number(obj, "end", 0.0, limits.max_time_s, "a number of seconds")
+    if start is not None and end is not None and end < start:
+        raise ProtocolError("invalid_message", f"'end' ({end:g}) is before 'start' ({start:g})")
+    return SourceMessage(text, bool(final), segment, None if start is None else float(start),
+                         None if end is None else float(end))
 
 
 def error_event(code: str, message: str) -> dict:
@@ -180,13 +242,17 @@ def update_event(segment: str | None, event) -> dict:
                       "wall_s": round(stats.wall_s, 4), "coalesced": event.coalesced}}
 
 
-def commit_event(segment: str | None, event) -> dict:
-    """``translation.commit`` from a ``session.CaptionCommit``."""
-    return {**_commit(segment, event.caption, event.text, event.start, event.end, event.reason), "seq": event.seq}
+def commit_event(segment: str | None, event, *, stored: bool = True) -> dict:
+    """``translation.commit`` from a ``session.CaptionCommit``; ``stored``: it is in the transcript
+    store (False only while the store fails: it is kept in memory until written)."""
+    return {**_commit(segment, event.caption, event.text, event.start, event.end, event.reason), "seq": event.seq,
+            "stored": stored}
+
 
 def stored_commit_event(caption) -> dict:
     """``translation.commit`` from a ``store.Caption`` (a viewer's replay; no ``seq``)."""
-    return _commit(caption.segment, caption.caption, caption.text, caption.start, caption.end, caption.reason)
+    return {**_commit(caption.segment, caption.caption, caption.text, caption.start, caption.end, caption.reason),
+            "stored": True}
 
 
 def transcription_event(partial) -> dict:

@@ -20,13 +20,26 @@ commit is written to the ``store.TranscriptStore`` before it is sent to anyone.
 Sessions join the batch when their first job comes (their translator is built then, with the
 settings in force) and leave it when they are closed and drained, or discarded (a client that
 went away: its queued jobs are dropped, its update under way is abandoned, its KV freed at the
-next round).
+next round). ``session.closed`` carries why: ``closed`` (the client asked), ``idle``,
+``shutdown`` (the drain), ``error`` (the session could not go on).
+
+Failures stay with their session: a job the translator refuses is an ``error`` event and the
+session goes on; any other exception while serving one session (a tokenizer error, a bug) is
+logged, sent as an ``internal_error`` event, and that session is closed; an exception in a batched
+round closes the sessions in the batch and the scheduler goes on with a fresh batch. A commit that
+the store cannot take is sent with ``stored: false`` after an ``error`` event (``store_failed``),
+kept in memory by the ``journal`` and written when the store is back (then the client gets
+``transcript.stored``). ``drain(timeout_s)`` (SIGTERM) stops taking sessions and chat work,
+commits every open caption, closes every session with reason ``shutdown`` and makes ``run()``
+return, within ``timeout_s``.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
@@ -34,70 +47,27 @@ from dataclasses import replace
 
 from ..live.multistream import MultiStreamTranslator
 from ..live.segmenter import SegmenterConfig
-from ..live.session import CaptionCommit, CaptionUpdate, LiveSession
-from ..live.translator import SourceUpdate, StreamTranslator, method_config
+from ..live.translator import StreamTranslator, method_config
 from . import protocol
+from .journal import Journal
 from .protocol import Settings
-from .store import Caption, TranscriptStore
+from .session import ServiceSession
+from .store import TranscriptStore
 
+log = logging.getLogger(__name__)
 DEFAULT_MAX_SESSIONS = 8
-DEFAULT_CAPTION_ROUNDS = 4  # batched caption rounds per step of interleaved work (measured: README)
+DEFAULT_CAPTION_ROUNDS = 4  # batched caption rounds per step of interleaved work (service_load.py --chat-tokens)
+DEFAULT_MAX_CALLS = 8  # interleaved works (chat completions) waiting or under way
+DEFAULT_MAX_PENDING_FINALS = 16  # a session's commits waiting to be translated
+DEFAULT_DRAIN_S = 30.0
 
 
-class ServiceSession:
-    """One client's session: its settings, its live session, where its events go (the client
-    and any viewers), where its commits are kept."""
+class Busy(Exception):
+    """Refused for now: the server is full, or shutting down (``shutdown``); try again later."""
 
-    def __init__(self, sid: str, settings: Settings, send: Callable[[dict], None], segmenter: SegmenterConfig,
-                 store: TranscriptStore | None):
-        self.id = sid
-        self.settings = settings
-        self.send = send
-        self.store = store
-        self.live = LiveSession(None, segmenter=segmenter)
-        self.translator: StreamTranslator | None = None  # built on the scheduler thread
-        self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
-        self.discarded = False
-        self._viewers: list[Callable[[dict], None]] = []
-        self._lock = threading.Lock()
-
-    def watch(self, viewer: Callable[[dict], None]) -> None:
-        """Copy this session's events to ``viewer`` (any thread) from now on."""
-        with self._lock:
-            self._viewers.append(viewer)
-
-    def unwatch(self, viewer: Callable[[dict], None]) -> None:
-        with self._lock:
-            if viewer in self._viewers:
-                self._viewers.remove(viewer)
-
-    def publish(self, event: dict, *, to_client: bool = True) -> None:
-        """Send ``event`` to every viewer and (unless it went away) the client."""
-        with self._lock:
-            viewers = list(self._viewers)
-        for send in ([self.send] if to_client else []) + viewers:
-            send(event)
-
-    @property
-    def started(self) -> bool:
-        """A source has come (text or audio): the settings are fixed."""
-        return self.input is not None
-
-    def push(self, message: protocol.SourceMessage) -> None:
-        self.input = "text"
-        self.live.push(SourceUpdate(message.text, message.final, message.segment, message.start, message.end))
-
-    def emit(self, event) -> None:
-        """A ``LiveSession`` event out; a commit is in the store before anyone sees it."""
-        if isinstance(event, CaptionUpdate):
-            self.publish(protocol.update_event(event.segment, event))
-        elif isinstance(event, CaptionCommit):
-            if self.store is not None:
-                self.store.add_caption(self.id, Caption(event.caption, event.segment, event.text, event.source,
-                                                        event.start, event.end, event.reason))
-            self.publish(protocol.commit_event(event.segment, event))
-        else:
-            self.send(protocol.error_event("translation_failed", event.message))
+    def __init__(self, message: str, *, shutdown: bool = False):
+        super().__init__(message)
+        self.shutdown = shutdown
 
 
 class Scheduler:
@@ -105,23 +75,31 @@ class Scheduler:
 
     Args:
         loaded: a ``models.loading.LoadedModel``.
-        max_sessions: open sessions at most (``open`` returns None beyond).
+        max_sessions: open sessions at most (``open`` raises ``Busy`` beyond).
         segmenter: automatic-commit rules for every session.
         store: where committed captions are kept (None: nowhere).
         caption_rounds: batched rounds of the sessions per step of interleaved work while some
             session's update is under way (1: they alternate; more: captions first).
+        max_calls: interleaved works waiting or under way at most (``interleave`` raises ``Busy``
+            beyond).
+        max_pending_finals: a session's commits waiting to be translated at most (``push``
+            raises ``Busy`` beyond).
     """
 
     def __init__(self, loaded, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
                  segmenter: SegmenterConfig = SegmenterConfig(), store: TranscriptStore | None = None,
-                 caption_rounds: int = DEFAULT_CAPTION_ROUNDS):
+                 caption_rounds: int = DEFAULT_CAPTION_ROUNDS, max_calls: int = DEFAULT_MAX_CALLS,
+                 max_pending_finals: int = DEFAULT_MAX_PENDING_FINALS):
         if caption_rounds < 1:
             raise ValueError(f"caption_rounds must be at least 1, got {caption_rounds}")
         self.loaded = loaded
         self.caption_rounds = caption_rounds
         self._rounds = 0  # batched rounds since interleaved work last stepped
         self.store = store
+        self.journal = Journal(store)
         self.max_sessions = max_sessions
+        self.max_calls = max_calls
+        self.max_pending_finals = max_pending_finals
         self.segmenter = segmenter
         self.batch = MultiStreamTranslator(model=loaded.model)
         self._cond = threading.Condition()
@@ -129,19 +107,44 @@ class Scheduler:
         self._calls: list[tuple[Callable[[], Generator], Future]] = []  # not started yet
         self._work: list[tuple[Generator, Future]] = []  # started, the first one stepped (model thread)
         self._stopping = False
+        self._drain_until: float | None = None  # monotonic deadline once draining
 
     # -- any thread ------------------------------------------------------------------------
 
-    def open(self, send: Callable[[dict], None], settings: Settings = Settings()) -> ServiceSession | None:
-        """A new session, or None when ``max_sessions`` are open."""
+    def open(self, send: Callable[[dict], None], settings: Settings = Settings()) -> ServiceSession:
+        """A new session, recorded in the store.
+
+        Raises:
+            Busy: ``max_sessions`` are open, or the server is shutting down.
+            Exception: the store's, when it cannot record the session (the session is not opened).
+        """
         with self._cond:
+            if self._drain_until is not None:
+                raise Busy("the server is shutting down", shutdown=True)
             if len(self._sessions) >= self.max_sessions:
-                return None
-            session = ServiceSession(f"sess_{uuid.uuid4().hex[:16]}", settings, send, self.segmenter, self.store)
+                raise Busy(f"the server is serving its maximum of {self.max_sessions} sessions; try again later")
+            session = ServiceSession(f"sess_{uuid.uuid4().hex[:16]}", settings, send, self.segmenter, self.journal)
             self._sessions.append(session)
         if self.store is not None:
-            self.store.open_session(session.id, self.loaded.name, settings.to_dict())
+            try:
+                self.store.open_session(session.id, self.loaded.name, settings.to_dict())
+            except Exception:
+                with self._cond:
+                    self._sessions.remove(session)
+                raise
         return session
+
+    def push(self, session: ServiceSession, message: protocol.SourceMessage) -> None:
+        """Queue a client's source text for ``session``.
+
+        Raises:
+            Busy: ``max_pending_finals`` of its commits wait already (the message is not queued).
+        """
+        if session.live.pending_finals >= self.max_pending_finals:
+            raise Busy(f"{session.live.pending_finals} captions wait to be translated; the limit is "
+                       f"{self.max_pending_finals}: this source.update is refused")
+        session.push(message)
+        self.wake()
 
     def find(self, sid: str) -> ServiceSession | None:
         """The open session with this id, if any."""
@@ -161,9 +164,17 @@ class Scheduler:
 
     def interleave(self, fn: Callable[[], Generator]) -> Future:
         """Run the generator ``fn()`` on the model's thread, one step per round (module
-        docstring); its return value or exception comes back through the returned future."""
+        docstring); its return value or exception comes back through the returned future.
+
+        Raises:
+            Busy: ``max_calls`` works wait or run already, or the server is shutting down.
+        """
         future: Future = Future()
         with self._cond:
+            if self._drain_until is not None:
+                raise Busy("the server is shutting down", shutdown=True)
+            if len(self._calls) + len(self._work) >= self.max_calls:
+                raise Busy(f"{self.max_calls} completions are queued or running; try again later")
             self._calls.append((fn, future))
             self._cond.notify()
         return future
@@ -173,9 +184,22 @@ class Scheduler:
             self._cond.notify()
 
     def stop(self) -> None:
+        """Return from ``run()`` at its next loop, whatever is under way."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
+
+    def drain(self, timeout_s: float = DEFAULT_DRAIN_S) -> None:
+        """Finish and return from ``run()`` (module docstring); a second call stops at once."""
+        with self._cond:
+            if self._drain_until is not None:
+                self._stopping = True
+            self._drain_until = time.monotonic() + timeout_s
+            self._cond.notify()
+
+    @property
+    def draining(self) -> bool:
+        return self._drain_until is not None
 
     @property
     def open_sessions(self) -> int:
@@ -185,18 +209,22 @@ class Scheduler:
     # -- the model's thread ------------------------------------------------------------------
 
     def run(self) -> None:
-        """Serve until ``stop()``."""
+        """Serve until ``stop()``, or until a ``drain()`` has ended every session and work."""
         while True:
             with self._cond:
                 if self._stopping:
-                    return
+                    break
                 sessions, calls, self._calls = list(self._sessions), self._calls, []
+                draining = self._drain_until
             for fn, future in calls:
                 self._start_work(fn, future)
+            if draining is not None and self._drained(sessions, draining):
+                break
             self._retire(sessions)
             self._admit(sessions)
+            self._retry_store(sessions)
             if self.batch.busy:
-                self.batch.step()
+                self._round()
                 self._rounds += 1
             if self._work and (self._rounds >= self.caption_rounds or not self.batch.busy):
                 self._step_work()
@@ -206,6 +234,61 @@ class Scheduler:
             with self._cond:
                 if not self._stopping and not self._calls:
                     self._cond.wait(self._idle_wait(sessions))
+        self._retry_store(sessions, last=True)
+
+    def _drained(self, sessions: list[ServiceSession], deadline: float) -> bool:
+        """Close every session for the drain; True once nothing is left, or at the deadline."""
+        for session in sessions:
+            if not session.live.closed:
+                session.reason = "shutdown"
+                session.live.close()  # its open caption is committed by the rounds to come
+        if not sessions and not self._work:
+            return True
+        if time.monotonic() < deadline:
+            return False
+        log.warning("drain timeout: %d session(s) and %d completion(s) ended unfinished", len(sessions), len(self._work))
+        for session in sessions:
+            session.publish({"type": "session.closed", "session": session.id, "reason": "shutdown"},
+                            to_client=not session.discarded)
+        for _, future in self._work:
+            future.set_exception(Busy("the server shut down before the completion ended", shutdown=True))
+        return True
+
+    def _round(self) -> None:
+        """One batched round; if it fails, the sessions in the batch are closed and a fresh batch
+        serves the others (the failed one's state is unknown)."""
+        try:
+            self.batch.step()
+        except Exception as error:  # noqa: BLE001 (a bug or a model failure: the replica goes on)
+            log.exception("a batched round failed; closing the sessions in it")
+            with self._cond:
+                members = [s for s in self._sessions if s.translator is not None]
+            self.batch = MultiStreamTranslator(model=self.loaded.model)
+            for session in members:
+                session.translator = None
+                self._fail(session, error)
+
+    def _fail(self, session: ServiceSession, error: BaseException) -> None:
+        """``session`` cannot go on: tell its client; it is closed at the next round."""
+        if session.failed:
+            return
+        session.failed, session.reason = True, "error"
+        session.live.close()
+        session.send(protocol.error_event("internal_error", f"this session failed and is closed: {error!r}"))
+
+    def _retry_store(self, sessions: list[ServiceSession], *, last: bool = False) -> None:
+        """Write the captions the store refused before, if it is back; tell their clients."""
+        if not self.journal.waiting:
+            return
+        written = self.journal.retry(force=last)
+        live = {s.id: s for s in sessions}
+        for sid in dict.fromkeys(sid for sid, _ in written):
+            if (session := live.get(sid)) is not None:
+                session.send({"type": "transcript.stored", "session": sid,
+                              "captions": [c.caption for other, c in written if other == sid]})
+        if last and self.journal.waiting:
+            log.error("the transcript store is still failing; %d committed caption(s) were never written",
+                      self.journal.waiting)
 
     def _start_work(self, fn: Callable[[], Generator], future: Future) -> None:
         if future.set_running_or_notify_cancel():
@@ -227,38 +310,47 @@ class Scheduler:
         self._work.pop(0)
 
     def _idle_wait(self, sessions) -> float:
-        """Seconds until some session's pause rule may commit (at most 1)."""
+        """Seconds until some session's pause rule may commit, or the store is retried, or the
+        drain ends (at most 1)."""
         waits = [due - s.live.now() for s in sessions if (due := s.live.next_due()) is not None]
         return max(0.0, min([1.0, *waits]))
 
     def _retire(self, sessions) -> None:
         for session in sessions:
-            if session.discarded or (session.live.done and not self._busy(session)):
+            if session.discarded or session.failed or (session.live.done and not self._busy(session)):
                 if session.translator is not None:
                     self.batch.remove(session.translator)  # frees its KV; abandons its update under way
                 with self._cond:
                     self._sessions.remove(session)
-                session.publish({"type": "session.closed", "session": session.id}, to_client=not session.discarded)
+                session.publish({"type": "session.closed", "session": session.id, "reason": session.reason},
+                                to_client=not session.discarded)
 
     def _admit(self, sessions) -> None:
         """Start the next job of every session that has none under way."""
         for session in sessions:
-            if self._busy(session) or session.discarded or (item := session.live.take()) is None:
+            if self._busy(session) or session.discarded or session.failed or (item := session.live.take()) is None:
                 continue
             try:
                 self.batch.submit(self._translator(session), item.job.text, item.job.final,
                                   functools.partial(self._ended, session, item))
             except ValueError as error:
                 self._ended(session, item, error)
+            except Exception as error:  # noqa: BLE001 (this session's failure, not the replica's)
+                log.exception("session %s: a job could not start", session.id)
+                self._fail(session, error)
 
     def _busy(self, session: ServiceSession) -> bool:
         """An update of ``session`` is under way in the batch."""
         return session.translator is not None and self.batch.running(session.translator)
 
-    @staticmethod
-    def _ended(session: ServiceSession, item, outcome) -> None:
-        if not session.discarded:
+    def _ended(self, session: ServiceSession, item, outcome) -> None:
+        if session.discarded:
+            return
+        try:
             session.emit(session.live.result(item, outcome))
+        except Exception as error:  # noqa: BLE001 (this session's failure, not the replica's)
+            log.exception("session %s: its event could not be sent", session.id)
+            self._fail(session, error)
 
     def _translator(self, session: ServiceSession) -> StreamTranslator:
         """The session's translator, built and joined to the batch on its first job."""
@@ -269,5 +361,8 @@ class Scheduler:
                                                   source_lang=s.source, target_lang=s.target, config=config)
             self.batch.add(session.translator)
             if self.store is not None:
-                self.store.open_session(session.id, self.loaded.name, s.to_dict())  # the settings used
+                try:
+                    self.store.open_session(session.id, self.loaded.name, s.to_dict())  # the settings used
+                except Exception as error:  # noqa: BLE001 (the session goes on; its row has the first settings)
+                    log.error("session %s: its settings could not be recorded: %s", session.id, error)
         return session.translator

@@ -1,31 +1,41 @@
 """Run the service: uvicorn serves the app on a side thread, the scheduler owns the model on this one.
 
-Contract: ``serve(loaded, host, port, ...)`` blocks until SIGINT/SIGTERM (or ``stop`` is set),
-then stops both. The model runs only on the calling thread (MLX and threads: see
+Contract: ``serve(loaded, host, port, ...)`` blocks until SIGINT/SIGTERM, then *drains*: new
+sessions and chat requests are refused (``/health`` answers 503), every open caption is
+translated, committed and written to the store, every session gets ``session.closed`` (reason
+``shutdown``) and its socket closes with 1001; then it returns, within ``drain_timeout_s`` (a
+second signal stops at once). The model runs only on the calling thread (MLX and threads: see
 ``live.session``); the uvicorn thread runs asyncio and never touches MLX. ``on_ready(url)`` is
 called once the socket listens (port 0 picks a free port; the URL has the real one).
 """
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 import time
 from collections.abc import Callable
 
-from .app import ServiceOptions, create_app
-from .scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_MAX_SESSIONS, Scheduler
+from .app import create_app
+from .options import ServiceOptions
+from .scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS, Scheduler
 from .store import TranscriptStore
+
+log = logging.getLogger(__name__)
+SOCKETS_CLOSE_S = 5.0  # after the drain, the longest wait for the handlers to close their sockets
 
 
 def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = DEFAULT_MAX_SESSIONS,
           options: ServiceOptions = ServiceOptions(), store: TranscriptStore | None = None,
-          on_ready: Callable[[str], None] | None = None, caption_rounds: int = DEFAULT_CAPTION_ROUNDS) -> None:
+          on_ready: Callable[[str], None] | None = None, caption_rounds: int = DEFAULT_CAPTION_ROUNDS,
+          drain_timeout_s: float = DEFAULT_DRAIN_S) -> None:
     import uvicorn
 
     scheduler = Scheduler(loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds)
     config = uvicorn.Config(create_app(scheduler, options), host=host, port=port, log_level="warning",
-                            ws_max_size=4 * options.limits.max_message_bytes, lifespan="off")
+                            ws_max_size=4 * options.limits.max_message_bytes, lifespan="off",
+                            limit_concurrency=max_sessions + options.max_viewers + 64, timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)
     web = threading.Thread(target=server.run, name="http", daemon=True)
     web.start()
@@ -36,11 +46,25 @@ def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: in
     if on_ready is not None:
         bound = server.servers[0].sockets[0].getsockname()[1]
         on_ready(f"http://{host}:{bound}")
-    previous = {sig: signal.signal(sig, lambda *_: scheduler.stop()) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(*_) -> None:
+        log.warning("draining: finishing every session (at most %g s; again to stop at once)", drain_timeout_s)
+        scheduler.drain(drain_timeout_s)
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         scheduler.run()
+        _wait_for_sockets(server, time.monotonic() + SOCKETS_CLOSE_S)
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         server.should_exit = True
-        web.join(timeout=5)
+        web.join(timeout=10)
+
+
+def _wait_for_sockets(server, deadline: float) -> None:
+    """Let the WebSocket handlers send their last events and close with 1001 (uvicorn's own
+    shutdown would close the sockets still open with 1012)."""
+    while time.monotonic() < deadline and any("WebSocket" in type(c).__name__ or "WSProtocol" in type(c).__name__
+                                              for c in list(server.server_state.connections)):
+        time.sleep(0.05)

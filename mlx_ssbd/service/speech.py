@@ -1,7 +1,9 @@
 """Speech on the live WebSocket: binary 16 kHz PCM frames in, ASR partials into the session.
 
 Contract: ``SpeechWorker(scheduler)``; ``feed(session, data)`` queues a session's audio bytes
-(16 kHz mono signed 16-bit little-endian PCM) and returns at once; ``end(session)`` ends its
+(16 kHz mono signed 16-bit little-endian PCM) and returns at once, True, or False without queueing
+them when the session already has ``max_pending_s`` of audio waiting to be recognised (the
+client sends faster than real time, or the recognizer is behind); ``end(session)`` ends its
 audio: the rest is recognised, its last partials pushed, then the session is closed as by a
 ``session.close``; ``drop(session)`` forgets it (the client went away). All three may be called
 from any thread and never touch MLX.
@@ -12,10 +14,13 @@ its ``StreamingRecognizer`` steps, and each partial is pushed into the session's
 (the scheduler translates it exactly like a ``source.update``) and sent to the client and its
 viewers as ``transcription.update``. A recognizer that cannot be loaded (no ``asr`` extra)
 becomes an ``asr_unavailable`` error event for each session that sends audio; the service goes on.
+A recognizer step that fails becomes an ``asr_failed`` error event for its session, whose audio so
+far is dropped (the next audio starts afresh); the worker serves the other sessions on.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 
@@ -23,6 +28,9 @@ from ..asr.audio import pcm_to_float
 from ..asr.recognizer import SAMPLE_RATE, AsrError, Recognizer, get_asr_card, load_recognizer
 from ..asr.streaming import StreamingConfig, StreamingRecognizer
 from . import protocol
+
+log = logging.getLogger(__name__)
+DEFAULT_MAX_PENDING_S = 30.0
 
 
 @dataclass
@@ -37,9 +45,11 @@ class _Audio:
 class SpeechWorker:
     """See the module docstring. ``asr``: an ASR card name (None: the default card)."""
 
-    def __init__(self, scheduler, *, asr: str | None = None, config: StreamingConfig = StreamingConfig()):
+    def __init__(self, scheduler, *, asr: str | None = None, config: StreamingConfig = StreamingConfig(),
+                 max_pending_s: float = DEFAULT_MAX_PENDING_S):
         self.scheduler = scheduler
         self.asr_name = asr
+        self.max_pending_bytes = 2 * int(max_pending_s * SAMPLE_RATE)
         self.language = get_asr_card(asr).language  # what the recognizer hears (read once, not per frame)
         self.config = config
         self._cond = threading.Condition()
@@ -50,12 +60,15 @@ class SpeechWorker:
 
     # -- any thread ------------------------------------------------------------------------
 
-    def feed(self, session, data: bytes) -> None:
+    def feed(self, session, data: bytes) -> bool:
         with self._cond:
             stream = self._streams.setdefault(session.id, _Audio(session))
+            if len(stream.pending) + len(data) > self.max_pending_bytes:
+                return False
             stream.pending += data
             self._start()
             self._cond.notify()
+            return True
 
     def end(self, session) -> None:
         with self._cond:
@@ -93,7 +106,21 @@ class SpeechWorker:
                 while not (work := self._ready()):
                     self._cond.wait()
             for stream, data, ended in work:
-                self._serve(stream, data, ended)
+                try:
+                    self._serve(stream, data, ended)
+                except Exception as error:  # noqa: BLE001 (this session's failure; the others go on)
+                    log.exception("session %s: speech recognition failed", stream.session.id)
+                    self._failed(stream, error, ended)
+
+    def _failed(self, stream: _Audio, error: Exception, ended: bool) -> None:
+        session = stream.session
+        with self._cond:
+            if self._streams.get(session.id) is stream:
+                del self._streams[session.id]
+        session.send(protocol.error_event("asr_failed", f"speech recognition failed ({error!r}); the audio so far "
+                                          "is dropped, the next audio starts afresh"))
+        if ended:
+            self.scheduler.close(session)
 
     def _serve(self, stream: _Audio, data: bytes, ended: bool) -> None:
         session = stream.session

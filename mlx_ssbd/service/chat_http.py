@@ -1,0 +1,125 @@
+"""``POST /v1/chat/completions``: OpenAI's chat completions over HTTP, run by the scheduler.
+
+Contract: ``chat_route(scheduler, complete, options)`` returns the Starlette endpoint.
+``complete(request, on_text)`` gives a completion's steps (``chat.ChatEngine.rounds``) for
+``Scheduler.interleave``. The body must be ``application/json`` (415 otherwise: a browser's
+text/plain POST is refused) of at most ``options.max_chat_bytes`` (413), strict JSON (400); the
+request is checked by ``chat.parse_request`` (400, OpenAI's error shape). Beyond the scheduler's
+``max_calls`` completions queued or running: 429; while the server shuts down: 503. A streamed
+answer (``"stream": true``) is Server-Sent Events, a chunk per piece of text; a client that goes
+away stops the decoding at its next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+
+from . import chat, protocol
+from .options import ServiceOptions
+from .protocol import ProtocolError
+from .scheduler import Busy, Scheduler
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def chat_route(scheduler: Scheduler, complete, options: ServiceOptions):
+    model = scheduler.loaded.name
+
+    async def chat_completions(request: Request) -> Response:
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            return openai_error("unsupported_media_type", f"the body must be application/json, not {kind[:60]!r}",
+                                415)
+        try:
+            body = protocol.loads(await _read(request, options.max_chat_bytes))
+            parsed = chat.parse_request(body, max_tokens=options.max_tokens)
+            if parsed.stream:
+                return await _stream_chat(parsed, complete, scheduler, model)
+            result = await asyncio.wrap_future(scheduler.interleave(lambda: complete(parsed)))
+        except _TooLarge:
+            return openai_error("request_too_large", f"the body is over {options.max_chat_bytes} bytes", 413)
+        except ProtocolError as error:
+            return openai_error(error.code, str(error), 400)
+        except Busy as busy:
+            return openai_error("shutting_down" if busy.shutdown else "rate_limit_exceeded", str(busy),
+                                503 if busy.shutdown else 429)
+        return JSONResponse(chat.response(parsed, result, model))
+
+    return chat_completions
+
+
+async def _read(request: Request, limit: int) -> bytes:
+    """The body, refused (``_TooLarge``) as soon as it is over ``limit`` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _TooLarge
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > limit:
+            raise _TooLarge
+    return bytes(body)
+
+
+async def _stream_chat(parsed: chat.ChatRequest, complete, scheduler: Scheduler, model: str) -> Response:
+    """A streamed chat completion: a chunk per piece of text as the model's thread decides it.
+
+    Raises ``ProtocolError`` (a 400, before anything is streamed) when the request is refused,
+    ``Busy`` when the scheduler cannot take it."""
+    loop, pieces = asyncio.get_running_loop(), asyncio.Queue()
+    gone = threading.Event()
+
+    def on_text(piece: str) -> None:  # the model's thread
+        if gone.is_set():
+            raise chat.Cancelled
+        loop.call_soon_threadsafe(pieces.put_nowait, piece)
+
+    done = asyncio.wrap_future(scheduler.interleave(lambda: complete(parsed, on_text)))
+
+    def finished(future) -> None:
+        future.cancelled() or future.exception()  # read here, so a Cancelled is never "unretrieved"
+        pieces.put_nowait(None)
+
+    done.add_done_callback(finished)
+    first = await pieces.get()  # "" once accepted; None: refused (or failed) before any text
+    if first is None:
+        done.result()  # raises the ProtocolError, answered with a 400
+
+    async def lines():
+        try:
+            yield sse(chat.chunk(parsed, model, {"role": "assistant", "content": ""}))
+            while (piece := await pieces.get()) is not None:
+                if piece:
+                    yield sse(chat.chunk(parsed, model, {"content": piece}))
+            try:
+                result = done.result()
+            except Exception as error:  # headers are sent: the error goes in the stream, as OpenAI's do
+                yield sse({"error": {"message": f"the completion failed: {error}", "type": "server_error",
+                                     "code": "completion_failed"}})
+                return
+            yield sse(chat.chunk(parsed, model, {}, result.finish_reason))
+            if parsed.include_usage:
+                yield sse(chat.usage_chunk(parsed, result, model))
+            yield "data: [DONE]\n\n"
+        finally:
+            gone.set()
+
+    return StreamingResponse(lines(), media_type="text/event-stream")
+
+
+def openai_error(code: str, message: str, status: int) -> JSONResponse:
+    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code}},
+                        status_code=status)
+
+
+def sse(event: dict, event_id: str | None = None) -> str:
+    """One Server-Sent Event carrying ``event`` as JSON."""
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    return f"{head}data: {json.dumps(event, ensure_ascii=False)}\n\n"

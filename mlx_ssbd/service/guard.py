@@ -1,0 +1,83 @@
+"""Who may use the service: an API key and a browser Origin allowlist, checked before any route.
+
+Contract: ``Guard(app, api_key=None, allowed_origins=())`` wraps an ASGI app.
+
+* **API key** (when set): the paths in ``PROTECTED`` (opening a session, chat completions, the
+  model list, the session list) need ``Authorization: Bearer KEY``; a WebSocket may instead carry
+  ``?api_key=KEY`` (browsers cannot set its headers). Without it: HTTP 401 (OpenAI's error shape,
+  ``WWW-Authenticate: Bearer``), and a WebSocket is refused with a 401 before it opens. Viewer
+  links of one session (``/captions/{id}``, ``/v1/sessions/{id}/...``) need only the session id,
+  the capability to read that session; ``/health`` is open.
+* **Origin** (always): a WebSocket, or a request other than GET/HEAD/OPTIONS, whose ``Origin``
+  header names another host than the one it was sent to (its ``Host``) and is not in
+  ``allowed_origins`` (``"*"``: any) is refused with 403, with or without the key: a web page the
+  operator visits cannot drive the service (cross-site WebSocket hijacking, text/plain POSTs that
+  skip the browser's preflight). Clients that send no ``Origin`` (not browsers) are not affected.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterable
+from urllib.parse import parse_qs, urlsplit
+
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket
+
+PROTECTED = frozenset({"/v1/stream", "/v1/chat/completions", "/v1/models", "/v1/sessions"})
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class Guard:
+    """See the module docstring."""
+
+    def __init__(self, app, *, api_key: str | None = None, allowed_origins: Iterable[str] = ()):
+        self.app = app
+        self.key = api_key.encode() if api_key else None
+        self.origins = {origin.rstrip("/").lower() for origin in allowed_origins}
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            refusal = self.refusal(scope)
+            if refusal is not None:
+                status, code, message = refusal
+                response = JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code}},
+                                        status_code=status,
+                                        headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+                if scope["type"] == "http":
+                    await response(scope, receive, send)
+                else:
+                    await _deny(WebSocket(scope, receive, send), response)
+                return
+        await self.app(scope, receive, send)
+
+    def refusal(self, scope) -> tuple[int, str, str] | None:
+        """``(status, code, message)`` when the request is refused, else None."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        origin = headers.get("origin")
+        writes = scope["type"] == "websocket" or scope.get("method", "GET") not in SAFE_METHODS
+        if writes and origin is not None and not self.origin_allowed(origin, headers.get("host", "")):
+            return 403, "origin_not_allowed", (f"requests from {origin[:100]!r} are not allowed; the operator can "
+                                               "allow it with --allow-origin")
+        if self.key is not None and scope["path"] in PROTECTED and not self.authorized(scope, headers):
+            return 401, "invalid_api_key", "a valid API key is needed: Authorization: Bearer KEY"
+        return None
+
+    def origin_allowed(self, origin: str, host: str) -> bool:
+        origin = origin.rstrip("/").lower()
+        return "*" in self.origins or origin in self.origins or urlsplit(origin).netloc == host.lower()
+
+    def authorized(self, scope, headers: dict[str, str]) -> bool:
+        given = headers.get("authorization", "")
+        token = given[7:].strip() if given[:7].lower() == "bearer " else None
+        if token is None and scope["type"] == "websocket":
+            token = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key") or [None])[0]
+        return token is not None and hmac.compare_digest(token.encode(), self.key)
+
+
+async def _deny(ws: WebSocket, response: JSONResponse) -> None:
+    """Refuse a WebSocket before it opens: an HTTP response where the server can send one."""
+    if "websocket.http.response" in ws.scope.get("extensions", {}):
+        await ws.send_denial_response(response)
+    else:
+        await ws.close(code=1008)

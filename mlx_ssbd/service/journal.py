@@ -1,0 +1,73 @@
+"""Commits on their way to the transcript store: written in order, kept in memory while it fails.
+
+Contract: ``Journal(store)`` is used by the scheduler's thread only. ``write(session, caption)``
+writes the caption, after any earlier ones of any session still waiting, and returns True when
+all of them are in the store; when the store fails (full disk, read-only file, locked, gone), the
+caption is kept in memory, in order, and ``write`` returns False (the failure is in ``error``).
+``retry()`` tries the waiting ones again (at most every ``retry_s``; ``force`` at once) and
+returns those it wrote.
+Nothing is dropped while the process lives; ``kill -9`` loses only captions that were never
+written, and the scheduler says so to their clients when they are committed (``stored: false``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+
+from .store import Caption
+
+log = logging.getLogger(__name__)
+DEFAULT_RETRY_S = 1.0
+
+
+class Journal:
+    """See the module docstring. ``store``: a ``store.TranscriptStore`` (None: nothing is kept)."""
+
+    def __init__(self, store, *, retry_s: float = DEFAULT_RETRY_S, clock: Callable[[], float] = time.monotonic):
+        self.store = store
+        self.retry_s = retry_s
+        self.error: Exception | None = None  # the last failure, while some caption waits
+        self._clock = clock
+        self._waiting: deque[tuple[str, Caption]] = deque()
+        self._tried = 0.0
+
+    @property
+    def waiting(self) -> int:
+        """Captions not yet in the store."""
+        return len(self._waiting)
+
+    def write(self, session: str, caption: Caption) -> bool:
+        if self.store is None:
+            return True
+        self._waiting.append((session, caption))
+        self._flush()
+        return not self._waiting
+
+    def retry(self, *, force: bool = False) -> list[tuple[str, Caption]]:
+        """Write the waiting captions if ``retry_s`` passed since the last try (or ``force``);
+        returns those written."""
+        if not self._waiting or not force and self._clock() - self._tried < self.retry_s:
+            return []
+        return self._flush()
+
+    def _flush(self) -> list[tuple[str, Caption]]:
+        written = []
+        self._tried = self._clock()
+        while self._waiting:
+            session, caption = self._waiting[0]
+            try:
+                self.store.add_caption(session, caption)
+            except Exception as error:  # noqa: BLE001 (any failure of the store: keep the caption)
+                if self.error is None:
+                    log.error("the transcript store failed (%s); %d caption(s) kept in memory", error,
+                              len(self._waiting))
+                self.error = error
+                return written
+            written.append(self._waiting.popleft())
+        if self.error is not None:
+            log.warning("the transcript store is back; %d caption(s) written", len(written))
+            self.error = None
+        return written

@@ -1,0 +1,179 @@
+"""``WS /v1/stream``: one live caption session per WebSocket (protocol version 1).
+
+Contract: ``serve_stream(ws, scheduler, speech, options)`` runs one connection to its end and
+never raises. The session is opened at once (``session.created``) or refused (``busy`` and close
+1013; ``shutting_down`` and close 1001; ``store_unavailable`` and close 1011). Then two tasks run
+side by side: the *receiver* parses client frames (``protocol``) and hands them to the scheduler
+(text) or the ``speech.SpeechWorker`` (binary PCM); the *sender* sends the events the scheduler
+posts into the connection's ``outbox.Outbox``. A bad frame gets an ``error`` event and changes
+nothing. The connection ends when:
+
+* the client sends ``session.close`` (or stays silent: no first message within
+  ``handshake_timeout_s``, no valid message for ``idle_timeout_s``): the open caption is
+  committed, ``session.closed`` is sent, the socket closes with 1000;
+* the server ends the session (the drain: 1001; the session failed: 1011) after
+  ``session.closed``;
+* the client reads too slowly (the outbox overflows): its session is dropped and the socket
+  closed with 1008 and the reason;
+* the client goes away: its session is dropped (queued jobs too).
+
+This module never touches MLX: the scheduler's calls used here are thread-safe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from . import protocol
+from .options import ServiceOptions
+from .outbox import Outbox, Overflow
+from .protocol import CloseMessage, ProtocolError, SessionUpdate, SourceMessage
+from .scheduler import Busy, Scheduler
+from .speech import SpeechWorker
+
+log = logging.getLogger(__name__)
+CLOSE_CODES = {"closed": 1000, "idle": 1000, "shutdown": 1001, "error": 1011}
+BUSY_CLOSE_CODE = 1013  # "try again later"
+SLOW_READER_CLOSE_CODE = 1008  # policy violation: the client does not read its events
+
+
+async def serve_stream(ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions) -> None:
+    await ws.accept()
+    loop, outbox = asyncio.get_running_loop(), Outbox(options.max_outbox)
+    try:
+        session = await asyncio.to_thread(scheduler.open, lambda event: loop.call_soon_threadsafe(outbox.put, event))
+    except Busy as busy:
+        await _refuse(ws, "shutting_down" if busy.shutdown else "busy", str(busy), 1001 if busy.shutdown else
+                      BUSY_CLOSE_CODE)
+        return
+    except Exception as error:  # noqa: BLE001 (the store could not record the session)
+        log.error("a session could not be opened: %s", error)
+        await _refuse(ws, "store_unavailable", f"the transcript store is unavailable: {error}", 1011)
+        return
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):
+        await ws.send_json(protocol.settings_event("session.created", session.id, session.settings,
+                                                   scheduler.loaded.name))
+    receiver = asyncio.create_task(_receive(ws, session, scheduler, speech, options, outbox))
+    sender = asyncio.create_task(_send_events(ws, outbox))
+    await asyncio.wait({receiver, sender}, return_when=asyncio.FIRST_COMPLETED)
+    if receiver.done() and receiver.exception() is None:
+        await asyncio.wait({sender})  # the client closed the session: its last commits, then session.closed
+    receiver.cancel()
+    ending = sender.exception() if sender.done() else WebSocketDisconnect(1006)
+    if ending is None:  # session.closed was sent
+        code, reason = CLOSE_CODES.get(session.reason, 1000), ""
+    else:  # the client reads too slowly, or went away: its session is dropped
+        sender.cancel()
+        speech.drop(session)
+        scheduler.discard(session)
+        code, reason = (SLOW_READER_CLOSE_CODE, f"too slow: {ending}") if isinstance(ending, Overflow) else (None, "")
+    outbox.close()
+    for task in (receiver, sender):
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+    if code is not None:
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+            await ws.close(code=code, reason=reason[:120])
+
+
+async def _refuse(ws: WebSocket, code: str, message: str, close_code: int) -> None:
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+        await ws.send_json(protocol.error_event(code, message))
+        await ws.close(code=close_code)
+
+
+async def _send_events(ws: WebSocket, outbox: Outbox) -> None:
+    """Send queued events in order until ``session.closed``; raises ``Overflow`` for a slow
+    reader, ``WebSocketDisconnect`` when the client is gone."""
+    while True:
+        event = await outbox.get()
+        try:
+            await ws.send_json(event)
+        except (RuntimeError, OSError):
+            raise WebSocketDisconnect(1006) from None
+        if event["type"] == "session.closed":
+            return
+
+
+async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions,
+                   outbox: Outbox) -> None:
+    """Read client frames until ``session.close`` or silence; raises ``WebSocketDisconnect``."""
+    close = lambda: speech.end(session) if session.input == "audio" else scheduler.close(session)  # noqa: E731
+    heard = False  # a valid message came
+    last = time.monotonic()
+    while True:
+        handshake = not heard and options.handshake_timeout_s < options.idle_timeout_s
+        wait = options.handshake_timeout_s if handshake else options.idle_timeout_s
+        try:
+            frame = await asyncio.wait_for(ws.receive(), timeout=max(0.0, last + wait - time.monotonic()))
+        except asyncio.TimeoutError:
+            code, what = ("handshake_timeout", "no first message in") if handshake else ("idle_timeout", "no message for")
+            outbox.put(protocol.error_event(code, f"{what} {wait:g} s; the session is closed"))
+            session.reason = "idle"
+            close()
+            return
+        if frame["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(frame.get("code", 1000))
+        try:
+            error, closes = _handle(frame, session, scheduler, speech, options, outbox)
+        except Exception as bug:  # noqa: BLE001 (a bug must not end the connection without a word)
+            log.exception("session %s: a client message could not be handled", session.id)
+            error, closes = protocol.error_event("internal_error", f"this message could not be handled: {bug!r}"), False
+        if error is not None:
+            outbox.put(error)
+            continue
+        heard, last = True, time.monotonic()
+        if closes:
+            close()
+            return
+
+
+def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions,
+            outbox: Outbox) -> tuple[dict | None, bool]:
+    """Act on one client frame: ``(the error event it gets or None, whether it closes the session)``."""
+    raw = frame.get("text")
+    if raw is None:
+        data = frame.get("bytes") or b""
+        if (error := _audio_error(data, session, speech, options)) is not None:
+            return error, False
+        session.input = "audio"
+        if not speech.feed(session, data):
+            return protocol.error_event("audio_backlog", f"more than {options.max_audio_s:g} s of audio wait to be "
+                                        "recognised; this frame is dropped (send audio in real time)"), False
+        return None, False
+    try:
+        message = protocol.parse(raw, options.limits)
+    except ProtocolError as error:
+        return protocol.error_event(error.code, str(error)), False
+    if isinstance(message, SessionUpdate):
+        if session.started:
+            return protocol.error_event("session_active", "settings can only change before the first source.update"), False
+        session.settings = message.apply(session.settings)
+        outbox.put(protocol.settings_event("session.updated", session.id, session.settings, scheduler.loaded.name))
+    elif isinstance(message, SourceMessage):
+        if session.input == "audio":
+            return protocol.error_event("mixed_input",
+                                        "this session is fed by speech (binary frames); source.update is refused"), False
+        try:
+            scheduler.push(session, message)
+        except Busy as busy:
+            return protocol.error_event("backlog", str(busy)), False
+    return None, isinstance(message, CloseMessage)
+
+
+def _audio_error(data: bytes, session, speech: SpeechWorker, options: ServiceOptions) -> dict | None:
+    """The ``error`` event a binary frame gets, or None when it is audio this session takes."""
+    if len(data) > options.limits.max_message_bytes:
+        return protocol.error_event("message_too_large", f"audio frame of {len(data)} bytes; the limit is "
+                                    f"{options.limits.max_message_bytes}")
+    if session.input == "text":
+        return protocol.error_event("mixed_input", "this session is fed by source.update; binary audio is refused")
+    if session.settings.source != speech.language:
+        return protocol.error_event("unsupported_language", f"speech input is {speech.language} only (the recognizer "
+                                    f"hears {speech.language}); this session's source is {session.settings.source}")
+    return None
