@@ -4,8 +4,8 @@ Contract: ``Journal(store)`` is used by the scheduler's thread only. ``write(ses
 writes the caption, after any earlier ones of any session still waiting, and returns True when
 all of them are in the store; when the store fails (full disk, read-only file, locked, gone), the
 caption is kept in memory, in order, and ``write`` returns False (the failure is in ``error``).
-``retry()`` tries the waiting ones again (at most every ``retry_s``; ``force`` at once) and
-returns those it wrote.
+``retry()`` tries the waiting ones again (at most every ``retry_s``; ``force`` at once).
+``recovered()`` returns (and forgets) the captions that had failed and have been written since.
 Nothing is dropped while the process lives; ``kill -9`` loses only captions that were never
 written, and the scheduler says so to their clients when they are committed (``stored: false``).
 """
@@ -32,6 +32,8 @@ class Journal:
         self.error: Exception | None = None  # the last failure, while some caption waits
         self._clock = clock
         self._waiting: deque[tuple[str, Caption]] = deque()
+        self._failed = 0  # how many of the oldest waiting captions have failed at least once
+        self._recovered: list[tuple[str, Caption]] = []
         self._tried = 0.0
 
     @property
@@ -46,15 +48,17 @@ class Journal:
         self._flush()
         return not self._waiting
 
-    def retry(self, *, force: bool = False) -> list[tuple[str, Caption]]:
-        """Write the waiting captions if ``retry_s`` passed since the last try (or ``force``);
-        returns those written."""
-        if not self._waiting or not force and self._clock() - self._tried < self.retry_s:
-            return []
-        return self._flush()
+    def retry(self, *, force: bool = False) -> None:
+        """Write the waiting captions if ``retry_s`` passed since the last try (or ``force``)."""
+        if self._waiting and (force or self._clock() - self._tried >= self.retry_s):
+            self._flush()
 
-    def _flush(self) -> list[tuple[str, Caption]]:
-        written = []
+    def recovered(self) -> list[tuple[str, Caption]]:
+        """The captions written since the last call after failing before, in order."""
+        done, self._recovered = self._recovered, []
+        return done
+
+    def _flush(self) -> None:
         self._tried = self._clock()
         while self._waiting:
             session, caption = self._waiting[0]
@@ -64,10 +68,12 @@ class Journal:
                 if self.error is None:
                     log.error("the transcript store failed (%s); %d caption(s) kept in memory", error,
                               len(self._waiting))
-                self.error = error
-                return written
-            written.append(self._waiting.popleft())
+                self.error, self._failed = error, len(self._waiting)
+                return
+            self._waiting.popleft()
+            if self._failed:
+                self._failed -= 1
+                self._recovered.append((session, caption))
         if self.error is not None:
-            log.warning("the transcript store is back; %d caption(s) written", len(written))
+            log.warning("the transcript store is back; every waiting caption is written")
             self.error = None
-        return written

@@ -220,9 +220,9 @@ class Scheduler:
                 self._start_work(fn, future)
             if draining is not None and self._drained(sessions, draining):
                 break
+            self._retry_store(sessions)  # before a session retires, so its client hears of it
             self._retire(sessions)
             self._admit(sessions)
-            self._retry_store(sessions)
             if self.batch.busy:
                 self._round()
                 self._rounds += 1
@@ -234,7 +234,7 @@ class Scheduler:
             with self._cond:
                 if not self._stopping and not self._calls:
                     self._cond.wait(self._idle_wait(sessions))
-        self._retry_store(sessions, last=True)
+        self._retry_store([], last=True)
 
     def _drained(self, sessions: list[ServiceSession], deadline: float) -> bool:
         """Close every session for the drain; True once nothing is left, or at the deadline."""
@@ -278,9 +278,8 @@ class Scheduler:
 
     def _retry_store(self, sessions: list[ServiceSession], *, last: bool = False) -> None:
         """Write the captions the store refused before, if it is back; tell their clients."""
-        if not self.journal.waiting:
-            return
-        written = self.journal.retry(force=last)
+        self.journal.retry(force=last)
+        written = self.journal.recovered()
         live = {s.id: s for s in sessions}
         for sid in dict.fromkeys(sid for sid, _ in written):
             if (session := live.get(sid)) is not None:
