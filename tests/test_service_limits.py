@@ -4,8 +4,8 @@ a failing store or recognizer or round confined to its session, keys and origins
 import asyncio
 import json
 import signal
+import socket
 import sqlite3
-import threading
 import time
 
 import httpx
@@ -366,7 +366,36 @@ def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path
                     assert one.status_code == two.status_code == 200
                     third = await client.get(url)
                     assert third.status_code == 503 and third.json()["code"] == "too_many_viewers"
+                deadline = time.monotonic() + 10  # the server notices the viewers leaving a moment later
+                while (await client.get(f"{base}/health")).json()["viewers"] and time.monotonic() < deadline:
+                    await asyncio.sleep(0.05)
                 assert (await client.get(f"{base}/health")).json()["viewers"] == 0
+
+    def without_reading(base, message, count):
+        """``count`` copies of ``message`` from a client that never reads a byte after the
+        handshake (a raw socket driven by websockets' sans-I/O protocol); how many it sent before
+        its session was dropped (None: never)."""
+        from websockets.client import ClientProtocol
+        from websockets.protocol import State
+        from websockets.uri import parse_uri
+
+        client = ClientProtocol(parse_uri(ws_url(base)))
+        client.send_request(client.connect())
+        with socket.create_connection(base[len("http://"):].split(":")) as sock:
+            sock.settimeout(10)
+            sock.sendall(b"".join(client.data_to_send()))
+            while client.state is State.CONNECTING:  # the handshake's answer: the last bytes it reads
+                client.receive_data(sock.recv(4096))
+            assert client.state is State.OPEN
+            for sent in range(1, count + 1):
+                client.send_text(message.encode())
+                try:
+                    sock.sendall(b"".join(client.data_to_send()))
+                except OSError:  # the server closed the connection
+                    pass
+                if sent % 500 == 0 and httpx.get(base + "/health").json()["sessions"] == 0:
+                    return sent
+        return None
 
     with server(model_dir, tmp_path / "t.sqlite3", "--handshake-timeout", "1", "--max-viewers", "2") as (base, _):
         asyncio.run(scenario(base))
@@ -374,6 +403,12 @@ def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path
         while httpx.get(base + "/health").json()["sessions"] and time.monotonic() < deadline:
             time.sleep(0.1)
         assert httpx.get(base + "/health").json()["sessions"] == 0
+        # valid messages, each answered by an event it never reads: once the socket's buffers and
+        # the outbox are full, the session is dropped
+        assert without_reading(base, json.dumps({"type": "session.update"}), 100_000) is not None
+        # junk: beyond 50 bad messages in 10 s the connection is closed
+        assert without_reading(base, "junk", 1000) == 500
+        assert httpx.get(base + "/health").json()["status"] == "ok"
 
 
 def test_sigterm_drains_open_captions_into_the_store_and_exits_0(model_dir, tmp_path):

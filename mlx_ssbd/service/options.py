@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from .outbox import DEFAULT_LIMIT
 from .protocol import Limits
 
+BAD_MESSAGE_WINDOW_S = 10.0
+
 
 @dataclass(frozen=True)
 class ServiceOptions:
@@ -30,6 +32,8 @@ class ServiceOptions:
         max_chat_bytes: a chat completion request's body at most.
         max_tokens: a chat completion's ``max_tokens`` at most.
         max_audio_s: seconds of a session's audio waiting to be recognised at most.
+        max_bad_messages: a connection sending more bad messages than this within
+            ``BAD_MESSAGE_WINDOW_S`` is closed (1008): a flood of junk costs the others nothing.
         keepalive_s: an SSE stream sends a comment after this long without an event, so that
             proxies keep it open.
     """
@@ -45,11 +49,12 @@ class ServiceOptions:
     max_chat_bytes: int = 1 << 20
     max_tokens: int = 4096
     max_audio_s: float = 30.0
+    max_bad_messages: int = 50
     keepalive_s: float = 15.0
 
     def check(self) -> None:
         for name in ("idle_timeout_s", "handshake_timeout_s", "max_outbox", "max_viewers", "max_viewers_per_session",
-                     "max_chat_bytes", "max_tokens", "max_audio_s", "keepalive_s"):
+                     "max_chat_bytes", "max_tokens", "max_audio_s", "max_bad_messages", "keepalive_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.api_key is not None and not self.api_key.strip():

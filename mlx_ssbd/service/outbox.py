@@ -6,14 +6,16 @@ Contract: ``Outbox(limit)`` lives on the event loop: ``put`` and ``get`` are cal
 ``transcription.update``: each is superseded by the next) is dropped to make room, and counted in
 ``dropped``; every other event (commits, errors, ``session.closed``) is never dropped. If the
 queue is full of those, the reader is too far behind to be served: the outbox *overflows*
-(``overflowed`` is set, later ``put``s are ignored, ``get`` raises ``Overflow``) and its owner
-closes the connection with a reason. ``close()`` makes later ``put``s no-ops (the reader is gone).
+(``overflowed`` is set, later ``put``s are ignored, ``get`` raises ``Overflow``, ``on_overflow``
+is called once) and its owner closes the connection with a reason. ``close()`` makes later
+``put``s no-ops (the reader is gone).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 
 LIVE_EVENTS = frozenset({"translation.update", "transcription.update"})
 DEFAULT_LIMIT = 256
@@ -26,10 +28,11 @@ class Overflow(Exception):
 class Outbox:
     """See the module docstring."""
 
-    def __init__(self, limit: int = DEFAULT_LIMIT):
+    def __init__(self, limit: int = DEFAULT_LIMIT, on_overflow: Callable[[], None] | None = None):
         if limit < 1:
             raise ValueError(f"an outbox holds at least 1 event, got {limit}")
         self.limit = limit
+        self.on_overflow = on_overflow
         self.dropped = 0
         self.overflowed = False
         self._events: deque[dict] = deque()
@@ -44,6 +47,8 @@ class Outbox:
             return
         if len(self._events) >= self.limit and not self._drop_live():
             self.overflowed = True
+            if self.on_overflow is not None:
+                self.on_overflow()
         else:
             self._events.append(event)
         self._ready.set()

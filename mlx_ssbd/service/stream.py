@@ -13,8 +13,9 @@ nothing. The connection ends when:
   committed, ``session.closed`` is sent, the socket closes with 1000;
 * the server ends the session (the drain: 1001; the session failed: 1011) after
   ``session.closed``;
-* the client reads too slowly (the outbox overflows): its session is dropped and the socket
-  closed with 1008 and the reason;
+* the client reads too slowly (the outbox overflows, or one event waits ``SEND_TIMEOUT_S`` to
+  be sent), or sends more than ``max_bad_messages`` bad messages within
+  ``BAD_MESSAGE_WINDOW_S``: its session is dropped and the socket closed with 1008 and the reason;
 * the client goes away: its session is dropped (queued jobs too).
 
 This module never touches MLX: the scheduler's calls used here are thread-safe.
@@ -26,11 +27,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from . import protocol
-from .options import ServiceOptions
+from .options import BAD_MESSAGE_WINDOW_S, ServiceOptions
 from .outbox import Outbox, Overflow
 from .protocol import CloseMessage, ProtocolError, SessionUpdate, SourceMessage
 from .scheduler import Busy, Scheduler
@@ -39,12 +41,24 @@ from .speech import SpeechWorker
 log = logging.getLogger(__name__)
 CLOSE_CODES = {"closed": 1000, "idle": 1000, "shutdown": 1001, "error": 1011}
 BUSY_CLOSE_CODE = 1013  # "try again later"
-SLOW_READER_CLOSE_CODE = 1008  # policy violation: the client does not read its events
+POLICY_CLOSE_CODE = 1008  # policy violation: the client does not read its events, or floods junk
+SEND_TIMEOUT_S = 30.0  # one event's send waiting this long: the client does not read
+CLOSE_TIMEOUT_S = 5.0  # a close waits for the socket's write buffer too
+
+
+class Misbehaving(Exception):
+    """The client broke a rule that ends its connection (too many bad messages)."""
 
 
 async def serve_stream(ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions) -> None:
     await ws.accept()
-    loop, outbox = asyncio.get_running_loop(), Outbox(options.max_outbox)
+    loop, sending = asyncio.get_running_loop(), []  # the sender task, once started
+
+    def stop_sending() -> None:  # the reader is too slow: the sender may be blocked in a send that never ends
+        for task in sending:
+            task.cancel()
+
+    outbox = Outbox(options.max_outbox, on_overflow=stop_sending)
     try:
         session = await asyncio.to_thread(scheduler.open, lambda event: loop.call_soon_threadsafe(outbox.put, event))
     except Busy as busy:
@@ -60,25 +74,32 @@ async def serve_stream(ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker
                                                    scheduler.loaded.name))
     receiver = asyncio.create_task(_receive(ws, session, scheduler, speech, options, outbox))
     sender = asyncio.create_task(_send_events(ws, outbox))
+    sending.append(sender)
     await asyncio.wait({receiver, sender}, return_when=asyncio.FIRST_COMPLETED)
     if receiver.done() and receiver.exception() is None:
         await asyncio.wait({sender})  # the client closed the session: its last commits, then session.closed
     receiver.cancel()
-    ending = sender.exception() if sender.done() else WebSocketDisconnect(1006)
+    if outbox.overflowed:
+        ending = Overflow(f"too slow: more than {outbox.limit} events waiting to be read")
+    elif receiver.done() and not receiver.cancelled() and isinstance(receiver.exception(), Misbehaving):
+        ending = receiver.exception()
+    else:
+        ending = sender.exception() if sender.done() else WebSocketDisconnect(1006)
     if ending is None:  # session.closed was sent
         code, reason = CLOSE_CODES.get(session.reason, 1000), ""
-    else:  # the client reads too slowly, or went away: its session is dropped
+    else:  # the client reads too slowly, misbehaves or went away: its session is dropped
         sender.cancel()
         speech.drop(session)
         scheduler.discard(session)
-        code, reason = (SLOW_READER_CLOSE_CODE, f"too slow: {ending}") if isinstance(ending, Overflow) else (None, "")
+        policy = isinstance(ending, (Overflow, Misbehaving))
+        code, reason = (POLICY_CLOSE_CODE, str(ending)) if policy else (None, "")
     outbox.close()
     for task in (receiver, sender):
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
     if code is not None:
-        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
-            await ws.close(code=code, reason=reason[:120])
+        with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError, asyncio.TimeoutError):
+            await asyncio.wait_for(ws.close(code=code, reason=reason[:120]), CLOSE_TIMEOUT_S)
 
 
 async def _refuse(ws: WebSocket, code: str, message: str, close_code: int) -> None:
@@ -93,7 +114,9 @@ async def _send_events(ws: WebSocket, outbox: Outbox) -> None:
     while True:
         event = await outbox.get()
         try:
-            await ws.send_json(event)
+            await asyncio.wait_for(ws.send_json(event), SEND_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise Overflow(f"too slow: an event waited {SEND_TIMEOUT_S:g} s to be sent") from None
         except (RuntimeError, OSError):
             raise WebSocketDisconnect(1006) from None
         if event["type"] == "session.closed":
@@ -102,10 +125,12 @@ async def _send_events(ws: WebSocket, outbox: Outbox) -> None:
 
 async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions,
                    outbox: Outbox) -> None:
-    """Read client frames until ``session.close`` or silence; raises ``WebSocketDisconnect``."""
+    """Read client frames until ``session.close`` or silence; raises ``WebSocketDisconnect``, or
+    ``Misbehaving``."""
     close = lambda: speech.end(session) if session.input == "audio" else scheduler.close(session)  # noqa: E731
     heard = False  # a valid message came
     last = time.monotonic()
+    bad: deque[float] = deque()  # when the recent bad messages came
     while True:
         handshake = not heard and options.handshake_timeout_s < options.idle_timeout_s
         wait = options.handshake_timeout_s if handshake else options.idle_timeout_s
@@ -126,6 +151,12 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechW
             error, closes = protocol.error_event("internal_error", f"this message could not be handled: {bug!r}"), False
         if error is not None:
             outbox.put(error)
+            now = time.monotonic()
+            bad.append(now)
+            while bad[0] < now - BAD_MESSAGE_WINDOW_S:
+                bad.popleft()
+            if len(bad) > options.max_bad_messages:
+                raise Misbehaving(f"more than {options.max_bad_messages} bad messages in {BAD_MESSAGE_WINDOW_S:g} s")
             continue
         heard, last = True, time.monotonic()
         if closes:
