@@ -370,6 +370,15 @@ def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path
                 while (await client.get(f"{base}/health")).json()["viewers"] and time.monotonic() < deadline:
                     await asyncio.sleep(0.05)
                 assert (await client.get(f"{base}/health")).json()["viewers"] == 0
+        async with websockets.connect(ws_url(base)) as junk:  # beyond 50 bad messages in 10 s: closed
+            await junk.recv()
+            for _ in range(60):
+                await junk.send("junk")
+            errors = 0
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                while True:
+                    errors += json.loads(await asyncio.wait_for(junk.recv(), timeout=10))["type"] == "error"
+            assert errors == 51 and closed.value.rcvd.code == 1008 and "bad messages" in closed.value.rcvd.reason
 
     def without_reading(base, message, count):
         """``count`` copies of ``message`` from a client that never reads a byte after the

@@ -8,7 +8,7 @@ Contract: ``Outbox(limit)`` lives on the event loop: ``put`` and ``get`` are cal
 queue is full of those, the reader is too far behind to be served: the outbox *overflows*
 (``overflowed`` is set, later ``put``s are ignored, ``get`` raises ``Overflow``, ``on_overflow``
 is called once) and its owner closes the connection with a reason. ``close()`` makes later
-``put``s no-ops (the reader is gone).
+``put``s no-ops and ``get`` raise ``Overflow`` (the reader is gone).
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ class Outbox:
         while True:
             if self.overflowed:
                 raise Overflow(f"more than {self.limit} events waiting to be read")
+            if self._closed:
+                raise Overflow("the outbox is closed")
             if self._events:
                 return self._events.popleft()
             self._ready.clear()
@@ -74,3 +76,4 @@ class Outbox:
     def close(self) -> None:
         self._closed = True
         self._events.clear()
+        self._ready.set()

@@ -44,6 +44,7 @@ BUSY_CLOSE_CODE = 1013  # "try again later"
 POLICY_CLOSE_CODE = 1008  # policy violation: the client does not read its events, or floods junk
 SEND_TIMEOUT_S = 30.0  # one event's send waiting this long: the client does not read
 CLOSE_TIMEOUT_S = 5.0  # a close waits for the socket's write buffer too
+TASKS_END_S = 1.0  # the receiver and sender, cancelled, are waited for this long at most
 
 
 class Misbehaving(Exception):
@@ -94,12 +95,17 @@ async def serve_stream(ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker
         policy = isinstance(ending, (Overflow, Misbehaving))
         code, reason = (POLICY_CLOSE_CODE, str(ending)) if policy else (None, "")
     outbox.close()
+    await asyncio.wait({receiver, sender}, timeout=TASKS_END_S)  # cancelled: they end at once, or are left
     for task in (receiver, sender):
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        task.add_done_callback(_retrieve)  # their exceptions were handled above (or do not matter now)
     if code is not None:
         with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError, asyncio.TimeoutError):
             await asyncio.wait_for(ws.close(code=code, reason=reason[:120]), CLOSE_TIMEOUT_S)
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 async def _refuse(ws: WebSocket, code: str, message: str, close_code: int) -> None:
