@@ -218,5 +218,8 @@ done
 # 21. ssbd-pool in the service: SSBD and ssbd-pool, 1, 2 and 4 sessions, 60 s of speech each.
 once "$OUT/service-pool-0.5b/service_load.json" $LOAD --methods ssbd,ssbd-pool --sessions 1,2,4 \
     --out "$OUT/service-pool-0.5b"
+# 22. Hostile clients beside 2 real-time sessions: junk floods, slow readers, 500 idle sockets, 200 viewers.
+once "$OUT/service-abuse-0.5b/service_abuse.json" python benchmarks/service_abuse.py --model qwen2.5-coder-0.5b \
+    --out "$OUT/service-abuse-0.5b"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

@@ -22,7 +22,7 @@ from .common import caption_options, check_languages, load, user_errors
 from .live import SINK_FORMATS, make_sink
 from .translate import METHODS, STREAM_METHODS, run_stream
 
-# Methods that need no draft model (the *-tail ones do, and do not pay here: see the README).
+# Methods that need no draft model (the *-tail ones do, and do not pay here: benchmarks/results/*/sentences-1.5b).
 LISTEN_METHODS = tuple(m for m in STREAM_METHODS if not dict(METHODS[m].features).get("tail_guess"))
 
 

@@ -10,7 +10,8 @@ Why: when the source grows by a word, SSBD accepts the old translation in one pa
 translation of the new word token by token (on short sentences most of an update's passes). A
 draft model a third of the size guesses those tokens for a fraction of a big step each; when the
 guess holds, the update needs one big pass instead of several. Measured on this project's CPU, the
-0.5B guessing for the 1.5B does not pay: 21.5% of its guessed tokens are accepted (README, Results).
+0.5B guessing for the 1.5B does not pay: 21.5% of its guessed tokens are accepted (``mlx-ssbd bench``,
+benchmarks/results/2026-11-21-linux-x86_64-2cpu/sentences-1.5b).
 
 How the guess is made: the draft model takes the *big* model's previous output as given, not its
 own, and decodes on greedily from its end, on its own ``TokenCache`` (so the guess lines up with
