@@ -359,8 +359,8 @@ def test_bad_lines_in_the_new_formats(run, tmp_path, name, content, message):
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
 
 
-def test_readme_jsonl_example_has_the_real_event_fields(run, tmp_path):
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+def test_the_documented_jsonl_example_has_the_real_event_fields(run, tmp_path):
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "translate.md").read_text()
     block = readme.split("```json\n", 1)[1].split("```", 1)[0]
     examples = [json.loads(line) for line in block.replace("\n   ", " ").splitlines() if line.strip()]
     result = run("translate", "--stream", write(tmp_path, "t.txt", "so today I want to talk\n"), "--format", "jsonl")
