@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROBE = ("import mlx_ssbd; from mlx_ssbd.backend import BLAS; from mlx_ssbd_cli.doctor import matmul_probe; "
+PROBE = ("import mlx_ssbd; from mlx_ssbd.platform.backend import BLAS; from mlx_ssbd_cli.doctor import matmul_probe; "
          "import json; print(json.dumps([BLAS.name, matmul_probe(2.0)]))")
 
 

@@ -3,7 +3,7 @@
 SSBD's premise is that checking a whole draft in one forward pass costs about as much as decoding
 one token. This measures it: from the same cached prompt, the median wall time of a forward over N
 new tokens (N = 1 is a decode step), trimming the cache back after each run. Decode steps go
-through the sgemv shim when it is on (``mlx_ssbd/gemv.py``); ``MLX_SSBD_GEMV=0`` measures plain
+through the sgemv shim when it is on (``mlx_ssbd/platform/gemv.py``); ``MLX_SSBD_GEMV=0`` measures plain
 sgemm.
 
     python benchmarks/verify_cost.py --model qwen2.5-coder-0.5b --out benchmarks/results/DIR

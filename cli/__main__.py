@@ -1,3 +1,3 @@
-from .main import cli
+from .main import main
 
-cli()
+main()

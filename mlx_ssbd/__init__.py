@@ -1,10 +1,12 @@
 """mlx-ssbd: streaming LLM re-translation with Self-Speculative Biased Decoding on MLX.
 
-Import order matters: ``backend`` loads an optimized BLAS before ``mlx.core`` is first imported.
+Import this before ``mlx.core``: ``platform.backend`` loads an optimized BLAS (and the decode kernel,
+when the command line has built it) before ``mlx.core`` is first imported. Importing compiles
+nothing and writes nothing.
 """
 
-from . import backend  # noqa: F401  (must come first)
-from .backend import backend_info
+from .platform import backend  # noqa: F401  (must come first)
+from .platform.backend import backend_info
 from .live.multistream import MultiStreamTranslator
 from .live.segmenter import SegmenterConfig
 from .live.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError

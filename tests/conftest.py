@@ -1,10 +1,15 @@
 """Test setup. ``mlx_ssbd`` is imported before anything imports ``mlx.core`` so that the backend
-policy can load an optimized BLAS (see ``mlx_ssbd.backend``)."""
+policy can load an optimized BLAS (see ``mlx_ssbd.platform.backend``)."""
 
 import os
+import subprocess
 import sys
 
-import mlx_ssbd  # noqa: F401  (must precede every mlx.core import)
+# The decode kernel is built by the command line, never by an import: build it (once per machine)
+# before this process imports mlx_ssbd, which loads it when it is there.
+subprocess.run([sys.executable, "-m", "mlx_ssbd_cli", "doctor", "--build"], check=False, capture_output=True)
+
+import mlx_ssbd  # noqa: E402, F401  (must precede every mlx.core import)
 
 sys.path.insert(0, os.path.dirname(__file__))  # for `from tiny import ...`
 

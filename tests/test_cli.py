@@ -199,7 +199,7 @@ def test_models_list_and_info():
 
 
 def test_doctor_reports_blas_and_dtype():
-    from mlx_ssbd.backend import is_gpu
+    from mlx_ssbd.platform.backend import is_gpu
 
     result = CliRunner().invoke(cli, ["doctor"])
     assert result.exit_code == 0

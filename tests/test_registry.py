@@ -126,7 +126,7 @@ def test_quantized_weights_keep_their_packing_on_a_gpu_dtype_policy(monkeypatch)
     import mlx.core as mx
     import mlx.nn as nn
 
-    from mlx_ssbd import backend
+    from mlx_ssbd.platform import backend
     from mlx_ssbd.models.loading import to_compute_dtype
 
     model = tiny_model("qwen2")
@@ -150,7 +150,7 @@ def test_the_blas_can_be_chosen_by_name(kind):
     import subprocess
     import sys
 
-    from mlx_ssbd.backend import OPENBLAS_CANDIDATES
+    from mlx_ssbd.platform.backend import OPENBLAS_CANDIDATES
 
     if not sys.platform.startswith("linux"):
         pytest.skip("the BLAS policy is for Linux")
@@ -158,7 +158,7 @@ def test_the_blas_can_be_chosen_by_name(kind):
         pytest.skip("Debian's OpenBLAS is not installed")
     if kind == "mkl" and platform.machine() != "x86_64":
         pytest.skip("MKL comes from PyPI on x86-64 only")
-    code = ("import mlx_ssbd, mlx.core as mx; from mlx_ssbd.backend import BLAS; "
+    code = ("import mlx_ssbd, mlx.core as mx; from mlx_ssbd.platform.backend import BLAS; "
             "mx.eval(mx.ones((64, 64)) @ mx.ones((64, 64))); "
             "maps = open('/proc/self/maps').read(); "
             "print(BLAS.name, BLAS.path is not None and BLAS.path in maps)")

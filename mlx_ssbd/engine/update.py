@@ -39,7 +39,7 @@ from dataclasses import dataclass
 
 import mlx.core as mx
 
-from ..backend import on_generation_stream
+from ..platform.backend import on_generation_stream
 from .verify import decide
 
 

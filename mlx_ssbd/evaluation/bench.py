@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backend import backend_info
+from ..platform.backend import backend_info
 from ..live.translator import SourceUpdate, StreamTranslator, method_config
 from . import metrics
 from .streams import Pair, lag_updates

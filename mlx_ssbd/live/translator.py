@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 
-from ..backend import pipelined_decode
+from ..platform.backend import pipelined_decode
 from ..engine import update as engine
 from ..engine.cache import TokenCache, common_prefix_len
 from ..engine.lookahead import DEFAULT_MAX_PROPOSAL, History, Proposer

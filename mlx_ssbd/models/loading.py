@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backend import compute_dtype, wire_memory
+from ..platform.backend import compute_dtype, wire_memory
 from ..live.prompt import detect_family, get_family
 from .registry import ModelError, Progress, cards, default_card, prepare
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-from ..paths import HOME_ENV, cache_home
+from ..platform.paths import HOME_ENV, cache_home
 from .gguf_import import COMPLETE_MARKER, convert_gguf
 
 CHUNK = 8 << 20

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..backend import on_generation_stream
+from ..platform.backend import on_generation_stream
 from ..engine.cache import TokenCache
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule

@@ -1,16 +1,18 @@
 """Matrix-vector products through the BLAS's sgemv on Linux CPUs (a part of the backend policy).
 
-Contract: ``install(blas_path)`` is called by ``backend`` before the BLAS at ``blas_path`` is loaded
-into the global symbol scope and before ``mlx.core`` is imported. It compiles ``gemv_shim.c``
-(once, cached by its hash under the user cache directory) with the system C compiler, loads it with
-``RTLD_GLOBAL`` so that MLX's ``cblas_sgemm`` resolves to it, and hands it the BLAS's own
-``cblas_sgemm``/``cblas_sgemv``: one-row (and one-column) products go to sgemv, products of a few
-rows by a transposed weight (a batched decode step) to the shim's own kernel, which reads the
-weight once for all rows; everything else to sgemm unchanged. It returns a ``GemvChoice`` saying
-what happened; it never raises: without a compiler, with ``MLX_SSBD_GEMV=0`` or on any failure
-MLX keeps plain sgemm (only slower). ``MLX_SSBD_FEW_ROWS=N`` sets the most rows the few-rows
-kernel takes (default 8; 1 turns it off, for comparisons; a value that is not a number is named
-in the note and the default used).
+Contract: ``build()`` compiles ``gemv_shim.c`` with the system C compiler into the user cache
+directory (once per source, flags and CPU); only the command line calls it (``mlx-ssbd doctor
+--build``, or any ``mlx-ssbd`` command on its first run), never an ``import``. ``install(blas_path)``
+is called by ``backend`` before the BLAS at ``blas_path`` is loaded into the global symbol scope and
+before ``mlx.core`` is imported: if the shim is built, it loads it with ``RTLD_GLOBAL`` so that
+MLX's ``cblas_sgemm`` resolves to it, and hands it the BLAS's own ``cblas_sgemm``/``cblas_sgemv``:
+one-row (and one-column) products go to sgemv, products of a few rows by a transposed weight (a
+batched decode step) to the shim's own kernel, which reads the weight once for all rows;
+everything else to sgemm unchanged. It compiles nothing, writes nothing and never raises; it
+returns a ``GemvChoice`` saying what happened (not built, ``MLX_SSBD_GEMV=0``, any failure: MLX
+keeps plain sgemm, only slower). ``MLX_SSBD_FEW_ROWS=N`` sets the most rows the few-rows kernel
+takes (default 8; 1 turns it off, for comparisons; a value that is not a number is named in the
+note and the default used).
 
 Why: MLX's CPU backend calls sgemm for every fp32 matmul, also for a decode step's 1 x K times
 K x N; OpenBLAS packs the whole weight for that and runs about 2.5x slower than sgemv on the same
@@ -38,12 +40,14 @@ DEFAULT_FEW_ROWS = 8  # beyond, sgemm is as fast (benchmarks/matmul_rows.py)
 SOURCE = Path(__file__).with_name("gemv_shim.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp")  # the library is built where it runs, cached per CPU
 PLAIN_FLAGS = ("-O2",)  # where the compiler takes neither
+NOT_BUILT = "not built yet (mlx-ssbd doctor --build)"
 
 
 @dataclass(frozen=True)
 class GemvChoice:
     active: bool
     note: str
+    buildable: bool = False  # it would be active once built
 
 
 _shim = None  # the loaded shim (kept alive; ``calls()`` reads its counter)
@@ -59,19 +63,19 @@ def install(blas_path: str) -> GemvChoice:
         few = int(raw)
     except ValueError:
         few, unreadable = DEFAULT_FEW_ROWS, f" ({FEW_ROWS_ENV}={raw!r} is not a number: the default)"
+    built = next((path for path in (_target(FLAGS), _target(PLAIN_FLAGS)) if path.exists()), None)
+    if built is None:
+        return GemvChoice(False, NOT_BUILT, buildable=True)
+    threaded = built == _target(FLAGS)
+    if not threaded:
+        few = 1
     try:
         blas = ctypes.CDLL(blas_path)  # local: only to take its functions
         sgemm, sgemv = (ctypes.cast(getattr(blas, name), ctypes.c_void_p).value
                         for name in ("cblas_sgemm", "cblas_sgemv"))
-        built = _build()
-        if built is None:
-            return GemvChoice(False, "no C compiler (cc) to build the sgemv shim: plain sgemm")
-        library, threaded = built
-        if not threaded:
-            few = 1
-        shim = ctypes.CDLL(str(library), mode=ctypes.RTLD_GLOBAL)
+        shim = ctypes.CDLL(str(built), mode=ctypes.RTLD_GLOBAL)
         shim.mlx_ssbd_gemv_init(ctypes.c_void_p(sgemm), ctypes.c_void_p(sgemv), ctypes.c_int(few))
-    except (OSError, AttributeError, subprocess.SubprocessError) as error:
+    except (OSError, AttributeError) as error:
         return GemvChoice(False, f"sgemv shim not used: {error}")
     _shim = shim
     if not threaded:
@@ -81,6 +85,23 @@ def install(blas_path: str) -> GemvChoice:
     else:
         kernel = f"2-{few} rows through the few-rows kernel{unreadable}"
     return GemvChoice(True, f"one-row fp32 products through sgemv, {kernel}")
+
+
+def build() -> tuple[Path | None, str]:
+    """Compile the shim (if not built yet) for this source, CPU and compiler: ``(library, note)``,
+    the library None when there is no C compiler or the build fails. A compiler without OpenMP
+    (or ``-march=native``) gets a plain ``-O2`` build, whose few-rows kernel would run on one
+    thread: ``install`` turns it off."""
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None:
+        return None, "no C compiler (cc) to build the sgemv shim: plain sgemm"
+    try:
+        try:
+            return _compiled(compiler, FLAGS), f"built with {' '.join(FLAGS)}"
+        except subprocess.CalledProcessError:
+            return _compiled(compiler, PLAIN_FLAGS), f"built with {' '.join(PLAIN_FLAGS)} (no OpenMP)"
+    except (OSError, subprocess.SubprocessError) as error:
+        return None, f"the sgemv shim could not be built: {error}"
 
 
 def calls() -> int:
@@ -100,22 +121,14 @@ def _cpu_id() -> bytes:
     return platform.machine().encode() + flags
 
 
-def _build() -> tuple[Path, bool] | None:
-    """The shim library (built once per source, flags and CPU) and whether it has OpenMP; None
-    without a compiler. A compiler without OpenMP (or ``-march=native``) gets a plain ``-O2``
-    build, whose few-rows kernel would run on one thread: the caller turns it off."""
-    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if compiler is None:
-        return None
-    try:
-        return _compiled(compiler, FLAGS), True
-    except subprocess.CalledProcessError:
-        return _compiled(compiler, PLAIN_FLAGS), False
+def _target(flags: tuple[str, ...]) -> Path:
+    """Where the shim built with ``flags`` for this source and CPU lives."""
+    tag = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode() + _cpu_id()).hexdigest()[:16]
+    return cache_home() / "native" / f"libmlx_ssbd_gemv-{tag}.so"
 
 
 def _compiled(compiler: str, flags: tuple[str, ...]) -> Path:
-    tag = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode() + _cpu_id()).hexdigest()[:16]
-    target = cache_home() / "native" / f"libmlx_ssbd_gemv-{tag}.so"
+    target = _target(flags)
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

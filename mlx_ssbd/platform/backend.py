@@ -9,7 +9,8 @@ CPU-specific lives here and nowhere else:
   skip), else Debian's OpenBLAS when installed, else MKL from pip (a dependency on x86-64 Linux,
   so ``pip install`` alone brings a fast BLAS), else a warning naming the reference BLAS.
   With OpenBLAS, one-row products (decode steps) go through its sgemv (``gemv``: 2.5x faster
-  than the sgemm MLX calls; ``MLX_SSBD_GEMV=0`` turns it off).
+  than the sgemm MLX calls; ``MLX_SSBD_GEMV=0`` turns it off) once the command line has built
+  the shim; importing never compiles or writes anything.
 * dtype: fp32 on CPU (only fp32 uses BLAS there; bf16/fp16/quantized matmuls cost grows with the
   number of tokens, which defeats one-pass verification); the model's own dtype on a GPU.
 * on a GPU: model calls on a dedicated generation stream, decode steps pipelined (the next one
