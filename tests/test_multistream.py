@@ -194,3 +194,34 @@ def test_a_stream_removed_mid_update_abandons_it(tok):
     assert len(ended) == 1 and ended[0].source == "so today we talk"
     for text in stream[1:]:
         assert mine.update(text).output_ids == ref.update(text).output_ids
+
+
+def test_a_batched_rt_nocache_stream_recomputes_everything_as_alone(tok):
+    """RT without a prefix cache keeps no KV from one update to the next, in a batch as alone
+    (the batch once kept its row's KV while the translator cleared an empty cache of its own)."""
+    model = tiny_model("qwen2", seed=5)
+    sources = ["so today", "so today we talk", "so today we talk about rules"]
+    alone = make(model, tok, policy="rt-nocache")
+    expected = [alone.update(s) for s in sources]
+    batched = make(model, tok, policy="rt-nocache")
+    batch = MultiStreamTranslator([batched])
+    got = [batch.update([(s, False)])[0] for s in sources]
+    assert [u.output for u in got] == [u.output for u in expected]
+    assert [u.stats.reused_tokens for u in got] == [u.stats.reused_tokens for u in expected] == [0, 0, 0]
+    assert [u.stats.tokens_fed for u in got] == [u.stats.tokens_fed for u in expected]
+
+
+def test_a_translator_in_a_batch_updates_on_its_own_row(tok):
+    """``update()`` on a translator that joined a batch runs on its row (reusing its KV), not on
+    the empty cache it left behind; its outputs are those of a translator alone."""
+    model = tiny_model("qwen2", seed=6)
+    alone, member = make(model, tok, policy="ssbd", beta=0.3), make(model, tok, policy="ssbd", beta=0.3)
+    other = make(model, tok, policy="rt")
+    batch = MultiStreamTranslator([member, other])
+    first = batch.update([("so today we", False), ("why we made", False)])[0]
+    assert first.output == alone.update("so today we").output
+    direct = member.update("so today we talk")
+    assert direct.output == alone.update("so today we talk").output
+    assert direct.stats.reused_tokens > 0 and len(member.cache) == 0  # its KV is in the batch row
+    after = batch.update([("so today we talk about rules", True), None])[0]
+    assert after.output == alone.update("so today we talk about rules", final=True).output

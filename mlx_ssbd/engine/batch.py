@@ -30,9 +30,11 @@ from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
 from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logits, resolved
 
 class BatchRow:
-    """One stream's row: the ids it holds and its counters (as ``cache.TokenCache``)."""
+    """One stream's row: the ids it holds and its counters (as ``cache.TokenCache``), and the
+    ``store`` that serves it (its ``BatchCache``; a ``TokenCache`` is its own store)."""
 
-    def __init__(self, cache: TokenCache):
+    def __init__(self, cache: TokenCache, store: "BatchCache"):
+        self.store = store
         self.tokens = list(cache.tokens)
         self.forward_calls = cache.forward_calls
         self.tokens_fed = cache.tokens_fed
@@ -57,7 +59,7 @@ class BatchCache:
         """Take over ``cache``'s keys and values as a new (parked) row; ``cache`` is left empty."""
         if not all(isinstance(layer, KVCache) for layer in cache.layers):
             raise ValueError("only full KVCache layers can be batched (not a rotating window)")
-        row = BatchRow(cache)  # holds the layers, parked
+        row = BatchRow(cache, self)  # holds the layers, parked
         self._members.append(row)
         cache.clear()
         return row
@@ -148,7 +150,7 @@ class BatchCache:
         resolved(row.tokens)
         ids = list(feed.ids)
         known = ids[:-1] if is_lazy(ids) else ids
-        keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits))
+        keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits)) if feed.reuse else 0
         return keep, ids[keep:], ids
 
     # -- bookkeeping of the left-padded layout ------------------------------------------------

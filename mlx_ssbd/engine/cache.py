@@ -149,8 +149,14 @@ class TokenCache:
         if len(feeds) != 1 or feeds[0][0] is not self:
             raise ValueError("a TokenCache serves one stream: itself")
         ids, wanted = feeds[0][1].ids, feeds[0][1].logits
-        reused = self.reuse(ids, keep_last=wanted)
+        reused = self.reuse(ids, keep_last=wanted) if feeds[0][1].reuse else self.rewind(0)
         return [(self.forward(ids[reused:], logits_from=len(ids) - reused - wanted), reused)]
+
+    @property
+    def store(self) -> "TokenCache":
+        """The engine store that serves this stream: the cache itself (a ``batch.BatchRow``'s is
+        its batch), so a stream runs its updates on ``row.store`` wherever its KV lives."""
+        return self
 
     @property
     def nbytes(self) -> int:

@@ -5,10 +5,11 @@ in one biased pass, decide, decode on from the first rejected position (checking
 proposals, each in one pass), stop. It never touches a model: it yields requests and receives
 their answers.
 
-* ``Feed(ids, logits)``: "make this stream's KV cache hold exactly ``ids``; give me the logits of
-  the last ``logits`` positions". The cache store reuses the longest cached prefix (rewinding
-  whatever diverges, e.g. a rejected draft) and feeds the rest in one model call; the answer is
-  ``(logits, reused)``, ``reused`` counting the tokens whose KV came from the cache.
+* ``Feed(ids, logits, reuse=True)``: "make this stream's KV cache hold exactly ``ids``; give me the
+  logits of the last ``logits`` positions". The cache store reuses the longest cached prefix
+  (rewinding whatever diverges, e.g. a rejected draft; nothing with ``reuse=False``) and feeds the
+  rest in one model call; the answer is ``(logits, reused)``, ``reused`` counting the tokens whose
+  KV came from the cache.
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
 
 ``Runner(store)`` drives any number of such generators in lock-step: every ``round()``, all
@@ -45,10 +46,12 @@ from .verify import decide
 
 @dataclass(frozen=True)
 class Feed:
-    """Request: the cache must hold ``ids``; answer the last ``logits`` positions' logits."""
+    """Request: the cache must hold ``ids``; answer the last ``logits`` positions' logits. With
+    ``reuse`` False, no cached token is kept: all of ``ids`` is fed again."""
 
     ids: Sequence[int]
     logits: int
+    reuse: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,8 @@ class Job:
         progress: None, or called with the output so far each time it grows (once after the
             verify pass, then per decided token), for callers that stream tokens out as they
             come (a chat completion). It may raise to abandon the update.
+        reuse: the verify pass may keep the stream's cached prefix (False: recompute all of it,
+            RT without a prefix cache).
     """
 
     head: Sequence[int]
@@ -94,6 +99,7 @@ class Job:
     pipelined: bool = False
     guess: Sequence[int] = ()
     progress: Callable[[list[int]], None] | None = None
+    reuse: bool = True
 
 
 @dataclass
@@ -113,7 +119,7 @@ Steps = Generator[Feed | Sync, object, Outcome]
 def update_steps(job: Job) -> Steps:
     """One update; see the module docstring. Returns the ``Outcome``."""
     draft, guess = list(job.draft), list(job.guess)
-    rows, reused = yield Feed([*job.head, *draft, *guess], len(draft) + len(guess) + 1)
+    rows, reused = yield Feed([*job.head, *draft, *guess], len(draft) + len(guess) + 1, job.reuse)
     taken, token = yield Sync(decide(rows, draft + guess, job.beta, job.sampler, len(guess)))
     accepted = min(taken, len(draft))
     guessed = guess[: taken - accepted]

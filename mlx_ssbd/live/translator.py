@@ -296,7 +296,7 @@ class StreamTranslator:
         self.config = config
         self.prompts = PromptBuilder(tokenizer, family, source_lang, target_lang)
         self.cache = TokenCache(model, max_kv_size=max_kv_size)
-        self.row = self.cache  # where this stream's KV lives: its own cache, or a batch row
+        self._row = None  # the batch row holding this stream's KV while it is in a batch
         self.context_length = context_length(model)
         self.stops = StopRule(tokenizer, on_newline=config.stop_on_newline)
         self.draft_model = draft_model
@@ -311,6 +311,16 @@ class StreamTranslator:
         self.history = History()  # earlier outputs, for ``history_drafts``
         self.segment = 0
         self.sampler = self._make_sampler(config)
+
+    @property
+    def row(self):
+        """Where this stream's KV lives: its own ``cache``, or its row while it is in a batch
+        (``multistream``); its updates run on ``row.store`` either way."""
+        return self.cache if self._row is None else self._row
+
+    @row.setter
+    def row(self, row) -> None:
+        self._row = None if row is self.cache else row
 
     @staticmethod
     def _make_sampler(config: TranslatorConfig) -> Sampler | None:
@@ -349,7 +359,7 @@ class StreamTranslator:
                 model's context. The translator's state is unchanged.
         """
         step = self.begin(source, final)
-        outcome = engine.run(self.cache, [(self.cache, step.job)])[0] if step.job else None
+        outcome = engine.run(self.row.store, [(self.row, step.job)])[0] if step.job else None
         return self.finish(step, outcome)
 
     def begin(self, source: str, final: bool) -> PendingUpdate:
@@ -360,8 +370,6 @@ class StreamTranslator:
         counters = (time.perf_counter(), row.forward_calls, row.tokens_fed, row.rebuilds)
         if self._unchanged(source, final):
             return PendingUpdate(source, final, prompt, None, *counters)
-        if cfg.policy == "rt-nocache":
-            self.cache.clear()
         locked = tuple(self._draft[: self._locked])  # promised to the viewer: kept even if the source shrank
         max_new = max(max_new, len(locked))
         draft = self._draft_tokens()[len(locked) : max_new] if cfg.uses_draft else []
@@ -374,7 +382,7 @@ class StreamTranslator:
         guess, guess_passes, guess_s = self._guess(head, draft, max_new - len(locked))
         job = engine.Job(head=head, locked=locked, draft=draft, beta=cfg.beta_for(final),
                          max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=proposer,
-                         pipelined=self.pipelined, guess=guess)
+                         pipelined=self.pipelined, guess=guess, reuse=cfg.policy != "rt-nocache")
         return PendingUpdate(source, final, prompt, job, *counters, guess_passes, guess_s)
 
     def _guess(self, head, draft, room: int) -> tuple[list[int], int, float]:
