@@ -221,5 +221,8 @@ once "$OUT/service-pool-0.5b/service_load.json" $LOAD --methods ssbd,ssbd-pool -
 # 22. Hostile clients beside 2 real-time sessions: junk floods, slow readers, 500 idle sockets, 200 viewers.
 once "$OUT/service-abuse-0.5b/service_abuse.json" python benchmarks/service_abuse.py --model qwen2.5-coder-0.5b \
     --out "$OUT/service-abuse-0.5b"
+# 23. The decode kernel built at import (before) and by the command line (now): decode speed, in turn.
+once "$OUT/kernel-before-after-0.5b/kernel_before_after.json" python benchmarks/kernel_before_after.py \
+    --before 8f72d1e --runs 3 --out "$OUT/kernel-before-after-0.5b"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
