@@ -38,7 +38,9 @@ from mlx_ssbd.live.session import (
     LiveSession,
     SessionError,
 )
-from mlx_ssbd.live.translator import SourceUpdate, StreamTranslator, Word, method_config
+from mlx_ssbd.live.methods import method_config
+from mlx_ssbd.live.source import SourceUpdate, Word
+from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 
 DATA = Path(__file__).parent / "data" / "udhr" / "en-de.jsonl"

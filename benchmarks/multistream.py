@@ -25,7 +25,7 @@ from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_pairs
 from mlx_ssbd.live.multistream import MultiStreamTranslator
-from mlx_ssbd.live.translator import method_config
+from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
 
 

@@ -42,7 +42,8 @@ from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession, SessionError
-from mlx_ssbd.live.translator import StreamTranslator, method_config
+from mlx_ssbd.live.methods import method_config
+from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 
 

@@ -25,7 +25,7 @@ from mlx_ssbd.evaluation.streams import (
     read_pairs,
     read_partials,
 )
-from mlx_ssbd.live.translator import METHODS
+from mlx_ssbd.live.methods import METHODS
 
 from .common import check_languages, draft_model_option, load, load_draft, user_errors
 

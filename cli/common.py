@@ -99,7 +99,7 @@ def caption_options(methods: tuple[str, ...]):
     """``--target``, ``--method`` (one of ``methods``), ``--beta`` and ``--mask-k``: how captions are
     translated, the same for ``translate`` and ``listen``."""
     from mlx_ssbd import DEFAULT_BETA
-    from mlx_ssbd.live.translator import METHODS
+    from mlx_ssbd.live.methods import METHODS
 
     options = [
         click.option("--target", "-t", default="de", show_default=True, help="Target language (ISO code)."),

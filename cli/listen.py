@@ -16,7 +16,7 @@ from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
 from mlx_ssbd.evaluation.streams import partial_json
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import LiveSession
-from mlx_ssbd.live.translator import method_config
+from mlx_ssbd.live.methods import method_config
 
 from .common import caption_options, check_languages, load, user_errors
 from .live import SINK_FORMATS, make_sink

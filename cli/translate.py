@@ -19,12 +19,8 @@ from mlx_ssbd.live.session import (
     LiveSession,
     SessionError,
 )
-from mlx_ssbd.live.translator import (
-    DEFAULT_AGREEMENT,
-    METHODS,
-    SourceUpdate,
-    method_config,
-)
+from mlx_ssbd.live.methods import DEFAULT_AGREEMENT, METHODS, method_config
+from mlx_ssbd.live.source import SourceUpdate
 
 from .common import caption_options, check_languages, draft_model_option, load, load_draft, user_errors
 from .live import SINK_FORMATS, make_sink

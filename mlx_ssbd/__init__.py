@@ -10,20 +10,10 @@ from .platform.backend import backend_info
 from .live.multistream import MultiStreamTranslator
 from .live.segmenter import SegmenterConfig
 from .live.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
-from .live.translator import (
-    DEFAULT_BETA,
-    DEFAULT_POLICY,
-    METHODS,
-    POLICIES,
-    SourceUpdate,
-    StreamTranslator,
-    TranslatorConfig,
-    Update,
-    UpdateStats,
-    method_config,
-    stream_translate,
-    translate,
-)
+from .live.methods import DEFAULT_BETA, DEFAULT_POLICY, METHODS, POLICIES, TranslatorConfig, method_config
+from .live.source import SourceUpdate
+from .live.translator import StreamTranslator, stream_translate, translate
+from .live.updates import Update, UpdateStats
 
 __version__ = "0.1.0"
 

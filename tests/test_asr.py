@@ -22,7 +22,7 @@ from mlx_ssbd.asr.streaming import StreamingConfig, StreamingRecognizer, voiced
 from mlx_ssbd.evaluation.streams import parse_partials, partial_json
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession
-from mlx_ssbd.live.translator import SourceUpdate, Word
+from mlx_ssbd.live.source import SourceUpdate, Word
 
 # (word, start, end) of a talk; each word is misheard while the audio stops inside it.
 TALK = [("Good", 0.2, 0.5), ("morning", 0.5, 1.0), ("everyone.", 1.0, 1.6), ("Today", 2.1, 2.5), ("we", 2.5, 2.7),

@@ -5,7 +5,7 @@ import random
 import pytest
 
 from mlx_ssbd.live.segmenter import Segmenter, SegmenterConfig, is_sentence_end
-from mlx_ssbd.live.translator import SourceUpdate, Word
+from mlx_ssbd.live.source import SourceUpdate, Word
 
 OFF = dict(sentence_end=False, max_words=0, pause_s=None)
 

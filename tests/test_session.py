@@ -16,7 +16,7 @@ from mlx_ssbd.live.session import (
     LiveSession,
     SessionError,
 )
-from mlx_ssbd.live.translator import SourceUpdate
+from mlx_ssbd.live.source import SourceUpdate
 
 MANUAL = SegmenterConfig(sentence_end=False, max_words=0, pause_s=None)  # commits only at final/segment/end
 

@@ -13,7 +13,8 @@ from sacrebleu.metrics import CHRF
 
 from mlx_ssbd.asr.audio import synthesize
 from mlx_ssbd.evaluation.scorers import semantic_similarity
-from mlx_ssbd.live.translator import StreamTranslator, method_config
+from mlx_ssbd.live.methods import method_config
+from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 
 pytestmark = [

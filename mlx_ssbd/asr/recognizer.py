@@ -28,7 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..live.translator import Word
+from ..live.source import Word
 
 SAMPLE_RATE = 16000
 INSTALL_HINT = "pip install 'mlx-ssbd[asr]'"

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..live.segmenter import is_sentence_end
-from ..live.translator import SourceUpdate, Word
+from ..live.source import SourceUpdate, Word
 from .recognizer import SAMPLE_RATE, Recognizer
 
 OVERLAP_WORDS = 5  # a new transcription may repeat up to this many confirmed words: dropped

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..platform.backend import backend_info
-from ..live.translator import SourceUpdate, StreamTranslator, method_config
+from ..live.methods import method_config
+from ..live.source import SourceUpdate
+from ..live.translator import StreamTranslator
 from . import metrics
 from .streams import Pair, lag_updates
 

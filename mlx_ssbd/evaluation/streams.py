@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..live.translator import SourceUpdate, Word
+from ..live.source import SourceUpdate, Word
 
 DEFAULT_LAG = 3
 

@@ -25,7 +25,8 @@ from collections.abc import Callable, Sequence
 
 from ..engine import update as engine
 from ..engine.batch import BatchCache
-from .translator import StreamTranslator, Update
+from .translator import StreamTranslator
+from .updates import Update
 
 
 class MultiStreamTranslator:

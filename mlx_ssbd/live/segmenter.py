@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..engine.cache import common_prefix_len
-from .translator import SourceUpdate
+from .source import SourceUpdate
 
 SENTENCE_END = tuple(".!?。！？…")
 CLAUSE_END = tuple(",;:，；：、")

@@ -32,7 +32,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from .segmenter import Job, Segmenter, SegmenterConfig
-from .translator import SourceUpdate, StreamTranslator, Update
+from .source import SourceUpdate
+from .translator import StreamTranslator
+from .updates import Update
 
 
 @dataclass(frozen=True)

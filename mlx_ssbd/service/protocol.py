@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass, replace
 
 from ..live.languages import language_name
-from ..live.translator import DEFAULT_BETA, METHODS
+from ..live.methods import DEFAULT_BETA, METHODS
 
 PROTOCOL_VERSION = 1
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")

@@ -47,7 +47,8 @@ from dataclasses import replace
 
 from ..live.multistream import MultiStreamTranslator
 from ..live.segmenter import SegmenterConfig
-from ..live.translator import StreamTranslator, method_config
+from ..live.methods import method_config
+from ..live.translator import StreamTranslator
 from . import protocol
 from .journal import Journal
 from .protocol import Settings

@@ -14,7 +14,8 @@ from collections.abc import Callable
 
 from ..live.segmenter import SegmenterConfig
 from ..live.session import CaptionCommit, CaptionUpdate, LiveSession
-from ..live.translator import SourceUpdate, StreamTranslator
+from ..live.source import SourceUpdate
+from ..live.translator import StreamTranslator
 from . import protocol
 from .journal import Journal
 from .protocol import Settings

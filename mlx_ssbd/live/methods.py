@@ -1,0 +1,143 @@
+"""The method table and a translator's settings.
+
+Contract: ``METHODS`` is the one table of method names: each is a policy (the per-update decision
+rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``, the table's first four entries, ``POLICIES``) plus
+lookahead features, with a one-line description used by the CLI's help. ``TranslatorConfig``
+holds every setting of a ``translator.StreamTranslator`` and checks them (``ValueError`` naming
+the bad value); ``method_config(name, **settings)`` is the config of a method name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine.lookahead import DEFAULT_MAX_PROPOSAL
+from ..engine.tail import DEFAULT_GUESS as DEFAULT_TAIL_GUESS
+from ..engine.verify import accept_threshold
+
+
+@dataclass(frozen=True)
+class Method:
+    """A decoding method by name: its policy (the per-update decision rule, one of the four base
+    methods), the lookahead features it turns on, and what it is, for help texts."""
+
+    policy: str
+    about: str
+    features: tuple[tuple[str, object], ...] = ()
+
+    def settings(self) -> dict:
+        return {"policy": self.policy, **dict(self.features)}
+
+
+# The one vocabulary of methods (CLI, bench, ``method_config``); the first four are the policies.
+METHODS = {
+    "rt": Method("rt", "re-translate each update, reusing the KV of the prompt and source prefix"),
+    "rt-nocache": Method("rt-nocache", "re-translate each update from an empty cache (naive reference)"),
+    "ssbd": Method("ssbd", "verify the previous output as a draft with bias beta, decode on where it diverges"),
+    "cd": Method("cd", "continuous decoding: keep every draft, only extend (ssbd with beta = 1)"),
+    "ssbd-resync": Method("ssbd", "ssbd, rejoining the old draft after a divergence", (("resync", True),)),
+    "ssbd-ngram": Method("ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),)),
+    "ssbd-plus": Method("ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))),
+    "ssbd-pool": Method("ssbd", "ssbd, 2-token n-gram guesses from the source and the session's earlier outputs, checked at beta 0",
+                        (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2), ("ngram_beta", 0.0))),
+    "ssbd-final0": Method("ssbd", "ssbd, committing with beta = 0 (what RT commits)", (("final_beta", 0.0),)),
+    "ssbd-tail": Method("ssbd", "ssbd, a draft model guessing the new tail, checked in the same pass (needs a draft model)",
+                        (("tail_guess", DEFAULT_TAIL_GUESS),)),
+}
+POLICIES = tuple(name for name, method in METHODS.items() if not method.features)
+DEFAULT_POLICY = "ssbd"
+DEFAULT_BETA = 0.2  # the paper's default
+DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
+DEFAULT_MIN_MAX_TOKENS = 16
+DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
+
+
+@dataclass(frozen=True)
+class TranslatorConfig:
+    """Decoding settings of a ``StreamTranslator``.
+
+    Attributes:
+        policy: one of ``POLICIES``. Default ``"ssbd"``.
+        beta: bias towards the draft in [0, 1] (ssbd only). Default 0.2.
+        draft_mask_k: tokens dropped from the end of the draft. Default 0.
+        display_mask_k: tokens hidden from the display while not final. Default 0.
+        max_tokens_ratio, min_max_tokens: output bound = max(min, ceil(ratio * source tokens)).
+        stop_on_newline: end the output at a token containing a newline (captions are one line).
+        resync: after the draft is rejected, rejoin it where the new output matches it again.
+        ngram_drafts: propose source n-gram continuations (copy-through tokens) while decoding.
+        history_drafts: propose n-gram continuations from the session's earlier outputs too (this
+            segment's earlier outputs, then committed segments; ``lookahead.History``).
+        ngram_len: the most tokens an n-gram proposal holds. Default 16.
+        ngram_beta: the bias n-gram proposals are checked with; None (the default): the update's.
+            0 makes them lossless: the output is what the method gives without them.
+        final_beta: beta for the final (committed) update of a segment; None: ``beta``. With 0 the
+            committed text is exactly what RT commits (a bad early draft cannot be locked in),
+            while live updates keep the fast biased drafts.
+        temperature: 0 for greedy decoding; > 0 samples (biased speculative sampling for drafts).
+        top_p: nucleus mass kept when sampling. seed: the sampler's PRNG seed.
+        agreement: lock a token once it stood in this many consecutive outputs of a segment
+            (LocalAgreement-n; see the module docstring). 0: nothing is locked before the commit.
+        context_tokens: token budget for earlier committed segments kept in the prompt; 0: none.
+        tail_guess: the most tokens a draft model guesses past the draft per update (the
+            translator needs a ``draft_model``); 0: no guess.
+    """
+
+    policy: str = DEFAULT_POLICY
+    beta: float = DEFAULT_BETA
+    draft_mask_k: int = 0
+    display_mask_k: int = 0
+    max_tokens_ratio: float = DEFAULT_MAX_TOKENS_RATIO
+    min_max_tokens: int = DEFAULT_MIN_MAX_TOKENS
+    stop_on_newline: bool = True
+    resync: bool = False
+    ngram_drafts: bool = False
+    history_drafts: bool = False
+    ngram_len: int = DEFAULT_MAX_PROPOSAL
+    ngram_beta: float | None = None
+    final_beta: float | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int = 0
+    agreement: int = 0
+    context_tokens: int = 0
+    tail_guess: int = 0
+
+    def __post_init__(self):
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
+        accept_threshold(self.beta)  # validates the range
+        for beta in (self.final_beta, self.ngram_beta):
+            if beta is not None:
+                accept_threshold(beta)
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens", "tail_guess"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        if not isinstance(self.ngram_len, int) or self.ngram_len < 1:
+            raise ValueError(f"ngram_len must be a positive integer, got {self.ngram_len!r}")
+
+    @property
+    def effective_beta(self) -> float:
+        """The bias actually applied: 1 for cd, beta for ssbd, 0 (exact greedy) for rt."""
+        return {"cd": 1.0, "ssbd": self.beta}.get(self.policy, 0.0)
+
+    def beta_for(self, final: bool) -> float:
+        """The bias of one update: ``final_beta`` on a final ssbd update if set."""
+        if final and self.policy == "ssbd" and self.final_beta is not None:
+            return self.final_beta
+        return self.effective_beta
+
+    @property
+    def uses_draft(self) -> bool:
+        return self.policy in ("ssbd", "cd")
+
+
+def method_config(method: str, **settings) -> TranslatorConfig:
+    """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    return TranslatorConfig(**METHODS[method].settings(), **settings)
