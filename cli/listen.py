@@ -19,7 +19,7 @@ from mlx_ssbd.live.session import LiveSession
 from mlx_ssbd.live.methods import method_config
 
 from .common import caption_options, check_languages, load, user_errors
-from .live import SINK_FORMATS, make_sink
+from .sinks import SINK_FORMATS, make_sink
 from .translate import METHODS, STREAM_METHODS, run_stream
 
 # Methods that need no draft model (the *-tail ones do, and do not pay here: benchmarks/results/*/sentences-1.5b).

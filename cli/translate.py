@@ -23,7 +23,7 @@ from mlx_ssbd.live.methods import DEFAULT_AGREEMENT, METHODS, method_config
 from mlx_ssbd.live.source import SourceUpdate
 
 from .common import caption_options, check_languages, draft_model_option, load, load_draft, user_errors
-from .live import SINK_FORMATS, make_sink
+from .sinks import SINK_FORMATS, make_sink
 
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
 

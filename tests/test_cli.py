@@ -370,7 +370,7 @@ def test_the_documented_jsonl_example_has_the_real_event_fields(run, tmp_path):
 
 
 def test_live_view_truncates_by_display_width():
-    from mlx_ssbd_cli.live import display_width, tail_to_width
+    from mlx_ssbd_cli.sinks import display_width, tail_to_width
 
     assert display_width("日本語") == 6 and display_width("abc") == 3 and display_width("e\u0301") == 1
     caption = "字幕" * 40 + "end"

@@ -1,8 +1,9 @@
 """Automatic segments: turn ASR partials into translator jobs, committing without ``final``.
 
 Contract: ``Segmenter.feed(partial, now)`` takes one ASR partial (the full current text of an ASR
-segment, as ``SourceUpdate``) and returns the jobs it implies, in order: ``Job(text, final)`` is
-one translator update of the *live* source, the words of the ASR segment not committed yet.
+segment, as ``SourceUpdate``) and returns the jobs it implies, in order: a ``CaptionSource(text,
+final)`` is one translator update of the *live* source, the words of the ASR segment not
+committed yet (a caption's source at one moment, and whether it commits).
 ``Segmenter.due(now)`` returns the jobs a pause implies; ``Segmenter.flush()`` those that end the
 input. Pure logic: no model, no threads, time comes in as ``now`` (seconds).
 
@@ -69,8 +70,9 @@ class SegmenterConfig:
 
 
 @dataclass(frozen=True)
-class Job:
-    """One translator update: the live source text, whether it commits, and why."""
+class CaptionSource:
+    """One translator update of the open caption: its live source text, whether it commits, and
+    why (named apart from ``engine.update.Job``, the engine's view of an update)."""
 
     text: str
     final: bool
@@ -111,9 +113,9 @@ class Segmenter:
         self._seg = _Open(id=_ENDED)
         self.repeats = 0  # partials that changed nothing (no job)
 
-    def feed(self, partial: SourceUpdate, now: float) -> list[Job]:
+    def feed(self, partial: SourceUpdate, now: float) -> list[CaptionSource]:
         """The jobs one partial implies (possibly none: an unchanged partial costs nothing)."""
-        jobs: list[Job] = []
+        jobs: list[CaptionSource] = []
         seg = self._seg
         if partial.segment_id != seg.id:  # never equal to _ENDED
             if seg.live:
@@ -140,7 +142,7 @@ class Segmenter:
         self.repeats += not jobs
         return jobs
 
-    def due(self, now: float) -> list[Job]:
+    def due(self, now: float) -> list[CaptionSource]:
         """Jobs for a pause: the live text committed if unchanged for ``pause_s``."""
         seg, pause = self._seg, self.config.pause_s
         if seg.live and pause is not None and now - seg.changed_at >= pause:
@@ -153,7 +155,7 @@ class Segmenter:
             return self._seg.changed_at + self.config.pause_s
         return None
 
-    def flush(self) -> list[Job]:
+    def flush(self) -> list[CaptionSource]:
         """End of input: commit whatever is live."""
         jobs = [self._commit_live("end")] if self._seg.live else []
         self._seg = _Open(id=_ENDED)
@@ -170,7 +172,7 @@ class Segmenter:
             n = min(n, common_prefix_len(words, other))
         return n
 
-    def _cuts(self, words: list[str]) -> list[Job]:
+    def _cuts(self, words: list[str]) -> list[CaptionSource]:
         seg, cfg = self._seg, self.config
         stable = self._stable_words(words)
         jobs = []
@@ -188,7 +190,7 @@ class Segmenter:
             seg.committed += cut
             seg.live = ""
 
-    def _commit_live(self, reason: str) -> Job:
+    def _commit_live(self, reason: str) -> CaptionSource:
         seg = self._seg
         words = seg.live.split()
         job = self._job(words, seg.committed, True, reason)
@@ -196,12 +198,12 @@ class Segmenter:
         seg.live = ""
         return job
 
-    def _job(self, words: Sequence[str], first: int, final: bool, reason: str = "") -> Job:
+    def _job(self, words: Sequence[str], first: int, final: bool, reason: str = "") -> CaptionSource:
         times = self._seg.times
         last = first + len(words) - 1
         start = times[first][0] if first < len(times) else None
         end = times[last][1] if 0 <= last < len(times) else None
-        return Job(" ".join(words), final, reason if final else "", start, end, self._seg.id)
+        return CaptionSource(" ".join(words), final, reason if final else "", start, end, self._seg.id)
 
 
 def _length_cut(live: list[str], max_words: int) -> int:

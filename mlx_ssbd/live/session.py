@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from .segmenter import Job, Segmenter, SegmenterConfig
+from .segmenter import CaptionSource, Segmenter, SegmenterConfig
 from .source import SourceUpdate
 from .translator import StreamTranslator
 from .updates import Update
@@ -85,7 +85,7 @@ Event = CaptionUpdate | CaptionCommit | SessionError
 
 @dataclass
 class _Queued:
-    job: Job
+    job: CaptionSource
     pushed_at: float
     first_pushed: float  # push time of the oldest partial this one replaced (or its own)
     coalesced: int = 0
@@ -161,7 +161,7 @@ class LiveSession:
             self._closed = True
             self._cond.notify()
 
-    def _queue(self, job: Job, now: float) -> None:
+    def _queue(self, job: CaptionSource, now: float) -> None:
         last = self._jobs[-1] if self._jobs else None
         # A queued live job belongs to the open caption, so a newer live job or that caption's
         # commit supersedes it.
