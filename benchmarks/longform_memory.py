@@ -53,7 +53,7 @@ def main() -> None:
     samples, start = [], time.perf_counter()
     for n, update in enumerate(stream_translate(translator, stream), 1):
         if n % args.every == 0 or n == 1:
-            samples.append({"update": n, "segment": update.segment, "rss_mb": round(rss_mb(), 1),
+            samples.append({"update": n, "caption": update.caption, "rss_mb": round(rss_mb(), 1),
                             "mlx_active_mb": round(mx.get_active_memory() / 2**20, 1),
                             "kv_tokens": len(translator.cache), "kv_mb": round(translator.cache.nbytes / 2**20, 2),
                             "elapsed_s": round(time.perf_counter() - start, 1)})

@@ -91,15 +91,15 @@ class TextSink:
 def update_event(event: CaptionUpdate | CaptionCommit) -> dict:
     """The JSONL ``update`` event (a commit's final update too)."""
     u = event.update
-    return {"type": "update", "segment": event.caption, "seq": event.seq, "source": u.source,
-            "output": u.output, "display": u.display, "stable": u.stable, "unstable": u.unstable,
+    return {"type": "update", "caption": event.caption, "segment": event.segment, "seq": event.seq,
+            "source": u.source, "output": u.output, "display": u.display, "stable": u.stable, "unstable": u.unstable,
             "final": u.final, "coalesced": event.coalesced, "at": round(event.at, 3),
             "stats": u.stats.to_dict()}
 
 
 def commit_event(event: CaptionCommit) -> dict:
-    return {"type": "commit", "segment": event.caption, "seq": event.seq, "output": event.text,
-            "source": event.source, "start": round(event.start, 3), "end": round(event.end, 3),
+    return {"type": "commit", "caption": event.caption, "segment": event.segment, "seq": event.seq,
+            "output": event.text, "source": event.source, "start": round(event.start, 3), "end": round(event.end, 3),
             "timed_by": event.timed_by, "reason": event.reason, "at": round(event.at, 3)}
 
 

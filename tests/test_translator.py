@@ -273,7 +273,7 @@ def test_stream_translate_commits_segments(model, tok):
     updates = list(stream_translate(tr, items))
     finals = [u for u in updates if u.final]
     assert [u.source for u in finals] == ["so today I", "we made"]
-    assert [u.segment for u in finals] == [0, 1]
+    assert [u.caption for u in finals] == [0, 1]
     # The second segment reused the system prompt's KV from the first.
     assert updates[-2].stats.reused_tokens >= len(tr.prompts.prefix)
 

@@ -102,7 +102,7 @@ class StreamTranslator:
         self._context: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # committed (source, output)
         self._context_ids: tuple[int, ...] = ()  # the prompt ids of ``_context``
         self.history = History()  # earlier outputs, for ``history_drafts``
-        self.segment = 0
+        self.caption = 0  # index of the open caption (segment) in this translator's life
         self.sampler = self._make_sampler(config)
 
     @property
@@ -235,7 +235,7 @@ class StreamTranslator:
             output=self._decode(output),
             display=display,
             final=step.final,
-            segment=self.segment,
+            caption=self.caption,
             stats=stats,
             stable=stable,
             unstable=display[len(stable):],
@@ -243,7 +243,7 @@ class StreamTranslator:
         if step.final:
             self.history.commit(output)
             self._remember(step.prompt.source, output)
-            self.segment += 1
+            self.caption += 1
             self.reset()
         else:
             self.history.seen(output)

@@ -51,7 +51,7 @@ class Update:
     output: str
     display: str  # what a viewer sees (display mask-k applied unless final)
     final: bool
-    segment: int  # index of the segment within this translator's life
+    caption: int  # index of the caption (segment) within this translator's life
     stats: UpdateStats
     stable: str = ""  # text that will not change any more in this segment (all of it when final)
     unstable: str = ""  # the revisable rest: ``stable + unstable == display``
