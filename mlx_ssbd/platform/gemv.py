@@ -63,10 +63,11 @@ def install(blas_path: str) -> GemvChoice:
         few = int(raw)
     except ValueError:
         few, unreadable = DEFAULT_FEW_ROWS, f" ({FEW_ROWS_ENV}={raw!r} is not a number: the default)"
-    built = next((path for path in (_target(FLAGS), _target(PLAIN_FLAGS)) if path.exists()), None)
+    tuned, plain = _target(FLAGS), _target(PLAIN_FLAGS)
+    built = tuned if tuned.exists() else plain if plain.exists() else None
     if built is None:
         return GemvChoice(False, NOT_BUILT, buildable=True)
-    threaded = built == _target(FLAGS)
+    threaded = built == tuned
     if not threaded:
         few = 1
     try:

@@ -13,7 +13,6 @@ away stops the decoding at its next token.
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 
 from starlette.requests import Request
@@ -21,7 +20,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from . import chat, protocol
 from .options import ServiceOptions
-from .protocol import ProtocolError
+from .protocol import ProtocolError, sse
 from .scheduler import Busy, Scheduler
 
 
@@ -115,11 +114,4 @@ async def _stream_chat(parsed: chat.ChatRequest, complete, scheduler: Scheduler,
 
 
 def openai_error(code: str, message: str, status: int) -> JSONResponse:
-    return JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code}},
-                        status_code=status)
-
-
-def sse(event: dict, event_id: str | None = None) -> str:
-    """One Server-Sent Event carrying ``event`` as JSON."""
-    head = f"id: {event_id}\n" if event_id is not None else ""
-    return f"{head}data: {json.dumps(event, ensure_ascii=False)}\n\n"
+    return JSONResponse(protocol.openai_error(code, message), status_code=status)

@@ -24,6 +24,8 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
+from .protocol import openai_error
+
 PROTECTED = frozenset({"/v1/stream", "/v1/chat/completions", "/v1/models", "/v1/sessions"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
@@ -41,8 +43,7 @@ class Guard:
             refusal = self.refusal(scope)
             if refusal is not None:
                 status, code, message = refusal
-                response = JSONResponse({"error": {"message": message, "type": "invalid_request_error", "code": code}},
-                                        status_code=status,
+                response = JSONResponse(openai_error(code, message), status_code=status,
                                         headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
                 if scope["type"] == "http":
                     await response(scope, receive, send)

@@ -227,6 +227,21 @@ def error_event(code: str, message: str) -> dict:
     return {"type": "error", "code": code, "message": message}
 
 
+def closed_event(session: str, reason: str | None = None) -> dict:
+    """``session.closed``; ``reason`` (closed, idle, shutdown, error) for a live session's end."""
+    return {"type": "session.closed", "session": session, **({"reason": reason} if reason else {})}
+
+
+def openai_error(code: str, message: str) -> dict:
+    """An HTTP error body in OpenAI's shape (chat completions, refused requests)."""
+    return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
+
+
+def sse(event: dict) -> str:
+    """One Server-Sent Event carrying ``event`` as JSON."""
+    return f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
+
+
 def settings_event(kind: str, session: str, settings: Settings, model: str) -> dict:
     return {"type": kind, "session": session, "protocol": PROTOCOL_VERSION, "model": model, **settings.to_dict()}
 

@@ -249,8 +249,7 @@ class Scheduler:
             return False
         log.warning("drain timeout: %d session(s) and %d completion(s) ended unfinished", len(sessions), len(self._work))
         for session in sessions:
-            session.publish({"type": "session.closed", "session": session.id, "reason": "shutdown"},
-                            to_client=not session.discarded)
+            session.publish(protocol.closed_event(session.id, "shutdown"), to_client=not session.discarded)
         for _, future in self._work:
             future.set_exception(Busy("the server shut down before the completion ended", shutdown=True))
         return True
@@ -322,8 +321,7 @@ class Scheduler:
                     self.batch.remove(session.translator)  # frees its KV; abandons its update under way
                 with self._cond:
                     self._sessions.remove(session)
-                session.publish({"type": "session.closed", "session": session.id, "reason": session.reason},
-                                to_client=not session.discarded)
+                session.publish(protocol.closed_event(session.id, session.reason), to_client=not session.discarded)
 
     def _admit(self, sessions) -> None:
         """Start the next job of every session that has none under way."""

@@ -22,7 +22,7 @@ from collections import Counter
 from starlette.responses import StreamingResponse
 
 from . import protocol
-from .chat_http import sse
+from .protocol import sse
 from .options import ServiceOptions
 from .outbox import Outbox, Overflow
 from .scheduler import Scheduler
@@ -97,7 +97,7 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
             yield sse(protocol.stored_commit_event(caption))
             replayed = caption.caption
         if session is None:
-            yield sse({"type": "session.closed", "session": sid})
+            yield sse(protocol.closed_event(sid))
             return
         while True:
             try:
