@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 import sys
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 
@@ -38,8 +38,10 @@ from .common import load
               help="On SIGTERM/SIGINT: seconds to commit every open caption and close every session before exiting.")
 @click.option("--max-message-bytes", type=click.IntRange(64), default=64 * 1024, show_default=True)
 @click.option("--max-source-chars", type=click.IntRange(1), default=4000, show_default=True)
-@click.option("--store", type=click.Path(dir_okay=False), default=None,
-              help="SQLite transcript store (default: transcripts.sqlite3 beside the models, in $MLX_SSBD_HOME).")
+@click.option("--store", envvar="MLX_SSBD_STORE", default=None, metavar="PATH|URL",
+              help="Where sessions and committed captions are kept: a SQLite file (default: transcripts.sqlite3 "
+                   "beside the models, in $MLX_SSBD_HOME), or a PostgreSQL URL (postgresql://user@host/db) that "
+                   "replicas share, so any of them serves any session. Also $MLX_SSBD_STORE.")
 @click.option("--caption-rounds", type=click.IntRange(1), default=DEFAULT_CAPTION_ROUNDS, show_default=True,
               help="Batched caption rounds per step of a chat completion while a session's update is under way "
                    "(1: they alternate; more: captions first, chat answers slower).")
@@ -55,17 +57,18 @@ def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_
     try:
         from mlx_ssbd.service.protocol import Limits
         from mlx_ssbd.service.server import serve as run
-        from mlx_ssbd.service.store import TranscriptStore
+        from mlx_ssbd.service.store import open_store
     except ImportError as error:
         raise click.ClickException(
             f"the service needs the serve extra ({error.name} is missing): pip install 'mlx-ssbd[serve]'") from None
     from mlx_ssbd.models.registry import models_home
 
-    path = store or models_home() / "transcripts.sqlite3"
-    try:  # before the model loads: a bad path fails at once
-        transcripts = TranscriptStore(path)
-    except (sqlite3.Error, OSError) as error:
-        raise click.ClickException(f"cannot open the transcript store {path}: {error}") from None
+    location = store or models_home() / "transcripts.sqlite3"
+    try:  # before the model loads: a bad path or an unreachable database fails at once
+        transcripts = open_store(location)
+    except Exception as error:  # noqa: BLE001 (sqlite3, OSError, psycopg's, a schema too new: all said the same way)
+        raise click.ClickException(f"cannot open the transcript store {_redacted(location)}: "
+                                   f"{str(error).strip() or type(error).__name__}") from None
     loaded = load(model)
     logging.basicConfig(level=logging.WARNING, format="mlx-ssbd serve: %(levelname)s %(name)s: %(message)s")
     options = ServiceOptions(Limits(max_message_bytes, max_source_chars), idle_timeout, handshake_timeout, api_key,
@@ -82,3 +85,13 @@ def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_
             caption_rounds=caption_rounds, drain_timeout_s=drain_timeout)
     except OSError as error:
         raise click.ClickException(str(error)) from None
+    finally:
+        transcripts.close()
+
+
+def _redacted(location) -> str:
+    """A store location fit for a message: a URL's password hidden."""
+    parts = urlsplit(str(location))
+    if parts.password is None:
+        return str(location)
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))

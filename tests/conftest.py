@@ -28,3 +28,14 @@ def model_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
     write_gguf(root / "m.gguf", tiny_model("qwen2", seed=11), "qwen2")
     return str(convert_gguf(root / "m.gguf", root / "model", dtype="float32"))
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One real PostgreSQL server for the whole run (``tests/postgres.py``); skipped where missing."""
+    from postgres import MISSING, postgres_server
+
+    if MISSING:
+        pytest.skip(MISSING)
+    with postgres_server() as server:
+        yield server

@@ -26,10 +26,11 @@ SENTENCE = "so today I want to talk about the new rules"
 
 
 @contextlib.contextmanager
-def server(model_dir, store, *args, kill=False):
+def server(model_dir, store, *args, kill=False, log=None):
     """``mlx-ssbd serve`` on a free port; yields its base URL and process; always stopped
-    (SIGTERM, which must exit cleanly; or SIGKILL where the test kills it itself)."""
-    log = open(f"{store}.server.log", "w+")  # a file, not a pipe: preparing a model writes progress bars
+    (SIGTERM, which must exit cleanly; or SIGKILL where the test kills it itself). ``store``: a
+    SQLite path or a PostgreSQL URL (then ``log`` names the server's log file)."""
+    log = open(log or f"{store}.server.log", "w+")  # a file, not a pipe: preparing a model writes progress bars
     proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model_dir, "--port", "0",
                              "--store", str(store), *args], stdout=subprocess.PIPE, stderr=log, text=True)
     try:

@@ -20,7 +20,7 @@ from mlx_ssbd.service import protocol
 from mlx_ssbd.service.outbox import Outbox, Overflow
 from mlx_ssbd.service.protocol import Limits, ProtocolError
 from mlx_ssbd.service.scheduler import Busy, Scheduler
-from mlx_ssbd.service.store import TranscriptStore
+from mlx_ssbd.service.store import open_store
 from mlx_ssbd.service.viewers import Viewers
 
 
@@ -125,7 +125,7 @@ def run_session(scheduler, finals, on_event=lambda event, session: None):
 def test_a_store_that_fails_mid_session_loses_no_caption(loaded, tmp_path, monkeypatch, failure):
     """The store fails after the first commit and is back after the second: the client is told,
     the second commit is sent with ``stored: false``, then written (``transcript.stored``)."""
-    store = TranscriptStore(tmp_path / "t.sqlite3")
+    store = open_store(tmp_path / "t.sqlite3")
     add = store.add_caption
 
     def break_store(broken):
@@ -220,7 +220,7 @@ def test_pending_finals_and_queued_completions_are_bounded(loaded):
 
 
 def test_the_drain_commits_the_open_caption_and_refuses_newcomers(loaded, tmp_path):
-    store = TranscriptStore(tmp_path / "t.sqlite3")
+    store = open_store(tmp_path / "t.sqlite3")
     scheduler = Scheduler(loaded, store=store)
     events = []
 
@@ -258,6 +258,9 @@ class _FakeSession:
         self.events.append(event)
 
     send = publish
+
+    def hear(self, partial):
+        self.live.push(partial)
 
 
 def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
@@ -447,4 +450,4 @@ def test_sigterm_drains_open_captions_into_the_store_and_exits_0(model_dir, tmp_
     commit = next(e for e in events if e["type"] == "translation.commit")
     assert events[-1] == {"type": "session.closed", "session": sid, "reason": "shutdown"} and code == 1001
     assert commit["reason"] == "end" and commit["stored"]
-    assert [c.text for c in TranscriptStore(store).captions(sid)] == [commit["text"]]
+    assert [c.text for c in open_store(store).captions(sid)] == [commit["text"]]

@@ -129,6 +129,13 @@ class LiveSession:
     def closed(self) -> bool:
         return self._closed
 
+    def resume(self, caption: int, at: float) -> None:
+        """Go on from an earlier session: the next caption is number ``caption`` and the session
+        clock reads ``at`` seconds now (before the first push)."""
+        with self._cond:
+            self._caption = caption
+            self._t0 = self._clock() - at
+
     @property
     def repeated(self) -> int:
         """Partials that changed nothing (the ASR repeated itself): no job, no forward pass."""

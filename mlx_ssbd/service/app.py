@@ -6,11 +6,14 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes be
 * ``GET /health``: ``{"status": "ok", "model", "sessions", "max_sessions", "viewers"}``; while
   the server drains, ``"status": "draining"`` with 503 (so a proxy stops sending it sessions).
 * ``GET /v1/models``: the one model, in OpenAI's list format.
+* ``GET /v1/sessions``: the newest sessions of every replica sharing the store (``?limit=``, at
+  most 1000): id, state (live, ended, detached), replica, captions, settings; for operators.
 * ``GET /v1/sessions/{id}/transcript.json`` (``.srt``, ``.vtt``): the committed captions, from the
-  transcript store (so also of ended sessions and across restarts); 404 for an unknown session.
+  transcript store (so also of ended sessions, across restarts, and of sessions that another
+  replica sharing the store serves); 404 for an unknown session.
 * ``GET /v1/sessions/{id}/events``: Server-Sent Events for viewers (``viewers``): the captions
-  committed so far, then the session's live events until ``session.closed``; 503 beyond
-  ``max_viewers`` in all or ``max_viewers_per_session``.
+  committed so far (after ``Last-Event-ID``), then the session's live events until
+  ``session.closed``; 503 beyond ``max_viewers`` in all or ``max_viewers_per_session``.
 * ``GET /captions/{id}``: a caption page for a browser or an OBS browser source, fed by the SSE.
 * ``POST /v1/chat/completions``: OpenAI-compatible, with Predicted Outputs (``chat_http``).
 * ``WS /v1/stream``: live caption sessions, protocol version 1 (``stream``, ``protocol``).
@@ -40,6 +43,7 @@ from .guard import Guard
 from .options import ServiceOptions
 from .scheduler import Scheduler
 from .speech import SpeechWorker
+from .store import SessionInfo
 from .stream import serve_stream
 from .viewers import Viewers, viewer_response
 
@@ -66,7 +70,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     async def stream(ws: WebSocket) -> None:
         await serve_stream(ws, scheduler, speech, options)
 
-    def stored(sid: str) -> dict | None:
+    def stored(sid: str) -> SessionInfo | None:
         return scheduler.store.session(sid) if scheduler.store is not None else None
 
     def known(sid: str) -> bool:
@@ -77,7 +81,8 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     def transcript(request: Request) -> Response:
         sid, kind = request.path_params["sid"], request.path_params["kind"]
         try:
-            live, info = scheduler.find(sid) is not None, stored(sid)
+            info = stored(sid)
+            live = scheduler.find(sid) is not None or info is not None and info.state == "live"
             if kind not in ("json", "srt", "vtt") or not (live or info):
                 return JSONResponse(protocol.error_event("not_found", f"no session {sid[:80]!r} with a .{kind[:8]} "
                                                          "transcript"), status_code=404)
@@ -86,7 +91,8 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             return _store_unavailable(error)
         if kind == "json":
             return JSONResponse({"session": sid, "live": live,
-                                 **({"model": info["model"], "settings": info["settings"]} if info else {}),
+                                 **({"model": info.model, "settings": info.settings, "state": info.state}
+                                    if info else {}),
                                  "captions": [c.to_dict() for c in captions]})
         body = subtitles.document(kind, [(c.start, c.end, c.text) for c in captions])
         return PlainTextResponse(body, media_type="text/vtt" if kind == "vtt" else "application/x-subrip")
@@ -100,7 +106,19 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             return _store_unavailable(error)
         if (refusal := viewers.enter(sid)) is not None:
             return JSONResponse(protocol.error_event("too_many_viewers", refusal), status_code=503)
-        return viewer_response(scheduler, sid, viewers, options)
+        return viewer_response(scheduler, sid, viewers, options, request.headers.get("last-event-id"))
+
+    def sessions(request: Request) -> Response:
+        try:
+            limit = min(1000, max(1, int(request.query_params.get("limit", "100"))))
+        except ValueError:
+            return JSONResponse(protocol.error_event("invalid_request", "limit must be an integer"), status_code=400)
+        if scheduler.store is None:
+            return JSONResponse({"sessions": []})
+        try:
+            return JSONResponse({"sessions": [info.to_dict() for info in scheduler.store.sessions(limit)]})
+        except Exception as error:  # noqa: BLE001
+            return _store_unavailable(error)
 
     def captions(request: Request) -> Response:
         sid = request.path_params["sid"]
@@ -122,7 +140,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     app = Starlette(routes=[
         Route("/v1/chat/completions", chat_route(scheduler, complete, options), methods=["POST"]),
         Route("/health", health), Route("/v1/models", models), WebSocketRoute("/v1/stream", stream),
-        Route("/v1/sessions/{sid}/transcript.{kind}", transcript), Route("/v1/sessions/{sid}/events", events),
+        Route("/v1/sessions", sessions), Route("/v1/sessions/{sid}/transcript.{kind}", transcript), Route("/v1/sessions/{sid}/events", events),
         Route("/captions/{sid}", captions),
     ])
     return Guard(app, api_key=options.api_key, allowed_origins=options.allowed_origins)

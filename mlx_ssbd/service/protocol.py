@@ -9,11 +9,17 @@ Client messages (every field but ``type`` optional)::
     {"type": "session.update", "source": "en", "target": "de", "method": "ssbd", "beta": 0.2, "mask_k": 0}
     {"type": "source.update", "segment": "s1", "text": "so today", "final": false, "start": 0.0, "end": 1.2}
     {"type": "session.close"}
+    {"type": "session.resume", "session": "sess_..."}
+
+``session.resume`` (the first message, instead of ``session.update``) takes up a session that no
+live replica serves (its replica died or drained, or its client's connection dropped): the server
+answers ``session.resumed`` with the session's settings and ``captions`` (how many are committed;
+the next caption has that number); the client then re-sends its open segment.
 
 or, instead of ``source.update`` messages, speech: binary frames of 16 kHz mono signed 16-bit
 little-endian PCM (``service.speech`` recognises them; English only with Whisper tiny.en).
 
-Server events: ``session.created`` / ``session.updated`` (the settings in force),
+Server events: ``session.created`` / ``session.updated`` / ``session.resumed`` (the settings in force),
 ``translation.update`` (``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``end``: the
 audio time of the newest word translated, when the client sent ``end``, and ``stats``),
 ``translation.commit`` (``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``,
@@ -37,6 +43,7 @@ from ..live.methods import DEFAULT_BETA, METHODS
 
 PROTOCOL_VERSION = 1
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
+MAX_SESSION_ID_CHARS = 64
 
 
 class ProtocolError(ValueError):
@@ -73,6 +80,11 @@ class Settings:
         return {"source": self.source, "target": self.target, "method": self.method, "beta": self.beta,
                 "mask_k": self.mask_k}
 
+    @classmethod
+    def from_dict(cls, stored: dict) -> Settings:
+        """The settings ``to_dict`` wrote (a stored session's), keys this version knows only."""
+        return cls(**{key: stored[key] for key in cls().to_dict() if key in stored})
+
 
 @dataclass(frozen=True)
 class SessionUpdate:
@@ -96,7 +108,12 @@ class CloseMessage:
     pass
 
 
-Message = SessionUpdate | SourceMessage | CloseMessage
+@dataclass(frozen=True)
+class ResumeMessage:
+    session: str
+
+
+Message = SessionUpdate | SourceMessage | CloseMessage | ResumeMessage
 
 
 def parse(raw: str | bytes, limits: Limits = Limits()) -> Message:
@@ -117,8 +134,12 @@ def parse(raw: str | bytes, limits: Limits = Limits()) -> Message:
         return _source_update(obj, limits)
     if kind == "session.close":
         return CloseMessage()
+    if kind == "session.resume":
+        if not isinstance(obj.get("session"), str) or not obj["session"]:
+            raise ProtocolError("invalid_message", "'session' must be the id of the session to resume")
+        return ResumeMessage(_string(obj, "session", "a session id", MAX_SESSION_ID_CHARS))
     raise ProtocolError("invalid_message", f"unknown message type {_clip(json.dumps(kind))}; "
-                        "known: session.update, source.update, session.close")
+                        "known: session.update, source.update, session.close, session.resume")
 
 
 def loads(raw: str | bytes):
@@ -237,13 +258,16 @@ def openai_error(code: str, message: str) -> dict:
     return {"error": {"message": message, "type": "invalid_request_error", "code": code}}
 
 
-def sse(event: dict) -> str:
-    """One Server-Sent Event carrying ``event`` as JSON."""
-    return f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
+def sse(event: dict, event_id: int | None = None) -> str:
+    """One Server-Sent Event carrying ``event`` as JSON; ``event_id``: its ``id:`` field (what a
+    reconnecting ``EventSource`` sends back as ``Last-Event-ID``)."""
+    head = "" if event_id is None else f"id: {event_id}\n"
+    return f"{head}data: {json.dumps(event, ensure_ascii=False)}\n\n"
 
 
-def settings_event(kind: str, session: str, settings: Settings, model: str) -> dict:
-    return {"type": kind, "session": session, "protocol": PROTOCOL_VERSION, "model": model, **settings.to_dict()}
+def settings_event(kind: str, session: str, settings: Settings, model: str, **extra) -> dict:
+    return {"type": kind, "session": session, "protocol": PROTOCOL_VERSION, "model": model, **settings.to_dict(),
+            **extra}
 
 
 def update_event(segment: str | None, event) -> dict:

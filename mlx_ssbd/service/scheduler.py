@@ -14,14 +14,17 @@ ONE batched forward (``MultiStreamTranslator.step``) for all updates under way, 
 whose source changed joins at the next round instead of waiting for the others' updates to end;
 a session runs one update at a time (its next job is taken when the last one ended, so the latest
 partial wins). Outputs equal each session alone. Events go to the session's ``send`` callback as
-protocol JSON (``protocol``), from the scheduler thread, and to the session's viewers (SSE); a
-commit is written to the ``store.TranscriptStore`` before it is sent to anyone.
+protocol JSON (``protocol``), from the scheduler thread, and to the session's viewers (SSE) through
+the store's bus; a commit is written to the ``store.TranscriptStore`` before it is sent to anyone.
+``resume(session, sid)`` makes a new connection's session go on as a stored one (``store.claim``).
 
 Sessions join the batch when their first job comes (their translator is built then, with the
 settings in force) and leave it when they are closed and drained, or discarded (a client that
 went away: its queued jobs are dropped, its update under way is abandoned, its KV freed at the
 next round). ``session.closed`` carries why: ``closed`` (the client asked), ``idle``,
-``shutdown`` (the drain), ``error`` (the session could not go on).
+``shutdown`` (the drain), ``error`` (the session could not go on). The store records the end
+(``closed``, ``idle``, ``error``: viewers get ``session.closed``); a session drained or whose
+client went away is *detached* instead: its viewers stay, and any replica may resume it.
 
 Failures stay with their session: a job the translator refuses is an ``error`` event and the
 session goes on; any other exception while serving one session (a tokenizer error, a bug) is
@@ -53,7 +56,8 @@ from . import protocol
 from .journal import Journal
 from .protocol import Settings
 from .session import ServiceSession
-from .store import TranscriptStore
+from .store import NotResumable, SessionInfo, TranscriptStore
+from .store.bus import LocalBus
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_SESSIONS = 8
@@ -97,6 +101,7 @@ class Scheduler:
         self.caption_rounds = caption_rounds
         self._rounds = 0  # batched rounds since interleaved work last stepped
         self.store = store
+        self.bus = store.bus if store is not None else LocalBus()
         self.journal = Journal(store)
         self.max_sessions = max_sessions
         self.max_calls = max_calls
@@ -104,6 +109,7 @@ class Scheduler:
         self.segmenter = segmenter
         self.batch = MultiStreamTranslator(model=loaded.model)
         self._cond = threading.Condition()
+        self._resuming = threading.Lock()
         self._sessions: list[ServiceSession] = []
         self._calls: list[tuple[Callable[[], Generator], Future]] = []  # not started yet
         self._work: list[tuple[Generator, Future]] = []  # started, the first one stepped (model thread)
@@ -124,7 +130,8 @@ class Scheduler:
                 raise Busy("the server is shutting down", shutdown=True)
             if len(self._sessions) >= self.max_sessions:
                 raise Busy(f"the server is serving its maximum of {self.max_sessions} sessions; try again later")
-            session = ServiceSession(f"sess_{uuid.uuid4().hex[:16]}", settings, send, self.segmenter, self.journal)
+            session = ServiceSession(f"sess_{uuid.uuid4().hex[:16]}", settings, send, self.segmenter, self.journal,
+                                     self.bus)
             self._sessions.append(session)
         if self.store is not None:
             try:
@@ -134,6 +141,29 @@ class Scheduler:
                     self._sessions.remove(session)
                 raise
         return session
+
+    def resume(self, session: ServiceSession, sid: str) -> SessionInfo:
+        """``session`` (new, no source yet) goes on as the stored session ``sid``; the placeholder
+        it was opened as is forgotten. Any thread but the model's (it waits on the store).
+
+        Raises:
+            NotResumable: no such session (``not_found``), or one served now (``session_live``).
+            Exception: the store's, when it cannot be reached.
+        """
+        if self.store is None:
+            raise NotResumable("not_found", "this server keeps no sessions (no store): nothing to resume")
+        if sid == session.id:
+            raise NotResumable("session_live", "this is the session of this connection")
+        with self._resuming:  # one claim at a time here, so two connections cannot both resume it
+            info = self.store.claim(sid, served_here=self.find(sid) is not None)
+            placeholder = session.id
+            with self._cond:
+                session.resume(info)
+        try:
+            self.store.forget(placeholder)
+        except Exception as error:  # noqa: BLE001 (an empty session left in the list; nothing lost)
+            log.warning("the replaced session %s could not be removed: %s", placeholder, error)
+        return info
 
     def push(self, session: ServiceSession, message: protocol.SourceMessage) -> None:
         """Queue a client's source text for ``session``.
@@ -249,7 +279,9 @@ class Scheduler:
             return False
         log.warning("drain timeout: %d session(s) and %d completion(s) ended unfinished", len(sessions), len(self._work))
         for session in sessions:
-            session.publish(protocol.closed_event(session.id, "shutdown"), to_client=not session.discarded)
+            self._record_end(session, ended=False)
+            session.publish(protocol.closed_event(session.id, "shutdown"), to_client=not session.discarded,
+                            to_viewers=False)
         for _, future in self._work:
             future.set_exception(Busy("the server shut down before the completion ended", shutdown=True))
         return True
@@ -321,7 +353,22 @@ class Scheduler:
                     self.batch.remove(session.translator)  # frees its KV; abandons its update under way
                 with self._cond:
                     self._sessions.remove(session)
-                session.publish(protocol.closed_event(session.id, session.reason), to_client=not session.discarded)
+                ended = not session.discarded and session.reason != "shutdown"
+                self._record_end(session, ended)
+                session.publish(protocol.closed_event(session.id, session.reason), to_client=not session.discarded,
+                                to_viewers=ended)
+
+    def _record_end(self, session: ServiceSession, ended: bool) -> None:
+        """The store learns the session ended, or is detached (module docstring)."""
+        if self.store is None:
+            return
+        try:
+            if ended:
+                self.store.end_session(session.id, session.reason)
+            else:
+                self.store.detach(session.id)
+        except Exception as error:  # noqa: BLE001 (its captions are kept; only its state is stale)
+            log.error("session %s: its end could not be recorded: %s", session.id, error)
 
     def _admit(self, sessions) -> None:
         """Start the next job of every session that has none under way."""

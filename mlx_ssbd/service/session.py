@@ -1,16 +1,17 @@
 """A client's caption session in the service: its settings, its live session, its readers.
 
 Contract: ``ServiceSession`` is made by ``scheduler.Scheduler.open``. The web server's thread may
-change ``settings`` before the first source, ``push`` text, ``watch``/``unwatch`` viewers; the
-scheduler's thread (the model's) calls ``emit`` with the ``LiveSession``'s events: each becomes
-protocol JSON (``protocol``) sent to the client (``send``) and to every viewer, and a commit goes
-through the ``journal.Journal`` into the transcript store before anyone sees it.
+change ``settings`` (or ``resume`` another session) before the first source and ``push`` text; the
+speech worker ``hear``-s partials; the scheduler's thread (the model's) calls ``emit`` with the
+``LiveSession``'s events: each becomes protocol JSON (``protocol``) sent to the client (``send``)
+and published on the store's bus (``store.bus``) for every viewer on every replica, and a commit
+goes through the ``journal.Journal`` into the transcript store before anyone sees it.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..live.segmenter import SegmenterConfig
 from ..live.session import CaptionCommit, CaptionUpdate, LiveSession
@@ -19,7 +20,8 @@ from ..live.translator import StreamTranslator
 from . import protocol
 from .journal import Journal
 from .protocol import Settings
-from .store import Caption
+from .store import Caption, SessionInfo
+from .store.bus import LocalBus
 
 
 class ServiceSession:
@@ -27,36 +29,42 @@ class ServiceSession:
     and any viewers), where its commits are kept."""
 
     def __init__(self, sid: str, settings: Settings, send: Callable[[dict], None], segmenter: SegmenterConfig,
-                 journal: Journal):
+                 journal: Journal, bus: LocalBus):
         self.id = sid
         self.settings = settings
         self.send = send
         self.journal = journal
+        self.bus = bus
         self.live = LiveSession(None, segmenter=segmenter)
+        self.offset = 0.0  # seconds added to the recognizer's times (a resumed session goes on from its last caption)
         self.translator: StreamTranslator | None = None  # built on the scheduler thread
         self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
         self.discarded = False
         self.reason = "closed"  # what session.closed will say
         self.failed = False  # it cannot go on: closed at the next round, its queued jobs dropped
-        self._viewers: list[Callable[[dict], None]] = []
-        self._lock = threading.Lock()
 
-    def watch(self, viewer: Callable[[dict], None]) -> None:
-        """Copy this session's events to ``viewer`` (any thread) from now on."""
-        with self._lock:
-            self._viewers.append(viewer)
+    def publish(self, event: dict, *, to_client: bool = True, to_viewers: bool = True) -> None:
+        """Send ``event`` to the client (unless it went away) and the viewers."""
+        if to_client:
+            self.send(event)
+        if to_viewers:
+            self.bus.publish(self.id, event)
 
-    def unwatch(self, viewer: Callable[[dict], None]) -> None:
-        with self._lock:
-            if viewer in self._viewers:
-                self._viewers.remove(viewer)
+    def resume(self, info: SessionInfo) -> None:
+        """Become the stored session ``info`` (claimed by this replica), before the first source:
+        its id, settings, caption numbers and clock go on."""
+        self.id, self.settings = info.session, Settings.from_dict(info.settings)
+        self.offset = info.next_start
+        self.live.resume(info.captions, info.next_start)
 
-    def publish(self, event: dict, *, to_client: bool = True) -> None:
-        """Send ``event`` to every viewer and (unless it went away) the client."""
-        with self._lock:
-            viewers = list(self._viewers)
-        for send in ([self.send] if to_client else []) + viewers:
-            send(event)
+    def hear(self, partial: SourceUpdate) -> None:
+        """A recognizer's partial (audio times from this connection's first audio)."""
+        if self.offset and partial.start is not None and partial.end is not None:
+            shift = self.offset
+            partial = replace(partial, start=partial.start + shift, end=partial.end + shift,
+                              words=tuple(replace(w, start=w.start + shift, end=w.end + shift) for w in partial.words))
+        self.live.push(partial)
+        self.publish(protocol.transcription_event(partial))
 
     @property
     def started(self) -> bool:

@@ -135,8 +135,7 @@ class SpeechWorker:
             stream.asr.insert(pcm_to_float(data))
             partials = stream.asr.step() + (stream.asr.finish() if ended else [])
         for partial in partials:
-            session.live.push(partial)
-            session.publish(protocol.transcription_event(partial))
+            session.hear(partial)
         self.scheduler.wake()
         if ended:
             with self._cond:

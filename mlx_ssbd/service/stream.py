@@ -6,7 +6,11 @@ never raises. The session is opened at once (``session.created``) or refused (``
 side by side: the *receiver* parses client frames (``protocol``) and hands them to the scheduler
 (text) or the ``speech.SpeechWorker`` (binary PCM); the *sender* sends the events the scheduler
 posts into the connection's ``outbox.Outbox``. A bad frame gets an ``error`` event and changes
-nothing. The connection ends when:
+nothing.
+
+``session.resume`` (before any source) makes the connection's session go on as a stored one
+(``Scheduler.resume``): ``session.resumed``, or an ``error`` (``not_found``, ``session_live``,
+``store_unavailable``) and the connection's own session goes on. The connection ends when:
 
 * the client sends ``session.close`` (or stays silent: no first message within
   ``handshake_timeout_s``, no valid message for ``idle_timeout_s``): the open caption is
@@ -34,9 +38,10 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from . import protocol
 from .options import BAD_MESSAGE_WINDOW_S, ServiceOptions
 from .outbox import Outbox, Overflow
-from .protocol import CloseMessage, ProtocolError, SessionUpdate, SourceMessage
+from .protocol import CloseMessage, ProtocolError, ResumeMessage, SessionUpdate, SourceMessage
 from .scheduler import Busy, Scheduler
 from .speech import SpeechWorker
+from .store import NotResumable
 
 log = logging.getLogger(__name__)
 CLOSE_CODES = {"closed": 1000, "idle": 1000, "shutdown": 1001, "error": 1011}
@@ -151,7 +156,7 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechW
         if frame["type"] == "websocket.disconnect":
             raise WebSocketDisconnect(frame.get("code", 1000))
         try:
-            error, closes = _handle(frame, session, scheduler, speech, options, outbox)
+            error, closes = await _handle(frame, session, scheduler, speech, options, outbox)
         except Exception as bug:  # noqa: BLE001 (a bug must not end the connection without a word)
             log.exception("session %s: a client message could not be handled", session.id)
             error, closes = protocol.error_event("internal_error", f"this message could not be handled: {bug!r}"), False
@@ -170,8 +175,8 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechW
             return
 
 
-def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions,
-            outbox: Outbox) -> tuple[dict | None, bool]:
+async def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions,
+                  outbox: Outbox) -> tuple[dict | None, bool]:
     """Act on one client frame: ``(the error event it gets or None, whether it closes the session)``."""
     raw = frame.get("text")
     if raw is None:
@@ -187,7 +192,18 @@ def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWorker, op
         message = protocol.parse(raw, options.limits)
     except ProtocolError as error:
         return protocol.error_event(error.code, str(error)), False
-    if isinstance(message, SessionUpdate):
+    if isinstance(message, ResumeMessage):
+        if session.started:
+            return protocol.error_event("session_active", "only a session with no source yet can resume another"), False
+        try:
+            info = await asyncio.to_thread(scheduler.resume, session, message.session)
+        except NotResumable as refused:
+            return protocol.error_event(refused.code, str(refused)), False
+        except Exception as error:  # noqa: BLE001 (the store is down: this connection's session goes on)
+            return protocol.error_event("store_unavailable", f"the session store cannot be reached: {error}"), False
+        outbox.put(protocol.settings_event("session.resumed", session.id, session.settings, scheduler.loaded.name,
+                                           captions=info.captions))
+    elif isinstance(message, SessionUpdate):
         if session.started:
             return protocol.error_event("session_active", "settings can only change before the first source.update"), False
         session.settings = message.apply(session.settings)

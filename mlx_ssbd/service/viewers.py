@@ -4,13 +4,16 @@ Contract: ``Viewers(max_total, max_per_session)`` counts the viewers on the even
 refuses beyond either bound); ``viewer_response(scheduler, sid, viewers, options)`` is the SSE
 response of a viewer counted by ``enter``, which leaves the count when the response ends however
 it ends. Its body:
-the captions committed so far (from the store), then the session's live events until
-``session.closed`` (at once for an ended session). Each viewer reads from its own
+the captions committed so far (from the store; after ``Last-Event-ID`` for a viewer that
+reconnects: every commit carries ``id:`` = its caption number), then the session's live events
+from the store's bus, wherever the session runs, until ``session.closed`` (at once for an ended
+session; a detached one is waited for: it may be resumed on any replica). Each viewer reads from its own
 ``outbox.Outbox``: a slow viewer loses live updates first; one that falls ``max_outbox`` commits
 behind gets an ``error`` event (``too_slow``) and its stream ends (it may reconnect: the replay
 has every commit). After ``keepalive_s`` without an event a comment line is sent, so that proxies
 keep a silent stream open. A store that cannot be read gives an ``error`` event
-(``store_unavailable``) and the end of the stream.
+(``store_unavailable``) and the end of the stream; so does a bus that lost events
+(``events_interrupted``): the browser reconnects (``retry:`` 1 s) and is replayed what it missed.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from .outbox import Outbox, Overflow
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
+RECONNECT_MS = 1000  # how soon a browser reconnects a dropped stream (SSE ``retry:``)
 
 
 class Viewers:
@@ -70,34 +74,46 @@ class _Counted(StreamingResponse):
             self._on_end()
 
 
-def viewer_response(scheduler: Scheduler, sid: str, viewers: Viewers, options: ServiceOptions) -> StreamingResponse:
-    return _Counted(_viewer_events(scheduler, sid, options), lambda: viewers.leave(sid),
-                    media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+def viewer_response(scheduler: Scheduler, sid: str, viewers: Viewers, options: ServiceOptions,
+                    last_event_id: str | None = None) -> StreamingResponse:
+    return _Counted(_viewer_events(scheduler, sid, options, _caption_number(last_event_id)),
+                    lambda: viewers.leave(sid), media_type="text/event-stream",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
-async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions):
+def _caption_number(last_event_id: str | None) -> int:
+    """The caption a reconnecting viewer saw last (-1: none, or an id that is not ours)."""
+    try:
+        return max(-1, int(last_event_id or -1))
+    except ValueError:
+        return -1
+
+
+INTERRUPTED = {"type": "bus.interrupted"}  # the bus lost events: the viewer must reconnect
+
+
+async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions, after: int):
     """SSE lines (module docstring)."""
     loop, outbox = asyncio.get_running_loop(), Outbox(options.max_outbox)
-    session = scheduler.find(sid)
 
-    def viewer(event):
-        loop.call_soon_threadsafe(outbox.put, event)
+    def viewer(event: dict | None) -> None:
+        loop.call_soon_threadsafe(outbox.put, INTERRUPTED if event is None else event)
 
-    if session is not None:
-        session.watch(viewer)  # before the replay, so no commit falls in between
+    scheduler.bus.subscribe(sid, viewer)  # before the replay, so no commit falls in between
     try:
-        replayed = -1
+        yield f"retry: {RECONNECT_MS}\n\n"
+        replayed = after
         try:
-            stored = await asyncio.to_thread(scheduler.store.captions, sid) if scheduler.store is not None else []
+            stored, info = await asyncio.to_thread(_replay, scheduler, sid, after)
         except Exception as error:  # noqa: BLE001 (the store is down: say so, end the stream)
             log.error("the transcript of %s could not be read: %s", sid, error)
             yield sse(protocol.error_event("store_unavailable", "the transcript store cannot be read; try again later"))
             return
         for caption in stored:
-            yield sse(protocol.stored_commit_event(caption))
+            yield sse(protocol.stored_commit_event(caption), caption.caption)
             replayed = caption.caption
-        if session is None:
-            yield sse(protocol.closed_event(sid))
+        if scheduler.find(sid) is None and (info is None or info.state == "ended"):
+            yield sse(protocol.closed_event(sid, info.reason if info else None))
             return
         while True:
             try:
@@ -108,12 +124,26 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
             except Overflow as slow:
                 yield sse(protocol.error_event("too_slow", f"this viewer fell behind ({slow}); reconnect"))
                 return
-            if event["type"] == "translation.commit" and event["caption"] <= replayed:
-                continue
-            yield sse(event)
+            if event is INTERRUPTED:
+                yield sse(protocol.error_event("events_interrupted", "the events of other replicas were interrupted; "
+                                               "reconnect (with Last-Event-ID) for what you missed"))
+                return
+            if event["type"] == "translation.commit":
+                if event["caption"] <= replayed:
+                    continue
+                replayed = event["caption"]
+                yield sse(event, event["caption"])
+            else:
+                yield sse(event)
             if event["type"] == "session.closed":
                 return
     finally:
-        if session is not None:
-            session.unwatch(viewer)
+        scheduler.bus.unsubscribe(sid, viewer)
         outbox.close()
+
+
+def _replay(scheduler: Scheduler, sid: str, after: int):
+    """The captions committed after ``after`` and the stored session (None without a store)."""
+    if scheduler.store is None:
+        return [], None
+    return scheduler.store.captions(sid, after), scheduler.store.session(sid)

@@ -1,0 +1,162 @@
+"""Sessions beyond one connection and one replica: viewers that reconnect get what they missed
+(``Last-Event-ID``), a client resumes its session after its connection or its replica was lost,
+and replicas sharing a PostgreSQL store serve every session's viewers and transcripts."""
+
+import asyncio
+import contextlib
+import json
+import threading
+import time
+
+import httpx
+import pytest
+import websockets
+
+from test_service import server, source, ws_url
+
+
+class Viewer:
+    """An SSE reader on a background thread: ``events`` holds ``(id, event)`` as they come."""
+
+    def __init__(self, url: str, last_event_id: int | None = None):
+        self.events: list[tuple[str | None, dict]] = []
+        self.retry, self.keepalives, self.done = None, 0, threading.Event()
+        headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+        self._client = httpx.Client(timeout=httpx.Timeout(5, read=60))
+        self._thread = threading.Thread(target=self._read, args=(url, headers), daemon=True)
+        self._thread.start()
+
+    def _read(self, url, headers):
+        event_id = None
+        with contextlib.suppress(httpx.HTTPError, RuntimeError):
+            with self._client.stream("GET", url, headers=headers) as response:
+                assert response.status_code == 200, response.read()
+                for line in response.iter_lines():
+                    if line.startswith("retry: "):
+                        self.retry = int(line[7:])
+                    elif line.startswith(":"):
+                        self.keepalives += 1
+                    elif line.startswith("id: "):
+                        event_id = line[4:]
+                    elif line.startswith("data: "):
+                        self.events.append((event_id, json.loads(line[6:])))
+                        event_id = None
+                        if self.events[-1][1]["type"] in ("session.closed", "error"):
+                            break
+        self.done.set()
+
+    def commits(self) -> list[tuple[str | None, int, str]]:
+        return [(i, e["caption"], e["text"]) for i, e in self.events if e["type"] == "translation.commit"]
+
+    def wait_for(self, condition, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not condition(self):
+            assert time.monotonic() < deadline, self.events
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self._client.close()
+        self._thread.join(timeout=10)
+
+
+async def expect(ws, kind: str, timeout: float = 60) -> dict:
+    """The next event of type ``kind`` (others skipped; an unexpected error fails)."""
+    while True:
+        event = json.loads(await asyncio.wait_for(ws.recv(), timeout))
+        if event["type"] == kind:
+            return event
+        assert event["type"] != "error" or kind == "error", event
+
+
+async def commit(ws, text: str, segment: str) -> dict:
+    await ws.send(json.dumps(source(text, final=True, segment=segment)))
+    return await expect(ws, "translation.commit")
+
+
+async def opened(url: str, **settings):
+    ws = await websockets.connect(ws_url(url))
+    created = await expect(ws, "session.created")
+    await ws.send(json.dumps({"type": "session.update", "method": "rt", **settings}))
+    await expect(ws, "session.updated")
+    return ws, created["session"]
+
+
+@pytest.fixture(scope="module")
+def url(model_dir, tmp_path_factory):
+    with server(model_dir, tmp_path_factory.mktemp("store") / "t.sqlite3") as (base, _):
+        yield base
+
+
+def test_a_viewer_that_reconnects_gets_exactly_the_commits_it_missed(url):
+    async def scenario():
+        ws, sid = await opened(url)
+        events = f"{url}/v1/sessions/{sid}/events"
+        first = Viewer(events)
+        await commit(ws, "so today we talk.", "a")
+        first.wait_for(lambda v: len(v.commits()) == 1)
+        first.close()  # the viewer's connection drops
+        missed = [await commit(ws, text, f"m{i}") for i, text in enumerate(["about the rules.", "and why."])]
+        again = Viewer(events, last_event_id=int(first.commits()[-1][0]))
+        await commit(ws, "then we vote.", "b")
+        again.wait_for(lambda v: len(v.commits()) == 3)
+        await ws.send(json.dumps({"type": "session.close"}))
+        await expect(ws, "session.closed")
+        again.wait_for(lambda v: v.done.is_set())
+        await ws.close()
+        return sid, first, missed, again
+
+    sid, first, missed, again = asyncio.run(scenario())
+    assert first.retry == 1000 and first.commits()[0][:2] == ("0", 0)
+    assert [(c[0], c[1]) for c in again.commits()] == [("1", 1), ("2", 2), ("3", 3)]  # no repeat, no gap
+    assert [c[2] for c in again.commits()[:2]] == [m["text"] for m in missed]
+    assert again.events[-1][1] == {"type": "session.closed", "session": sid, "reason": "closed"}
+    ended = Viewer(f"{url}/v1/sessions/{sid}/events", last_event_id=2)
+    ended.wait_for(lambda v: v.done.is_set())
+    assert [c[1] for c in ended.commits()] == [3] and ended.events[-1][1]["type"] == "session.closed"
+
+
+def test_a_client_resumes_its_session_after_its_connection_drops(url):
+    async def scenario():
+        ws, sid = await opened(url, target="fr")
+        before = [await commit(ws, "so today we talk.", "a"), await commit(ws, "about the rules.", "b")]
+        viewer = Viewer(f"{url}/v1/sessions/{sid}/events")
+        viewer.wait_for(lambda v: len(v.commits()) == 2)
+        # another connection may not take a session that is live
+        other, _ = await opened(url)
+        await other.send(json.dumps({"type": "session.resume", "session": sid}))
+        refused = await expect(other, "error")
+        await other.send(json.dumps({"type": "session.resume", "session": "sess_nope"}))
+        unknown = await expect(other, "error")
+        await other.close()
+        ws.transport.abort()  # the connection drops, no close frame: the server discards the session
+        deadline = time.monotonic() + 30
+        while True:  # until the server has noticed: then it is detached and may be resumed
+            again = await websockets.connect(ws_url(url))
+            placeholder = (await expect(again, "session.created"))["session"]
+            await again.send(json.dumps({"type": "session.resume", "session": sid}))
+            event = json.loads(await asyncio.wait_for(again.recv(), 30))
+            if event["type"] == "session.resumed":
+                break
+            assert event["code"] == "session_live" and time.monotonic() < deadline, event
+            await again.close()
+            await asyncio.sleep(0.2)
+        after = await commit(again, "and why we vote.", "c")
+        await again.send(json.dumps({"type": "session.close"}))
+        await expect(again, "session.closed")
+        await again.close()
+        viewer.wait_for(lambda v: v.done.is_set())
+        return sid, before, refused, unknown, event, after, viewer, placeholder
+
+    sid, before, refused, unknown, resumed, after, viewer, placeholder = asyncio.run(scenario())
+    assert refused["code"] == "session_live" and unknown["code"] == "not_found"
+    assert (resumed["session"], resumed["captions"], resumed["target"], resumed["method"]) == (sid, 2, "fr", "rt")
+    assert after["caption"] == 2  # numbering goes on
+    transcript = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
+    assert [c["caption"] for c in transcript["captions"]] == [0, 1, 2]
+    assert [c["text"] for c in transcript["captions"]] == [c["text"] for c in [*before, after]]
+    assert transcript["state"] == "ended" and not transcript["live"]
+    # the viewer stayed through the drop (no session.closed while it was detached) and saw it all
+    assert [c[1] for c in viewer.commits()] == [0, 1, 2] and viewer.events[-1][1]["reason"] == "closed"
+    listed = {s["session"]: s for s in httpx.get(f"{url}/v1/sessions").json()["sessions"]}
+    assert listed[sid]["state"] == "ended" and listed[sid]["captions"] == 3
+    assert placeholder not in listed  # the session the resuming connection was opened as is gone
