@@ -224,5 +224,8 @@ once "$OUT/service-abuse-0.5b/service_abuse.json" python benchmarks/service_abus
 # 23. The decode kernel built at import (before) and by the command line (now): decode speed, in turn.
 once "$OUT/kernel-before-after-0.5b/kernel_before_after.json" python benchmarks/kernel_before_after.py \
     --before 8f72d1e --runs 3 --out "$OUT/kernel-before-after-0.5b"
+# 24. Replicas on one PostgreSQL behind HAProxy: one killed mid-talk; resume, commits and viewer events lost.
+once "$OUT/service-failover-0.5b/service_failover.json" python benchmarks/service_failover.py \
+    --model qwen2.5-coder-0.5b --seconds 60 --kill-after 25 --out "$OUT/service-failover-0.5b"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

@@ -47,12 +47,15 @@ def server_code(cwd: Path) -> str:
     return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no", "--", "mlx_ssbd") else "")
 
 
-def start_server(model: str, store: Path, max_sessions: int, extra: Sequence[str] = ()):
-    # Started in the scratch directory: with ``-m`` Python puts the working directory first on
+def start_server(model: str, store: Path | str, max_sessions: int, extra: Sequence[str] = (), *,
+                 cwd: Path | None = None):
+    """``store``: a SQLite file (the server starts in its directory) or a PostgreSQL URL (give ``cwd``)."""
+    # Started in a scratch directory: with ``-m`` Python puts the working directory first on
     # sys.path, which would shadow a PYTHONPATH worktree with the checkout it runs from.
     proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model, "--port", "0",
                              "--store", str(store), "--max-sessions", str(max_sessions), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=store.parent)
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            cwd=cwd or Path(store).parent)
     url = proc.stdout.readline().strip()
     if not url.startswith("http"):
         proc.kill()

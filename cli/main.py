@@ -11,6 +11,7 @@ import mlx_ssbd  # noqa: F401  (backend policy before anything imports mlx.core)
 from mlx_ssbd.platform import backend, gemv
 
 from .bench import bench
+from .deploy import deploy
 from .doctor import doctor
 from .listen import listen
 from .models_cmd import models
@@ -32,6 +33,7 @@ cli.add_command(models)
 cli.add_command(doctor)
 cli.add_command(bench)
 cli.add_command(serve)
+cli.add_command(deploy)
 
 
 def main() -> None:

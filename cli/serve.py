@@ -32,6 +32,9 @@ from .common import load
                    "own; repeatable; '*' allows any.")
 @click.option("--max-viewers", type=click.IntRange(1), default=ServiceOptions.max_viewers, show_default=True,
               help="SSE viewers (caption pages) in all; more get 503.")
+@click.option("--keepalive", type=click.FloatRange(min=0.1), default=ServiceOptions.keepalive_s, show_default=True,
+              help="Seconds of silence after which an SSE viewer gets a keep-alive comment (keep it below the "
+                   "proxy's timeouts).")
 @click.option("--max-tokens", type=click.IntRange(1), default=ServiceOptions.max_tokens, show_default=True,
               help="The largest max_tokens a chat completion may ask for.")
 @click.option("--drain-timeout", type=click.FloatRange(min=0), default=DEFAULT_DRAIN_S, show_default=True,
@@ -46,7 +49,7 @@ from .common import load
               help="Batched caption rounds per step of a chat completion while a session's update is under way "
                    "(1: they alternate; more: captions first, chat answers slower).")
 def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_key, allow_origins, max_viewers,
-          max_tokens, drain_timeout, max_message_bytes, max_source_chars, store, caption_rounds):
+          keepalive, max_tokens, drain_timeout, max_message_bytes, max_source_chars, store, caption_rounds):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
 
     One model per process; every session's next update runs in one batched step. SIGTERM or
@@ -72,7 +75,8 @@ def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_
     loaded = load(model)
     logging.basicConfig(level=logging.WARNING, format="mlx-ssbd serve: %(levelname)s %(name)s: %(message)s")
     options = ServiceOptions(Limits(max_message_bytes, max_source_chars), idle_timeout, handshake_timeout, api_key,
-                             tuple(allow_origins), max_viewers=max_viewers, max_tokens=max_tokens)
+                             tuple(allow_origins), max_viewers=max_viewers, max_tokens=max_tokens,
+                             keepalive_s=keepalive)
 
     def ready(url: str) -> None:
         click.echo(f"mlx-ssbd serve: {loaded.name} on {url}, WebSocket {url.replace('http', 'ws', 1)}/v1/stream",

@@ -16,21 +16,34 @@ from test_service import server, source, ws_url
 
 
 class Viewer:
-    """An SSE reader on a background thread: ``events`` holds ``(id, event)`` as they come."""
+    """An SSE reader on a background thread: ``events`` holds ``(id, event)`` as they come. With
+    ``reconnect``, it does what a browser's ``EventSource`` does: a stream that ends before
+    ``session.closed`` is opened again after ``retry:`` ms, with ``Last-Event-ID``."""
 
-    def __init__(self, url: str, last_event_id: int | None = None):
+    def __init__(self, url: str, last_event_id: int | None = None, *, reconnect: bool = False):
         self.events: list[tuple[str | None, dict]] = []
-        self.retry, self.keepalives, self.done = None, 0, threading.Event()
-        headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
+        self.retry, self.keepalives, self.connections, self.done = None, 0, 0, threading.Event()
+        self.last_id = None if last_event_id is None else str(last_event_id)
         self._client = httpx.Client(timeout=httpx.Timeout(5, read=60))
-        self._thread = threading.Thread(target=self._read, args=(url, headers), daemon=True)
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, args=(url, reconnect), daemon=True)
         self._thread.start()
 
-    def _read(self, url, headers):
-        event_id = None
+    def _run(self, url, reconnect):
+        while not self._closing:
+            if self._read(url) or not reconnect:
+                break
+            time.sleep((self.retry or 1000) / 1000)
+        self.done.set()
+
+    def _read(self, url) -> bool:
+        """One connection; True once the session ended."""
+        event_id, headers = None, {} if self.last_id is None else {"Last-Event-ID": self.last_id}
         with contextlib.suppress(httpx.HTTPError, RuntimeError):
             with self._client.stream("GET", url, headers=headers) as response:
-                assert response.status_code == 200, response.read()
+                if response.status_code != 200:
+                    return False
+                self.connections += 1
                 for line in response.iter_lines():
                     if line.startswith("retry: "):
                         self.retry = int(line[7:])
@@ -40,10 +53,12 @@ class Viewer:
                         event_id = line[4:]
                     elif line.startswith("data: "):
                         self.events.append((event_id, json.loads(line[6:])))
-                        event_id = None
-                        if self.events[-1][1]["type"] in ("session.closed", "error"):
-                            break
-        self.done.set()
+                        self.last_id, event_id = event_id or self.last_id, None
+                        if self.events[-1][1]["type"] == "session.closed":
+                            return True
+                        if self.events[-1][1]["type"] == "error":
+                            return False
+        return False
 
     def commits(self) -> list[tuple[str | None, int, str]]:
         return [(i, e["caption"], e["text"]) for i, e in self.events if e["type"] == "translation.commit"]
@@ -55,6 +70,7 @@ class Viewer:
             time.sleep(0.05)
 
     def close(self) -> None:
+        self._closing = True
         self._client.close()
         self._thread.join(timeout=10)
 
@@ -79,6 +95,25 @@ async def opened(url: str, **settings):
     await ws.send(json.dumps({"type": "session.update", "method": "rt", **settings}))
     await expect(ws, "session.updated")
     return ws, created["session"]
+
+
+async def resumed(url: str, sid: str, timeout: float = 60):
+    """A new connection (through ``url``) that resumed ``sid``: retried while the session is still
+    seen live (its replica's loss not yet noticed) or no replica answers; ``(ws, session.resumed,
+    the id of the session the connection was opened as)``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(OSError, websockets.WebSocketException, asyncio.TimeoutError):
+            ws = await websockets.connect(ws_url(url), open_timeout=5)
+            placeholder = (await expect(ws, "session.created", 10))["session"]
+            await ws.send(json.dumps({"type": "session.resume", "session": sid}))
+            event = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            if event["type"] == "session.resumed":
+                return ws, event, placeholder
+            assert event.get("code") == "session_live", event
+            await ws.close()
+        assert time.monotonic() < deadline, f"{sid} could not be resumed"
+        await asyncio.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -129,17 +164,8 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
         unknown = await expect(other, "error")
         await other.close()
         ws.transport.abort()  # the connection drops, no close frame: the server discards the session
-        deadline = time.monotonic() + 30
-        while True:  # until the server has noticed: then it is detached and may be resumed
-            again = await websockets.connect(ws_url(url))
-            placeholder = (await expect(again, "session.created"))["session"]
-            await again.send(json.dumps({"type": "session.resume", "session": sid}))
-            event = json.loads(await asyncio.wait_for(again.recv(), 30))
-            if event["type"] == "session.resumed":
-                break
-            assert event["code"] == "session_live" and time.monotonic() < deadline, event
-            await again.close()
-            await asyncio.sleep(0.2)
+        # until the server has noticed the drop, the session is live and a resume is refused
+        again, event, placeholder = await resumed(url, sid)
         after = await commit(again, "and why we vote.", "c")
         await again.send(json.dumps({"type": "session.close"}))
         await expect(again, "session.closed")
@@ -147,9 +173,9 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
         viewer.wait_for(lambda v: v.done.is_set())
         return sid, before, refused, unknown, event, after, viewer, placeholder
 
-    sid, before, refused, unknown, resumed, after, viewer, placeholder = asyncio.run(scenario())
+    sid, before, refused, unknown, took, after, viewer, placeholder = asyncio.run(scenario())
     assert refused["code"] == "session_live" and unknown["code"] == "not_found"
-    assert (resumed["session"], resumed["captions"], resumed["target"], resumed["method"]) == (sid, 2, "fr", "rt")
+    assert (took["session"], took["captions"], took["target"], took["method"]) == (sid, 2, "fr", "rt")
     assert after["caption"] == 2  # numbering goes on
     transcript = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
     assert [c["caption"] for c in transcript["captions"]] == [0, 1, 2]

@@ -279,3 +279,19 @@ def _writes(store, item) -> bool:
         return True
     except Exception:  # noqa: BLE001
         return False
+
+
+def test_serve_refuses_a_store_it_cannot_open_before_loading_a_model(tmp_path):
+    """A wrong store fails at once, with exit 1 and a message (the password masked), no traceback."""
+    from click.testing import CliRunner
+
+    from mlx_ssbd_cli.main import cli
+
+    unreachable = CliRunner().invoke(cli, ["serve", "--model", "no-such-model", "--store",
+                                           "postgresql://captions:hunter2@127.0.0.1:1/captions"])
+    assert unreachable.exit_code == 1 and "cannot open the transcript store" in unreachable.output
+    assert "hunter2" not in unreachable.output and "captions:***@" in unreachable.output
+    assert "Traceback" not in unreachable.output
+    (tmp_path / "dir").mkdir()
+    directory = CliRunner().invoke(cli, ["serve", "--model", "no-such-model", "--store", str(tmp_path / "dir")])
+    assert directory.exit_code == 1 and "cannot open the transcript store" in directory.output

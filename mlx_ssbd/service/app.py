@@ -3,7 +3,7 @@
 Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes below behind a
 ``guard.Guard`` (the API key and the Origin check, ``options``). Routes:
 
-* ``GET /health``: ``{"status": "ok", "model", "sessions", "max_sessions", "viewers"}``; while
+* ``GET /health``: ``{"status": "ok", "model", "replica", "sessions", "max_sessions", "viewers"}``; while
   the server drains, ``"status": "draining"`` with 503 (so a proxy stops sending it sessions).
 * ``GET /v1/models``: the one model, in OpenAI's list format.
 * ``GET /v1/sessions``: the newest sessions of every replica sharing the store (``?limit=``, at
@@ -61,6 +61,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "draining" if scheduler.draining else "ok", "model": model,
+                             "replica": scheduler.store.replica if scheduler.store is not None else None,
                              "sessions": scheduler.open_sessions, "max_sessions": scheduler.max_sessions,
                              "viewers": viewers.total}, status_code=503 if scheduler.draining else 200)
 

@@ -2,9 +2,14 @@
 
 Contract: ``haproxy_config(listen, replicas)`` returns an HAProxy 2.x configuration that balances
 by least connections over the replicas, checks each on ``GET /health`` every 1 s (down after 2
-failures, up after 1 success), retries a failed connection on another replica, and keeps a
-WebSocket session on its replica for its life (a WebSocket is one tunnelled connection; the
-``tunnel`` timeout bounds an idle one). Use it as it is or as a starting point.
+failures, up after 1 success; a draining replica answers 503, so it gets no new sessions), retries
+a failed connection on another replica, and keeps a WebSocket session on its replica for its life
+(a WebSocket is one tunnelled connection; the ``tunnel`` timeout bounds an idle one). Server-Sent
+Events are an ordinary response to HAProxy, bounded by ``http_timeout`` (client and server) between
+two reads: the replicas send a keep-alive comment every ``serve --keepalive`` seconds (15), well
+inside the default 60 s, so a silent talk never cuts its viewers. With replicas sharing a
+PostgreSQL store any replica serves any viewer request; with a store per replica only the
+WebSockets are balanced correctly. Use it as it is or as a starting point.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def haproxy_config(listen: str, replicas: Sequence[str], *, maxconn: int = 500, tunnel_timeout: str = "1h") -> str:
+def haproxy_config(listen: str, replicas: Sequence[str], *, maxconn: int = 500, tunnel_timeout: str = "1h",
+                   http_timeout: str = "60s") -> str:
     """``listen`` and each replica as ``host:port``. ``maxconn``: client connections at most (HAProxy
     needs about two file descriptors per connection; it refuses to start beyond ``ulimit -n``)."""
     servers = "\n".join(f"    server r{i} {address} check inter 1s fall 2 rise 1"
@@ -25,8 +31,8 @@ defaults
     option redispatch
     retries 3
     timeout connect 2s
-    timeout client 60s
-    timeout server 60s
+    timeout client {http_timeout}
+    timeout server {http_timeout}
     timeout tunnel {tunnel_timeout}
 
 frontend captions

@@ -24,7 +24,7 @@ DEFAULT_RETRY_S = 1.0
 
 
 class Journal:
-    """See the module docstring. ``store``: a ``store.TranscriptStore`` (None: nothing is kept)."""
+    """See the module docstring. ``store``: a ``store.base.TranscriptStore`` (None: nothing is kept)."""
 
     def __init__(self, store, *, retry_s: float = DEFAULT_RETRY_S, clock: Callable[[], float] = time.monotonic):
         self.store = store

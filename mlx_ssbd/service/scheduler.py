@@ -15,7 +15,7 @@ whose source changed joins at the next round instead of waiting for the others' 
 a session runs one update at a time (its next job is taken when the last one ended, so the latest
 partial wins). Outputs equal each session alone. Events go to the session's ``send`` callback as
 protocol JSON (``protocol``), from the scheduler thread, and to the session's viewers (SSE) through
-the store's bus; a commit is written to the ``store.TranscriptStore`` before it is sent to anyone.
+the store's bus; a commit is written to the ``store.base.TranscriptStore`` before it is sent to anyone.
 ``resume(session, sid)`` makes a new connection's session go on as a stored one (``store.claim``).
 
 Sessions join the batch when their first job comes (their translator is built then, with the
