@@ -186,3 +186,66 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
     listed = {s["session"]: s for s in httpx.get(f"{url}/v1/sessions").json()["sessions"]}
     assert listed[sid]["state"] == "ended" and listed[sid]["captions"] == 3
     assert placeholder not in listed  # the session the resuming connection was opened as is gone
+
+
+@pytest.mark.skipif(__import__("postgres").MISSING is not None, reason=str(__import__("postgres").MISSING))
+def test_postgresql_going_away_mid_session_loses_nothing_and_the_replica_goes_on(model_dir, postgres, tmp_path):
+    """The database is killed mid-session: the client is told (``store_failed``), its commit comes
+    with ``stored: false``, the replica answers on; once the database is back the commit is
+    written (``transcript.stored``) and the transcript holds every caption."""
+    store = postgres.new_database()
+    with server(model_dir, store, log=tmp_path / "r.log") as (url, _):
+        async def scenario():
+            ws, sid = await opened(url)
+            first = await commit(ws, "so today we talk.", "a")
+            postgres.stop("immediate")
+            try:
+                await ws.send(json.dumps(source("about the new rules.", final=True, segment="b")))
+                events = []
+                while not events or events[-1]["type"] != "translation.commit":
+                    events.append(json.loads(await asyncio.wait_for(ws.recv(), 60)))
+                healthy = httpx.get(url + "/health", timeout=10).status_code
+            finally:
+                postgres.start()
+            stored = await expect(ws, "transcript.stored", 60)
+            await ws.send(json.dumps({"type": "session.close"}))
+            await expect(ws, "session.closed")
+            await ws.close()
+            return sid, first, events, healthy, stored
+
+        sid, first, events, healthy, stored = asyncio.run(scenario())
+        errors = [e["code"] for e in events if e["type"] == "error"]
+        assert errors == ["store_failed"] and events[-1]["stored"] is False and healthy == 200
+        assert stored["captions"] == [1]
+        doc = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
+        assert [c["text"] for c in doc["captions"]] == [first["text"], events[-1]["text"]]
+
+
+def test_a_resumed_session_goes_on_with_its_numbers_settings_and_clock():
+    """``ServiceSession.resume``: the stored id and settings, the next caption number, and audio
+    times (the recognizer's, from this connection's first audio) after the last caption's end."""
+    from mlx_ssbd.live.segmenter import SegmenterConfig
+    from mlx_ssbd.live.source import SourceUpdate, Word
+    from mlx_ssbd.service.journal import Journal
+    from mlx_ssbd.service.protocol import Settings
+    from mlx_ssbd.service.session import ServiceSession
+    from mlx_ssbd.service.store import SessionInfo
+    from mlx_ssbd.service.store.bus import LocalBus
+
+    sent = []
+    session = ServiceSession("sess_new", Settings(), sent.append, SegmenterConfig(), Journal(None), LocalBus())
+    session.resume(SessionInfo("sess_old", 0.0, "m", {"target": "ja", "method": "rt", "future": 1}, "r", None, None,
+                               "live", 3, 12.5))
+    assert (session.id, session.settings.target, session.settings.method) == ("sess_old", "ja", "rt")
+    session.hear(SourceUpdate("so today", False, "a", 0.5, 1.0, (Word("so", 0.5, 0.7), Word("today", 0.7, 1.0))))
+    heard = sent[-1]
+    assert (heard["type"], heard["start"], heard["end"]) == ("transcription.update", 13.0, 13.5)
+    item = session.live.take()
+    assert session.live.result(item, _update("so heute")).caption == 3
+    assert session.live.now() >= 12.5  # the clock goes on from the last caption
+
+
+def _update(text):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(output=text, stable=text, unstable="", stats=None)

@@ -3,7 +3,10 @@
 Contract: ``PostgresStore(url)`` connects (a pool of ``pool_size`` connections, ``synchronous_commit
 = on``, every statement bounded by ``statement_timeout_s``; a database that cannot be reached
 within ``connect_timeout_s`` raises at once), migrates the schema under an advisory lock (one
-replica at a time) and registers this replica; the rest is ``base.TranscriptStore``'s.
+replica at a time) and registers this replica; the rest is ``base.TranscriptStore``'s. Once the
+database failed, a call waits at most ``FAILING_WAIT_S`` for a connection until one succeeds
+again, so the model's thread, which writes the commits, is never held long by a database that
+is down.
 
 Presence: a replica is alive while its *listener* connection holds the advisory lock
 ``(LOCK_CLASS, key(replica))``; PostgreSQL releases it the moment that connection ends (the
@@ -37,11 +40,18 @@ CHANNEL = "mlx_ssbd_events"
 LOCK_CLASS = 21949  # the first key of every advisory lock this package takes
 MAX_PAYLOAD = 7900
 MAX_QUEUED = 10_000  # events waiting to be sent to the other replicas
+FAILING_WAIT_S = 0.25  # the longest wait for a connection while the database is failing
 
 
 def key(replica: str) -> int:
     """The second advisory-lock key of ``replica`` (a positive 31-bit integer)."""
     return int.from_bytes(hashlib.sha256(replica.encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def _database_error(error: Exception) -> bool:
+    """The database (not the statement) failed: it is unreachable or went away."""
+    psycopg, psycopg_pool = _driver()
+    return isinstance(error, (psycopg.OperationalError, psycopg_pool.PoolTimeout))
 
 
 def _driver():
@@ -64,6 +74,7 @@ class PostgresStore(TranscriptStore):
                  statement_timeout_s: float = 10.0, reconnect_s: float = 1.0):
         super().__init__(replica or f"replica_{uuid.uuid4().hex[:12]}")
         psycopg, psycopg_pool = _driver()
+        self._failing = False
         self.url = url
         self._connect_args = {"connect_timeout": connect_timeout_s,
                               "options": f"-c synchronous_commit=on -c statement_timeout={int(statement_timeout_s * 1000)}"}
@@ -86,8 +97,16 @@ class PostgresStore(TranscriptStore):
 
     @contextlib.contextmanager
     def _write(self):
-        with self._pool.connection() as db:  # commits at the end, rolls back on an exception
-            yield db
+        # While the database is failing, wait FAILING_WAIT_S at most for a connection (the pool
+        # reconnects in the background), so a caller (the model's thread) is not held for long.
+        wait = FAILING_WAIT_S if self._failing else self._pool.timeout
+        try:
+            with self._pool.connection(timeout=wait) as db:  # commits at the end, rolls back on an exception
+                yield db
+        except Exception as error:
+            self._failing = _database_error(error)
+            raise
+        self._failing = False
 
     _read = _write
 
