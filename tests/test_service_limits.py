@@ -351,6 +351,10 @@ def test_api_key_and_origins(model_dir, tmp_path, monkeypatch):
         # the viewer links need only the session id
         assert httpx.get(f"{base}/v1/sessions/{sid}/transcript.json").json()["captions"]
         assert httpx.get(f"{base}/captions/{sid}").status_code == 200
+        # the list of every session is for operators: with the key only
+        assert httpx.get(f"{base}/v1/sessions").status_code == 401
+        listed = httpx.get(f"{base}/v1/sessions", headers=key).json()["sessions"]
+        assert sid in [s["session"] for s in listed]
 
 
 def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path):
