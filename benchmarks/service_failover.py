@@ -2,7 +2,7 @@
 
 Two ``mlx-ssbd serve`` replicas on one PostgreSQL (a throwaway server: Debian's binaries, ``initdb``
 in a temporary directory, ``tests/postgres.py``) behind HAProxy (``service.deploy``); 4 sessions
-replay ASR-like streams in real time (``service_faults.Good``-style clients), each with one SSE
+replay ASR-like streams in real time (``service_faults.Good`` clients), each with one SSE
 viewer, both through the proxy. After ``--kill-after`` seconds one replica is killed with SIGKILL.
 The killed replica's clients reconnect through the proxy and send ``session.resume`` (retrying
 while the session still looks live), then go on with their stream; viewers reconnect as a
@@ -19,15 +19,12 @@ browser's ``EventSource`` does, with ``Last-Event-ID``. Reported:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
 import shutil
 import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,86 +36,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 from postgres import MISSING, postgres_server  # noqa: E402
-from service_faults import streams  # noqa: E402
-from service_load import start_server  # noqa: E402
+from service_faults import Good, fault_arguments, replicas_behind_haproxy, streams  # noqa: E402
 
 from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
-from mlx_ssbd.service.deploy import haproxy_config  # noqa: E402
 
 
-class Speaker:
-    """A client replaying its partials through the proxy; on a dropped connection it reconnects
-    and resumes its session, then goes on from the partial it had reached."""
-
-    def __init__(self, partials):
-        self.partials = partials
-        self.session: str | None = None
-        self.commits: list[tuple[int, str]] = []
-        self.errors, self.drops, self.resume_s = 0, 0, []
-        self.killed_at: float | None = None
-
-    async def run(self, url: str) -> None:
-        import websockets
-
-        t0, index = time.monotonic(), 0
-        while index < len(self.partials):
-            try:
-                async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
-                    created = json.loads(await ws.recv())
-                    if self.session is None:
-                        self.session = created["session"]
-                        await ws.send(json.dumps({"type": "session.update", "method": "ssbd"}))
-                    else:
-                        await ws.send(json.dumps({"type": "session.resume", "session": self.session}))
-                    answer = json.loads(await ws.recv())
-                    if answer["type"] == "error":  # still live where it was: not yet noticed
-                        await asyncio.sleep(0.2)
-                        continue
-                    if answer["type"] == "session.resumed" and self.killed_at is not None:
-                        self.resume_s.append(time.monotonic() - self.killed_at)
-
-                    async def send():
-                        nonlocal index
-                        while index < len(self.partials):
-                            due, p = self.partials[index]
-                            await asyncio.sleep(max(0.0, due - (time.monotonic() - t0)))
-                            await ws.send(json.dumps({"type": "source.update", "segment": p.segment_id,
-                                                      "text": p.text, "final": p.final, "start": p.start,
-                                                      "end": p.end}))
-                            index += 1
-                        await ws.send(json.dumps({"type": "session.close"}))
-
-                    sender = asyncio.create_task(send())
-                    try:
-                        async for raw in ws:
-                            event = json.loads(raw)
-                            if event["type"] == "translation.commit":
-                                self.commits.append((event["caption"], event["text"]))
-                            elif event["type"] == "error":
-                                self.errors += 1
-                            elif event["type"] == "session.closed":
-                                return
-                    finally:
-                        sender.cancel()
-            except (websockets.ConnectionClosed, OSError):
-                pass
-            self.drops += 1
-            await asyncio.sleep(0.1)
-
-
-async def view(url: str, speaker: Speaker, seen: list, stop: asyncio.Event) -> int:
+async def view(url: str, speaker: Good, seen: list, stop: asyncio.Event) -> int:
     """An ``EventSource``: reads the session's SSE, reconnecting with ``Last-Event-ID``; returns the
     number of connections it made."""
     import httpx
 
-    while speaker.session is None:
+    while not speaker.sessions:
         await asyncio.sleep(0.05)
+    sid = speaker.sessions[0]
     last, connections = None, 0
     async with httpx.AsyncClient(timeout=httpx.Timeout(5, read=60)) as client:
         while not stop.is_set():
             with contextlib.suppress(httpx.HTTPError):
                 headers = {"Last-Event-ID": last} if last else {}
-                async with client.stream("GET", f"{url}/v1/sessions/{speaker.session}/events", headers=headers) as r:
+                async with client.stream("GET", f"{url}/v1/sessions/{sid}/events", headers=headers) as r:
                     connections += 1
                     event_id = None
                     async for line in r.aiter_lines():
@@ -136,12 +72,6 @@ async def view(url: str, speaker: Speaker, seen: list, stop: asyncio.Event) -> i
     return connections
 
 
-def free_address() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
-
-
 def stored(url: str) -> dict[str, list[tuple[int, str]]]:
     import psycopg
 
@@ -154,20 +84,13 @@ def stored(url: str) -> dict[str, list[tuple[int, str]]]:
 
 
 def run(model: str, seconds: float, kill_after: float, scratch: Path) -> dict:
+    import httpx
+
+    speakers = [Good(p, reconnect=True, resume=True) for p in streams(4, seconds, 31)]
+    seen: list[list[int]] = [[] for _ in speakers]
     with postgres_server() as pg:
         store = pg.new_database()
-        servers = [start_server(model, store, 8, cwd=scratch) for _ in range(2)]
-        listen = free_address()
-        (scratch / "h.cfg").write_text(haproxy_config(listen, [u.removeprefix("http://") for _, u in servers]))
-        proxy = subprocess.Popen(["haproxy", "-db", "-f", str(scratch / "h.cfg")], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.DEVNULL)
-        url = f"http://{listen}"
-        speakers = [Speaker(p) for p in streams(4, seconds, 31)]
-        seen: list[list[int]] = [[] for _ in speakers]
-        try:
-            import httpx
-
-            time.sleep(2)  # the first health checks
+        with replicas_behind_haproxy(model, [store, store], scratch) as (servers, url):
             replica_of = {httpx.get(u + "/health").json()["replica"]: proc for proc, u in servers}
 
             async def scenario():
@@ -176,11 +99,11 @@ def run(model: str, seconds: float, kill_after: float, scratch: Path) -> dict:
                 async def killer():
                     await asyncio.sleep(kill_after)
                     owners = {s["session"]: s["replica"] for s in httpx.get(f"{url}/v1/sessions").json()["sessions"]}
-                    victim = owners[speakers[0].session]
+                    victim = owners[speakers[0].sessions[0]]
                     replica_of[victim].send_signal(signal.SIGKILL)
                     now = time.monotonic()
                     for speaker in speakers:
-                        if owners.get(speaker.session) == victim:
+                        if owners.get(speaker.sessions[0]) == victim:
                             speaker.killed_at = now
 
                 viewers = [asyncio.create_task(view(url, s, seen[i], stop)) for i, s in enumerate(speakers)]
@@ -190,16 +113,10 @@ def run(model: str, seconds: float, kill_after: float, scratch: Path) -> dict:
                 return [v.result() if v in done else None for v in viewers]
 
             connections = asyncio.run(scenario())
-            in_store = stored(store)
-        finally:
-            proxy.terminate()
-            for proc, _ in servers:
-                if proc.poll() is None:
-                    proc.terminate()
-                proc.wait(timeout=30)
+        in_store = stored(store)
     resumed = [s for s in speakers if s.killed_at is not None]
     undisturbed = [s for s in speakers if s.killed_at is None]
-    received = {(s.session, c, t) for s in speakers for c, t in s.commits}
+    received = set(c for s in speakers for c in s.commits)
     kept = {(sid, c, t) for sid, rows in in_store.items() for c, t in rows}
     resume_s = [t for s in resumed for t in s.resume_s]
     return {
@@ -208,9 +125,9 @@ def run(model: str, seconds: float, kill_after: float, scratch: Path) -> dict:
         "resume_s": {"median": round(statistics.median(resume_s), 3) if resume_s else None,
                      "max": round(max(resume_s), 3) if resume_s else None},
         "commits_received": len(received), "commits_lost": len(received - kept),
-        "numbered_without_gaps": all([c for c, _ in in_store.get(s.session, [])] ==
-                                     list(range(len(in_store.get(s.session, [])))) for s in speakers),
-        "viewer_commits_missed": sum(len({c for c, _ in in_store.get(s.session, [])} - set(seen[i]))
+        "numbered_without_gaps": all([c for c, _ in in_store.get(s.sessions[0], [])] ==
+                                     list(range(len(in_store.get(s.sessions[0], [])))) for s in speakers),
+        "viewer_commits_missed": sum(len({c for c, _ in in_store.get(s.sessions[0], [])} - set(seen[i]))
                                      for i, s in enumerate(speakers)),
         "viewer_commits_repeated": sum(len(v) - len(set(v)) for v in seen),
         "viewer_connections": connections,
@@ -221,12 +138,7 @@ def run(model: str, seconds: float, kill_after: float, scratch: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--seconds", type=float, default=60.0, help="speech replayed per session")
-    parser.add_argument("--kill-after", type=float, default=25.0)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+    args = fault_arguments(__doc__, 60.0, 25.0)
     if MISSING or shutil.which("haproxy") is None:
         raise SystemExit(f"this benchmark needs PostgreSQL's server and haproxy: {MISSING or 'no haproxy'}")
     with tempfile.TemporaryDirectory() as scratch:

@@ -59,12 +59,17 @@ def streams(n: int, seconds: float, seed: int):
 
 
 class Good:
-    """A well-behaved client: replays its partials (reconnecting through ``url`` when
-    ``reconnect`` and its connection drops), records commits, errors, drops and lag."""
+    """A well-behaved client: replays its partials, records commits, errors, drops and lag. When
+    its connection drops and ``reconnect``, it connects again through ``url`` and goes on from the
+    partial it had reached: in a new session, or with ``resume`` in the same one
+    (``session.resume``, retried while the session still looks live; ``resume_s``: from
+    ``killed_at``, set by whoever kills its replica, to ``session.resumed``)."""
 
-    def __init__(self, partials, method: str = "ssbd", reconnect: bool = False):
-        self.partials, self.method, self.reconnect = partials, method, reconnect
+    def __init__(self, partials, method: str = "ssbd", reconnect: bool = False, resume: bool = False):
+        self.partials, self.method, self.reconnect, self.resume = partials, method, reconnect, resume
         self.commits, self.lags, self.errors, self.drops, self.sessions = [], [], 0, 0, []
+        self.resume_s: list[float] = []
+        self.killed_at: float | None = None
 
     async def run(self, url: str) -> None:
         import websockets
@@ -73,9 +78,18 @@ class Good:
         while index < len(self.partials):
             try:
                 async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
-                    self.sessions.append(json.loads(await ws.recv())["session"])
-                    await ws.send(json.dumps({"type": "session.update", "method": self.method}))
-                    await ws.recv()
+                    created = json.loads(await ws.recv())
+                    if self.resume and self.sessions:
+                        await ws.send(json.dumps({"type": "session.resume", "session": self.sessions[0]}))
+                    else:
+                        self.sessions.append(created["session"])
+                        await ws.send(json.dumps({"type": "session.update", "method": self.method}))
+                    answer = json.loads(await ws.recv())
+                    if answer["type"] == "error":  # resumed too early: its replica's loss is not yet noticed
+                        await asyncio.sleep(0.2)
+                        continue
+                    if answer["type"] == "session.resumed" and self.killed_at is not None:
+                        self.resume_s.append(time.monotonic() - self.killed_at)
 
                     async def send():
                         nonlocal index
@@ -107,7 +121,7 @@ class Good:
             self.drops += 1
             if not self.reconnect:
                 return
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5 if not self.resume else 0.1)
 
     def p95(self) -> float | None:
         lags = sorted(self.lags)
@@ -201,10 +215,11 @@ def _transcript(url: str, sid: str) -> list[dict]:
     return httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()["captions"]
 
 
-def scenario_replica_loss(model: str, scratch: Path, seconds: float, kill_after: float) -> dict:
-    if shutil.which("haproxy") is None:
-        return {"skipped": "haproxy is not installed"}
-    servers = [start_server(model, scratch / f"r{i}.sqlite3", 8) for i in range(2)]
+@contextlib.contextmanager
+def replicas_behind_haproxy(model: str, stores: list, scratch: Path):
+    """One replica per store (a SQLite file each, or one PostgreSQL URL repeated) behind HAProxy on
+    loopback; yields ``([(process, url)], the proxy's url)``; everything stopped at the end."""
+    servers = [start_server(model, store, 8, cwd=scratch) for store in stores]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         listen = f"127.0.0.1:{s.getsockname()[1]}"
@@ -212,22 +227,29 @@ def scenario_replica_loss(model: str, scratch: Path, seconds: float, kill_after:
     proxy = subprocess.Popen(["haproxy", "-db", "-f", str(scratch / "h.cfg")], stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL)
     time.sleep(2)  # first health checks
-    clients = [Good(p, reconnect=True) for p in streams(4, seconds, 21)]
     try:
-        async def run_and_kill():
-            async def killer():
-                await asyncio.sleep(kill_after)
-                servers[0][0].send_signal(signal.SIGKILL)
-
-            await asyncio.gather(killer(), *(c.run(f"http://{listen}") for c in clients))
-
-        asyncio.run(run_and_kill())
+        yield servers, f"http://{listen}"
     finally:
         proxy.terminate()
         for proc, _ in servers:
             if proc.poll() is None:
                 proc.terminate()
             proc.wait(timeout=30)
+
+
+def scenario_replica_loss(model: str, scratch: Path, seconds: float, kill_after: float) -> dict:
+    if shutil.which("haproxy") is None:
+        return {"skipped": "haproxy is not installed"}
+    clients = [Good(p, reconnect=True) for p in streams(4, seconds, 21)]
+    with replicas_behind_haproxy(model, [scratch / f"r{i}.sqlite3" for i in range(2)], scratch) as (servers, url):
+        async def run_and_kill():
+            async def killer():
+                await asyncio.sleep(kill_after)
+                servers[0][0].send_signal(signal.SIGKILL)
+
+            await asyncio.gather(killer(), *(c.run(url) for c in clients))
+
+        asyncio.run(run_and_kill())
     in_stores = stored(scratch / "r0.sqlite3") | stored(scratch / "r1.sqlite3")
     received = {c for g in clients for c in g.commits}
     undisturbed = [g for g in clients if g.drops == 0]
@@ -238,13 +260,18 @@ def scenario_replica_loss(model: str, scratch: Path, seconds: float, kill_after:
             "lag_p95_s": [g.p95() for g in clients], "killed_after_s": kill_after}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def fault_arguments(doc: str, seconds: float, kill_after: float) -> argparse.Namespace:
+    """The command line of a fault benchmark: model, speech per session, when to kill, where to write."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--seconds", type=float, default=40.0, help="speech replayed per session")
-    parser.add_argument("--kill-after", type=float, default=15.0)
+    parser.add_argument("--seconds", type=float, default=seconds, help="speech replayed per session")
+    parser.add_argument("--kill-after", type=float, default=kill_after)
     parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = fault_arguments(__doc__, 40.0, 15.0)
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         result = {"model": args.model, "seconds": args.seconds, "machine": machine_info(),

@@ -2,7 +2,6 @@
 server, ``tests/postgres.py``): sessions and captions, replicas and session states, resume
 claims, schema migrations, durability across ``kill -9``, and the event bus between replicas."""
 
-import json
 import subprocess
 import sys
 import threading
