@@ -24,3 +24,16 @@ async def chromium():
             yield browser
         finally:
             await browser.close()
+
+
+@contextlib.contextmanager
+def sync_chromium(*args: str):
+    """A sync Playwright ``Browser`` on the system's Chromium with extra command-line ``args``."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", *args])
+        try:
+            yield browser
+        finally:
+            browser.close()

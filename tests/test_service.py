@@ -26,7 +26,7 @@ SENTENCE = "so today I want to talk about the new rules"
 
 
 @contextlib.contextmanager
-def server(model_dir, store, *args, kill=False, log=None):
+def server(model_dir, store, *args, log=None):
     """``mlx-ssbd serve`` on a free port; yields its base URL and process; always stopped
     (SIGTERM, which must exit cleanly; or SIGKILL where the test kills it itself). ``store``: a
     SQLite path or a PostgreSQL URL (then ``log`` names the server's log file)."""

@@ -3,6 +3,10 @@
 Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes below behind a
 ``guard.Guard`` (the API key and the Origin check, ``options``). Routes:
 
+* ``GET /``: the speaker's page (``web/``: plain HTML, JS and CSS, no build step): a form, then
+  the microphone (an ``AudioWorklet`` sending 16 kHz PCM16), typed text or a recording streamed
+  on a session's WebSocket, with what was heard and the captions live; ``?source=en&target=de``
+  (``mode=mic|text|file``) preset it. Its files are under ``/static/``.
 * ``GET /health``: ``{"status": "ok", "model", "replica", "sessions", "max_sessions", "viewers"}``; while
   the server drains, ``"status": "draining"`` with 503 (so a proxy stops sending it sessions).
 * ``GET /v1/models``: the one model, in OpenAI's list format.
@@ -26,13 +30,15 @@ scheduler posts back through a bounded queue per reader (``outbox``).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route, WebSocketRoute
+from starlette.routing import Mount, Route, WebSocketRoute
+from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from ..live import subtitles
@@ -41,6 +47,7 @@ from .chat import ChatEngine
 from .chat_http import chat_route
 from .guard import Guard
 from .options import ServiceOptions
+from .protocol import STREAM_METHODS, Settings
 from .scheduler import Scheduler
 from .speech import SpeechWorker
 from .store import SessionInfo
@@ -49,6 +56,8 @@ from .viewers import Viewers, viewer_response
 
 log = logging.getLogger(__name__)
 CAPTION_PAGE = Path(__file__).parent / "captions.html"
+WEB = Path(__file__).parent / "web"  # the speaker's page and its script, style and audio worklet
+PAGE_POLICY = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; object-src 'none'"
 
 
 def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions()):
@@ -58,6 +67,13 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     speech = SpeechWorker(scheduler, max_pending_s=options.max_audio_s)
     viewers = Viewers(options.max_viewers, options.max_viewers_per_session)
     caption_page = CAPTION_PAGE.read_text(encoding="utf-8")
+    page_config = json.dumps({"model": model, "methods": list(STREAM_METHODS), "method": Settings.method,
+                              "beta": Settings.beta, "api_key_required": options.api_key is not None})
+    speaker_page = (WEB / "speaker.html").read_text(encoding="utf-8").replace("{{CONFIG}}",
+                                                                              page_config.replace("</", "<\\/"))
+
+    async def index(request: Request) -> HTMLResponse:
+        return HTMLResponse(speaker_page, headers={"Content-Security-Policy": PAGE_POLICY})
 
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "draining" if scheduler.draining else "ok", "model": model,
@@ -142,7 +158,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         Route("/v1/chat/completions", chat_route(scheduler, complete, options), methods=["POST"]),
         Route("/health", health), Route("/v1/models", models), WebSocketRoute("/v1/stream", stream),
         Route("/v1/sessions", sessions), Route("/v1/sessions/{sid}/transcript.{kind}", transcript), Route("/v1/sessions/{sid}/events", events),
-        Route("/captions/{sid}", captions),
+        Route("/captions/{sid}", captions), Route("/", index), Mount("/static", StaticFiles(directory=WEB)),
     ])
     return Guard(app, api_key=options.api_key, allowed_origins=options.allowed_origins)
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import socket
 import threading
 from dataclasses import asdict, dataclass
 
@@ -43,7 +45,8 @@ MIGRATIONS = {
         "ALTER TABLE sessions ADD COLUMN ended DOUBLE PRECISION",
         "ALTER TABLE sessions ADD COLUMN reason TEXT",
         "UPDATE sessions SET ended = created, reason = 'shutdown'",  # older stores knew no replicas
-        "CREATE TABLE replicas (id TEXT PRIMARY KEY, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE replicas (id TEXT PRIMARY KEY, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL, "
+        "host TEXT NOT NULL, pid INTEGER NOT NULL)",
     ],
 }
 _COUNT = "(SELECT COUNT(*) FROM captions c WHERE c.session = sessions.id)"
@@ -147,10 +150,10 @@ class TranscriptStore:
             return db.execute("SELECT MAX(version) FROM schema_version").fetchone()[0]
 
     def register(self) -> None:
-        """Record this replica (and that it is alive now)."""
+        """Record this replica (its host and process, and that it is alive now)."""
         with self._write() as db:
-            db.execute(self._sql("INSERT INTO replicas VALUES (?, {now}, {now}) ON CONFLICT (id) DO UPDATE SET "
-                                 "seen = excluded.seen"), (self.replica,))
+            db.execute(self._sql("INSERT INTO replicas VALUES (?, {now}, {now}, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                                 "seen = excluded.seen"), (self.replica, socket.gethostname(), os.getpid()))
 
     def heartbeat(self) -> None:
         with self._write() as db:

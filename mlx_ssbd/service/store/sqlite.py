@@ -4,13 +4,16 @@ Contract: ``SQLiteStore(path)`` creates or reopens (and migrates) the database; 
 ``base.TranscriptStore``'s. One writer connection (serialized by a lock), a short-lived reader
 connection per read (WAL lets readers run beside the writer). A replica is alive while it records
 a heartbeat every ``heartbeat_s`` (a daemon thread; stopped by ``close``): one whose last
-heartbeat is older than ``stale_s`` is gone (its sessions are detached). Several processes may
+heartbeat is older than ``stale_s`` is gone (its sessions are detached), and so at once is one on
+this host whose process has ended (a server killed and started again resumes its sessions at once). Several processes may
 share the file on one host; replicas on several hosts need ``postgres.PostgresStore``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import sqlite3
 import threading
 import uuid
@@ -65,10 +68,24 @@ class SQLiteStore(TranscriptStore):
             yield db
 
     def alive(self, db) -> set[str]:
-        rows = db.execute(self._sql("SELECT id FROM replicas WHERE seen > {now} - ?"), (self.stale_s,)).fetchall()
-        return {row[0] for row in rows} | ({self.replica} if not self._closed.is_set() else set())
+        rows = db.execute(self._sql("SELECT id, host, pid FROM replicas WHERE seen > {now} - ?"),
+                          (self.stale_s,)).fetchall()
+        here = socket.gethostname()
+        alive = {rid for rid, host, pid in rows if rid != self.replica and (host != here or _running(pid))}
+        return alive | ({self.replica} if not self._closed.is_set() else set())
 
     def close(self) -> None:
         super().close()
         with self._lock:
             self._writer.close()
+
+
+def _running(pid: int) -> bool:
+    """A process with this id exists on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's
+        return True
+    return True
