@@ -1,0 +1,151 @@
+"""A talk's glossary: the renderings its translations must use, per target language.
+
+Contract: ``parse_tsv(text, origin)`` and ``parse_json(obj, origin)`` build a ``Glossary`` or raise
+``GlossaryError`` whose message starts with ``origin:line:`` (TSV) or ``origin:`` (JSON);
+``load_glossary(path)`` reads either format from a file (``.json``, else TSV). Pure functions, no
+I/O beyond that read.
+
+TSV: the first line names the languages, the source first (``en<TAB>de<TAB>fr``); each further
+line is one term: its source form, then its required rendering in each target language (an empty
+cell: no rendering required in that language). Blank lines and lines starting with ``#`` are
+skipped. JSON: ``{"de": {"source term": "required rendering", ...}, "fr": {...}}``.
+
+Limits: at most ``MAX_TERMS`` terms per language, ``MAX_TERM_CHARS`` characters per term or
+rendering; no empty terms, no term twice in one language, no control characters.
+
+``Glossary.matches(source, target)`` lists the entries of ``target`` whose source term occurs in
+``source`` (case-insensitive, as whole words where the term starts and ends with a letter or digit).
+``term_accuracy`` scores captions against a glossary: the share of (caption, term) pairs whose
+source holds the term and whose translation holds the required rendering (case-insensitive).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_TERMS = 500
+MAX_TERM_CHARS = 100
+
+
+class GlossaryError(ValueError):
+    """A glossary that cannot be used; the message names where (``file:line:``)."""
+
+
+@dataclass(frozen=True)
+class Glossary:
+    entries: dict[str, dict[str, str]] = field(default_factory=dict)  # target -> source term -> rendering
+    source: str | None = None  # the source language the TSV named (None: not said)
+
+    @property
+    def targets(self) -> list[str]:
+        return list(self.entries)
+
+    def __len__(self) -> int:
+        return sum(len(terms) for terms in self.entries.values())
+
+    def matches(self, source: str, target: str) -> list[tuple[str, str]]:
+        """The ``(term, rendering)`` entries of ``target`` whose term occurs in ``source``."""
+        return [(term, rendering) for term, rendering in self.entries.get(target, {}).items()
+                if _pattern(term).search(source)]
+
+    def to_json(self) -> dict:
+        return {target: dict(terms) for target, terms in self.entries.items()}
+
+
+def _pattern(term: str) -> re.Pattern:
+    head = r"(?<!\w)" if term[:1].isalnum() else ""
+    tail = r"(?!\w)" if term[-1:].isalnum() else ""
+    return re.compile(head + re.escape(term) + tail, re.IGNORECASE)
+
+
+def _check(text: object, what: str, where: str) -> str:
+    if not isinstance(text, str):
+        raise GlossaryError(f"{where}: {what} must be text, got {json.dumps(text)[:40]}")
+    text = text.strip()
+    if not text:
+        raise GlossaryError(f"{where}: {what} is empty")
+    if len(text) > MAX_TERM_CHARS:
+        raise GlossaryError(f"{where}: {what} has {len(text)} characters; the limit is {MAX_TERM_CHARS}")
+    if any(ch < " " or "\x7f" <= ch <= "\x9f" for ch in text):
+        raise GlossaryError(f"{where}: {what} holds a control character")
+    return text
+
+
+def _add(entries: dict[str, dict[str, str]], target: str, term: str, rendering: str, where: str) -> None:
+    terms = entries.setdefault(target, {})
+    if term.lower() in (known.lower() for known in terms):
+        raise GlossaryError(f"{where}: the term {term!r} is already in the {target} glossary")
+    if len(terms) >= MAX_TERMS:
+        raise GlossaryError(f"{where}: more than {MAX_TERMS} terms for {target}")
+    terms[term] = rendering
+
+
+def parse_tsv(text: str, origin: str = "glossary") -> Glossary:
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")]
+    if not lines:
+        raise GlossaryError(f"{origin}:1: empty; the first line names the languages (e.g. en<TAB>de<TAB>fr)")
+    head_n, head = lines[0]
+    languages = [_check(cell, "a language code", f"{origin}:{head_n}").lower() for cell in head.split("\t")]
+    if len(languages) < 2:
+        raise GlossaryError(f"{origin}:{head_n}: the first line names the source language and at least one target, "
+                            "separated by tabs (e.g. en<TAB>de)")
+    if len(set(languages)) != len(languages):
+        raise GlossaryError(f"{origin}:{head_n}: a language is named twice")
+    entries: dict[str, dict[str, str]] = {}
+    for n, line in lines[1:]:
+        cells = line.split("\t")
+        if len(cells) != len(languages):
+            raise GlossaryError(f"{origin}:{n}: {len(cells)} columns; the first line names {len(languages)} "
+                                f"({', '.join(languages)})")
+        term = _check(cells[0], "the source term", f"{origin}:{n}")
+        renderings = [(target, cell) for target, cell in zip(languages[1:], cells[1:]) if cell.strip()]
+        if not renderings:
+            raise GlossaryError(f"{origin}:{n}: the term {term!r} has no rendering in any language")
+        for target, cell in renderings:
+            _add(entries, target, term, _check(cell, f"the {target} rendering", f"{origin}:{n}"), f"{origin}:{n}")
+    return Glossary(entries, languages[0])
+
+
+def parse_json(obj: object, origin: str = "glossary") -> Glossary:
+    if not isinstance(obj, dict):
+        raise GlossaryError(f'{origin}: a JSON glossary is an object: {{"de": {{"source term": "rendering"}}}}')
+    entries: dict[str, dict[str, str]] = {}
+    for target, terms in obj.items():
+        target = _check(target, "a language code", origin).lower()
+        if not isinstance(terms, dict):
+            raise GlossaryError(f"{origin}: the {target} entries must be an object of term: rendering")
+        for term, rendering in terms.items():
+            where = f"{origin}: {target}"
+            _add(entries, target, _check(term, "a source term", where), _check(rendering, "a rendering", where), where)
+    return Glossary(entries)
+
+
+def load_glossary(path: str | Path) -> Glossary:
+    """A glossary file: JSON when its name ends in ``.json``, else TSV."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise GlossaryError(f"{path}: cannot read it: {error}") from None
+    if path.suffix.lower() == ".json":
+        try:
+            obj = json.loads(text)
+        except ValueError as error:
+            raise GlossaryError(f"{path}:{getattr(error, 'lineno', 1)}: not JSON: {error}") from None
+        return parse_json(obj, str(path))
+    return parse_tsv(text, str(path))
+
+
+def term_accuracy(glossary: Glossary, target: str, captions: Iterable[tuple[str, str]]) -> tuple[int, int]:
+    """``(hits, pairs)`` over ``(source, translation)`` captions: pairs are (caption, term) with the
+    term in the source; hits are those whose translation holds the required rendering."""
+    hits = pairs = 0
+    for source, translation in captions:
+        for _, rendering in glossary.matches(source, target):
+            pairs += 1
+            hits += bool(_pattern(rendering).search(translation))
+    return hits, pairs

@@ -1,0 +1,73 @@
+"""Glossaries: the TSV and JSON formats, their errors (with file:line), matching and term accuracy."""
+
+import json
+
+import pytest
+
+from mlx_ssbd.live.glossary import (MAX_TERM_CHARS, MAX_TERMS, GlossaryError, load_glossary, parse_json, parse_tsv,
+                                    term_accuracy)
+
+TSV = "en\tde\tfr\n# a comment\nweather station\tWetterstation\tstation météo\n\nSSBD\tSSBD\t\nC++\tC++\tC++\n"
+
+
+def test_tsv_and_json_give_the_same_glossary(tmp_path):
+    tsv = parse_tsv(TSV)
+    assert tsv.source == "en" and tsv.targets == ["de", "fr"] and len(tsv) == 5
+    assert tsv.entries["fr"] == {"weather station": "station météo", "C++": "C++"}  # an empty cell: none required
+    (tmp_path / "g.json").write_text(json.dumps(tsv.to_json()))
+    (tmp_path / "g.tsv").write_text(TSV)
+    assert load_glossary(tmp_path / "g.json").entries == load_glossary(tmp_path / "g.tsv").entries == tsv.entries
+
+
+def test_matching_is_case_insensitive_and_by_whole_words():
+    glossary = parse_tsv(TSV)
+    assert glossary.matches("Our Weather Station works", "de") == [("weather station", "Wetterstation")]
+    assert glossary.matches("weather stations", "de") == []  # another word
+    assert glossary.matches("we use C++ here", "de") == [("C++", "C++")]
+    assert glossary.matches("SSBD is fast", "fr") == []  # no French rendering required
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "g.tsv:1: empty"),
+    ("en\n", "g.tsv:1: the first line names the source language and at least one target"),
+    ("en\tde\tde\n", "g.tsv:1: a language is named twice"),
+    ("en\tde\nstation\n", "g.tsv:2: 1 columns; the first line names 2"),
+    ("en\tde\n\t\tStation\n", "g.tsv:2: 3 columns"),
+    ("en\tde\n \tStation\n", "g.tsv:2: the source term is empty"),
+    ("en\tde\tfr\nstation\t\t\n", "g.tsv:2: the term 'station' has no rendering"),
+    ("en\tde\nstation\tStation\n# x\nStation\tHaltestelle\n", "g.tsv:4: the term 'Station' is already"),
+    ("en\tde\nstation\tSta\x07tion\n", "g.tsv:2: the de rendering holds a control character"),
+    ("en\tde\n" + "x" * (MAX_TERM_CHARS + 1) + "\ty\n", f"the limit is {MAX_TERM_CHARS}"),
+    ("en\tde\n" + "".join(f"t{i}\tu{i}\n" for i in range(MAX_TERMS + 1)), f"g.tsv:{MAX_TERMS + 2}: more than"),
+])
+def test_bad_tsv_says_where(tmp_path, text, message):
+    (tmp_path / "g.tsv").write_text(text)
+    with pytest.raises(GlossaryError) as error:
+        load_glossary(tmp_path / "g.tsv")
+    assert str(error.value).startswith(str(tmp_path / "g.tsv")) and message in str(error.value)
+
+
+@pytest.mark.parametrize("obj, message", [
+    ([], "a JSON glossary is an object"), ({"de": ["x"]}, "the de entries must be an object"),
+    ({"de": {"": "x"}}, "a source term is empty"), ({"de": {"x": 5}}, "a rendering must be text"),
+])
+def test_bad_json_says_what(obj, message):
+    with pytest.raises(GlossaryError, match=message):
+        parse_json(obj)
+
+
+def test_a_file_that_is_not_json_says_where(tmp_path):
+    (tmp_path / "g.json").write_text('{"de":\n {"x": }')
+    with pytest.raises(GlossaryError, match=r"g.json:2: not JSON"):
+        load_glossary(tmp_path / "g.json")
+    with pytest.raises(GlossaryError, match="cannot read it"):
+        load_glossary(tmp_path / "missing.tsv")
+
+
+def test_term_accuracy_counts_caption_term_pairs():
+    glossary = parse_tsv(TSV)
+    captions = [("the weather station and SSBD", "die Wetterstation und SSBD"),  # 2 pairs, 2 hits
+                ("a weather station", "eine Wetter-Station"),  # 1 pair, missed
+                ("nothing here", "nichts")]  # no pair
+    assert term_accuracy(glossary, "de", captions) == (2, 3)
+    assert term_accuracy(glossary, "fr", captions) == (0, 2)
