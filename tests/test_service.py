@@ -79,10 +79,10 @@ def source(text, final=False, segment="s1"):
     return {"type": "source.update", "segment": segment, "text": text, "final": final}
 
 
-def alone(model_dir, text, **settings):
+def alone(model_dir, text, target="de", **settings):
     """The commit of ``text`` by one translator alone (the reference for a served session)."""
     loaded = load_model(model_dir)
-    tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang="de",
+    tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang=target,
                           config=method_config(settings.get("method", "ssbd"), beta=settings.get("beta", 0.2)))
     return tr.update(text, final=True).output
 
@@ -148,7 +148,8 @@ def test_audio_frames_where_they_do_not_belong_get_errors_and_the_session_goes_o
     assert [e["code"] for e in events if e["type"] == "error"] == ["mixed_input", "message_too_large"]
     commit = next(e for e in events if e["type"] == "translation.commit")
     assert commit["text"] == alone(model_dir, SENTENCE, method="rt")
-    german_speech = [{"type": "session.update", "source": "de"}, b"\x00\x01" * 800, {"type": "session.close"}]
+    german_speech = [{"type": "session.update", "source": "de", "target": "en"}, b"\x00\x01" * 800,
+                     {"type": "session.close"}]
     events = asyncio.run(session_events(url, german_speech))
     assert [e["code"] for e in events if e["type"] == "error"] == ["unsupported_language"]
     assert events[-1]["type"] == "session.closed"

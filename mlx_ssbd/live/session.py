@@ -49,6 +49,7 @@ class CaptionUpdate:
     speech_end: float | None  # audio time of its last word, when the ASR gave it
     at: float  # when the translation was ready
     segment: str | None = None  # the ASR segment id of its words
+    target: str | None = None  # its language, when a session has several
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class CaptionCommit:
     at: float
     segment: str | None = None
     pushed_at: float | None = None  # when its last partial was pushed
+    target: str | None = None  # its language, when a session has several
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,8 @@ class _Queued:
     pushed_at: float
     first_pushed: float  # push time of the oldest partial this one replaced (or its own)
     coalesced: int = 0
+    caption: int = -1  # the caption it belongs to (set when taken)
+    opened_at: float | None = None  # push time of that caption's first partial (set when taken)
 
 
 class LiveSession:
@@ -197,6 +201,11 @@ class LiveSession:
                     continue
                 if self._opened_at is None:
                     self._opened_at = item.first_pushed
+                item.caption, item.opened_at = self._caption, self._opened_at
+                if item.job.final:  # the caption is committed by this job, whatever comes of it
+                    self._caption, self._last_text, self._opened_at = self._caption + 1, None, None
+                else:
+                    self._last_text = item.job.text
                 return item
             return None
 
@@ -228,23 +237,21 @@ class LiveSession:
                     self._cond.wait(wait)
             return item
 
-    def result(self, item: _Queued, outcome: Update | ValueError) -> Event:
-        """The event for a taken job's translation (or the translator's rejection of it)."""
+    def result(self, item: _Queued, outcome: Update | ValueError, target: str | None = None) -> Event:
+        """The event for a taken job's translation (or the translator's rejection of it); a
+        session with several target languages calls it once per language (``target``)."""
         job = item.job
-        at = self.now()
+        with self._cond:
+            at, seq = self.now(), self._next_seq()
         if isinstance(outcome, ValueError):
-            return SessionError(self._next_seq(), str(outcome), at)
+            return SessionError(seq, str(outcome), at)
         if not job.final:
-            self._last_text = job.text
-            return CaptionUpdate(self._caption, self._next_seq(), outcome, item.coalesced, item.pushed_at,
-                                 job.end, at, job.segment_id)
+            return CaptionUpdate(item.caption, seq, outcome, item.coalesced, item.pushed_at, job.end, at,
+                                 job.segment_id, target)
         timed = job.start is not None and job.end is not None
-        start, end = (job.start, job.end) if timed else (self._opened_at, at)
-        event = CaptionCommit(self._caption, self._next_seq(), outcome.output, job.text, start, end,
-                              "asr" if timed else "clock", job.reason, outcome, item.coalesced, job.end, at,
-                              job.segment_id, item.pushed_at)
-        self._caption, self._last_text, self._opened_at = self._caption + 1, None, None
-        return event
+        start, end = (job.start, job.end) if timed else (item.opened_at, at)
+        return CaptionCommit(item.caption, seq, outcome.output, job.text, start, end, "asr" if timed else "clock",
+                             job.reason, outcome, item.coalesced, job.end, at, job.segment_id, item.pushed_at, target)
 
     def run(self) -> Iterator[Event]:
         """Translate queued jobs as they come, yielding events, until closed and drained."""

@@ -14,11 +14,15 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes be
   most 1000): id, state (live, ended, detached), replica, captions, settings; for operators.
 * ``GET /v1/sessions/{id}/transcript.json`` (``.srt``, ``.vtt``): the committed captions, from the
   transcript store (so also of ended sessions, across restarts, and of sessions that another
-  replica sharing the store serves); 404 for an unknown session.
-* ``GET /v1/sessions/{id}/events``: Server-Sent Events for viewers (``viewers``): the captions
-  committed so far (after ``Last-Event-ID``), then the session's live events until
-  ``session.closed``; 503 beyond ``max_viewers`` in all or ``max_viewers_per_session``.
-* ``GET /captions/{id}``: a caption page for a browser or an OBS browser source, fed by the SSE.
+  replica sharing the store serves); 404 for an unknown session. JSON holds every language
+  (each caption has its ``target``); SRT/VTT one: ``transcript.de.srt`` or ``?lang=de`` (default:
+  the session's first target).
+* ``GET /v1/sessions/{id}/events``: Server-Sent Events for viewers (``viewers``) of one language
+  (``?lang=``, default the first target): the captions committed so far (after
+  ``Last-Event-ID``), then the session's live events until ``session.closed``; 503 beyond
+  ``max_viewers`` in all or ``max_viewers_per_session``.
+* ``GET /captions/{id}``: a caption page for a browser or an OBS browser source, fed by the SSE
+  (``?lang=`` as there).
 * ``POST /v1/chat/completions``: OpenAI-compatible, with Predicted Outputs (``chat_http``).
 * ``WS /v1/stream``: live caption sessions, protocol version 1 (``stream``, ``protocol``).
 
@@ -90,24 +94,42 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     def stored(sid: str) -> SessionInfo | None:
         return scheduler.store.session(sid) if scheduler.store is not None else None
 
-    def known(sid: str) -> bool:
-        return scheduler.find(sid) is not None or stored(sid) is not None
+    def targets_of(sid: str, info: SessionInfo | None = None) -> tuple[str, ...] | None:
+        """The session's target languages (None: no such session)."""
+        if (session := scheduler.find(sid)) is not None:
+            return session.settings.targets
+        info = info or stored(sid)
+        return None if info is None else Settings.from_dict(info.settings).targets
+
+    def language(request: Request, targets: tuple[str, ...], lang: str | None = None) -> str | Response:
+        """The language asked for (``?lang=``, or ``lang``; default: the first target), or a 404."""
+        lang = (lang or request.query_params.get("lang") or targets[0]).lower()
+        if lang not in targets:
+            return JSONResponse(protocol.error_event("not_found", f"this session has no {lang[:16]!r} captions; its "
+                                                     f"languages: {', '.join(targets)}"), status_code=404)
+        return lang
 
     # Plain (not async) handlers: Starlette runs them in its thread pool, so the store's reads
     # never block the event loop that carries every session's WebSocket.
     def transcript(request: Request) -> Response:
-        sid, kind = request.path_params["sid"], request.path_params["kind"]
+        sid, name = request.path_params["sid"], request.path_params["kind"]
+        lang, _, kind = name.rpartition(".")  # transcript.srt, or transcript.de.srt for one language
         try:
             info = stored(sid)
             live = scheduler.find(sid) is not None or info is not None and info.state == "live"
-            if kind not in ("json", "srt", "vtt") or not (live or info):
-                return JSONResponse(protocol.error_event("not_found", f"no session {sid[:80]!r} with a .{kind[:8]} "
-                                                         "transcript"), status_code=404)
-            captions = scheduler.store.captions(sid) if scheduler.store is not None else []
+            targets = targets_of(sid, info)
+            if kind not in ("json", "srt", "vtt") or targets is None:
+                return JSONResponse(protocol.error_event("not_found", f"no session {sid[:80]!r} with a "
+                                                         f"{name[:16]!r} transcript"), status_code=404)
+            chosen = language(request, targets, lang) if lang or kind != "json" or "lang" in request.query_params \
+                else None
+            if isinstance(chosen, Response):
+                return chosen
+            captions = scheduler.store.captions(sid, target=chosen) if scheduler.store is not None else []
         except Exception as error:  # noqa: BLE001 (the store is down: the server is not)
             return _store_unavailable(error)
         if kind == "json":
-            return JSONResponse({"session": sid, "live": live,
+            return JSONResponse({"session": sid, "live": live, "targets": list(targets),
                                  **({"model": info.model, "settings": info.settings, "state": info.state}
                                     if info else {}),
                                  "captions": [c.to_dict() for c in captions]})
@@ -117,13 +139,16 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     async def events(request: Request) -> Response:
         sid = request.path_params["sid"]
         try:
-            if not await asyncio.to_thread(known, sid):
-                return JSONResponse(protocol.error_event("not_found", f"no session {sid[:80]!r}"), status_code=404)
+            targets = await asyncio.to_thread(targets_of, sid)
         except Exception as error:  # noqa: BLE001
             return _store_unavailable(error)
+        if targets is None:
+            return JSONResponse(protocol.error_event("not_found", f"no session {sid[:80]!r}"), status_code=404)
+        if isinstance(lang := language(request, targets), Response):
+            return lang
         if (refusal := viewers.enter(sid)) is not None:
             return JSONResponse(protocol.error_event("too_many_viewers", refusal), status_code=503)
-        return viewer_response(scheduler, sid, viewers, options, request.headers.get("last-event-id"))
+        return viewer_response(scheduler, sid, viewers, options, lang, request.headers.get("last-event-id"))
 
     def sessions(request: Request) -> Response:
         try:
@@ -140,11 +165,14 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     def captions(request: Request) -> Response:
         sid = request.path_params["sid"]
         try:
-            if not known(sid):
+            if (targets := targets_of(sid)) is None:
                 return PlainTextResponse(f"no session {sid[:80]!r}", status_code=404)
         except Exception as error:  # noqa: BLE001
             return _store_unavailable(error)
-        return HTMLResponse(caption_page.replace("{{EVENTS}}", f"/v1/sessions/{sid}/events"))
+        if isinstance(lang := language(request, targets), Response):
+            return lang
+        return HTMLResponse(caption_page.replace("{{EVENTS}}", f"/v1/sessions/{sid}/events?lang={lang}")
+                            .replace('lang="en"', f'lang="{lang}"'))
 
     chat_engine: list[ChatEngine] = []  # built on the model's thread at the first request
 

@@ -7,6 +7,7 @@ Contract: pure functions, no I/O. ``parse(raw, limits)`` turns one client frame 
 Client messages (every field but ``type`` optional)::
 
     {"type": "session.update", "source": "en", "target": "de", "method": "ssbd", "beta": 0.2, "mask_k": 0}
+    {"type": "session.update", "targets": ["de", "fr", "ja"]}  (several caption languages)
     {"type": "source.update", "segment": "s1", "text": "so today", "final": false, "start": 0.0, "end": 1.2}
     {"type": "session.close"}
     {"type": "session.resume", "session": "sess_..."}
@@ -20,9 +21,9 @@ or, instead of ``source.update`` messages, speech: binary frames of 16 kHz mono 
 little-endian PCM (``service.speech`` recognises them; English only with Whisper tiny.en).
 
 Server events: ``session.created`` / ``session.updated`` / ``session.resumed`` (the settings in force),
-``translation.update`` (``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``end``: the
+``translation.update`` (``target``, ``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``end``: the
 audio time of the newest word translated, when the client sent ``end``, and ``stats``),
-``translation.commit`` (``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``,
+``translation.commit`` (``target``, ``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``,
 ``stored``), ``transcript.stored`` (``captions``: commits sent with ``stored: false`` that the
 store has taken since), ``transcription.update`` (speech sessions: ``segment``, ``text``,
 ``final``, ``start``, ``end``, what the recognizer heard), ``error`` (``code``, ``message``) and
@@ -64,26 +65,34 @@ class Limits:
     max_segment_chars: int = 128  # a segment id
     max_time_s: float = 1e7  # audio times (``start``/``end``): finite, in [0, this]
     max_mask_k: int = 64
+    max_targets: int = 4  # target languages of one session
 
 
 @dataclass(frozen=True)
 class Settings:
-    """A session's translation settings (``session.update`` changes them)."""
+    """A session's translation settings (``session.update`` changes them). ``targets``: its
+    caption languages, each a row of the batched engine (``target`` is the first)."""
 
     source: str = "en"
-    target: str = "de"
+    targets: tuple[str, ...] = ("de",)
     method: str = "ssbd"
     beta: float = DEFAULT_BETA
     mask_k: int = 0
 
+    @property
+    def target(self) -> str:
+        return self.targets[0]
+
     def to_dict(self) -> dict:
-        return {"source": self.source, "target": self.target, "method": self.method, "beta": self.beta,
-                "mask_k": self.mask_k}
+        return {"source": self.source, "target": self.target, "targets": list(self.targets), "method": self.method,
+                "beta": self.beta, "mask_k": self.mask_k}
 
     @classmethod
     def from_dict(cls, stored: dict) -> Settings:
         """The settings ``to_dict`` wrote (a stored session's), keys this version knows only."""
-        return cls(**{key: stored[key] for key in cls().to_dict() if key in stored})
+        known = {key: stored[key] for key in ("source", "method", "beta", "mask_k") if key in stored}
+        targets = stored.get("targets") or ([stored["target"]] if "target" in stored else None)
+        return cls(**known, **({"targets": tuple(targets)} if targets else {}))
 
 
 @dataclass(frozen=True)
@@ -91,7 +100,11 @@ class SessionUpdate:
     changes: dict
 
     def apply(self, settings: Settings) -> Settings:
-        return replace(settings, **self.changes)
+        """The settings changed; raises ``ProtocolError`` when the source is among the targets."""
+        changed = replace(settings, **self.changes)
+        if changed.source in changed.targets:
+            raise ProtocolError("source_in_targets", f"the source language {changed.source!r} is also a target")
+        return changed
 
 
 @dataclass(frozen=True)
@@ -202,16 +215,43 @@ def _number(obj: dict, key: str, low: float, high: float, what: str, kinds: tupl
     return value
 
 
+def _language(obj: dict, key: str) -> str | None:
+    code = _string(obj, key, "a language code", 16)
+    if code is None:
+        return None
+    try:
+        language_name(code)
+    except ValueError as error:
+        raise ProtocolError("unknown_language", str(error)) from None
+    return code.strip().lower()
+
+
+def _targets(obj: dict, limits: Limits) -> tuple[str, ...] | None:
+    """``targets`` (a list of language codes) or ``target`` (one), checked."""
+    if "targets" in obj and "target" in obj:
+        raise ProtocolError("invalid_message", "give 'target' or 'targets', not both")
+    if "target" in obj:
+        target = _language(obj, "target")
+        return None if target is None else (target,)
+    codes = obj.get("targets")
+    if codes is None:
+        return None
+    if not isinstance(codes, list) or not codes:
+        raise ProtocolError("invalid_message", "'targets' must be a non-empty list of language codes")
+    if len(codes) > limits.max_targets:
+        raise ProtocolError("too_many_targets", f"{len(codes)} target languages; the limit is {limits.max_targets}")
+    targets = tuple(_language({"targets": code}, "targets") for code in codes)
+    if len(set(targets)) != len(targets):
+        raise ProtocolError("invalid_message", f"a target language is repeated: {', '.join(targets)}")
+    return targets
+
+
 def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
     changes = {}
-    for key in ("source", "target"):
-        code = _string(obj, key, "a language code", 16)
-        if code is not None:
-            try:
-                language_name(code)
-            except ValueError as error:
-                raise ProtocolError("unknown_language", str(error)) from None
-            changes[key] = code.strip().lower()
+    if (source := _language(obj, "source")) is not None:
+        changes["source"] = source
+    if (targets := _targets(obj, limits)) is not None:
+        changes["targets"] = targets
     method = _string(obj, "method", "a method name", 32)
     if method is not None:
         if method not in STREAM_METHODS:
@@ -273,8 +313,8 @@ def settings_event(kind: str, session: str, settings: Settings, model: str, **ex
 def update_event(segment: str | None, event) -> dict:
     """``translation.update`` from a ``session.CaptionUpdate``."""
     stats = event.update.stats
-    return {"type": "translation.update", "segment": segment, "caption": event.caption, "seq": event.seq,
-            "stable": event.update.stable, "unstable": event.update.unstable,
+    return {"type": "translation.update", "target": event.target, "segment": segment, "caption": event.caption,
+            "seq": event.seq, "stable": event.update.stable, "unstable": event.update.unstable,
             "end": None if event.speech_end is None else round(event.speech_end, 3),
             "stats": {"forward_passes": stats.forward_passes, "accepted": stats.accepted,
                       "draft_tokens": stats.draft_tokens, "output_tokens": stats.output_tokens,
@@ -284,14 +324,14 @@ def update_event(segment: str | None, event) -> dict:
 def commit_event(segment: str | None, event, *, stored: bool = True) -> dict:
     """``translation.commit`` from a ``session.CaptionCommit``; ``stored``: it is in the transcript
     store (False only while the store fails: it is kept in memory until written)."""
-    return {**_commit(segment, event.caption, event.text, event.start, event.end, event.reason), "seq": event.seq,
-            "stored": stored}
+    return {**_commit(event.target, segment, event.caption, event.text, event.start, event.end, event.reason),
+            "seq": event.seq, "stored": stored}
 
 
 def stored_commit_event(caption) -> dict:
     """``translation.commit`` from a ``store.Caption`` (a viewer's replay; no ``seq``)."""
-    return {**_commit(caption.segment, caption.caption, caption.text, caption.start, caption.end, caption.reason),
-            "stored": True}
+    return {**_commit(caption.target, caption.segment, caption.caption, caption.text, caption.start, caption.end,
+                      caption.reason), "stored": True}
 
 
 def transcription_event(partial) -> dict:
@@ -301,6 +341,6 @@ def transcription_event(partial) -> dict:
             "end": None if partial.end is None else round(partial.end, 3)}
 
 
-def _commit(segment, caption: int, text: str, start: float, end: float, reason: str) -> dict:
-    return {"type": "translation.commit", "segment": segment, "caption": caption, "text": text,
+def _commit(target, segment, caption: int, text: str, start: float, end: float, reason: str) -> dict:
+    return {"type": "translation.commit", "target": target, "segment": segment, "caption": caption, "text": text,
             "start": round(start, 3), "end": round(end, 3), "reason": reason}

@@ -18,8 +18,10 @@ protocol JSON (``protocol``), from the scheduler thread, and to the session's vi
 the store's bus; a commit is written to the ``store.base.TranscriptStore`` before it is sent to anyone.
 ``resume(session, sid)`` makes a new connection's session go on as a stored one (``store.claim``).
 
-Sessions join the batch when their first job comes (their translator is built then, with the
-settings in force) and leave it when they are closed and drained, or discarded (a client that
+Sessions join the batch when their first job comes (their translators are built then, with the
+settings in force: one per target language, each a row of the batch, so a round serves every
+language of every session; a job goes to every row and a session's next job is taken when all
+its rows are done) and leave it when they are closed and drained, or discarded (a client that
 went away: its queued jobs are dropped, its update under way is abandoned, its KV freed at the
 next round). ``session.closed`` carries why: ``closed`` (the client asked), ``idle``,
 ``shutdown`` (the drain), ``error`` (the session could not go on). The store records the end
@@ -294,10 +296,10 @@ class Scheduler:
         except Exception as error:  # noqa: BLE001 (a bug or a model failure: the replica goes on)
             log.exception("a batched round failed; closing the sessions in it")
             with self._cond:
-                members = [s for s in self._sessions if s.translator is not None]
+                members = [s for s in self._sessions if s.translators]
             self.batch = MultiStreamTranslator(model=self.loaded.model)
             for session in members:
-                session.translator = None
+                session.translators = {}
                 self._fail(session, error)
 
     def _fail(self, session: ServiceSession, error: BaseException) -> None:
@@ -349,8 +351,8 @@ class Scheduler:
     def _retire(self, sessions) -> None:
         for session in sessions:
             if session.discarded or session.failed or (session.live.done and not self._busy(session)):
-                if session.translator is not None:
-                    self.batch.remove(session.translator)  # frees its KV; abandons its update under way
+                for translator in session.translators.values():
+                    self.batch.remove(translator)  # frees its KV; abandons its update under way
                 with self._cond:
                     self._sessions.remove(session)
                 ended = not session.discarded and session.reason != "shutdown"
@@ -376,38 +378,49 @@ class Scheduler:
             if self._busy(session) or session.discarded or session.failed or (item := session.live.take()) is None:
                 continue
             try:
-                self.batch.submit(self._translator(session), item.job.text, item.job.final,
-                                  functools.partial(self._ended, session, item))
-            except ValueError as error:
-                self._ended(session, item, error)
+                translators = self._translators(session)
             except Exception as error:  # noqa: BLE001 (this session's failure, not the replica's)
-                log.exception("session %s: a job could not start", session.id)
+                log.exception("session %s: its translators could not be built", session.id)
                 self._fail(session, error)
+                continue
+            for target, translator in translators.items():  # one row per language, in the same rounds
+                try:
+                    self.batch.submit(translator, item.job.text, item.job.final,
+                                      functools.partial(self._ended, session, item, target))
+                except ValueError as error:
+                    self._ended(session, item, target, error)
+                except Exception as error:  # noqa: BLE001 (this session's failure, not the replica's)
+                    log.exception("session %s: a job could not start", session.id)
+                    self._fail(session, error)
+                    break
 
     def _busy(self, session: ServiceSession) -> bool:
-        """An update of ``session`` is under way in the batch."""
-        return session.translator is not None and self.batch.running(session.translator)
+        """An update of ``session`` (in any of its languages) is under way in the batch."""
+        return any(self.batch.running(translator) for translator in session.translators.values())
 
-    def _ended(self, session: ServiceSession, item, outcome) -> None:
+    def _ended(self, session: ServiceSession, item, target: str, outcome) -> None:
         if session.discarded:
             return
         try:
-            session.emit(session.live.result(item, outcome))
+            session.emit(session.live.result(item, outcome, target))
         except Exception as error:  # noqa: BLE001 (this session's failure, not the replica's)
             log.exception("session %s: its event could not be sent", session.id)
             self._fail(session, error)
 
-    def _translator(self, session: ServiceSession) -> StreamTranslator:
-        """The session's translator, built and joined to the batch on its first job."""
-        if session.translator is None:
+    def _translators(self, session: ServiceSession) -> dict[str, StreamTranslator]:
+        """The session's translators, one per target language, built and joined to the batch on
+        its first job."""
+        if not session.translators:
             s = session.settings
             config = replace(method_config(s.method, beta=s.beta), display_mask_k=s.mask_k)
-            session.translator = StreamTranslator(self.loaded.model, self.loaded.tokenizer, family=self.loaded.family,
-                                                  source_lang=s.source, target_lang=s.target, config=config)
-            self.batch.add(session.translator)
+            for target in s.targets:
+                session.translators[target] = StreamTranslator(self.loaded.model, self.loaded.tokenizer,
+                                                               family=self.loaded.family, source_lang=s.source,
+                                                               target_lang=target, config=config)
+                self.batch.add(session.translators[target])
             if self.store is not None:
                 try:
                     self.store.open_session(session.id, self.loaded.name, s.to_dict())  # the settings used
                 except Exception as error:  # noqa: BLE001 (the session goes on; its row has the first settings)
                     log.error("session %s: its settings could not be recorded: %s", session.id, error)
-        return session.translator
+        return session.translators

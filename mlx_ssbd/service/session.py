@@ -37,7 +37,7 @@ class ServiceSession:
         self.bus = bus
         self.live = LiveSession(None, segmenter=segmenter)
         self.offset = 0.0  # seconds added to the recognizer's times (a resumed session goes on from its last caption)
-        self.translator: StreamTranslator | None = None  # built on the scheduler thread
+        self.translators: dict[str, StreamTranslator] = {}  # per target language; built on the scheduler thread
         self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
         self.discarded = False
         self.reason = "closed"  # what session.closed will say
@@ -82,12 +82,12 @@ class ServiceSession:
             self.publish(protocol.update_event(event.segment, event))
         elif isinstance(event, CaptionCommit):
             caption = Caption(event.caption, event.segment, event.text, event.source, event.start, event.end,
-                              event.reason)
+                              event.reason, event.target)
             stored = self.journal.write(self.id, caption)
             if not stored:
-                self.send(protocol.error_event("store_failed", f"caption {event.caption} could not be written to the "
-                                               f"transcript store ({self.journal.error}); it is kept in memory and "
-                                               "written when the store is back"))
+                self.send(protocol.error_event("store_failed", f"caption {event.caption} ({event.target}) could not "
+                                               f"be written to the transcript store ({self.journal.error}); it is "
+                                               "kept in memory and written when the store is back"))
             self.publish(protocol.commit_event(event.segment, event, stored=stored))
         else:
             self.send(protocol.error_event("translation_failed", event.message))

@@ -206,7 +206,10 @@ async def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWork
     elif isinstance(message, SessionUpdate):
         if session.started:
             return protocol.error_event("session_active", "settings can only change before the first source.update"), False
-        session.settings = message.apply(session.settings)
+        try:
+            session.settings = message.apply(session.settings)
+        except ProtocolError as error:
+            return protocol.error_event(error.code, str(error)), False
         outbox.put(protocol.settings_event("session.updated", session.id, session.settings, scheduler.loaded.name))
     elif isinstance(message, SourceMessage):
         if session.input == "audio":

@@ -3,7 +3,7 @@
 Contract: ``Viewers(max_total, max_per_session)`` counts the viewers on the event loop (``enter``
 refuses beyond either bound); ``viewer_response(scheduler, sid, viewers, options)`` is the SSE
 response of a viewer counted by ``enter``, which leaves the count when the response ends however
-it ends. Its body:
+it ends. It carries one language of the session (``target``: the viewer's ``?lang=``). Its body:
 the captions committed so far (from the store; after ``Last-Event-ID`` for a viewer that
 reconnects: every commit carries ``id:`` = its caption number), then the session's live events
 from the store's bus, wherever the session runs, until ``session.closed`` (at once for an ended
@@ -74,9 +74,9 @@ class _Counted(StreamingResponse):
             self._on_end()
 
 
-def viewer_response(scheduler: Scheduler, sid: str, viewers: Viewers, options: ServiceOptions,
+def viewer_response(scheduler: Scheduler, sid: str, viewers: Viewers, options: ServiceOptions, target: str,
                     last_event_id: str | None = None) -> StreamingResponse:
-    return _Counted(_viewer_events(scheduler, sid, options, _caption_number(last_event_id)),
+    return _Counted(_viewer_events(scheduler, sid, options, target, _caption_number(last_event_id)),
                     lambda: viewers.leave(sid), media_type="text/event-stream",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -92,7 +92,7 @@ def _caption_number(last_event_id: str | None) -> int:
 INTERRUPTED = {"type": "bus.interrupted"}  # the bus lost events: the viewer must reconnect
 
 
-async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions, after: int):
+async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions, target: str, after: int):
     """SSE lines (module docstring)."""
     loop, outbox = asyncio.get_running_loop(), Outbox(options.max_outbox)
 
@@ -104,7 +104,7 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
         yield f"retry: {RECONNECT_MS}\n\n"
         replayed = after
         try:
-            stored, info = await asyncio.to_thread(_replay, scheduler, sid, after)
+            stored, info = await asyncio.to_thread(_replay, scheduler, sid, after, target)
         except Exception as error:  # noqa: BLE001 (the store is down: say so, end the stream)
             log.error("the transcript of %s could not be read: %s", sid, error)
             yield sse(protocol.error_event("store_unavailable", "the transcript store cannot be read; try again later"))
@@ -124,6 +124,8 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
             except Overflow as slow:
                 yield sse(protocol.error_event("too_slow", f"this viewer fell behind ({slow}); reconnect"))
                 return
+            if event.get("target", target) != target:
+                continue  # another language of the session
             if event is INTERRUPTED:
                 yield sse(protocol.error_event("events_interrupted", "the events of other replicas were interrupted; "
                                                "reconnect (with Last-Event-ID) for what you missed"))
@@ -142,8 +144,8 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
         outbox.close()
 
 
-def _replay(scheduler: Scheduler, sid: str, after: int):
-    """The captions committed after ``after`` and the stored session (None without a store)."""
+def _replay(scheduler: Scheduler, sid: str, after: int, target: str):
+    """The captions in ``target`` committed after ``after`` and the stored session (None without a store)."""
     if scheduler.store is None:
         return [], None
-    return scheduler.store.captions(sid, after), scheduler.store.session(sid)
+    return scheduler.store.captions(sid, after, target), scheduler.store.session(sid)

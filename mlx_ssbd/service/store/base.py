@@ -31,6 +31,16 @@ import threading
 from dataclasses import asdict, dataclass
 
 SCHEMA_VERSION = 2
+
+
+def _targets_from_settings(db, store: TranscriptStore) -> None:
+    """Older captions get their session's (one) target language."""
+    for sid, settings in db.execute("SELECT id, settings FROM sessions").fetchall():
+        stored = json.loads(settings)
+        target = stored.get("target") or (stored.get("targets") or [""])[0]
+        db.execute(store._sql("UPDATE captions SET target = ? WHERE session = ?"), (target, sid))
+
+
 MIGRATIONS = {
     1: [  # sessions and their committed captions
         "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, created DOUBLE PRECISION NOT NULL, "
@@ -40,16 +50,25 @@ MIGRATIONS = {
         '"end" DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL, committed DOUBLE PRECISION NOT NULL, '
         "PRIMARY KEY (session, caption))",
     ],
-    2: [  # which replica serves a session, whether it ended; the replicas
+    2: [  # which replica serves a session, whether it ended; the replicas; a caption per target language
         "ALTER TABLE sessions ADD COLUMN replica TEXT",
         "ALTER TABLE sessions ADD COLUMN ended DOUBLE PRECISION",
         "ALTER TABLE sessions ADD COLUMN reason TEXT",
         "UPDATE sessions SET ended = created, reason = 'shutdown'",  # older stores knew no replicas
         "CREATE TABLE replicas (id TEXT PRIMARY KEY, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL, "
         "host TEXT NOT NULL, pid INTEGER NOT NULL)",
+        'CREATE TABLE captions_v2 (session TEXT NOT NULL REFERENCES sessions(id), target TEXT NOT NULL, '
+        'caption INTEGER NOT NULL, segment TEXT, text TEXT NOT NULL, source TEXT NOT NULL, '
+        'start DOUBLE PRECISION NOT NULL, "end" DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL, '
+        "committed DOUBLE PRECISION NOT NULL, PRIMARY KEY (session, target, caption))",
+        "INSERT INTO captions_v2 SELECT session, '', caption, segment, text, source, start, \"end\", reason, committed "
+        "FROM captions",
+        "DROP TABLE captions",
+        "ALTER TABLE captions_v2 RENAME TO captions",
+        _targets_from_settings,
     ],
 }
-_COUNT = "(SELECT COUNT(*) FROM captions c WHERE c.session = sessions.id)"
+_COUNT = "(SELECT COUNT(DISTINCT caption) FROM captions c WHERE c.session = sessions.id)"
 _SESSION = ('SELECT id, created, model, settings, replica, ended, reason, ' + _COUNT + ', '
             '(SELECT COALESCE(MAX(c."end"), 0) FROM captions c WHERE c.session = sessions.id) FROM sessions ')
 
@@ -72,6 +91,7 @@ class Caption:
     start: float
     end: float
     reason: str
+    target: str = ""  # its language (a session may have several)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -87,7 +107,7 @@ class SessionInfo:
     ended: float | None
     reason: str | None  # why it ended (None while not ended)
     state: str  # live, ended or detached (module docstring)
-    captions: int  # committed captions
+    captions: int  # committed captions (in any of its languages): the next one has this number
     next_start: float  # where a resumed session's clock goes on: the end of its last caption (or 0)
 
     def to_dict(self) -> dict:
@@ -140,7 +160,7 @@ class TranscriptStore:
                                f"to {SCHEMA_VERSION}: upgrade mlx-ssbd")
         for step in range(version + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[step]:
-                db.execute(statement)
+                statement(db, self) if callable(statement) else db.execute(statement)
         if version < SCHEMA_VERSION:
             db.execute("DELETE FROM schema_version")
             db.execute(self._sql("INSERT INTO schema_version VALUES (?)"), (SCHEMA_VERSION,))
@@ -168,13 +188,13 @@ class TranscriptStore:
 
     def add_caption(self, session: str, caption: Caption) -> None:
         with self._write() as db:
-            db.execute(self._sql('INSERT INTO captions (session, caption, segment, text, source, start, "end", reason, '
-                                 "committed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, {now}) ON CONFLICT (session, caption) DO "
-                                 "UPDATE SET segment = excluded.segment, text = excluded.text, source = excluded.source, "
-                                 'start = excluded.start, "end" = excluded."end", reason = excluded.reason, '
-                                 "committed = excluded.committed"),
-                       (session, caption.caption, caption.segment, caption.text, caption.source, caption.start,
-                        caption.end, caption.reason))
+            db.execute(self._sql('INSERT INTO captions (session, target, caption, segment, text, source, start, "end", '
+                                 "reason, committed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) ON CONFLICT (session, "
+                                 "target, caption) DO UPDATE SET segment = excluded.segment, text = excluded.text, "
+                                 'source = excluded.source, start = excluded.start, "end" = excluded."end", '
+                                 "reason = excluded.reason, committed = excluded.committed"),
+                       (session, caption.target, caption.caption, caption.segment, caption.text, caption.source,
+                        caption.start, caption.end, caption.reason))
 
     def end_session(self, session: str, reason: str) -> None:
         """The session ended (its client closed it, it idled, it failed)."""
@@ -220,11 +240,15 @@ class TranscriptStore:
             rows = db.execute(self._sql(_SESSION + "ORDER BY created DESC LIMIT ?"), (limit,)).fetchall()
         return [self._row_info(row, alive) for row in rows]
 
-    def captions(self, session: str, after: int = -1) -> list[Caption]:
-        """The session's committed captions numbered above ``after``, in order."""
+    def captions(self, session: str, after: int = -1, target: str | None = None) -> list[Caption]:
+        """The session's committed captions numbered above ``after``, in order (by number, then
+        language), in every language or in ``target``'s."""
+        where, params = "WHERE session = ? AND caption > ?", (session, after)
+        if target is not None:
+            where, params = where + " AND target = ?", (*params, target)
         with self._read() as db:
-            rows = db.execute(self._sql('SELECT caption, segment, text, source, start, "end", reason FROM captions '
-                                        "WHERE session = ? AND caption > ? ORDER BY caption"), (session, after)).fetchall()
+            rows = db.execute(self._sql('SELECT caption, segment, text, source, start, "end", reason, target FROM '
+                                        f"captions {where} ORDER BY caption, target"), params).fetchall()
         return [Caption(*row) for row in rows]
 
     def _info(self, db, session: str, *, lock: bool = False) -> SessionInfo | None:

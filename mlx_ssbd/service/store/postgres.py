@@ -190,7 +190,7 @@ class PostgresBus(LocalBus):
         if "e" in note:
             self.deliver(sid, note["e"])
         elif sid in self.watched():  # a reference to a commit too large to notify
-            for caption in self.store.captions(sid, after=note["c"] - 1)[:1]:
+            for caption in self.store.captions(sid, after=note["c"] - 1, target=note["t"])[:1]:
                 self.deliver(sid, protocol.stored_commit_event(caption))
 
     def _send(self) -> None:
@@ -213,5 +213,5 @@ class PostgresBus(LocalBus):
         if len(payload.encode()) <= MAX_PAYLOAD:
             return payload
         if event.get("type") == "translation.commit":
-            return json.dumps({"r": self.store.replica, "s": sid, "c": event["caption"]})
+            return json.dumps({"r": self.store.replica, "s": sid, "c": event["caption"], "t": event.get("target") or ""})
         return None

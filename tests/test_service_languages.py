@@ -1,0 +1,112 @@
+"""One talk, several caption languages: each target language is a row of the batched engine; its
+events, commits, viewers and transcripts are its own, and equal a session with that language alone."""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import websockets
+
+from browser import MISSING as BROWSER_MISSING
+from browser import chromium
+from test_service import server, ws_url
+from test_service_replicas import Viewer, expect
+
+PARTIALS = [("so today we", False, "a"), ("so today we talk about", False, "a"),
+            ("so today we talk about the new rules.", True, "a"), ("and why we", False, "b"),
+            ("and why we made them.", True, "b")]
+
+
+@pytest.fixture(scope="module")
+def url(model_dir, tmp_path_factory):
+    with server(model_dir, tmp_path_factory.mktemp("store") / "t.sqlite3") as (base, _):
+        yield base
+
+
+async def lockstep(url: str, settings: dict, partials=PARTIALS):
+    """A session fed one partial at a time, each once every language has answered it (so no
+    partial is skipped and the run is the same every time); ``(sid, {target: [(kind, text)]})``."""
+    async with websockets.connect(ws_url(url)) as ws:
+        sid = (await expect(ws, "session.created"))["session"]
+        await ws.send(json.dumps({"type": "session.update", **settings}))
+        targets = (await expect(ws, "session.updated"))["targets"]
+        seen = {target: [] for target in targets}
+        for text, final, segment in partials:
+            await ws.send(json.dumps({"type": "source.update", "text": text, "final": final, "segment": segment}))
+            answered = set()
+            while answered != set(targets):
+                event = json.loads(await asyncio.wait_for(ws.recv(), 60))
+                assert event["type"] != "error", event
+                if event["type"] == "translation.update":
+                    seen[event["target"]].append(("update", event["caption"], event["stable"] + event["unstable"]))
+                elif event["type"] == "translation.commit":
+                    seen[event["target"]].append(("commit", event["caption"], event["text"]))
+                else:
+                    continue
+                answered.add(event["target"])
+        await ws.send(json.dumps({"type": "session.close"}))
+        await expect(ws, "session.closed")
+    return sid, seen
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.2])
+def test_each_language_equals_that_language_alone(url, beta):
+    _, together = asyncio.run(lockstep(url, {"targets": ["de", "fr", "ja"], "beta": beta}))
+    for target in ("de", "fr", "ja"):
+        _, alone = asyncio.run(lockstep(url, {"target": target, "beta": beta}))
+        assert together[target] == alone[target], target
+    assert [kind for kind, _, _ in together["fr"]] == ["update", "update", "commit", "update", "commit"]
+
+
+def test_viewers_and_transcripts_per_language(url, tmp_path):
+    sid, seen = asyncio.run(lockstep(url, {"targets": ["de", "fr"], "method": "rt"}))
+    commits = {t: [text for kind, _, text in events if kind == "commit"] for t, events in seen.items()}
+    for lang in ("de", "fr"):
+        viewer = Viewer(f"{url}/v1/sessions/{sid}/events?lang={lang}")
+        viewer.wait_for(lambda v: v.done.is_set())
+        assert [c[2] for c in viewer.commits()] == commits[lang]
+        assert all(e.get("target") in (lang, None) for _, e in viewer.events)
+        srt = httpx.get(f"{url}/v1/sessions/{sid}/transcript.{lang}.srt").text
+        assert all(text in srt for text in commits[lang])
+        assert httpx.get(f"{url}/v1/sessions/{sid}/transcript.vtt?lang={lang}").text.count("-->") == 2
+    default = Viewer(f"{url}/v1/sessions/{sid}/events")  # the first target
+    default.wait_for(lambda v: v.done.is_set())
+    assert [c[2] for c in default.commits()] == commits["de"]
+    doc = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
+    assert doc["targets"] == ["de", "fr"] and len(doc["captions"]) == 4
+    assert {(c["target"], c["text"]) for c in doc["captions"]} == {(t, x) for t in commits for x in commits[t]}
+    for missing in (f"/v1/sessions/{sid}/events?lang=ja", f"/v1/sessions/{sid}/transcript.ja.srt",
+                    f"/captions/{sid}?lang=ja"):
+        assert httpx.get(url + missing).status_code == 404
+    if BROWSER_MISSING is None:
+        async def page_lines():
+            async with chromium() as browser:
+                page = await browser.new_page()
+                await page.goto(f"{url}/captions/{sid}?lang=fr&lines=5")
+                await page.locator("#status", has_text="ended").wait_for(timeout=30_000)
+                return await page.locator(".line.done").all_text_contents()
+
+        assert asyncio.run(page_lines()) == commits["fr"]
+
+
+@pytest.mark.parametrize("update, code", [
+    ({"targets": ["de", "fr", "ja", "es", "it"]}, "too_many_targets"),
+    ({"targets": ["de", "de"]}, "invalid_message"),
+    ({"targets": []}, "invalid_message"),
+    ({"targets": "de"}, "invalid_message"),
+    ({"targets": ["de", "xx"]}, "unknown_language"),
+    ({"target": "de", "targets": ["fr"]}, "invalid_message"),
+    ({"targets": ["de", "en"]}, "source_in_targets"),
+])
+def test_bad_language_lists_get_an_error_and_change_nothing(url, update, code):
+    async def scenario():
+        async with websockets.connect(ws_url(url)) as ws:
+            await expect(ws, "session.created")
+            await ws.send(json.dumps({"type": "session.update", **update}))
+            error = await expect(ws, "error")
+            await ws.send(json.dumps({"type": "session.update", "method": "rt"}))
+            return error, await expect(ws, "session.updated")
+
+    error, settings = asyncio.run(scenario())
+    assert error["code"] == code and settings["targets"] == ["de"]  # the session goes on, unchanged
