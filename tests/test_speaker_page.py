@@ -25,11 +25,12 @@ def url(model_dir, tmp_path_factory):
 
 def sid_of(page) -> str:
     """The session id, from the page's viewer link."""
-    return page.get_by_role("link", name="Viewer page (for OBS)").get_attribute("href").rsplit("/", 1)[1]
+    href = page.get_by_role("link", name="Viewer page").first.get_attribute("href")
+    return href.split("?")[0].rsplit("/", 1)[1]
 
 
-def captions(page) -> list[str]:
-    return page.locator("#committed li").all_text_contents()
+def captions(page, lang: str = "de") -> list[str]:
+    return page.locator(f"#lang-{lang} .committed li").all_text_contents()
 
 
 def test_the_form_is_preset_from_the_url_and_labelled(url):
@@ -40,7 +41,7 @@ def test_the_form_is_preset_from_the_url_and_labelled(url):
         page = browser.new_page()
         page.goto(f"{url}/?source=en&targets=fr,ja&method=rt&beta=0.1&mode=text")
         assert page.get_by_label("Spoken language").input_value() == "en"
-        assert page.get_by_label("Caption language").input_value() == "fr"
+        assert page.get_by_label("Caption languages").input_value() == "fr, ja"
         assert page.get_by_label("Text", exact=True).is_checked()
         assert page.get_by_label("Method").input_value() == "rt"
         assert page.get_by_role("button", name="Start").is_enabled()
@@ -58,14 +59,34 @@ def test_text_mode_shows_the_captions_that_the_transcript_holds(url, tmp_path):
         page.get_by_label("Text to caption").press("Tab")
         page.keyboard.press("Tab")
         page.get_by_role("button", name="Start").press("Enter")  # keyboard operable
-        page.locator("#committed li").nth(1).wait_for(timeout=60_000)  # (the page's CSP forbids eval: no wait_for_function)
+        # (locators, not wait_for_function: the page's CSP forbids eval)
+        page.locator(".committed li").nth(1).wait_for(timeout=60_000)
         page.get_by_role("button", name="Stop").click()
         page.get_by_role("status").filter(has_text="Ended").wait_for(timeout=60_000)
         shown, sid = captions(page), sid_of(page)
-        assert page.get_by_role("link", name="Transcript .srt").count() == 1
+        assert page.get_by_role("link", name="Transcript de .srt").count() == 1
         page.screenshot(path=str(tmp_path / "text-mode.png"), full_page=True)
     stored = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
     assert [c["text"] for c in stored["captions"]] == shown and len(shown) == 2
+
+
+def test_two_caption_languages_on_the_page(url):
+    with sync_chromium() as browser:
+        page = browser.new_page()
+        page.goto(f"{url}/?source=en&targets=de,fr&method=rt&mode=text")
+        assert page.get_by_label("Caption languages").input_value() == "de, fr"
+        page.get_by_label("Text to caption").fill(TEXT)
+        page.get_by_role("button", name="Start").click()
+        page.locator("#lang-fr .committed li").nth(1).wait_for(timeout=60_000)
+        page.locator("#lang-de .committed li").nth(1).wait_for(timeout=60_000)
+        page.get_by_role("button", name="Stop").click()
+        page.get_by_role("status").filter(has_text="Ended").wait_for(timeout=60_000)
+        shown, sid = {lang: captions(page, lang) for lang in ("de", "fr")}, sid_of(page)
+        assert page.get_by_role("link", name="Viewer page fr (for OBS)").count() == 1
+        assert page.get_by_role("link", name="Transcript fr .vtt").count() == 1
+    stored = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()["captions"]
+    for lang in ("de", "fr"):
+        assert [c["text"] for c in stored if c["target"] == lang] == shown[lang] and len(shown[lang]) == 2
 
 
 def test_errors_from_the_server_are_shown_on_the_page(url):
@@ -129,7 +150,7 @@ def test_a_talk_into_the_microphone_becomes_german_captions(talk, tmp_path):
         page = context.new_page()
         page.goto(f"{url}/?source=en&target=de")
         page.get_by_role("button", name="Start").click()
-        page.locator("#committed li").first.wait_for(timeout=120_000)
+        page.locator(".committed li").first.wait_for(timeout=120_000)
         page.locator("#heard-done", has_text="weather").wait_for(timeout=120_000)
         page.locator(".live span:not(:empty)").first.wait_for(timeout=60_000)  # a caption under way
         page.screenshot(path=str(tmp_path / "speaker-page.png"), full_page=True)
@@ -169,7 +190,7 @@ def test_a_lost_connection_is_said_and_the_session_resumed(model_dir, tmp_path):
             page.goto(f"{url}/?source=en&target=de&method=rt&mode=text")
             page.get_by_label("Text to caption").fill(long_text)
             page.get_by_role("button", name="Start").click()
-            page.locator("#committed li").first.wait_for(timeout=60_000)
+            page.locator(".committed li").first.wait_for(timeout=60_000)
             proc.kill()
             proc.wait(timeout=10)
             page.get_by_role("status").filter(has_text="connection was lost").wait_for(timeout=30_000)
@@ -177,7 +198,7 @@ def test_a_lost_connection_is_said_and_the_session_resumed(model_dir, tmp_path):
         with server(model_dir, store, "--port", port, log=tmp_path / "b.log") as (url, _):
             page.get_by_role("button", name="Resume the session").click()
             page.get_by_role("status").filter(has_text="Resumed").wait_for(timeout=30_000)
-            page.locator("#committed li").nth(7).wait_for(timeout=120_000)
+            page.locator(".committed li").nth(7).wait_for(timeout=120_000)
             page.get_by_role("button", name="Stop").click()
             page.get_by_role("status").filter(has_text="Ended").wait_for(timeout=60_000)
             shown, sid = captions(page), sid_of(page)

@@ -10,7 +10,8 @@ const WORDS_PER_SECOND = 2.5; // text mode: how fast typed text is revealed, lik
 const FAST_LEAD_S = 10; // recording mode, fast: audio sent ahead of what the server has heard
 
 const state = {
-  ws: null, sid: null, settings: null, input: null, sending: false, closing: false, finished: false,
+  ws: null, sid: null, settings: null, targets: [], input: null, live: false, sending: false, closing: false,
+  finished: false,
   sentS: 0, heardS: 0, lag: null, stats: null, stop: null,
 };
 
@@ -25,7 +26,7 @@ function init() {
   for (const field of ["source", "target", "method", "beta"]) {
     if (params.get(field)) $(field).value = params.get(field);
   }
-  if (params.get("targets")) $("target").value = params.get("targets").split(",")[0];
+  if (params.get("targets")) $("target").value = params.get("targets").split(",").join(", ");
   if (["mic", "text", "file"].includes(params.get("mode"))) {
     document.querySelector(`input[name=mode][value=${params.get("mode")}]`).checked = true;
   }
@@ -57,11 +58,12 @@ function start() {
   if (mode() === "file" && !$("file").files.length) { showError("no_file", "choose a recording first"); return; }
   if (mode() === "text" && !$("text").value.trim()) { showError("no_text", "type or paste some text first"); return; }
   $("errors").replaceChildren();
-  $("committed").replaceChildren();
-  for (const id of ["heard-done", "heard-open", "stable", "unstable", "figures", "links"]) $(id).textContent = "";
-  Object.assign(state, { sid: null, input: mode(), sending: false, closing: false, finished: false, sentS: 0,
-                         heardS: 0, lag: null, stats: null });
-  state.settings = { type: "session.update", source: $("source").value.trim(), target: $("target").value.trim(),
+  $("languages-out").replaceChildren();
+  for (const id of ["heard-done", "heard-open", "figures", "links"]) $(id).textContent = "";
+  Object.assign(state, { sid: null, input: mode(), live: false, sending: false, closing: false, finished: false,
+                         sentS: 0, heardS: 0, lag: null, stats: null });
+  const targets = $("target").value.split(",").map((code) => code.trim()).filter((code) => code);
+  state.settings = { type: "session.update", source: $("source").value.trim(), targets,
                      method: $("method").value, beta: Number($("beta").value) };
   $("start").disabled = true;
   $("stop").disabled = false;
@@ -90,6 +92,12 @@ function send(message) {
   return false;
 }
 
+function sendSource(message) {
+  // source text and audio only once the session is live on this connection (a resumed
+  // connection must say session.resume before any source, or it would start a new session)
+  return state.live && send(message);
+}
+
 function handle(event, resumeId) {
   switch (event.type) {
     case "session.created":
@@ -98,7 +106,9 @@ function handle(event, resumeId) {
     case "session.updated":
     case "session.resumed":
       state.sid = event.session;
-      $("captions-lang").textContent = `(${event.target})`;
+      state.live = true;
+      state.targets = event.targets;
+      showLanguages(event.targets);
       setStatus(event.type === "session.resumed" ? `Resumed; ${event.captions} captions so far.` : "Live.");
       showLinks(false);
       if (!state.sending) startInput();
@@ -113,17 +123,19 @@ function handle(event, resumeId) {
         $("heard-open").textContent = event.text;
       }
       break;
-    case "translation.update":
-      $("stable").textContent = event.stable;
-      $("unstable").textContent = event.unstable;
+    case "translation.update": {
+      const out = languageOut(event.target);
+      out.querySelector(".stable").textContent = event.stable;
+      out.querySelector(".unstable").textContent = event.unstable;
       showFigures(event);
       break;
+    }
     case "translation.commit": {
-      const line = document.createElement("li");
+      const out = languageOut(event.target), line = document.createElement("li");
       line.textContent = event.text;
-      $("committed").appendChild(line);
-      $("stable").textContent = "";
-      $("unstable").textContent = "";
+      out.querySelector(".committed").appendChild(line);
+      out.querySelector(".stable").textContent = "";
+      out.querySelector(".unstable").textContent = "";
       showFigures(event);
       break;
     }
@@ -143,6 +155,20 @@ function handle(event, resumeId) {
       break;
   }
 }
+
+function showLanguages(targets) {
+  // one section per caption language (kept when a resumed session brings the same languages)
+  for (const target of targets) {
+    if (languageOut(target)) continue;
+    const section = $("language-template").content.firstElementChild.cloneNode(true);
+    section.id = `lang-${target}`;
+    section.lang = target;
+    section.querySelector(".lang").textContent = `(${target})`;
+    $("languages-out").appendChild(section);
+  }
+}
+
+function languageOut(target) { return document.getElementById(`lang-${target}`); }
 
 function showFigures(event) {
   // lag: audio sent so far minus the audio time of the newest word this event translates;
@@ -166,10 +192,14 @@ function showLinks(ended) {
     a.href = href; a.textContent = text; a.target = "_blank"; a.rel = "noopener";
     links.append(a, " ");
   };
-  add(`/captions/${state.sid}`, "Viewer page (for OBS)");
-  if (ended) {
-    for (const kind of ["srt", "vtt", "json"]) add(`/v1/sessions/${state.sid}/transcript.${kind}`, `Transcript .${kind}`);
+  for (const target of state.targets) {
+    add(`/captions/${state.sid}?lang=${target}`, `Viewer page ${target} (for OBS)`);
+    if (ended) {
+      for (const kind of ["srt", "vtt"]) add(`/v1/sessions/${state.sid}/transcript.${target}.${kind}`,
+                                             `Transcript ${target} .${kind}`);
+    }
   }
+  if (ended) add(`/v1/sessions/${state.sid}/transcript.json`, "Transcript .json (every language)");
 }
 
 function stop() {
@@ -182,6 +212,7 @@ function stop() {
 
 function finished(reason) {
   state.finished = true;
+  state.live = false;
   stopInput();
   setStatus(reason === "closed" ? "Ended. The transcripts are below." : `The session ended (${reason}).`);
   if (state.sid) showLinks(true);
@@ -193,6 +224,7 @@ function finished(reason) {
 
 function lost(ws, close) {
   if (ws !== state.ws || state.finished) return;
+  state.live = false;
   if (!state.sid) {
     showError("connection_failed", close.code === 1006 ? "the server cannot be reached (or refused the key)"
                                                        : `closed (${close.code}) ${close.reason}`);
@@ -216,7 +248,7 @@ function stopInput() {
 }
 
 function sendAudio(buffer) {
-  if (send(buffer)) state.sentS += buffer.byteLength / 2 / RATE;
+  if (sendSource(buffer)) state.sentS += buffer.byteLength / 2 / RATE;
 }
 
 async function startMicrophone() {
@@ -242,14 +274,14 @@ async function startText() {
     if (stopped) return;
     sentence.push(word);
     const final = /[.!?]["»”)]*$/.test(word) || i === words.length - 1;
-    while (!send({ type: "source.update", segment: `t${segment}`, text: sentence.join(" "), final })) {
+    while (!sendSource({ type: "source.update", segment: `t${segment}`, text: sentence.join(" "), final })) {
       if (stopped) return;
       await sleep(500); // the connection is being resumed
     }
     if (final) { sentence = []; segment += 1; }
     await sleep(1000 / WORDS_PER_SECOND);
   }
-  setStatus("All the text is sent; press Stop to end the session.");
+  if (!stopped) setStatus("All the text is sent; press Stop to end the session.");
 }
 
 async function startFile() {
@@ -266,7 +298,7 @@ async function startFile() {
   for (let i = 0; i < samples.length && !stopped; i += frame) {
     const chunk = samples.subarray(i, i + frame), pcm = new Int16Array(chunk.length);
     for (let j = 0; j < chunk.length; j++) pcm[j] = Math.max(-1, Math.min(1, chunk[j])) * 0x7fff;
-    while (state.ws.readyState !== WebSocket.OPEN && !stopped) await sleep(500); // being resumed
+    while (!state.live && !stopped) await sleep(500); // being resumed
     sendAudio(pcm.buffer);
     const ahead = fast ? state.sentS - state.heardS - FAST_LEAD_S : state.sentS - (performance.now() - t0) / 1000;
     if (ahead > 0) await sleep(ahead * 1000);
