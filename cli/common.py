@@ -78,12 +78,25 @@ def load_draft(name: str | None, loaded, needed: bool):
     return draft.model, draft.tokenizer
 
 
-def check_languages(source: str, target: str) -> None:
-    for code in (source, target):
+def check_languages(source: str, target: str, max_targets: int = 1) -> tuple[str, ...]:
+    """The target languages of ``--target`` (one code, or several separated by commas), checked
+    against ``source`` and ``max_targets``; a ``click.BadParameter`` otherwise."""
+    targets = tuple(code.strip().lower() for code in target.split(",") if code.strip())
+    for code in (source, *targets):
         try:
             language_name(code)
         except ValueError as error:
             raise click.BadParameter(str(error), param_hint="--source/--target") from None
+    if not targets:
+        raise click.BadParameter("no target language", param_hint="--target")
+    if len(set(targets)) != len(targets):
+        raise click.BadParameter(f"a language is named twice: {target}", param_hint="--target")
+    if source.lower() in targets:
+        raise click.BadParameter(f"the source language {source} is also a target", param_hint="--target")
+    if len(targets) > max_targets:
+        raise click.BadParameter(f"{len(targets)} target languages; the limit is {max_targets} (--max-targets)",
+                                 param_hint="--target")
+    return targets
 
 
 @contextlib.contextmanager
@@ -95,14 +108,25 @@ def user_errors():
         raise click.ClickException(str(error)) from error
 
 
+DEFAULT_MAX_TARGETS = 4
+
+
 def caption_options(methods: tuple[str, ...]):
-    """``--target``, ``--method`` (one of ``methods``), ``--beta`` and ``--mask-k``: how captions are
-    translated, the same for ``translate`` and ``listen``."""
+    """``--target`` (one or several), ``--max-targets``, ``--output``, ``--method`` (one of
+    ``methods``), ``--beta`` and ``--mask-k``: how captions are translated and where they go, the
+    same for ``translate`` and ``listen``."""
     from mlx_ssbd import DEFAULT_BETA
     from mlx_ssbd.live.methods import METHODS
 
     options = [
-        click.option("--target", "-t", default="de", show_default=True, help="Target language (ISO code)."),
+        click.option("--target", "-t", default="de", show_default=True,
+                     help="Target language (ISO code), or several separated by commas (de,fr,ja): each a row of "
+                          "the same batched forward passes."),
+        click.option("--max-targets", type=click.IntRange(1), default=DEFAULT_MAX_TARGETS, show_default=True,
+                     help="Target languages at most."),
+        click.option("--output", "-o", default=None, metavar="PATTERN",
+                     help="Write to this file instead of stdout; {lang} in it: one file per language "
+                          "(e.g. -o talk.{lang}.srt), as subtitles in several languages need."),
         click.option("--method", type=click.Choice(methods), default="ssbd", show_default=True,
                      help="; ".join(f"{name}: {METHODS[name].about}" for name in methods) + "."),
         beta_option(default=DEFAULT_BETA),

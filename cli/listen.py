@@ -85,8 +85,8 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
               help="Commit stable words once more than this many are open (0: never).")
 @click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
               help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
-def listen(audio, mic, asr_only, model, asr_model, target, method, beta, mask_k, fmt, pace, live_updates, step_s,
-           asr_threads, max_words, context_tokens):
+def listen(audio, mic, asr_only, model, asr_model, target, max_targets, output, method, beta, mask_k, fmt, pace,
+           live_updates, step_s, asr_threads, max_words, context_tokens):
     """Caption speech: AUDIO (any file ffmpeg reads, e.g. WAV), - (16 kHz mono s16le PCM or WAV
     on stdin) or --mic, recognised by Whisper and translated live. A file is recognised in one pass
     unless --pace says otherwise.
@@ -98,12 +98,13 @@ def listen(audio, mic, asr_only, model, asr_model, target, method, beta, mask_k,
       mlx-ssbd listen talk.wav --pace realtime
       ffmpeg -i talk.mp3 -ar 16000 -ac 1 -f s16le - | mlx-ssbd listen - --format jsonl
       mlx-ssbd listen talk.wav --asr-only > partials.jsonl
+      mlx-ssbd listen talk.wav -t de,fr --format srt -o talk.{lang}.srt
     """
     if (audio is None) == (not mic):
         raise click.UsageError("give either AUDIO (a file, or - for stdin) or --mic")
     with user_errors():
         card = get_asr_card(asr_model)
-        check_languages(card.language, target)
+        targets = check_languages(card.language, target, max_targets)
         recognizer = load_recognizer(card.name, threads=asr_threads)
         chunks = audio_chunks(audio, mic, step_s, pace)
     live = mic or audio == "-" or pace == "realtime"
@@ -113,9 +114,9 @@ def listen(audio, mic, asr_only, model, asr_model, target, method, beta, mask_k,
         asr = OnePass(recognizer)
     session = sink = None
     if not asr_only:
-        session = _session(model, card.language, target, method, beta, mask_k, live=live, live_updates=live_updates,
+        sink = ComputeTally(make_sink(fmt, targets, output))
+        session = _session(model, card.language, targets, method, beta, mask_k, live=live, live_updates=live_updates,
                            max_words=max_words, context_tokens=context_tokens)
-        sink = ComputeTally(make_sink(fmt))
     started = time.monotonic()  # the models are loaded: from here on, the speech
     try:
         with user_errors():
@@ -132,11 +133,11 @@ def listen(audio, mic, asr_only, model, asr_model, target, method, beta, mask_k,
     click.echo(summary(asr, None if sink is None else sink.translation_s, time.monotonic() - started), err=True)
 
 
-def _session(model, source, target, method, beta, mask_k, *, live, live_updates, max_words, context_tokens):
+def _session(model, source, targets, method, beta, mask_k, *, live, live_updates, max_words, context_tokens):
     loaded = load(model)
     config = method_config(method, beta=beta, display_mask_k=mask_k, context_tokens=context_tokens)
-    translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
-                                  target_lang=target, config=config)
+    translators = {target: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
+                                            target_lang=target, config=config) for target in targets}
     # The ASR ends sentences itself; a pause commits only on live audio (a file has no wall-clock pauses).
     segmenter = SegmenterConfig(max_words=max_words, pause_s=SegmenterConfig.pause_s if live else None)
-    return LiveSession(translator, segmenter=segmenter, latest_wins=True, live_updates=live_updates)
+    return LiveSession(translators, segmenter=segmenter, latest_wins=True, live_updates=live_updates)

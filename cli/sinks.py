@@ -4,6 +4,11 @@ Each sink gets every ``session.CaptionUpdate`` through ``update()``, every ``Cap
 through ``commit()``, and ``close()`` at the end (also on errors and Ctrl-C). Committed text is
 written and flushed the moment it is final, so nothing produced is lost when a later line turns
 out to be bad; SRT and VTT cues are streamed the same way, one per committed caption.
+
+With several target languages (``make_sink(fmt, targets, output)``): JSONL events carry
+``target`` (they always do); plain text and the live view label each line with its language (the
+live view keeps one line per language); ``-o PATTERN`` with ``{lang}`` writes one file per
+language (``RoutedSink``), which SRT and VTT need.
 """
 
 from __future__ import annotations
@@ -72,16 +77,21 @@ class Totals:
 
 
 class TextSink:
-    """Committed translations only, one line each (for pipes and files)."""
+    """Committed translations only, one line each (for pipes and files); ``labelled``: each line
+    starts with its language (``de: ...``)."""
 
-    def __init__(self, out=None):
+    def __init__(self, out=None, labelled: bool = False):
         self.out = out or sys.stdout
+        self.labelled = labelled
+
+    def label(self, event) -> str:
+        return f"{event.target}: " if self.labelled else ""
 
     def update(self, event: CaptionUpdate) -> None:
         pass
 
     def commit(self, event: CaptionCommit) -> None:
-        self.out.write(event.text + "\n")
+        self.out.write(self.label(event) + event.text + "\n")
         self.out.flush()
 
     def close(self) -> None:
@@ -91,14 +101,16 @@ class TextSink:
 def update_event(event: CaptionUpdate | CaptionCommit) -> dict:
     """The JSONL ``update`` event (a commit's final update too)."""
     u = event.update
-    return {"type": "update", "caption": event.caption, "segment": event.segment, "seq": event.seq,
+    return {"type": "update", "target": event.target, "caption": event.caption, "segment": event.segment,
+            "seq": event.seq,
             "source": u.source, "output": u.output, "display": u.display, "stable": u.stable, "unstable": u.unstable,
             "final": u.final, "coalesced": event.coalesced, "at": round(event.at, 3),
             "stats": u.stats.to_dict()}
 
 
 def commit_event(event: CaptionCommit) -> dict:
-    return {"type": "commit", "caption": event.caption, "segment": event.segment, "seq": event.seq,
+    return {"type": "commit", "target": event.target, "caption": event.caption, "segment": event.segment,
+            "seq": event.seq,
             "output": event.text, "source": event.source, "start": round(event.start, 3), "end": round(event.end, 3),
             "timed_by": event.timed_by, "reason": event.reason, "at": round(event.at, 3)}
 
@@ -123,7 +135,7 @@ class SrtSink(TextSink):
 
     kind = "srt"
 
-    def __init__(self, out=None):
+    def __init__(self, out=None, labelled: bool = False):
         super().__init__(out)
         self.cues = 0
         self.end = 0.0  # of the last cue: a cue never starts before it (ASR word times may overlap)
@@ -150,12 +162,12 @@ class LiveSink(TextSink):
     """The terminal view: committed lines scroll up, the current caption redraws in place on
     stdout, and a status line redraws below it on stderr."""
 
-    def __init__(self, out=None, err=None):
-        super().__init__(out)
+    def __init__(self, out=None, err=None, labelled: bool = False):
+        super().__init__(out, labelled)
         self.err = err or sys.stderr
         self.totals = Totals()
-        self.caption = ("", "")  # (stable, unstable)
-        self._drawn = False
+        self.captions: dict[str | None, tuple[str, str]] = {}  # per language: (stable, unstable)
+        self._drawn = 0  # caption lines drawn below the committed ones
 
     def _width(self) -> int:
         return max(20, shutil.get_terminal_size((80, 24)).columns - 1)
@@ -164,33 +176,34 @@ class LiveSink(TextSink):
         if self._drawn:
             self.err.write(CLEAR)
             self.err.flush()
-            self.out.write(UP + CLEAR)
+            self.out.write((UP + CLEAR) * self._drawn)
             self.out.flush()
-            self._drawn = False
+            self._drawn = 0
 
     def _draw(self) -> None:
         width = self._width()
-        stable, unstable = self.caption
-        shown = tail_to_width(stable + unstable, width)
-        cut = max(0, len(shown) - len(unstable)) if unstable else len(shown)  # stable part of what fits
-        self.out.write(click.style(shown[:cut], bold=True) + click.style(shown[cut:], dim=True) + "\n")
+        for target, (stable, unstable) in self.captions.items():
+            label = f"{target}: " if self.labelled else ""
+            shown = tail_to_width(stable + unstable, width - len(label))
+            cut = max(0, len(shown) - len(unstable)) if unstable else len(shown)  # stable part of what fits
+            self.out.write(label + click.style(shown[:cut], bold=True) + click.style(shown[cut:], dim=True) + "\n")
         self.out.flush()
         self.err.write(click.style(tail_to_width(self.totals.line(), width), dim=True))
         self.err.flush()
-        self._drawn = True
+        self._drawn = len(self.captions)
 
     def update(self, event: CaptionUpdate) -> None:
         u = event.update
         self.totals.add(u.stats, event.coalesced)
-        self.caption = (printable(u.stable), printable(u.unstable))
         self._clear()
+        self.captions[event.target] = (printable(u.stable), printable(u.unstable))
         self._draw()
 
     def commit(self, event: CaptionCommit) -> None:
         self.totals.add(event.update.stats, event.coalesced)
         self._clear()
-        self.out.write(printable(event.text) + "\n")
-        self.caption = ("", "")
+        self.out.write(self.label(event) + printable(event.text) + "\n")
+        self.captions[event.target] = ("", "")
         self._draw()
 
     def close(self) -> None:
@@ -199,11 +212,50 @@ class LiveSink(TextSink):
         self.err.flush()
 
 
+class RoutedSink:
+    """One sink per language (``sinks``), each event to its own; closes the files it was given."""
+
+    def __init__(self, sinks: dict, files=()):
+        self.sinks, self.files = sinks, list(files)
+
+    def update(self, event: CaptionUpdate) -> None:
+        self.sinks[event.target].update(event)
+
+    def commit(self, event: CaptionCommit) -> None:
+        self.sinks[event.target].commit(event)
+
+    def close(self) -> None:
+        for sink in self.sinks.values():
+            sink.close()
+        for file in self.files:
+            file.close()
+
+
 SINKS = {"live": LiveSink, "text": TextSink, "jsonl": JsonlSink, "srt": SrtSink, "vtt": VttSink}
 SINK_FORMATS = ("auto", *SINKS)
+LANG = "{lang}"  # in an -o pattern: the language of each file
 
 
-def make_sink(fmt: str):
+def make_sink(fmt: str, targets: tuple[str, ...] = ("de",), output: str | None = None):
+    """The sink for ``fmt`` (module docstring); raises ``click.UsageError`` for an impossible mix."""
+    several = len(targets) > 1
     if fmt == "auto":
-        fmt = "live" if sys.stdout.isatty() else "text"
-    return SINKS[fmt]()
+        fmt = "live" if sys.stdout.isatty() and output is None else "text"
+    if output is None:
+        if several and fmt in ("srt", "vtt"):
+            raise click.UsageError(f"{fmt} subtitles in several languages go to one file each: "
+                                   f"-o PATTERN with {LANG}, e.g. -o talk.{LANG}.{fmt}")
+        return SINKS[fmt](labelled=several)
+    if fmt == "live":
+        raise click.UsageError("the live view is for a terminal; with -o choose --format text, jsonl, srt or vtt")
+    if several and LANG not in output:
+        raise click.UsageError(f"several languages need {LANG} in the -o pattern, e.g. -o talk.{LANG}.{fmt}")
+    files = {}
+    try:
+        for target in targets:
+            files[target] = open(output.replace(LANG, target), "w", encoding="utf-8")  # noqa: SIM115 (closed by the sink)
+    except OSError as error:
+        for file in files.values():
+            file.close()
+        raise click.UsageError(f"cannot write {error.filename}: {error.strerror}") from None
+    return RoutedSink({target: SINKS[fmt](out=file) for target, file in files.items()}, files.values())

@@ -128,7 +128,7 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
 @click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
               help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
 @draft_model_option()
-def translate(text, stream_path, model, source, target, method, beta, mask_k, lag, input_kind, fmt,
+def translate(text, stream_path, model, source, target, max_targets, output, method, beta, mask_k, lag, input_kind, fmt,
               temperature, top_p, seed, realtime, wps, latest_wins, agree, auto_commit, max_words, pause,
               context_tokens, draft_model):
     """Translate TEXT, or stream live captions from a file or stdin.
@@ -139,20 +139,22 @@ def translate(text, stream_path, model, source, target, method, beta, mask_k, la
       mlx-ssbd translate --stream talk.txt -t zh --mask-k 2
       asr-tool | mlx-ssbd translate --stream - --input partials --format jsonl
       mlx-ssbd translate --stream asr.jsonl --realtime --format srt > captions.srt
+      mlx-ssbd translate --stream talk.txt -t de,fr,ja --format srt -o talk.{lang}.srt
     """
     if (text is None) == (stream_path is None):
         raise click.UsageError("give either TEXT or --stream FILE")
-    check_languages(source, target)
+    targets = check_languages(source, target, max_targets)
     loaded = load(model)
     config = method_config(method, beta=beta, display_mask_k=mask_k, temperature=temperature, top_p=top_p,
                            seed=seed, agreement=agree, context_tokens=context_tokens)
-    translator = StreamTranslator(
-        loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source, target_lang=target,
-        config=config, draft_model=load_draft(draft_model, loaded, needed=bool(config.tail_guess)),
-    )
+    draft = load_draft(draft_model, loaded, needed=bool(config.tail_guess))
+    translators = {lang: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
+                                          target_lang=lang, config=config, draft_model=draft) for lang in targets}
+    translator = translators[targets[0]]
     if text is not None:
         with user_errors():
-            click.echo(translator.update(text, final=True).output)
+            for lang, each in translators.items():
+                click.echo(("" if len(targets) == 1 else f"{lang}: ") + each.update(text, final=True).output)
         return
 
     live_input = stream_path == "-" or realtime
@@ -167,8 +169,8 @@ def translate(text, stream_path, model, source, target, method, beta, mask_k, la
             updates = open_updates(stream_path, lag=lag, kind=input_kind, check=check)
             if realtime:
                 updates = paced(updates, wps)
-            sink = make_sink(fmt)
-            run_stream(LiveSession(translator, segmenter=segmenter, latest_wins=latest_wins), updates, sink)
+            sink = make_sink(fmt, targets, output)
+            run_stream(LiveSession(translators, segmenter=segmenter, latest_wins=latest_wins), updates, sink)
     except KeyboardInterrupt:
         click.echo("interrupted: the committed translations are above", err=True)
         sys.stdout.flush()

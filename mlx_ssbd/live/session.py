@@ -25,6 +25,7 @@ the caption's first partial and of its commit (``timed_by="clock"``).
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import deque
@@ -99,8 +100,11 @@ class LiveSession:
     """One live caption stream over a translator; see the module docstring.
 
     Args:
-        translator: the ``StreamTranslator`` (used by the engine thread only, in ``run``); None
-            when a scheduler translates the jobs (``take`` / ``result``).
+        translator: the ``StreamTranslator`` (used by the engine thread only, in ``run``), or
+            several keyed by target language: every job is translated into each, as rows of one
+            batched forward per step (``multistream``), and ``run`` yields each language's event
+            (``target``) in the order given; None when a scheduler translates the jobs (``take``
+            / ``result``).
         segmenter: automatic-commit rules. Default ``SegmenterConfig()``.
         latest_wins: skip queued live updates superseded by newer ones. Default True; False
             translates every partial (benchmarks of every-partial semantics).
@@ -110,9 +114,11 @@ class LiveSession:
             counts the dropped ones as ``unshown``.
     """
 
-    def __init__(self, translator: StreamTranslator | None, *, segmenter: SegmenterConfig = SegmenterConfig(),
-                 latest_wins: bool = True, clock: Callable[[], float] = time.monotonic, live_updates: bool = True):
-        self.translator = translator
+    def __init__(self, translator: StreamTranslator | dict[str, StreamTranslator] | None, *,
+                 segmenter: SegmenterConfig = SegmenterConfig(), latest_wins: bool = True,
+                 clock: Callable[[], float] = time.monotonic, live_updates: bool = True):
+        self.translators = translator if isinstance(translator, dict) else \
+            {translator.target_lang: translator} if translator is not None else {}
         self.latest_wins = latest_wins
         self.live_updates = live_updates
         self._clock = clock
@@ -255,12 +261,39 @@ class LiveSession:
 
     def run(self) -> Iterator[Event]:
         """Translate queued jobs as they come, yielding events, until closed and drained."""
+        if len(self.translators) > 1:
+            yield from self._run_batched()
+            return
+        (target, translator), = self.translators.items()
         while (item := self._next()) is not None:
             try:
-                update = self.translator.update(item.job.text, final=item.job.final)
+                update = translator.update(item.job.text, final=item.job.final)
             except ValueError as error:
                 update = error
-            yield self.result(item, update)
+            yield self.result(item, update, target)
+
+    def _run_batched(self) -> Iterator[Event]:
+        """``run`` with several target languages: each job in every language, in one batched
+        forward per step."""
+        from .multistream import MultiStreamTranslator
+
+        batch = MultiStreamTranslator(list(self.translators.values()))
+        try:
+            while (item := self._next()) is not None:
+                outcomes: dict[str, Update | ValueError] = {}
+                for target, translator in self.translators.items():
+                    try:
+                        batch.submit(translator, item.job.text, item.job.final,
+                                     functools.partial(outcomes.__setitem__, target))
+                    except ValueError as error:
+                        outcomes[target] = error
+                while batch.busy:
+                    batch.step()
+                for target in self.translators:
+                    yield self.result(item, outcomes[target], target)
+        finally:
+            for translator in self.translators.values():
+                batch.remove(translator)  # each translator keeps its KV
 
     def _next_seq(self) -> int:
         self._seq += 1

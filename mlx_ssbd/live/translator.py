@@ -106,6 +106,10 @@ class StreamTranslator:
         self.sampler = self._make_sampler(config)
 
     @property
+    def target_lang(self) -> str:
+        return self.prompts.target_lang
+
+    @property
     def row(self):
         """Where this stream's KV lives: its own ``cache``, or its row while it is in a batch
         (``multistream``); its updates run on ``row.store`` either way."""
