@@ -111,8 +111,20 @@ def user_errors():
 DEFAULT_MAX_TARGETS = 4
 
 
+def _load_glossary(ctx, param, path):
+    """``--glossary FILE`` read and checked; a bad one exits 1 naming file:line."""
+    if path is None:
+        return None
+    from mlx_ssbd.live.glossary import GlossaryError, load_glossary
+
+    try:
+        return load_glossary(path)
+    except GlossaryError as error:
+        raise click.ClickException(str(error)) from None
+
+
 def caption_options(methods: tuple[str, ...]):
-    """``--target`` (one or several), ``--max-targets``, ``--output``, ``--method`` (one of
+    """``--target`` (one or several), ``--max-targets``, ``--glossary``, ``--output``, ``--method`` (one of
     ``methods``), ``--beta`` and ``--mask-k``: how captions are translated and where they go, the
     same for ``translate`` and ``listen``."""
     from mlx_ssbd import DEFAULT_BETA
@@ -124,6 +136,9 @@ def caption_options(methods: tuple[str, ...]):
                           "the same batched forward passes."),
         click.option("--max-targets", type=click.IntRange(1), default=DEFAULT_MAX_TARGETS, show_default=True,
                      help="Target languages at most."),
+        click.option("--glossary", type=click.Path(dir_okay=False), default=None, callback=_load_glossary,
+                     help="A glossary the translation follows: TSV whose first line names the languages "
+                          "(en<TAB>de<TAB>fr, then one term per line) or JSON {\"de\": {\"term\": \"rendering\"}}."),
         click.option("--output", "-o", default=None, metavar="PATTERN",
                      help="Write to this file instead of stdout; {lang} in it: one file per language "
                           "(e.g. -o talk.{lang}.srt), as subtitles in several languages need."),

@@ -85,7 +85,7 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
               help="Commit stable words once more than this many are open (0: never).")
 @click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
               help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
-def listen(audio, mic, asr_only, model, asr_model, target, max_targets, output, method, beta, mask_k, fmt, pace,
+def listen(audio, mic, asr_only, model, asr_model, target, max_targets, glossary, output, method, beta, mask_k, fmt, pace,
            live_updates, step_s, asr_threads, max_words, context_tokens):
     """Caption speech: AUDIO (any file ffmpeg reads, e.g. WAV), - (16 kHz mono s16le PCM or WAV
     on stdin) or --mic, recognised by Whisper and translated live. A file is recognised in one pass
@@ -116,7 +116,7 @@ def listen(audio, mic, asr_only, model, asr_model, target, max_targets, output, 
     if not asr_only:
         sink = ComputeTally(make_sink(fmt, targets, output))
         session = _session(model, card.language, targets, method, beta, mask_k, live=live, live_updates=live_updates,
-                           max_words=max_words, context_tokens=context_tokens)
+                           max_words=max_words, context_tokens=context_tokens, glossary=glossary)
     started = time.monotonic()  # the models are loaded: from here on, the speech
     try:
         with user_errors():
@@ -133,11 +133,13 @@ def listen(audio, mic, asr_only, model, asr_model, target, max_targets, output, 
     click.echo(summary(asr, None if sink is None else sink.translation_s, time.monotonic() - started), err=True)
 
 
-def _session(model, source, targets, method, beta, mask_k, *, live, live_updates, max_words, context_tokens):
+def _session(model, source, targets, method, beta, mask_k, *, live, live_updates, max_words, context_tokens,
+             glossary=None):
     loaded = load(model)
     config = method_config(method, beta=beta, display_mask_k=mask_k, context_tokens=context_tokens)
     translators = {target: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
-                                            target_lang=target, config=config) for target in targets}
+                                            target_lang=target, config=config, glossary=glossary)
+                   for target in targets}
     # The ASR ends sentences itself; a pause commits only on live audio (a file has no wall-clock pauses).
     segmenter = SegmenterConfig(max_words=max_words, pause_s=SegmenterConfig.pause_s if live else None)
     return LiveSession(translators, segmenter=segmenter, latest_wins=True, live_updates=live_updates)

@@ -41,6 +41,8 @@ from .common import load
               help="On SIGTERM/SIGINT: seconds to commit every open caption and close every session before exiting.")
 @click.option("--max-message-bytes", type=click.IntRange(64), default=64 * 1024, show_default=True)
 @click.option("--max-source-chars", type=click.IntRange(1), default=4000, show_default=True)
+@click.option("--max-targets", type=click.IntRange(1, 16), default=4, show_default=True,
+              help="Caption languages of one session at most (each is a row of the batch).")
 @click.option("--store", envvar="MLX_SSBD_STORE", default=None, metavar="PATH|URL",
               help="Where sessions and committed captions are kept: a SQLite file (default: transcripts.sqlite3 "
                    "beside the models, in $MLX_SSBD_HOME), or a PostgreSQL URL (postgresql://user@host/db) that "
@@ -49,7 +51,7 @@ from .common import load
               help="Batched caption rounds per step of a chat completion while a session's update is under way "
                    "(1: they alternate; more: captions first, chat answers slower).")
 def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_key, allow_origins, max_viewers,
-          keepalive, max_tokens, drain_timeout, max_message_bytes, max_source_chars, store, caption_rounds):
+          keepalive, max_tokens, drain_timeout, max_message_bytes, max_source_chars, max_targets, store, caption_rounds):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
 
     One model per process; every session's next update runs in one batched step. SIGTERM or
@@ -74,7 +76,7 @@ def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_
                                    f"{str(error).strip() or type(error).__name__}") from None
     loaded = load(model)
     logging.basicConfig(level=logging.WARNING, format="mlx-ssbd serve: %(levelname)s %(name)s: %(message)s")
-    options = ServiceOptions(Limits(max_message_bytes, max_source_chars), idle_timeout, handshake_timeout, api_key,
+    options = ServiceOptions(Limits(max_message_bytes, max_source_chars, max_targets=max_targets), idle_timeout, handshake_timeout, api_key,
                              tuple(allow_origins), max_viewers=max_viewers, max_tokens=max_tokens,
                              keepalive_s=keepalive)
 

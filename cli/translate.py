@@ -128,7 +128,7 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
 @click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
               help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
 @draft_model_option()
-def translate(text, stream_path, model, source, target, max_targets, output, method, beta, mask_k, lag, input_kind, fmt,
+def translate(text, stream_path, model, source, target, max_targets, glossary, output, method, beta, mask_k, lag, input_kind, fmt,
               temperature, top_p, seed, realtime, wps, latest_wins, agree, auto_commit, max_words, pause,
               context_tokens, draft_model):
     """Translate TEXT, or stream live captions from a file or stdin.
@@ -149,7 +149,8 @@ def translate(text, stream_path, model, source, target, max_targets, output, met
                            seed=seed, agreement=agree, context_tokens=context_tokens)
     draft = load_draft(draft_model, loaded, needed=bool(config.tail_guess))
     translators = {lang: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
-                                          target_lang=lang, config=config, draft_model=draft) for lang in targets}
+                                          target_lang=lang, config=config, draft_model=draft, glossary=glossary)
+                   for lang in targets}
     translator = translators[targets[0]]
     if text is not None:
         with user_errors():

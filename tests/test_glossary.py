@@ -71,3 +71,38 @@ def test_term_accuracy_counts_caption_term_pairs():
                 ("nothing here", "nichts")]  # no pair
     assert term_accuracy(glossary, "de", captions) == (2, 3)
     assert term_accuracy(glossary, "fr", captions) == (0, 2)
+
+
+def test_the_terms_go_after_the_source_and_the_prefix_stays_cached(model_dir):
+    """A glossary's hits are named after the source, in the user turn: the prefix (its KV cache)
+    is the same with or without them, the source ids too; only hits found in the source are named."""
+    from mlx_ssbd.live.methods import method_config
+    from mlx_ssbd.live.translator import StreamTranslator
+    from mlx_ssbd.models.loading import load_model
+
+    loaded = load_model(model_dir)
+    glossary = parse_tsv(TSV)
+    tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang="de",
+                          config=method_config("rt"), glossary=glossary)
+    built = []
+    build = tr.prompts.build
+    tr.prompts.build = lambda *args: built.append(build(*args)) or built[-1]
+    tr.update("so today the weather station", final=False)
+    tr.update("so today we talk", final=True)
+    plain = build("so today the weather station")
+    hinted, without = built
+    assert hinted.prefix == plain.prefix and hinted.source == plain.source and hinted.suffix != plain.suffix
+    assert '"weather station" = "Wetterstation"' in loaded.tokenizer.decode(list(hinted.suffix))
+    assert without.suffix == tr.prompts.suffix  # no term in the source: the plain prompt
+
+
+def test_a_bad_glossary_file_exits_1_naming_the_line(model_dir, tmp_path):
+    from click.testing import CliRunner
+    from mlx_ssbd_cli.main import cli
+
+    (tmp_path / "g.tsv").write_text("en\tde\nstation\n")
+    result = CliRunner().invoke(cli, ["translate", "hello", "--model", model_dir, "--glossary", str(tmp_path / "g.tsv")])
+    assert result.exit_code == 1 and f"{tmp_path / 'g.tsv'}:2: 1 columns" in result.output
+    (tmp_path / "ok.tsv").write_text("en\tde\nhello\tHallo\n")
+    assert CliRunner().invoke(cli, ["translate", "hello", "--model", model_dir, "--glossary",
+                                    str(tmp_path / "ok.tsv")]).exit_code == 0

@@ -110,3 +110,22 @@ def test_bad_language_lists_get_an_error_and_change_nothing(url, update, code):
 
     error, settings = asyncio.run(scenario())
     assert error["code"] == code and settings["targets"] == ["de"]  # the session goes on, unchanged
+
+
+def test_a_glossary_in_session_update(url):
+    async def settings(glossary):
+        async with websockets.connect(ws_url(url)) as ws:
+            await expect(ws, "session.created")
+            await ws.send(json.dumps({"type": "session.update", "targets": ["de", "fr"], "glossary": glossary}))
+            event = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            return event
+
+    as_tsv = asyncio.run(settings("en\tde\tfr\nnew rules\tneue Regeln\tnouvelles règles\n"))
+    as_json = asyncio.run(settings({"de": {"new rules": "neue Regeln"}, "fr": {"new rules": "nouvelles règles"}}))
+    assert as_tsv["type"] == as_json["type"] == "session.updated"
+    assert as_tsv["glossary"] == as_json["glossary"] == {"de": {"new rules": "neue Regeln"},
+                                                         "fr": {"new rules": "nouvelles règles"}}
+    for bad, message in (("en\tde\nnew rules\n", "glossary:2: 1 columns"), ({"de": {"x": ""}}, "a rendering is empty"),
+                         ("{not json", "not JSON"), ([1], "a JSON glossary is an object")):
+        refused = asyncio.run(settings(bad))
+        assert refused["type"] == "error" and refused["code"] == "invalid_glossary" and message in refused["message"]

@@ -204,3 +204,23 @@ def test_a_lost_connection_is_said_and_the_session_resumed(model_dir, tmp_path):
             shown, sid = captions(page), sid_of(page)
             stored = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()["captions"]
     assert [c["text"] for c in stored] == shown and [c["caption"] for c in stored] == list(range(len(shown)))
+
+
+def test_a_bad_glossary_is_shown_on_the_page_and_a_good_one_is_taken(url):
+    with sync_chromium() as browser:
+        page = browser.new_page()
+        page.goto(f"{url}/?source=en&target=de&mode=text&method=rt")
+        page.get_by_label("Text to caption").fill(TEXT)
+        page.get_by_label("Glossary").fill("en\tde\nnew rules\n")  # one column short
+        page.get_by_role("button", name="Start").click()
+        alert = page.get_by_role("alert").filter(has_text="invalid_glossary")
+        alert.wait_for(timeout=30_000)
+        assert "glossary:2: 1 columns" in alert.text_content()
+        page.get_by_label("Glossary").fill("en\tde\nnew rules\tneue Regeln\n")
+        page.get_by_role("button", name="Start").click()
+        page.locator(".committed li").first.wait_for(timeout=60_000)
+        page.get_by_role("button", name="Stop").click()
+        page.get_by_role("status").filter(has_text="Ended").wait_for(timeout=60_000)
+        sid = sid_of(page)
+    settings = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()["settings"]
+    assert settings["glossary"] == {"de": {"new rules": "neue Regeln"}}

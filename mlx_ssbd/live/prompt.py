@@ -35,6 +35,7 @@ SYSTEM_TEMPLATE = (
     "Return only the translation, without any additional explanations or commentary."
 )
 USER_TEMPLATE = "{src}: {text}"
+TERMS_TEMPLATE = "\n\n{tgt} terms to use: {pairs}."  # after the source, in the user turn (a glossary's hits)
 _SENTINEL = "\u2063SSBD_SOURCE\u2063"
 
 
@@ -155,12 +156,19 @@ class PromptBuilder:
     def _encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def build(self, text: str, context_ids: tuple[int, ...] = ()) -> Prompt:
+    def build(self, text: str, context_ids: tuple[int, ...] = (), terms: tuple[tuple[str, str], ...] = ()) -> Prompt:
         """The prompt for one source text (already validated as non-empty), after earlier
-        segments' ``context_ids`` (see ``context_ids``)."""
-        tail = tuple(self._encode(self._boundary + text + self._suffix_text))
-        cut = len(tail) - len(self.suffix)
-        if self.suffix and tail[cut:] != self.suffix:  # the suffix merged into the text: keep the
+        segments' ``context_ids`` (see ``context_ids``). ``terms``: ``(source term, required
+        rendering)`` pairs (a glossary's entries found in ``text``), named after the source in
+        the user turn, so the prefix (and its KV cache) stays the same for every caption."""
+        suffix_text, suffix = self._suffix_text, self.suffix
+        if terms:
+            pairs = "; ".join(f'"{term}" = "{rendering}"' for term, rendering in terms)
+            suffix_text = TERMS_TEMPLATE.format(tgt=language_name(self.target_lang), pairs=pairs) + suffix_text
+            suffix = tuple(self._encode(suffix_text))
+        tail = tuple(self._encode(self._boundary + text + suffix_text))
+        cut = len(tail) - len(suffix)
+        if suffix and tail[cut:] != suffix:  # the suffix merged into the text: keep the
             cut = len(tail)  # tokenizer's own ids, all counted as source
         return Prompt(self.prefix + tuple(context_ids), tail[:cut], tail[cut:])
 

@@ -47,6 +47,7 @@ from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
 from ..engine.tail import TailDrafter, same_vocabulary
 from ..models.loading import context_length
+from .glossary import Glossary
 from .methods import TranslatorConfig
 from .prompt import PromptBuilder
 from .source import SourceUpdate
@@ -65,6 +66,8 @@ class StreamTranslator:
         max_kv_size: a rotating KV window (``None``: full cache).
         draft_model: ``(model, tokenizer)`` of a smaller model with the same vocabulary, for
             ``config.tail_guess``; ignored without it.
+        glossary: a ``glossary.Glossary``: its entries for ``target_lang`` whose term occurs in
+            the source are named in the prompt, after the source (``prompt.PromptBuilder.build``).
 
     Raises:
         ValueError: ``tail_guess`` without a draft model, or a draft model whose vocabulary differs.
@@ -81,6 +84,7 @@ class StreamTranslator:
         config: TranslatorConfig = TranslatorConfig(),
         max_kv_size: int | None = None,
         draft_model: tuple | None = None,
+        glossary: Glossary | None = None,
     ):
         if draft_model is not None and not same_vocabulary(tokenizer, draft_model[1]):
             raise ValueError("the draft model's tokenizer differs from the model's: a tail guess needs the same vocabulary")
@@ -88,6 +92,7 @@ class StreamTranslator:
         self.tokenizer = tokenizer
         self.config = config
         self.prompts = PromptBuilder(tokenizer, family, source_lang, target_lang)
+        self.glossary = glossary
         self.cache = TokenCache(model, max_kv_size=max_kv_size)
         self._row = None  # the batch row holding this stream's KV while it is in a batch
         self.context_length = context_length(model)
@@ -301,7 +306,8 @@ class StreamTranslator:
         text = source.strip()
         if not text:
             raise ValueError("source is empty or whitespace")
-        prompt = self.prompts.build(text, self._context_ids)
+        terms = tuple(self.glossary.matches(text, self.target_lang)) if self.glossary is not None else ()
+        prompt = self.prompts.build(text, self._context_ids, terms)
         cfg = self.config
         max_new = max(cfg.min_max_tokens, math.ceil(cfg.max_tokens_ratio * len(prompt.source)))
         if self.context_length is not None and len(prompt) + max_new > self.context_length:

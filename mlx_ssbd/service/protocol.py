@@ -8,6 +8,7 @@ Client messages (every field but ``type`` optional)::
 
     {"type": "session.update", "source": "en", "target": "de", "method": "ssbd", "beta": 0.2, "mask_k": 0}
     {"type": "session.update", "targets": ["de", "fr", "ja"]}  (several caption languages)
+    {"type": "session.update", "glossary": {"de": {"weather station": "Wetterstation"}}}  (or TSV text)
     {"type": "source.update", "segment": "s1", "text": "so today", "final": false, "start": 0.0, "end": 1.2}
     {"type": "session.close"}
     {"type": "session.resume", "session": "sess_..."}
@@ -39,6 +40,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 
+from ..live.glossary import GlossaryError, parse_json, parse_tsv
 from ..live.languages import language_name
 from ..live.methods import DEFAULT_BETA, METHODS
 
@@ -78,6 +80,7 @@ class Settings:
     method: str = "ssbd"
     beta: float = DEFAULT_BETA
     mask_k: int = 0
+    glossary: dict | None = None  # {target: {source term: rendering}} (``live.glossary``)
 
     @property
     def target(self) -> str:
@@ -85,12 +88,12 @@ class Settings:
 
     def to_dict(self) -> dict:
         return {"source": self.source, "target": self.target, "targets": list(self.targets), "method": self.method,
-                "beta": self.beta, "mask_k": self.mask_k}
+                "beta": self.beta, "mask_k": self.mask_k, "glossary": self.glossary}
 
     @classmethod
     def from_dict(cls, stored: dict) -> Settings:
         """The settings ``to_dict`` wrote (a stored session's), keys this version knows only."""
-        known = {key: stored[key] for key in ("source", "method", "beta", "mask_k") if key in stored}
+        known = {key: stored[key] for key in ("source", "method", "beta", "mask_k", "glossary") if key in stored}
         targets = stored.get("targets") or ([stored["target"]] if "target" in stored else None)
         return cls(**known, **({"targets": tuple(targets)} if targets else {}))
 
@@ -246,6 +249,21 @@ def _targets(obj: dict, limits: Limits) -> tuple[str, ...] | None:
     return targets
 
 
+def _glossary(value) -> dict | None:
+    """``glossary``: the JSON form (an object), or the text of a TSV or JSON glossary ("" clears it)."""
+    try:
+        if isinstance(value, str):
+            if not value.strip():
+                return None
+            text = value.strip()
+            glossary = parse_json(loads(text), "glossary") if text.startswith("{") else parse_tsv(value, "glossary")
+        else:
+            glossary = parse_json(value, "glossary")
+    except (GlossaryError, ProtocolError) as error:
+        raise ProtocolError("invalid_glossary", str(error)) from None
+    return glossary.to_json()
+
+
 def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
     changes = {}
     if (source := _language(obj, "source")) is not None:
@@ -263,6 +281,8 @@ def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
     mask_k = _number(obj, "mask_k", 0, limits.max_mask_k, "an integer", (int,))
     if mask_k is not None:
         changes["mask_k"] = mask_k
+    if obj.get("glossary") is not None:
+        changes["glossary"] = _glossary(obj["glossary"])
     return SessionUpdate(changes)
 
 

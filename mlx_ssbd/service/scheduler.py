@@ -50,6 +50,7 @@ from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from dataclasses import replace
 
+from ..live.glossary import Glossary
 from ..live.multistream import MultiStreamTranslator
 from ..live.segmenter import SegmenterConfig
 from ..live.methods import method_config
@@ -413,10 +414,11 @@ class Scheduler:
         if not session.translators:
             s = session.settings
             config = replace(method_config(s.method, beta=s.beta), display_mask_k=s.mask_k)
+            glossary = Glossary(s.glossary) if s.glossary else None
             for target in s.targets:
                 session.translators[target] = StreamTranslator(self.loaded.model, self.loaded.tokenizer,
                                                                family=self.loaded.family, source_lang=s.source,
-                                                               target_lang=target, config=config)
+                                                               target_lang=target, config=config, glossary=glossary)
                 self.batch.add(session.translators[target])
             if self.store is not None:
                 try:

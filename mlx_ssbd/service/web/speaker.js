@@ -65,6 +65,7 @@ function start() {
   const targets = $("target").value.split(",").map((code) => code.trim()).filter((code) => code);
   state.settings = { type: "session.update", source: $("source").value.trim(), targets,
                      method: $("method").value, beta: Number($("beta").value) };
+  if ($("glossary").value.trim()) state.settings.glossary = $("glossary").value;
   $("start").disabled = true;
   $("stop").disabled = false;
   connect(null);
