@@ -52,10 +52,14 @@ def test_detect_family(template, family):
     assert detect_family(template) == family and family in FAMILIES
 
 
-@pytest.mark.parametrize("bad", [None, "", "{{ messages }}"])
-def test_detect_family_refuses_unknown_templates(bad):
-    with pytest.raises(ValueError, match="prompt family"):
+@pytest.mark.parametrize("bad", [None, "", "  "])
+def test_detect_family_refuses_a_tokenizer_without_a_template(bad):
+    with pytest.raises(ValueError, match="no chat template"):
         detect_family(bad)
+
+
+def test_any_other_template_is_generic():
+    assert detect_family("{{ messages }}") == "generic"
 
 
 def test_unknown_family_and_a_template_that_drops_the_user_text(chatml):

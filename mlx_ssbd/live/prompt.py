@@ -19,9 +19,13 @@ for them (source ids, suffix, output ids), so a cache that translated them holds
 prefix and keeps its KV (``cache.TokenCache.reuse``): context costs no recomputation.
 
 Families:
+  * ``generic``: any chat model: the model's own template with a system turn where the template
+    takes one (it renders the system text), folded into the user turn where it does not (it
+    raises, as Gemma's and Mistral's do, or drops it).
   * ``chatml``: Qwen2.5 and other ChatML models; system + user "{src}: {text}".
   * ``qwen3``: as chatml, and the assistant turn opens with an empty think block and "{tgt}:".
   * ``tower``: Tower+ (Gemma-2 template, no system role): the instruction joins the user turn.
+``detect_family`` names the paper's families where a template is theirs, ``generic`` otherwise.
 """
 
 from __future__ import annotations
@@ -44,11 +48,12 @@ class PromptFamily:
     """How one model family words a translation request."""
 
     name: str
-    system_role: bool = True  # False: the instruction is prepended to the user turn
+    system_role: bool | None = True  # False: the instruction is prepended to the user turn; None: as the template takes it
     assistant_prefix: str = ""  # text the assistant turn opens with; may use {tgt}
 
 
 FAMILIES = {
+    "generic": PromptFamily("generic", system_role=None),
     "chatml": PromptFamily("chatml"),
     "qwen3": PromptFamily("qwen3", assistant_prefix="<think>\n\n</think>\n\n{tgt}:"),
     "tower": PromptFamily("tower", system_role=False),
@@ -63,16 +68,17 @@ def get_family(name: str) -> PromptFamily:
 
 
 def detect_family(chat_template: str | None) -> str:
-    """Guess the prompt family from a tokenizer's chat template."""
+    """The prompt family for a tokenizer's chat template: the paper's where the template is a
+    ChatML or Gemma-2 one, ``generic`` for any other; a tokenizer without one is refused."""
     template = chat_template or ""
-    if "<|im_start|>" in template:
+    if not template.strip():
+        raise ValueError("this model's tokenizer has no chat template: it is not a chat model (or pass a prompt "
+                         f"family: {', '.join(FAMILIES)})")
+    if "<|im_start|>" in template and "<|im_sep|>" not in template:
         return "qwen3" if "<think>" in template else "chatml"
-    if "<start_of_turn>" in template:
+    if "<start_of_turn>" in template and "first_user_prefix" not in template:
         return "tower"
-    raise ValueError(
-        "cannot tell the prompt family from this model's chat template; "
-        f"pass one of: {', '.join(FAMILIES)}"
-    )
+    return "generic"
 
 
 @dataclass(frozen=True)
@@ -106,6 +112,9 @@ class PromptBuilder:
         self.target_lang = target_lang
         src, tgt = language_name(source_lang), language_name(target_lang)
         self._tokenizer = tokenizer
+        self.system_role = self.family.system_role
+        if self.system_role is None:
+            self.system_role = _takes_system_turn(tokenizer)
         prefix_text, self._suffix_text = self._render(tokenizer, src, tgt)
         # The space before the source is tokenized with it (see the module docstring).
         prefix_text, self._boundary = _split_trailing_spaces(prefix_text)
@@ -119,7 +128,7 @@ class PromptBuilder:
         source, then the ``more`` messages, then the opening of the assistant's answer."""
         system = SYSTEM_TEMPLATE.format(src=src, tgt=tgt)
         user = USER_TEMPLATE.format(src=src, text=text)
-        if self.family.system_role:
+        if self.system_role:
             messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         else:
             messages = [{"role": "user", "content": f"{system}\n\n{user}"}]
@@ -171,6 +180,17 @@ class PromptBuilder:
         if suffix and tail[cut:] != suffix:  # the suffix merged into the text: keep the
             cut = len(tail)  # tokenizer's own ids, all counted as source
         return Prompt(self.prefix + tuple(context_ids), tail[:cut], tail[cut:])
+
+
+def _takes_system_turn(tokenizer) -> bool:
+    """The chat template renders a system turn (it neither raises on one nor drops its text)."""
+    mark = "\u2063SSBD_SYSTEM\u2063"
+    try:
+        rendered = tokenizer.apply_chat_template([{"role": "system", "content": mark}, {"role": "user", "content": "x"}],
+                                                 tokenize=False, add_generation_prompt=True)
+    except Exception:  # noqa: BLE001 (jinja's raise_exception: "System role not supported", ...)
+        return False
+    return mark in rendered
 
 
 def _split_trailing_spaces(text: str) -> tuple[str, str]:
