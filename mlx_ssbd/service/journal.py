@@ -5,7 +5,8 @@ writes the caption, after any earlier ones of any session still waiting, and ret
 all of them are in the store; when the store fails (full disk, read-only file, locked, gone), the
 caption is kept in memory, in order, and ``write`` returns False (the failure is in ``error``).
 ``retry()`` tries the waiting ones again (at most every ``retry_s``; ``force`` at once).
-``recovered()`` returns (and forgets) the captions that had failed and have been written since.
+``recovered()`` returns (and forgets) the captions that had failed and have been written since;
+``catch_up(sessions)`` retries and tells those sessions' clients (``transcript.stored``).
 Nothing is dropped while the process lives; ``kill -9`` loses only captions that were never
 written, and the scheduler says so to their clients when they are committed (``stored: false``).
 """
@@ -52,6 +53,19 @@ class Journal:
         """Write the waiting captions if ``retry_s`` passed since the last try (or ``force``)."""
         if self._waiting and (force or self._clock() - self._tried >= self.retry_s):
             self._flush()
+
+    def catch_up(self, sessions, *, last: bool = False) -> None:
+        """Write the captions the store refused before, if it is back; tell their clients (the
+        ``service.session.ServiceSession``s given); ``last``: at once, and log what is left."""
+        self.retry(force=last)
+        written = self.recovered()
+        live = {s.id: s for s in sessions}
+        for sid in dict.fromkeys(sid for sid, _ in written):
+            if (session := live.get(sid)) is not None:
+                session.send({"type": "transcript.stored", "session": sid,
+                              "captions": [c.caption for other, c in written if other == sid]})
+        if last and self.waiting:
+            log.error("the transcript store is still failing; %d committed caption(s) were never written", self.waiting)
 
     def recovered(self) -> list[tuple[str, Caption]]:
         """The captions written since the last call after failing before, in order."""

@@ -254,7 +254,7 @@ class Scheduler:
                 self._start_work(fn, future)
             if draining is not None and self._drained(sessions, draining):
                 break
-            self._retry_store(sessions)  # before a session retires, so its client hears of it
+            self.journal.catch_up(sessions)  # before a session retires, so its client hears of it
             self._retire(sessions)
             self._admit(sessions)
             if self.batch.busy:
@@ -268,7 +268,7 @@ class Scheduler:
             with self._cond:
                 if not self._stopping and not self._calls:
                     self._cond.wait(self._idle_wait(sessions))
-        self._retry_store([], last=True)
+        self.journal.catch_up([], last=True)
 
     def _drained(self, sessions: list[ServiceSession], deadline: float) -> bool:
         """Close every session for the drain; True once nothing is left, or at the deadline."""
@@ -282,7 +282,7 @@ class Scheduler:
             return False
         log.warning("drain timeout: %d session(s) and %d completion(s) ended unfinished", len(sessions), len(self._work))
         for session in sessions:
-            self._record_end(session, ended=False)
+            session.record_end(ended=False)
             session.publish(protocol.closed_event(session.id, "shutdown"), to_client=not session.discarded,
                             to_viewers=False)
         for _, future in self._work:
@@ -310,19 +310,6 @@ class Scheduler:
         session.failed, session.reason = True, "error"
         session.live.close()
         session.send(protocol.error_event("internal_error", f"this session failed and is closed: {error!r}"))
-
-    def _retry_store(self, sessions: list[ServiceSession], *, last: bool = False) -> None:
-        """Write the captions the store refused before, if it is back; tell their clients."""
-        self.journal.retry(force=last)
-        written = self.journal.recovered()
-        live = {s.id: s for s in sessions}
-        for sid in dict.fromkeys(sid for sid, _ in written):
-            if (session := live.get(sid)) is not None:
-                session.send({"type": "transcript.stored", "session": sid,
-                              "captions": [c.caption for other, c in written if other == sid]})
-        if last and self.journal.waiting:
-            log.error("the transcript store is still failing; %d committed caption(s) were never written",
-                      self.journal.waiting)
 
     def _start_work(self, fn: Callable[[], Generator], future: Future) -> None:
         if future.set_running_or_notify_cancel():
@@ -357,21 +344,9 @@ class Scheduler:
                 with self._cond:
                     self._sessions.remove(session)
                 ended = not session.discarded and session.reason != "shutdown"
-                self._record_end(session, ended)
+                session.record_end(ended)
                 session.publish(protocol.closed_event(session.id, session.reason), to_client=not session.discarded,
                                 to_viewers=ended)
-
-    def _record_end(self, session: ServiceSession, ended: bool) -> None:
-        """The store learns the session ended, or is detached (module docstring)."""
-        if self.store is None:
-            return
-        try:
-            if ended:
-                self.store.end_session(session.id, session.reason)
-            else:
-                self.store.detach(session.id)
-        except Exception as error:  # noqa: BLE001 (its captions are kept; only its state is stale)
-            log.error("session %s: its end could not be recorded: %s", session.id, error)
 
     def _admit(self, sessions) -> None:
         """Start the next job of every session that has none under way."""

@@ -10,6 +10,7 @@ goes through the ``journal.Journal`` into the transcript store before anyone see
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -22,6 +23,8 @@ from .journal import Journal
 from .protocol import Settings
 from .store import Caption, SessionInfo
 from .store.bus import LocalBus
+
+log = logging.getLogger(__name__)
 
 
 class ServiceSession:
@@ -49,6 +52,19 @@ class ServiceSession:
             self.send(event)
         if to_viewers:
             self.bus.publish(self.id, event)
+
+    def record_end(self, ended: bool) -> None:
+        """The store learns this session ended, or (``ended`` False) that no replica serves it
+        now: it is detached and may be resumed. A failing store costs only the state's news."""
+        if self.journal.store is None:
+            return
+        try:
+            if ended:
+                self.journal.store.end_session(self.id, self.reason)
+            else:
+                self.journal.store.detach(self.id)
+        except Exception as error:  # noqa: BLE001 (its captions are kept; only its state is stale)
+            log.error("session %s: its end could not be recorded: %s", self.id, error)
 
     def resume(self, info: SessionInfo) -> None:
         """Become the stored session ``info`` (claimed by this replica), before the first source:
