@@ -33,7 +33,8 @@ def main() -> None:
              "engine-before-after-*/engine_before_after.md", "engine-overhead-*/engine_overhead.md",
              "prompt-boundary-*/prompt_boundary.md", "prompt-boundary-*/prompt_speed.md",
              "service-load-*/service_load.md", "service-faults-*/service_faults.md",
-             "service-abuse-*/service_abuse.md", "service-failover-*/service_failover.md", "kernel-before-after-*/kernel_before_after.md", "blas-probe/blas_probe.md",
+             "service-abuse-*/service_abuse.md", "service-failover-*/service_failover.md", "targets/targets.md",
+             "glossary-terms/glossary_terms.md", "kernel-before-after-*/kernel_before_after.md", "blas-probe/blas_probe.md",
              "matmul-rows*/matmul_rows.md", "speech-*/speech-*.md", "service-batching-*/service_batching.md",
              "service-chat-*/service_chat-*.md",
              "chat-predicted-*/chat_predicted.md", "sentences-*/tail_ceiling-*.md"]

@@ -227,5 +227,9 @@ once "$OUT/kernel-before-after-0.5b/kernel_before_after.json" python benchmarks/
 # 24. Replicas on one PostgreSQL behind HAProxy: one killed mid-talk; resume, commits and viewer events lost.
 once "$OUT/service-failover-0.5b/service_failover.json" python benchmarks/service_failover.py \
     --model qwen2.5-coder-0.5b --seconds 60 --kill-after 25 --out "$OUT/service-failover-0.5b"
+# 25. Several caption languages from one stream: 1-4 languages, wall time and lag, 0.5B and 1.5B.
+once "$OUT/targets/targets.json" python benchmarks/targets.py --out "$OUT/targets"
+# 26. A glossary's terms in live captions: term accuracy and chrF++ with and without it.
+once "$OUT/glossary-terms/glossary_terms.json" python benchmarks/glossary_terms.py --out "$OUT/glossary-terms"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
