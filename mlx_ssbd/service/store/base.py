@@ -261,15 +261,3 @@ class TranscriptStore:
         state = "ended" if ended is not None else "live" if replica in alive else "detached"
         return SessionInfo(sid, created, model, json.loads(settings), replica, ended, reason, state, count,
                            float(next_start))
-
-    def _every(self, seconds: float, work) -> threading.Thread:
-        """Run ``work()`` every ``seconds`` on a daemon thread until ``close``; failures are retried."""
-
-        def loop():
-            while not self._closed.wait(seconds):
-                with contextlib.suppress(Exception):
-                    work()
-
-        thread = threading.Thread(target=loop, name="mlx-ssbd-store", daemon=True)
-        thread.start()
-        return thread

@@ -44,7 +44,13 @@ class SQLiteStore(TranscriptStore):
         with self._write() as db:
             self._migrate(db)
         self.register()
-        self._every(heartbeat_s, self.heartbeat)
+        threading.Thread(target=self._beat, args=(heartbeat_s,), name="mlx-ssbd-heartbeat", daemon=True).start()
+
+    def _beat(self, every_s: float) -> None:
+        """Record a heartbeat every ``every_s`` until ``close`` (a failed one is tried at the next)."""
+        while not self._closed.wait(every_s):
+            with contextlib.suppress(Exception):
+                self.heartbeat()
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10)
