@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from ..platform.backend import on_generation_stream
-from .verify import decide
+from .verify import DEFAULT_RULE, decide
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,10 @@ class Job:
             come (a chat completion). It may raise to abandon the update.
         reuse: the verify pass may keep the stream's cached prefix (False: recompute all of it,
             RT without a prefix cache).
+        rule: the acceptance rule the bias applies through (``verify.RULES``), for the draft and
+            the lookahead proposals alike.
+        exact_tail: the last ``exact_tail`` draft tokens are verified at β = 0 (the tokens written
+            for the newest source words are kept only where greedy decoding agrees).
     """
 
     head: Sequence[int]
@@ -100,6 +104,8 @@ class Job:
     guess: Sequence[int] = ()
     progress: Callable[[list[int]], None] | None = None
     reuse: bool = True
+    rule: str = DEFAULT_RULE
+    exact_tail: int = 0
 
 
 @dataclass
@@ -120,7 +126,8 @@ def update_steps(job: Job) -> Steps:
     """One update; see the module docstring. Returns the ``Outcome``."""
     draft, guess = list(job.draft), list(job.guess)
     rows, reused = yield Feed([*job.head, *draft, *guess], len(draft) + len(guess) + 1, job.reuse)
-    taken, token = yield Sync(decide(rows, draft + guess, job.beta, job.sampler, len(guess)))
+    exact = len(guess) + min(job.exact_tail, len(draft))  # verified at β = 0: the guess and the draft's tail
+    taken, token = yield Sync(decide(rows, draft + guess, job.beta, job.sampler, exact, job.rule))
     accepted = min(taken, len(draft))
     guessed = guess[: taken - accepted]
     outcome = Outcome([*job.locked, *draft[:accepted]], accepted, reused, time.perf_counter(), len(guessed))
@@ -150,7 +157,7 @@ def update_steps(job: Job) -> Steps:
             rows, ahead = ahead, None
         fed += [token]
         if proposal:
-            taken, token = yield Sync(decide(rows, proposal, job.proposer.beta(job.beta), job.sampler))
+            taken, token = yield Sync(decide(rows, proposal, job.proposer.beta(job.beta), job.sampler, rule=job.rule))
             job.proposer.accepted(taken)
             fed += proposal[:taken]
             pending = [*proposal[:taken], token]

@@ -1,18 +1,27 @@
-"""The biased acceptance rule: how many draft tokens one verify pass accepts, and what comes next.
+"""The biased acceptance rules: how many draft tokens one verify pass accepts, and what comes next.
 
-Contract: ``decide(rows, draft, beta, sampler)`` takes the m + 1 logit rows of a verify pass (row
-i predicts draft[i]; row m the token after the draft) and returns ``[accepted, next_token]`` as a
-lazy array, so that many streams' decisions share one host sync (``engine.run``).
+Contract: ``decide(rows, draft, beta, sampler, tail, rule)`` takes the m + 1 logit rows of a verify
+pass (row i predicts draft[i]; row m the token after the draft) and returns ``[accepted,
+next_token]`` as a lazy array, so that many streams' decisions share one host sync (``engine.run``).
 
-The rule (Zeng et al., SSBD): with p_i the model's distribution for draft position i and draft
-token y_i, the biased distribution is p'_i = (1 - beta) p_i + beta onehot(y_i); y_i is accepted
-while argmax p'_i == y_i. Without materialising p'_i this is
+Every rule accepts draft token y_i from the model's distribution p_i when the gap to the model's
+own choice is small enough:
 
-    accept_i  <=>  max(p_i) - p_i[y_i] <= beta / (1 - beta)      (beta = 1 accepts everything)
+    accept_i  <=>  max(p_i) - p_i[y_i] <= absolute + relative * max(p_i)
 
-with ties going to the draft. d = number of leading accepts; argmax p_d is the next token (the
-correction when d < m, a free continuation when d == m). beta = 0 accepts exactly the tokens
-greedy decoding would produce.
+with ties going to the draft; d = number of leading accepts; argmax p_d is the next token (the
+correction when d < m, a free continuation when d == m). ``RULES`` names the two settings of
+(absolute, relative) a bias beta gives; at beta = 0 both accept exactly the tokens greedy decoding
+would produce:
+
+* ``mixture`` (Zeng et al., SSBD): y_i is accepted while the biased distribution
+  p'_i = (1 - beta) p_i + beta onehot(y_i) has y_i as its argmax, i.e. a gap of at most
+  beta / (1 - beta) (beta = 1 accepts everything). The same absolute bound wherever the model is
+  sure or unsure: where its top choice has 0.3, a draft token it gives 0.05 still passes.
+* ``ratio``: y_i is accepted while p_i[y_i] >= (1 - beta) max(p_i), a gap of at most beta times the
+  model's top probability: the bound shrinks where the model spreads its mass.
+
+Neither materialises a mixture: one fused, compiled check and one host sync per pass.
 """
 
 from __future__ import annotations
@@ -25,26 +34,43 @@ import mlx.core as mx
 from .sampling import Sampler
 
 
+RULES = ("mixture", "ratio")
+DEFAULT_RULE = "mixture"
+
+
 def accept_threshold(beta: float) -> float:
-    """beta / (1 - beta): the largest gap max(p) - p[y] that still accepts y."""
+    """beta / (1 - beta): the largest gap max(p) - p[y] that still accepts y (``mixture``)."""
     if not 0.0 <= beta <= 1.0:
         raise ValueError(f"beta must be in [0, 1], got {beta}")
     return math.inf if beta >= 1.0 else beta / (1.0 - beta)
 
 
-def accept_mask(probs: mx.array, draft: mx.array, threshold) -> mx.array:
-    """Per-position accept decisions: probs (m, V), draft (m,), threshold scalar or (m,) -> (m,)."""
+def bounds(rule: str, beta: float) -> tuple[float, float]:
+    """``(absolute, relative)`` of ``rule`` at ``beta``: y is accepted while the gap
+    max(p) - p[y] is at most absolute + relative * max(p) (module docstring)."""
+    if rule == "mixture":
+        return accept_threshold(beta), 0.0
+    if rule == "ratio":
+        accept_threshold(beta)  # validates the range
+        return 0.0, beta
+    raise ValueError(f"unknown accept rule {rule!r}; known: {', '.join(RULES)}")
+
+
+def accept_mask(probs: mx.array, draft: mx.array, threshold, relative=0.0) -> mx.array:
+    """Per-position accept decisions: probs (m, V), draft (m,), threshold and relative scalars
+    or (m,) -> (m,): accept where max(p) - p[y] <= threshold + relative * max(p)."""
     p_draft = mx.take_along_axis(probs, draft[:, None], axis=-1)[:, 0]  # (m,)
-    return (probs.max(axis=-1) - p_draft) <= threshold
+    p_max = probs.max(axis=-1)
+    return (p_max - p_draft) <= threshold + relative * p_max
 
 
-def _accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array) -> mx.array:
+def _accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array, relative: mx.array) -> mx.array:
     # logits (m + 1, V): row i predicts draft[i]; row m predicts the token after the draft.
-    # draft (m + 1,) and thresholds (m + 1,) carry a padding entry for row m with threshold -1,
-    # which never accepts (gaps are >= 0); this keeps every shape input-derived for shapeless
-    # compilation.
+    # draft, thresholds and relative (m + 1,) carry a padding entry for row m (threshold -1,
+    # relative 0), which never accepts (gaps are >= 0); this keeps every shape input-derived for
+    # shapeless compilation.
     probs = mx.softmax(logits.astype(mx.float32), axis=-1, precise=True)  # (m + 1, V)
-    accepted = mx.cumprod(accept_mask(probs, draft, thresholds).astype(mx.int32)).sum()
+    accepted = mx.cumprod(accept_mask(probs, draft, thresholds, relative).astype(mx.int32)).sum()
     next_token = mx.argmax(mx.take(logits, accepted, axis=0), axis=-1)
     return mx.stack([accepted, next_token.astype(mx.int32)])
 
@@ -52,8 +78,10 @@ def _accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array) ->
 _compiled: dict[int, object] = {}
 
 
-def accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array) -> mx.array:
-    """Compiled ``[accepted, next_token]``; see ``_accept_and_next`` for the arguments.
+def accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array,
+                    relative: mx.array | None = None) -> mx.array:
+    """Compiled ``[accepted, next_token]``; see ``_accept_and_next`` for the arguments
+    (``relative`` None: zeros, the ``mixture`` rule).
 
     One shapeless compilation per vocabulary size: shapeless tracing follows the draft length
     but silently reuses the first vocabulary size it saw (wrong tokens for a second model). MLX
@@ -63,19 +91,23 @@ def accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array) -> 
     vocab = logits.shape[-1]
     if vocab not in _compiled:
 
-        def accept_for_this_vocab(logits, draft, thresholds):
-            return _accept_and_next(logits, draft, thresholds)
+        def accept_for_this_vocab(logits, draft, thresholds, relative):
+            return _accept_and_next(logits, draft, thresholds, relative)
 
         _compiled[vocab] = mx.compile(accept_for_this_vocab, shapeless=True)
-    return _compiled[vocab](logits, draft, thresholds)
+    if relative is None:
+        relative = mx.zeros_like(thresholds)
+    return _compiled[vocab](logits, draft, thresholds, relative)
 
 
 def decide(rows: mx.array, draft: Sequence[int], beta: float, sampler: Sampler | None = None,
-           tail: int = 0) -> mx.array:
+           tail: int = 0, rule: str = DEFAULT_RULE) -> mx.array:
     """``[accepted, next_token]`` (lazy) from the m + 1 logit rows of a verify pass.
 
-    Greedy: the fused biased rule (compiled); with a sampler: biased speculative sampling. The last
-    ``tail`` draft tokens (a guessed tail, see ``engine.tail``) are verified at beta = 0, losslessly.
+    Greedy: ``rule`` at ``beta``, fused and compiled; with a sampler: biased speculative sampling
+    (the ``mixture`` rule only). The last ``tail`` draft tokens (a guessed tail, see
+    ``engine.tail``, or the draft's own last tokens: ``update.Job.exact_tail``) are verified at
+    beta = 0, losslessly.
     """
     if not draft:
         next_token = mx.argmax(rows[-1]) if sampler is None else sampler(rows[-1])
@@ -83,8 +115,11 @@ def decide(rows: mx.array, draft: Sequence[int], beta: float, sampler: Sampler |
     padded = mx.array([*draft, 0], dtype=mx.uint32)
     head = len(draft) - tail
     if sampler is not None:
+        if rule != "mixture":
+            raise ValueError(f"sampling verifies drafts with the mixture rule only, not {rule!r}")
         betas = mx.array([beta] * head + [0.0] * (tail + 1), dtype=mx.float32) if tail else beta
         return sampler.accept_and_next(rows, padded, betas)
-    thresholds = mx.array([accept_threshold(beta)] * head + [0.0] * tail + [-1.0],
-                          dtype=mx.float32)
-    return accept_and_next(rows, padded, thresholds)
+    absolute, relative = bounds(rule, beta)
+    thresholds = mx.array([absolute] * head + [0.0] * tail + [-1.0], dtype=mx.float32)
+    scales = mx.array([relative] * head + [0.0] * (tail + 1), dtype=mx.float32)
+    return accept_and_next(rows, padded, thresholds, scales)

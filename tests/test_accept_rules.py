@@ -1,0 +1,119 @@
+"""The acceptance rules of the verify step: each accepts exactly what its definition says, and
+every rule at beta = 0 is greedy decoding (RT token for token)."""
+
+from fractions import Fraction
+
+import mlx.core as mx
+import numpy as np
+import pytest
+from test_translator import SMALL, assert_same_outputs_on_random_streams
+from tiny import byte_tokenizer, tiny_model
+
+from mlx_ssbd import StreamTranslator
+from mlx_ssbd.engine.verify import RULES, accept_and_next, bounds, decide
+from mlx_ssbd.live.methods import TranslatorConfig, method_config
+
+
+def definition(rule: str, p: np.ndarray, y: int, beta: str) -> bool:
+    """Each rule as written in ``engine.verify``, in exact rationals."""
+    b, probs = Fraction(beta), [Fraction(float(v)) for v in p]
+    if rule == "mixture":  # argmax of (1 - b) p + b onehot(y) is y, ties to the draft
+        mixed = [(1 - b) * v for v in probs]
+        mixed[y] += b
+        return mixed[y] >= max(mixed)
+    if rule == "ratio":  # p[y] >= (1 - b) max p
+        return probs[y] >= (1 - b) * max(probs)
+    raise AssertionError(rule)
+
+
+def fused_decisions(rule: str, probs: np.ndarray, draft: np.ndarray, beta: str) -> int:
+    """Leading accepts of the compiled check on logits whose softmax is ``probs``."""
+    absolute, relative = bounds(rule, float(beta))
+    m = len(draft)
+    got, _ = accept_and_next(mx.log(mx.array(np.vstack([probs, probs[-1:]]))),
+                             mx.array([*draft.tolist(), 0], dtype=mx.uint32),
+                             mx.array([absolute] * m + [-1.0], dtype=mx.float32),
+                             mx.array([relative] * m + [0.0], dtype=mx.float32)).tolist()
+    return got
+
+
+@pytest.mark.parametrize(
+    "p_max,p_draft,beta,mixture,ratio",
+    [
+        (0.6, 0.34, "0.2", False, False),  # gap 0.26: over 0.25, and 0.34 < 0.8 * 0.6
+        (0.6, 0.36, "0.2", True, False),  # gap 0.24 passes the mixture; the ratio wants 0.48
+        (0.3, 0.06, "0.2", True, False),  # an unsure model: 0.06 passes the mixture's 0.25 gap
+        (0.3, 0.25, "0.2", True, True),  # 0.25 >= 0.8 * 0.3
+        (0.5, 0.25, "0.5", True, True),  # exactly at both bounds: ties go to the draft
+        (0.5, 0.5, "0", True, True),  # a tie with the top choice at beta 0
+        (0.5, 0.25, "0", False, False),
+    ],
+)
+def test_each_rule_accepts_what_its_definition_says_on_hand_made_probabilities(p_max, p_draft, beta, mixture, ratio):
+    rest = 1.0 - p_max - p_draft  # spread thinly, below both
+    probs = np.array([[p_max, p_draft, *[rest / 10] * 10]])
+    for rule, expected in (("mixture", mixture), ("ratio", ratio)):
+        assert definition(rule, probs[0], 1, beta) == expected, rule
+        assert fused_decisions(rule, probs, np.array([1]), beta) == int(expected), rule
+
+
+@pytest.mark.parametrize("rule", RULES)
+@pytest.mark.parametrize("beta", ["0", "0.2", "0.5", "1"])
+def test_the_compiled_check_equals_the_definition_on_random_logits(rule, beta):
+    rng = np.random.default_rng(int(float(beta) * 10) + len(rule))
+    for _ in range(30):
+        logits = rng.normal(size=(12, 40)) * rng.uniform(0.5, 4)
+        probs = np.array(mx.softmax(mx.array(logits, dtype=mx.float32), axis=-1, precise=True), dtype=np.float64)
+        order = np.argsort(-probs, axis=-1)
+        choice = rng.integers(0, 3, size=12)
+        draft = np.where(choice == 0, order[:, 0], np.where(choice == 1, order[:, 1], rng.integers(0, 40, 12)))
+        accepts = [definition(rule, p, y, beta) for p, y in zip(probs, draft)]
+        leading = next((i for i, a in enumerate(accepts) if not a), len(accepts))
+        assert fused_decisions(rule, probs.astype(np.float32), draft, beta) == leading
+
+
+def test_a_guessed_tail_is_verified_at_beta0_under_every_rule():
+    probs = np.array([[0.5, 0.4, 0.1, 0.0]] * 3, dtype=np.float32)
+    rows = mx.log(mx.array(np.vstack([probs, probs[-1:]])))
+    for rule in RULES:  # draft token 1 (p 0.4 of 0.5) passes both rules at beta 0.5, never at beta 0
+        assert decide(rows, [1, 1, 1], 0.5, rule=rule).tolist()[0] == 3
+        assert decide(rows, [1, 1, 1], 0.5, tail=1, rule=rule).tolist() == [2, 0]
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("rule", RULES)
+def test_every_rule_at_beta0_is_token_identical_to_rt(arch, rule):
+    model, tok = tiny_model(arch, seed=7), byte_tokenizer()
+    make = lambda **cfg: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
+                                          config=TranslatorConfig(**{**SMALL, **cfg}))
+    stats = assert_same_outputs_on_random_streams(make(policy="rt"), make(beta=0.0, accept_rule=rule),
+                                                  streams=30, seed=4321)
+    assert sum(s.accepted for s in stats) > 0 and sum(s.draft_tokens - s.accepted for s in stats) > 0
+
+
+def test_rule_settings_are_checked():
+    assert method_config("ssbd-ratio", beta=0.5).accept_rule == "ratio"
+    with pytest.raises(ValueError, match="accept rule"):
+        TranslatorConfig(accept_rule="median")
+    with pytest.raises(ValueError, match="greedy"):
+        TranslatorConfig(accept_rule="ratio", temperature=0.7)
+    with pytest.raises(ValueError, match="beta"):
+        bounds("ratio", 1.5)
+
+
+def test_an_exact_tail_keeps_the_drafts_last_tokens_only_where_greedy_agrees():
+    """beta = 1 keeps every draft token; with exact_tail 2 the last two are checked at beta 0:
+    every update keeps at least all but two, and somewhere a tail token is replaced."""
+    model, tok = tiny_model("qwen2", seed=7), byte_tokenizer()
+    make = lambda **cfg: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
+                                          config=TranslatorConfig(**{**SMALL, **cfg}))
+    exact = make(beta=1.0, exact_tail=2)
+    stats = []
+    streams = [["so today I want", "so today I want to talk about", "so today I want to talk about the new rules"],
+                   ["we made all", "we made all people in our", "we made all people in our city and why"]]
+    for stream in streams:
+        for i, prefix in enumerate(stream):
+            stats.append(exact.update(prefix, final=i == len(stream) - 1).stats)
+    assert all(s.accepted >= s.draft_tokens - 2 for s in stats)
+    assert any(s.accepted < s.draft_tokens for s in stats)
+    assert_same_outputs_on_random_streams(make(policy="rt"), make(beta=0.0, exact_tail=3), streams=10, seed=8)
