@@ -79,7 +79,7 @@ def load_items(data: str, lag: int, limit: int | None, words: tuple[int, int] | 
 @click.option("--source", "-s", default="en", show_default=True)
 @click.option("--target", "-t", default="de", show_default=True)
 @click.option("--methods", default="rt,ssbd", show_default=True, help="Comma list of: " + "; ".join(f"{name}: {m.about}" for name, m in METHODS.items()) + ".")
-@click.option("--beta", "betas", default="0.2", show_default=True, help="One beta or a sweep: 0,0.1,0.2,0.5,1.")
+@click.option("--beta", "betas", default=None, help="One beta or a sweep: 0,0.1,0.2,0.5,1. [default: each method's own]")
 @click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True, help="Draft mask-k (the paper's ablation).")
 @click.option("--display-mask-k", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--lag", type=click.IntRange(1), default=DEFAULT_LAG, show_default=True)
@@ -116,7 +116,7 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
         --beta 0,0.1,0.2,0.3,0.5,1 --limit 10 --out results/de
     """
     method_list = parse_list(str, methods, list(METHODS))
-    beta_list = parse_list(float, betas)
+    beta_list = parse_list(float, betas) if betas is not None else None
     temperature_list = parse_list(float, temperatures, bounds=(0.0, 10.0), what="temperature")
     check_languages(source, target)
     out = Path(out_dir)
@@ -127,11 +127,12 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
     if not items:
         raise click.ClickException(f"{data}: no items")
 
+    with user_errors():  # settings that do not go together (a ratio rule with sampling), before the model loads
+        configs = make_configs(method_list, beta_list, draft_mask_k=mask_k, display_mask_k=display_mask_k,
+                               temperatures=temperature_list, top_p=top_p, seed=seed,
+                               agreements=parse_list(int, agree, bounds=(0, 64), what="agreement"),
+                               contexts=parse_list(int, context, bounds=(0, 100_000), what="context"))
     loaded = load(model)
-    configs = make_configs(method_list, beta_list, draft_mask_k=mask_k, display_mask_k=display_mask_k,
-                           temperatures=temperature_list, top_p=top_p, seed=seed,
-                           agreements=parse_list(int, agree, bounds=(0, 64), what="agreement"),
-                           contexts=parse_list(int, context, bounds=(0, 100_000), what="context"))
     needs_draft = any(config.tail_guess for config in configs.values())
     drafter = load_draft(draft_model, loaded, needed=needs_draft)
     translators = {

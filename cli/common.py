@@ -127,8 +127,7 @@ def caption_options(methods: tuple[str, ...]):
     """``--target`` (one or several), ``--max-targets``, ``--glossary``, ``--output``, ``--method`` (one of
     ``methods``), ``--beta`` and ``--mask-k``: how captions are translated and where they go, the
     same for ``translate`` and ``listen``."""
-    from mlx_ssbd import DEFAULT_BETA
-    from mlx_ssbd.live.methods import METHODS
+    from mlx_ssbd.live.methods import DEFAULT_METHOD, METHODS
 
     options = [
         click.option("--target", "-t", default="de", show_default=True,
@@ -142,9 +141,9 @@ def caption_options(methods: tuple[str, ...]):
         click.option("--output", "-o", default=None, metavar="PATTERN",
                      help="Write to this file instead of stdout; {lang} in it: one file per language "
                           "(e.g. -o talk.{lang}.srt), as subtitles in several languages need."),
-        click.option("--method", type=click.Choice(methods), default="ssbd", show_default=True,
+        click.option("--method", type=click.Choice(methods), default=DEFAULT_METHOD, show_default=True,
                      help="; ".join(f"{name}: {METHODS[name].about}" for name in methods) + "."),
-        beta_option(default=DEFAULT_BETA),
+        beta_option(),
         click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True,
                      help="Hide the last k tokens of a non-final caption (display only)."),
     ]
@@ -157,6 +156,9 @@ def caption_options(methods: tuple[str, ...]):
     return apply
 
 
-def beta_option(**kwargs):
-    return click.option("--beta", type=click.FloatRange(0.0, 1.0), show_default=True,
-                        help="Bias towards the previous translation (ssbd), in [0, 1].", **kwargs)
+def beta_option():
+    from mlx_ssbd.live.methods import DEFAULT_BETA, RATIO_BETA
+
+    return click.option("--beta", type=click.FloatRange(0.0, 1.0), default=None,
+                        help="Bias towards the previous translation (the ssbd methods), in [0, 1]. [default: the "
+                             f"method's own: {RATIO_BETA:g} for ssbd-ratio, {DEFAULT_BETA:g} for the others]")

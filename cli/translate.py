@@ -144,9 +144,10 @@ def translate(text, stream_path, model, source, target, max_targets, glossary, o
     if (text is None) == (stream_path is None):
         raise click.UsageError("give either TEXT or --stream FILE")
     targets = check_languages(source, target, max_targets)
+    with user_errors():  # settings that do not go together (a ratio rule with sampling), before the model loads
+        config = method_config(method, beta=beta, display_mask_k=mask_k, temperature=temperature, top_p=top_p,
+                               seed=seed, agreement=agree, context_tokens=context_tokens)
     loaded = load(model)
-    config = method_config(method, beta=beta, display_mask_k=mask_k, temperature=temperature, top_p=top_p,
-                           seed=seed, agreement=agree, context_tokens=context_tokens)
     draft = load_draft(draft_model, loaded, needed=bool(config.tail_guess))
     translators = {lang: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
                                           target_lang=lang, config=config, draft_model=draft, glossary=glossary)

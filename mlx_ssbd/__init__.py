@@ -10,7 +10,7 @@ from .platform.backend import backend_info
 from .live.multistream import MultiStreamTranslator
 from .live.segmenter import SegmenterConfig
 from .live.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
-from .live.methods import DEFAULT_BETA, DEFAULT_POLICY, METHODS, POLICIES, TranslatorConfig, method_config
+from .live.methods import DEFAULT_BETA, DEFAULT_METHOD, DEFAULT_POLICY, METHODS, POLICIES, TranslatorConfig, method_config
 from .live.source import SourceUpdate
 from .live.translator import StreamTranslator, stream_translate, translate
 from .live.updates import Update, UpdateStats
@@ -25,6 +25,7 @@ __all__ = [
     "SegmenterConfig",
     "SessionError",
     "DEFAULT_BETA",
+    "DEFAULT_METHOD",
     "DEFAULT_POLICY",
     "METHODS",
     "POLICIES",

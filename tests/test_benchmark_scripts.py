@@ -140,3 +140,26 @@ def test_tail_ceiling_cost_model_and_lookup():
     assert draft_model_guesses(records) == [{"method": "ssbd-tail", "guessed": 6, "held": 3}]
     noisy = PassCost({"1": 1.0, "4": 0.9, "16": 0.8})  # a tiny model's timings: wider never cheaper
     assert noisy(4) == noisy(40) == 1.0
+
+
+def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path):
+    data = tmp_path / "pairs.jsonl"
+    data.write_text("".join(json.dumps({"id": str(i), "src": src, "ref": ref}) + "\n" for i, (src, ref) in enumerate(
+        [("so today I want to talk about the rules", "heute möchte ich über die Regeln sprechen"),
+         ("we made them together for all people", "wir haben sie gemeinsam für alle gemacht")])))
+    script("accept_rules.py", "--model", model_dir, "--data", data, "--configs", "rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.6",
+           "--out", tmp_path / "rules")
+    configs = json.loads((tmp_path / "rules" / "summary.json").read_text())["configs"]
+    assert list(configs) == ["rt", "ssbd-b0", "ssbd-b0.2", "ssbd-ratio-b0.6"]
+    assert configs["ssbd-b0"]["chrf"] == configs["rt"]["chrf"]  # beta 0 commits RT's captions
+    assert all(s["items"] == 2 and s["speedup"] > 0 for s in configs.values())
+    assert (tmp_path / "rules" / "pareto.png").is_file()
+    assert "| ssbd-ratio-b0.6 |" in (tmp_path / "rules" / "report.md").read_text()
+
+    script("acceptance_analysis.py", "--model", model_dir, "--data", data, "--beta", 0.2, "--out", tmp_path / "why")
+    report = json.loads((tmp_path / "why" / "acceptance_analysis.json").read_text())
+    accepts = [json.loads(line) for line in (tmp_path / "why" / "biased_accepts.jsonl").read_text().splitlines()]
+    assert report["sentences"] == 2 and sum(g["count"] for g in report["biased_accepts"].values()) == len(accepts)
+    # each one a token greedy decoding would not take, within the mixture rule's gap at beta 0.2
+    assert accepts and all(a["p_draft"] < a["p_max"] and a["margin"] <= 0.25 + 1e-6 for a in accepts)
+    assert (tmp_path / "why" / "biased_accepts.png").is_file()

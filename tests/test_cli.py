@@ -382,3 +382,24 @@ def test_live_view_truncates_by_display_width():
 def test_bad_segmenter_option_is_a_message_not_a_traceback(run, tmp_path):
     result = run("translate", "--stream", write(tmp_path, "t.txt", "so today\n"), "--max-words", "2")
     assert result.exit_code == 1 and "max_words must be 0 (off) or at least 3" in result.output
+
+
+def test_each_method_runs_at_its_own_beta_unless_told(run, tmp_path):
+    data = write(tmp_path, "pairs.jsonl", '{"id": "a", "src": "so today I want to talk", "ref": "heute"}\n')
+    out = tmp_path / "out"
+    result = run("bench", "--data", data, "--methods", "rt,ssbd,ssbd-ratio", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    from mlx_ssbd.live.methods import DEFAULT_BETA, RATIO_BETA
+
+    configs = json.loads((out / "summary.json").read_text())["configs"]
+    assert list(configs) == ["rt", f"ssbd-b{DEFAULT_BETA:g}", f"ssbd-ratio-b{RATIO_BETA:g}"]
+    help_text = run("translate", "--help").output
+    assert "ssbd-ratio" in help_text and f"{RATIO_BETA:g} for ssbd-ratio" in help_text
+
+
+def test_a_rule_that_cannot_sample_is_refused_before_the_model_loads(tmp_path):
+    for args in (["translate", "so today", "--method", "ssbd-ratio", "--temperature", "0.7"],
+                 ["bench", "--data", write(tmp_path, "p.jsonl", '{"id": "a", "src": "so today"}\n'),
+                  "--methods", "ssbd-ratio", "--temperature", "0.7", "--out", str(tmp_path / "out")]):
+        result = CliRunner().invoke(cli, [*args, "--model", "no-such-model"])
+        assert result.exit_code == 1 and "greedy decoding only" in result.output, result.output

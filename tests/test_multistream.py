@@ -28,6 +28,7 @@ def make(model, tok, **cfg):
     dict(policy="ssbd", beta=0.3, temperature=1.0, top_p=0.9), dict(policy="rt", temperature=0.8),
     dict(policy="ssbd", beta=0.0, resync=True, ngram_drafts=True),
     dict(policy="ssbd", beta=0.3, resync=True, ngram_drafts=True, temperature=1.0),
+    dict(policy="ssbd", beta=0.5, accept_rule="ratio", exact_tail=1),
 ])
 def test_batched_streams_equal_single_streams(tok, arch, cfg):
     assert_batched_equals_single(tok, arch, cfg)

@@ -53,6 +53,15 @@ def test_valid_times_and_text_pass_the_checks():
     assert message.text == "line one\nline two\tend" and message.start == message.end == 0.0
 
 
+def test_a_method_without_a_beta_runs_at_its_own():
+    from mlx_ssbd.live.methods import DEFAULT_BETA, RATIO_BETA
+
+    assert protocol.parse('{"type": "session.update", "method": "ssbd-ratio"}').changes["beta"] == RATIO_BETA
+    assert protocol.parse('{"type": "session.update", "method": "ssbd"}').changes["beta"] == DEFAULT_BETA
+    assert protocol.parse('{"type": "session.update", "method": "ssbd-ratio", "beta": 0.3}').changes["beta"] == 0.3
+    assert "beta" not in protocol.parse('{"type": "session.update", "target": "fr"}').changes
+
+
 def test_the_outbox_drops_live_updates_first_and_overflows_on_commits():
     async def scenario():
         box = Outbox(3)

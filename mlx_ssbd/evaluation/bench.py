@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..platform.backend import backend_info
-from ..live.methods import method_config
+from ..live.methods import METHODS, method_config
 from ..live.source import SourceUpdate
 from ..live.translator import StreamTranslator
 from . import metrics
@@ -65,11 +65,11 @@ def items_from_partials(updates: Sequence[SourceUpdate]) -> list[Item]:
     return out
 
 
-def make_configs(methods: Sequence[str], betas: Sequence[float], *, draft_mask_k: int = 0,
+def make_configs(methods: Sequence[str], betas: Sequence[float] | None, *, draft_mask_k: int = 0,
                  display_mask_k: int = 0, temperatures: Sequence[float] = (0.0,), top_p: float = 1.0,
                  seed: int = 0, agreements: Sequence[int] = (0,), contexts: Sequence[int] = (0,)) -> dict:
-    """label -> TranslatorConfig for every temperature, method (and beta for the ssbd methods),
-    stable-text agreement and context budget.
+    """label -> TranslatorConfig for every temperature, method (and beta for the ssbd methods;
+    ``betas`` None: each method's own), stable-text agreement and context budget.
 
     Labels: ``rt``, ``ssbd-b0.2``, ``ssbd-resync-b0.2-mask2``, ``ssbd-b0.2-agree2``,
     ``ssbd-b0.2-ctx256``; a sampled configuration ends in ``-t<temperature>`` (``rt-t0.7``).
@@ -77,7 +77,7 @@ def make_configs(methods: Sequence[str], betas: Sequence[float], *, draft_mask_k
     configs = {}
     for temperature, method, agreement, context in itertools.product(temperatures, methods, agreements, contexts):
         biased = method.startswith("ssbd")
-        for beta in betas if biased else [0.0]:
+        for beta in (betas or [METHODS[method].beta]) if biased else [0.0]:
             mask = draft_mask_k if biased or method == "cd" else 0
             label = (method + (f"-b{beta:g}" if biased else "") + (f"-mask{mask}" if mask else "")
                      + (f"-agree{agreement}" if agreement else "") + (f"-ctx{context}" if context else "")

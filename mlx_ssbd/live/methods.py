@@ -2,7 +2,8 @@
 
 Contract: ``METHODS`` is the one table of method names: each is a policy (the per-update decision
 rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``, the table's first four entries, ``POLICIES``) plus
-lookahead features, with a one-line description used by the CLI's help. ``TranslatorConfig``
+lookahead features, with a one-line description used by the CLI's help and the bias it runs with
+by default; ``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s. ``TranslatorConfig``
 holds every setting of a ``translator.StreamTranslator`` and checks them (``ValueError`` naming
 the bad value); ``method_config(name, **settings)`` is the config of a method name.
 """
@@ -13,17 +14,23 @@ from dataclasses import dataclass
 
 from ..engine.lookahead import DEFAULT_MAX_PROPOSAL
 from ..engine.tail import DEFAULT_GUESS as DEFAULT_TAIL_GUESS
-from ..engine.verify import accept_threshold
+from ..engine.verify import DEFAULT_RULE, RULES, accept_threshold
+
+
+DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
+RATIO_BETA = 0.8  # the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/accept_rules.py)
 
 
 @dataclass(frozen=True)
 class Method:
     """A decoding method by name: its policy (the per-update decision rule, one of the four base
-    methods), the lookahead features it turns on, and what it is, for help texts."""
+    methods), the lookahead features it turns on, what it is (for help texts) and the bias it
+    runs with unless told another."""
 
     policy: str
     about: str
     features: tuple[tuple[str, object], ...] = ()
+    beta: float = DEFAULT_BETA
 
     def settings(self) -> dict:
         return {"policy": self.policy, **dict(self.features)}
@@ -40,13 +47,16 @@ METHODS = {
     "ssbd-plus": Method("ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))),
     "ssbd-pool": Method("ssbd", "ssbd, 2-token n-gram guesses from the source and the session's earlier outputs, checked at beta 0",
                         (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2), ("ngram_beta", 0.0))),
+    "ssbd-ratio": Method("ssbd", "ssbd keeping a draft token while the model gives it at least (1 - beta) of its "
+                         "top choice's probability", (("accept_rule", "ratio"),), beta=RATIO_BETA),
     "ssbd-final0": Method("ssbd", "ssbd, committing with beta = 0 (what RT commits)", (("final_beta", 0.0),)),
     "ssbd-tail": Method("ssbd", "ssbd, a draft model guessing the new tail, checked in the same pass (needs a draft model)",
                         (("tail_guess", DEFAULT_TAIL_GUESS),)),
 }
 POLICIES = tuple(name for name, method in METHODS.items() if not method.features)
 DEFAULT_POLICY = "ssbd"
-DEFAULT_BETA = 0.2  # the paper's default
+DEFAULT_METHOD = "ssbd"  # of the CLI, the service and a StreamTranslator given no config (chosen by
+# benchmarks/accept_rules.py: the fastest rule within 1 chrF++ of RT on the talk dev sets)
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
 DEFAULT_MIN_MAX_TOKENS = 16
 DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
@@ -54,7 +64,8 @@ DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
 
 @dataclass(frozen=True)
 class TranslatorConfig:
-    """Decoding settings of a ``StreamTranslator``.
+    """Decoding settings of a ``StreamTranslator``. The defaults are the paper's SSBD (the mixture
+    rule at beta 0.2); ``method_config()`` gives the product's default method (``DEFAULT_METHOD``).
 
     Attributes:
         policy: one of ``POLICIES``. Default ``"ssbd"``.
@@ -80,6 +91,11 @@ class TranslatorConfig:
         context_tokens: token budget for earlier committed segments kept in the prompt; 0: none.
         tail_guess: the most tokens a draft model guesses past the draft per update (the
             translator needs a ``draft_model``); 0: no guess.
+        accept_rule: how beta biases the verify step (``engine.verify.RULES``): ``mixture`` (the
+            paper's biased distribution) or ``ratio`` (accept while p[y] >= (1 - beta) max p).
+            Greedy decoding only for ``ratio``.
+        exact_tail: the last k draft tokens are verified at beta = 0 (kept only where greedy
+            decoding agrees): the tokens written for the newest source words get no bias.
     """
 
     policy: str = DEFAULT_POLICY
@@ -101,6 +117,8 @@ class TranslatorConfig:
     agreement: int = 0
     context_tokens: int = 0
     tail_guess: int = 0
+    accept_rule: str = DEFAULT_RULE
+    exact_tail: int = 0
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -109,11 +127,16 @@ class TranslatorConfig:
         for beta in (self.final_beta, self.ngram_beta):
             if beta is not None:
                 accept_threshold(beta)
+        if self.accept_rule not in RULES:
+            raise ValueError(f"unknown accept rule {self.accept_rule!r}; known: {', '.join(RULES)}")
+        if self.accept_rule != "mixture" and self.temperature > 0:
+            raise ValueError(f"the {self.accept_rule} rule verifies greedy decoding only (temperature 0)")
         if self.temperature < 0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens", "tail_guess"):
+        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens", "tail_guess",
+                     "exact_tail"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
@@ -136,8 +159,10 @@ class TranslatorConfig:
         return self.policy in ("ssbd", "cd")
 
 
-def method_config(method: str, **settings) -> TranslatorConfig:
-    """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings."""
+def method_config(method: str = DEFAULT_METHOD, *, beta: float | None = None, **settings) -> TranslatorConfig:
+    """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings; ``beta``
+    None: the method's own (``Method.beta``)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    return TranslatorConfig(**METHODS[method].settings(), **settings)
+    return TranslatorConfig(**METHODS[method].settings(), beta=METHODS[method].beta if beta is None else beta,
+                            **settings)

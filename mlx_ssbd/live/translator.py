@@ -48,7 +48,7 @@ from ..engine.stops import StopRule
 from ..engine.tail import TailDrafter, same_vocabulary
 from ..models.loading import context_length
 from .glossary import Glossary
-from .methods import TranslatorConfig
+from .methods import TranslatorConfig, method_config
 from .prompt import PromptBuilder
 from .source import SourceUpdate
 from .updates import PendingUpdate, Update, UpdateStats
@@ -62,7 +62,7 @@ class StreamTranslator:
         tokenizer: its tokenizer (Hugging Face or mlx-lm ``TokenizerWrapper``).
         family: prompt family (``prompt.FAMILIES``).
         source_lang, target_lang: ISO 639-1 codes.
-        config: decoding settings. Default ``TranslatorConfig()``.
+        config: decoding settings. Default ``method_config()``: ``methods.DEFAULT_METHOD``.
         max_kv_size: a rotating KV window (``None``: full cache).
         draft_model: ``(model, tokenizer)`` of a smaller model with the same vocabulary, for
             ``config.tail_guess``; ignored without it.
@@ -81,7 +81,7 @@ class StreamTranslator:
         family: str,
         source_lang: str,
         target_lang: str,
-        config: TranslatorConfig = TranslatorConfig(),
+        config: TranslatorConfig | None = None,
         max_kv_size: int | None = None,
         draft_model: tuple | None = None,
         glossary: Glossary | None = None,
@@ -90,6 +90,7 @@ class StreamTranslator:
             raise ValueError("the draft model's tokenizer differs from the model's: a tail guess needs the same vocabulary")
         self.model = model
         self.tokenizer = tokenizer
+        config = method_config() if config is None else config
         self.config = config
         self.prompts = PromptBuilder(tokenizer, family, source_lang, target_lang)
         self.glossary = glossary
@@ -184,7 +185,8 @@ class StreamTranslator:
         guess, guess_passes, guess_s = self._guess(head, draft, max_new - len(locked))
         job = engine.Job(head=head, locked=locked, draft=draft, beta=cfg.beta_for(final),
                          max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=proposer,
-                         pipelined=self.pipelined, guess=guess, reuse=cfg.policy != "rt-nocache")
+                         pipelined=self.pipelined, guess=guess, reuse=cfg.policy != "rt-nocache",
+                         rule=cfg.accept_rule, exact_tail=cfg.exact_tail)
         return PendingUpdate(source, final, prompt, job, *counters, guess_passes, guess_s)
 
     def _guess(self, head, draft, room: int) -> tuple[list[int], int, float]:
@@ -356,11 +358,11 @@ def translate(
     family: str,
     source_lang: str,
     target_lang: str,
-    config: TranslatorConfig = TranslatorConfig(),
+    config: TranslatorConfig | None = None,
 ) -> str:
     """Translate one complete text; returns the translation."""
     translator = StreamTranslator(
         model, tokenizer, family=family, source_lang=source_lang, target_lang=target_lang,
-        config=replace(config, display_mask_k=0),
+        config=replace(config or method_config(), display_mask_k=0),
     )
     return translator.update(text, final=True).output

@@ -46,6 +46,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
 from ..live import subtitles
+from ..live.methods import METHODS
 from . import protocol
 from .chat import ChatEngine
 from .chat_http import chat_route
@@ -71,8 +72,9 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     speech = SpeechWorker(scheduler, max_pending_s=options.max_audio_s)
     viewers = Viewers(options.max_viewers, options.max_viewers_per_session)
     caption_page = CAPTION_PAGE.read_text(encoding="utf-8")
-    page_config = json.dumps({"model": model, "methods": list(STREAM_METHODS), "method": Settings.method,
-                              "beta": Settings.beta, "api_key_required": options.api_key is not None})
+    page_config = json.dumps({"model": model, "methods": {name: METHODS[name].beta for name in STREAM_METHODS},
+                              "method": Settings.method, "beta": Settings.beta,
+                              "api_key_required": options.api_key is not None})
     speaker_page = (WEB / "speaker.html").read_text(encoding="utf-8").replace("{{CONFIG}}",
                                                                               page_config.replace("</", "<\\/"))
 

@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 
 from ..live.glossary import GlossaryError, parse_json, parse_tsv
 from ..live.languages import language_name
-from ..live.methods import DEFAULT_BETA, METHODS
+from ..live.methods import DEFAULT_METHOD, METHODS
 
 PROTOCOL_VERSION = 1
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
@@ -77,8 +77,8 @@ class Settings:
 
     source: str = "en"
     targets: tuple[str, ...] = ("de",)
-    method: str = "ssbd"
-    beta: float = DEFAULT_BETA
+    method: str = DEFAULT_METHOD
+    beta: float = METHODS[DEFAULT_METHOD].beta
     mask_k: int = 0
     glossary: dict | None = None  # {target: {source term: rendering}} (``live.glossary``)
 
@@ -278,6 +278,8 @@ def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
     beta = _number(obj, "beta", 0.0, 1.0, "a number")
     if beta is not None:
         changes["beta"] = float(beta)
+    elif method is not None:  # a method without a beta runs at its own
+        changes["beta"] = METHODS[method].beta
     mask_k = _number(obj, "mask_k", 0, limits.max_mask_k, "an integer", (int,))
     if mask_k is not None:
         changes["mask_k"] = mask_k

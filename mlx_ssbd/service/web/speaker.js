@@ -19,8 +19,11 @@ const state = {
 
 function init() {
   $("model").textContent = `Model: ${config.model}`;
-  for (const name of config.methods) $("method").add(new Option(name, name, false, name === config.method));
+  for (const name of Object.keys(config.methods)) {
+    $("method").add(new Option(name, name, false, name === config.method));
+  }
   $("beta").value = config.beta;
+  $("method").addEventListener("change", () => { $("beta").value = config.methods[$("method").value]; });
   $("key-row").hidden = !config.api_key_required;
   const params = new URLSearchParams(location.search);
   for (const field of ["source", "target", "method", "beta"]) {
