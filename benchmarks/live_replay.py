@@ -7,7 +7,8 @@ corrected later, an ASR ``final`` only every 45-90 s) and replays it in real tim
 one process. Records every caption event; reports caption lag behind speech (event time minus the
 speech time of the newest word it translates), its growth (mean of the last 5 minutes over the
 first 5), p50/p95, the share of partials coalesced, forward passes, and document chrF++ of the
-committed captions against the German UDHR text; plots lag over time.
+committed captions against the German UDHR text (or the references of ``--data``); plots lag over
+time.
 
     python benchmarks/live_replay.py --model qwen2.5-coder-0.5b --minutes 10 --methods rt,ssbd --out DIR
     python benchmarks/live_replay.py --never-final --words 5000 --model qwen2.5-coder-0.5b --out DIR
@@ -45,6 +46,14 @@ from mlx_ssbd.models.loading import load_model
 
 DATA = Path(__file__).parent / "data" / "udhr" / "en-de.jsonl"
 MISHEARD = ["the", "a", "and", "in", "of", "to", "is", "that", "for", "on", "as", "with", "are"]
+
+
+def portable(path: Path) -> str:
+    """``path`` relative to the repository when inside it (reports hold no machine paths)."""
+    try:
+        return str(path.resolve().relative_to(Path(__file__).resolve().parent.parent))
+    except ValueError:
+        return path.name
 
 
 def speech(pairs: list[dict], words_needed: int, wps: float, rng: random.Random):
@@ -234,6 +243,8 @@ def main() -> int:
     parser.add_argument("--words", type=int, default=5000, help="words for --never-final")
     parser.add_argument("--stride", type=int, default=1, help="replay every Nth partial only (and the last)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", type=Path, action="append",
+                        help="sentence pairs JSONL {src, ref} spoken in order (repeatable); default: the UDHR paragraphs")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--throughput", action="store_true",
                         help="only print throughput() for the events-*.jsonl already in --out")
@@ -245,7 +256,7 @@ def main() -> int:
         return 0
 
     rng = random.Random(args.seed)
-    pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    pairs = [json.loads(line) for path in args.data or [DATA] for line in path.read_text().splitlines() if line.strip()]
     needed = args.words if args.never_final else int(args.minutes * 60 * args.wps)
     words, reference = speech(pairs, needed, args.wps, rng)
     if args.never_final:
@@ -285,8 +296,9 @@ def main() -> int:
         print(json.dumps({method: summary[method]}, indent=1), file=sys.stderr, flush=True)
     facts = {"model": loaded.name, "machine": machine_info(), "seed": args.seed, "wps": args.wps, "stride": args.stride,
              "never_final": args.never_final, "segmenter": segmenter.__dict__,
-             "data": "UDHR English paragraphs (benchmarks/data/udhr/en-de.jsonl), lower-cased, mostly unpunctuated; "
-                     "German UDHR text as the document reference"}
+             "data": (f"sentences of {', '.join(portable(path) for path in args.data)}" if args.data else
+                      "UDHR English paragraphs (benchmarks/data/udhr/en-de.jsonl)")
+                     + ", lower-cased, mostly unpunctuated; their German references as the document reference"}
     (args.out / "summary.json").write_text(json.dumps({"run": facts, "methods": summary}, indent=1))
     (args.out / "live_replay.md").write_text(markdown(facts, summary))
     if not args.never_final:

@@ -233,3 +233,21 @@ once "$OUT/targets/targets.json" python benchmarks/targets.py --out "$OUT/target
 once "$OUT/glossary-terms/glossary_terms.json" python benchmarks/glossary_terms.py --out "$OUT/glossary-terms"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
+# 27. Where the bias's quality goes: every draft token kept only because of the bias (0.5B, the dev talk).
+once "$OUT/acceptance-analysis-0.5b/acceptance_analysis.json" python benchmarks/acceptance_analysis.py \
+    --model qwen2.5-coder-0.5b --data $DATA/talk-sentences/en-de.dev.jsonl --out "$OUT/acceptance-analysis-0.5b"
+# 28. Acceptance rules, speed against quality: choose on the dev talk (16 sentences), report on the test talk.
+RULES="python benchmarks/accept_rules.py"
+once "$OUT/rules-dev-0.5b/rules.md" $RULES --model qwen2.5-coder-0.5b --data $DATA/talk-sentences/en-de.dev.jsonl \
+    --limit 16 --configs rt,ssbd-b0,ssbd-b0.1,ssbd-b0.2,ssbd-ratio-b0.4,ssbd-ratio-b0.6,ssbd-ratio-b0.8,ssbd-b0.2-exact2,ssbd-final0-b0.2 \
+    --out "$OUT/rules-dev-0.5b"
+once "$OUT/rules-dev-1.5b/rules.md" $RULES --model qwen2.5-coder-1.5b --data $DATA/talk-sentences/en-de.dev.jsonl \
+    --limit 16 --configs rt,ssbd-b0,ssbd-b0.1,ssbd-b0.2,ssbd-ratio-b0.6,ssbd-ratio-b0.8,ssbd-b0.2-exact2 --out "$OUT/rules-dev-1.5b"
+once "$OUT/rules-dev-1.5b-final/rules.md" $RULES --model qwen2.5-coder-1.5b --data $DATA/talk-sentences/en-de.dev.jsonl \
+    --limit 16 --configs rt,ssbd-b0.2,ssbd-final0-b0.2,ssbd-resync-b0.2-final0,ssbd-b0.2-final0.05,ssbd-ratio-b0.6-final0.2 \
+    --out "$OUT/rules-dev-1.5b-final"
+for model in 1.5b 0.5b; do
+  once "$OUT/rules-test-$model/rules.md" $RULES --model qwen2.5-coder-$model --data $DATA/talk-sentences/en-de.test.jsonl \
+      --configs rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.8,ssbd-b0.2-final0.05,ssbd-resync-b0.2-final0 --semsim \
+      --out "$OUT/rules-test-$model"
+done

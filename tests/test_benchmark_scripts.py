@@ -163,3 +163,14 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
     # each one a token greedy decoding would not take, within the mixture rule's gap at beta 0.2
     assert accepts and all(a["p_draft"] < a["p_max"] and a["margin"] <= 0.25 + 1e-6 for a in accepts)
     assert (tmp_path / "why" / "biased_accepts.png").is_file()
+
+
+def test_live_replay_speaks_the_sentences_it_is_given(model_dir, tmp_path):
+    data = tmp_path / "talk.jsonl"
+    data.write_text(json.dumps({"src": "Thank you all for coming here today.", "ref": "Danke, dass Sie gekommen sind."}) + "\n")
+    script("live_replay.py", "--model", model_dir, "--minutes", 0.05, "--methods", "ssbd", "--data", data,
+           "--out", tmp_path / "talk")
+    run = json.loads((tmp_path / "talk" / "summary.json").read_text())["run"]
+    assert run["data"].startswith("sentences of talk.jsonl")
+    heard = {json.loads(line).get("source", "") for line in (tmp_path / "talk" / "events-ssbd.jsonl").read_text().splitlines()}
+    assert any("thank you all" in text for text in heard)
