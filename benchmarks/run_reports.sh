@@ -251,3 +251,7 @@ for model in 1.5b 0.5b; do
       --configs rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.8,ssbd-b0.2-final0.05,ssbd-resync-b0.2-final0 --semsim \
       --out "$OUT/rules-test-$model"
 done
+# 29. The talks as live speech: real-time replay of their ASR-like partials, RT against SSBD and ssbd-ratio (0.5B).
+once "$OUT/live-replay-talk-0.5b/summary.json" python benchmarks/live_replay.py --model qwen2.5-coder-0.5b --minutes 3 \
+    --methods rt,ssbd,ssbd-ratio --data $DATA/talk-sentences/en-de.dev.jsonl --data $DATA/talk-sentences/en-de.test.jsonl \
+    --out "$OUT/live-replay-talk-0.5b"
