@@ -1,4 +1,4 @@
-"""Quality effect of tokenizing the prompt the way the model saw it in training (issue #11).
+"""Quality effect of tokenizing the prompt the way the model saw it in training.
 
 Before: the prompt prefix ended in a lone space token and the source was tokenized on its own
 (``[..., ":", " "] + ["so", " today"]``). After (``mlx_ssbd.live.prompt`` now): the prompt ids are the

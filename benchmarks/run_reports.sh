@@ -73,7 +73,7 @@ bench --data $DATA/udhr-sentences/en-de.jsonl -m qwen2.5-coder-1.5b -t de --meth
     --display-mask-k 2 --limit 12 --out "$OUT/en-de-1.5b-viewers"
 bench --data $DATA/udhr-sentences/en-de.jsonl -m qwen2.5-coder-1.5b -t de --methods ssbd --beta 0.2 --context 0,256 \
     --limit 6 --semsim --out "$OUT/en-de-1.5b-context"
-# 10. One engine (issue #11): the old revision (44de22a) against this tree in one run, streams one
+# 10. One engine: the old revision (44de22a) against this tree in one run, streams one
 #     after another and batched; the machinery alone on identical token work (3 alternating runs);
 #     the prompt-boundary change: quality (0.5B all 50 UDHR paragraphs a pair, 1.5B the first 4) and cost.
 once "$OUT/engine-before-after-0.5b/engine_before_after.json" python benchmarks/engine_before_after.py \
@@ -96,7 +96,7 @@ once "$OUT/prompt-boundary-0.5b/prompt_speed.json" python benchmarks/prompt_boun
     --model qwen2.5-coder-0.5b --items 8 --rounds 2 --out "$OUT/prompt-boundary-0.5b"
 once "$OUT/prompt-boundary-1.5b/prompt_boundary.json" python benchmarks/prompt_boundary.py \
     --model qwen2.5-coder-1.5b --items 4 --out "$OUT/prompt-boundary-1.5b"
-# 11. The caption service (issue #12): concurrent sessions at speaking rate, and faults.
+# 11. The caption service: concurrent sessions at speaking rate, and faults.
 once "$OUT/service-load-0.5b/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-0.5b \
     --sessions 1,2,4,8 --seconds 90 --out "$OUT/service-load-0.5b"
 once "$OUT/service-faults-0.5b/service_faults.json" python benchmarks/service_faults.py \
@@ -107,7 +107,7 @@ CHOICES="openblas,mkl,none" LABELS="Debian OpenBLAS,MKL (pip),reference"
 if [ -n "${BLAS_CMEEL:-}" ]; then CHOICES="$CHOICES,$BLAS_CMEEL" LABELS="$LABELS,cmeel-openblas"; fi
 once "$OUT/blas-probe/blas_probe.json" python benchmarks/blas_probe.py --choices "$CHOICES" --labels "$LABELS" \
     --rounds 3 --out "$OUT/blas-probe"
-# 13. Ordinary sentences (issue #14): UDHR sentences of 10-25 words, lag 3, the default model with
+# 13. Ordinary sentences: UDHR sentences of 10-25 words, lag 3, the default model with
 #     and without the 0.5B guessing the tail, and the 0.5B. Decode steps go through sgemv (the
 #     default); the -sgemm runs are the same without it (MLX_SSBD_GEMV=0). Where a pass's time goes.
 once "$OUT/matmul-rows/matmul_rows.json" python benchmarks/matmul_rows.py --out "$OUT/matmul-rows"
@@ -127,13 +127,13 @@ once "$OUT/service-load-0.5b-sgemv/service_load.json" python benchmarks/service_
 # Memory over a 30-minute service run: 2 SSBD sessions replaying speech for 30 minutes.
 once "$OUT/service-memory-0.5b/service_load.json" python benchmarks/service_load.py --model qwen2.5-coder-0.5b \
     --methods ssbd --sessions 2 --seconds 1800 --out "$OUT/service-memory-0.5b"
-# 14. Speech in (issue #13): espeak-ng speech of 6 UDHR paragraphs through Whisper tiny.en into the
+# 14. Speech in: espeak-ng speech of 6 UDHR paragraphs through Whisper tiny.en into the
 #     translator, replayed in real time (RT and SSBD), then as fast as possible (commits only).
 for m in 0.5b 1.5b; do
   once "$OUT/speech-$m/speech-qwen2.5-coder-$m.json" python benchmarks/speech_chain.py --model qwen2.5-coder-$m \
       --paragraphs 6 --methods rt,ssbd --out "$OUT/speech-$m"
 done
-# 15. The service (issue #12) after continuous batching: load on the default model (lag bound 5 s),
+# 15. The service after continuous batching: load on the default model (lag bound 5 s),
 #     re-translation through the OpenAI endpoint with and without Predicted Outputs. Before/after
 #     comparisons of the server (step 17) run service_load.py with a git worktree of the older
 #     commit on PYTHONPATH; service_load.py starts the server outside the checkout so that the
