@@ -50,7 +50,7 @@ class Recorder:
     def __init__(self, decide):
         self.decide, self.passes = decide, []
 
-    def __call__(self, rows, draft, beta, sampler=None, tail=0):
+    def __call__(self, rows, draft, *args, **kwargs):
         if draft and self.passes and self.passes[-1] is None:
             probs = np.array(mx.softmax(rows[: len(draft)].astype(mx.float32), axis=-1, precise=True))
             y = np.array(draft)
@@ -60,7 +60,7 @@ class Recorder:
                 "argmax": probs.argmax(axis=-1).tolist(),
                 "entropy": (-(probs * np.log(np.clip(probs, 1e-12, 1))).sum(axis=-1)).tolist(),
             }
-        return self.decide(rows, draft, beta, sampler, tail)
+        return self.decide(rows, draft, *args, **kwargs)
 
     def start_update(self):
         self.passes.append(None)

@@ -102,18 +102,27 @@ def test_rule_settings_are_checked():
 
 
 def test_an_exact_tail_keeps_the_drafts_last_tokens_only_where_greedy_agrees():
-    """beta = 1 keeps every draft token; with exact_tail 2 the last two are checked at beta 0:
-    every update keeps at least all but two, and somewhere a tail token is replaced."""
+    """beta = 1 keeps every draft token; with exact_tail 2 the draft's last two are checked at
+    beta 0: a wrong one there is replaced by the greedy token, a right one kept."""
+    from test_translator import greedy_after
+
+    from mlx_ssbd.engine.cache import TokenCache
+    from mlx_ssbd.engine.update import Job, run
+
     model, tok = tiny_model("qwen2", seed=7), byte_tokenizer()
-    make = lambda **cfg: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
-                                          config=TranslatorConfig(**{**SMALL, **cfg}))
-    exact = make(beta=1.0, exact_tail=2)
-    stats = []
-    streams = [["so today I want", "so today I want to talk about", "so today I want to talk about the new rules"],
-                   ["we made all", "we made all people in our", "we made all people in our city and why"]]
-    for stream in streams:
-        for i, prefix in enumerate(stream):
-            stats.append(exact.update(prefix, final=i == len(stream) - 1).stats)
-    assert all(s.accepted >= s.draft_tokens - 2 for s in stats)
-    assert any(s.accepted < s.draft_tokens for s in stats)
-    assert_same_outputs_on_random_streams(make(policy="rt"), make(beta=0.0, exact_tail=3), streams=10, seed=8)
+    prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
+    greedy = list(greedy_after(model, prompt, 8))
+    wrong = (greedy[4] + 1) % 256
+    for draft, exact_tail, accepted in ((greedy[:4] + [wrong, wrong], 0, 6), (greedy[:4] + [wrong, wrong], 2, 4),
+                                        (greedy[:6], 2, 6)):
+        cache = TokenCache(model)
+        job = Job(head=prompt, locked=(), draft=draft, beta=1.0, max_new=8, stops=lambda t: None, exact_tail=exact_tail)
+        outcome = run(cache, [(cache, job)])[0]
+        assert outcome.accepted == accepted, (draft, exact_tail)
+        if accepted == 4:
+            assert outcome.output[4] == greedy[4]  # the greedy token replaced the wrong tail
+    assert_same_outputs_on_random_streams(
+        StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
+                         config=TranslatorConfig(**{**SMALL, "policy": "rt"})),
+        StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
+                         config=TranslatorConfig(**{**SMALL, "beta": 0.0, "exact_tail": 3})), streams=10, seed=8)
