@@ -69,9 +69,9 @@ def chrf_vs_rt(records: list[dict], labels: list[str], resamples: int = 1000, se
 
 
 def rules_table(summary: dict, deltas: dict) -> str:
+    semsim = any("semsim" in s for s in summary.values())
     lines = ["| config | speedup over RT | chrF++ | Δ chrF++ vs RT [95% interval] | BLEU | NE | LAAL-CA s |"
-             + (" semsim |" if any("semsim" in s for s in summary.values()) else ""),
-             "|---|---|---|---|---|---|---|" + ("---|" if any("semsim" in s for s in summary.values()) else "")]
+             + (" semsim |" if semsim else ""), "|---|---|---|---|---|---|---|" + ("---|" if semsim else "")]
     for label, s in summary.items():
         delta, low, high = deltas[label]
         lines.append(f"| {label} | {s['speedup']:.2f}x | {s['chrf']:.1f} | {delta:+.1f} [{low:+.1f}, {high:+.1f}] | "

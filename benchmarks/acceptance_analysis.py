@@ -35,7 +35,9 @@ import mlx.core as mx
 import numpy as np
 
 from mlx_ssbd.engine import update as engine_update
+from mlx_ssbd.engine.cache import common_prefix_len
 from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import lag_updates, read_pairs
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.translator import StreamTranslator
@@ -66,13 +68,6 @@ class Recorder:
         self.passes.append(None)
 
 
-def common_prefix(a, b) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
-
-
 def analyse_sentence(translator, rt, recorder, pair, lag) -> tuple[list[dict], dict]:
     rt.reset()
     final_rt = list(rt.update(pair.src, final=True).output_ids)
@@ -80,7 +75,7 @@ def analyse_sentence(translator, rt, recorder, pair, lag) -> tuple[list[dict], d
     earlier, tokens, summary = [], [], {}
     updates = lag_updates(pair.src, lag)
     for index, source in enumerate(updates):
-        draft = list(translator._draft_tokens())
+        draft = earlier[-1] if earlier else []  # the previous output (no mask-k, nothing locked)
         recorder.start_update()
         result = translator.update(source.text, final=source.final)
         output, seen = list(result.output_ids), recorder.passes[-1]
@@ -92,11 +87,11 @@ def analyse_sentence(translator, rt, recorder, pair, lag) -> tuple[list[dict], d
             first_biased = i if first_biased is None else first_biased
             age = 0
             for old in reversed(earlier):
-                if common_prefix(old, draft) <= i:
+                if common_prefix_len(old, draft) <= i:
                     break
                 age += 1
             label = None
-            if common_prefix(output, final_rt) >= i:
+            if common_prefix_len(output, final_rt) >= i:
                 label = "right" if i < len(final_rt) and final_rt[i] == draft[i] else "wrong"
             tokens.append({
                 "item": pair.id, "update": index, "final": source.final, "label": label,
@@ -124,11 +119,9 @@ def describe(tokens: list[dict]) -> dict:
 
 
 def plot(tokens: list[dict], beta: float, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:
+        return
     bound = beta / (1 - beta)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for final, colour, name in ((False, "tab:blue", "live update"), (True, "tab:red", "committing update")):
@@ -145,8 +138,7 @@ def plot(tokens: list[dict], beta: float, path: Path) -> None:
     axes[1].axvline(bound, color="k", ls="--", lw=1, label=f"below {bound:.2f}: the mixture keeps any token")
     axes[1].set(xlabel="max p at the kept token", ylabel="biased accepts", title="How sure the model was")
     axes[1].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(plt, fig, path)
 
 
 def main() -> None:

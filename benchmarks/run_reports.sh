@@ -231,8 +231,6 @@ once "$OUT/service-failover-0.5b/service_failover.json" python benchmarks/servic
 once "$OUT/targets/targets.json" python benchmarks/targets.py --out "$OUT/targets"
 # 26. A glossary's terms in live captions: term accuracy and chrF++ with and without it.
 once "$OUT/glossary-terms/glossary_terms.json" python benchmarks/glossary_terms.py --out "$OUT/glossary-terms"
-run python benchmarks/collect.py "$OUT" > /dev/null
-echo "done: $OUT" >&2
 # 27. Where the bias's quality goes: every draft token kept only because of the bias (0.5B, the dev talk).
 once "$OUT/acceptance-analysis-0.5b/acceptance_analysis.json" python benchmarks/acceptance_analysis.py \
     --model qwen2.5-coder-0.5b --data $DATA/talk-sentences/en-de.dev.jsonl --out "$OUT/acceptance-analysis-0.5b"
@@ -255,3 +253,5 @@ done
 once "$OUT/live-replay-talk-0.5b/summary.json" python benchmarks/live_replay.py --model qwen2.5-coder-0.5b --minutes 3 \
     --methods rt,ssbd,ssbd-ratio --data $DATA/talk-sentences/en-de.dev.jsonl --data $DATA/talk-sentences/en-de.test.jsonl \
     --out "$OUT/live-replay-talk-0.5b"
+run python benchmarks/collect.py "$OUT" > /dev/null
+echo "done: $OUT" >&2

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..engine.lookahead import DEFAULT_MAX_PROPOSAL
 from ..engine.tail import DEFAULT_GUESS as DEFAULT_TAIL_GUESS
-from ..engine.verify import DEFAULT_RULE, RULES, accept_threshold
+from ..engine.verify import DEFAULT_RULE, accept_threshold, bounds
 
 
 DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
@@ -123,12 +123,10 @@ class TranslatorConfig:
     def __post_init__(self):
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
-        accept_threshold(self.beta)  # validates the range
+        bounds(self.accept_rule, self.beta)  # validates the rule and beta's range
         for beta in (self.final_beta, self.ngram_beta):
             if beta is not None:
                 accept_threshold(beta)
-        if self.accept_rule not in RULES:
-            raise ValueError(f"unknown accept rule {self.accept_rule!r}; known: {', '.join(RULES)}")
         if self.accept_rule != "mixture" and self.temperature > 0:
             raise ValueError(f"the {self.accept_rule} rule verifies greedy decoding only (temperature 0)")
         if self.temperature < 0:
