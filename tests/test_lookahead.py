@@ -85,7 +85,7 @@ def test_history_proposals_alone_are_accepted_and_lossless(tok):
     pooled = make("ssbd", beta=0.0, history_drafts=True, ngram_len=2)
     stats = assert_same_outputs_on_random_streams(make("rt"), pooled, streams=25, seed=99)
     assert sum(s.ngram_accepted for s in stats) > 0
-    assert pooled.history.committed  # the session's committed outputs are pools
+    assert pooled.proposals.history.committed  # the session's committed outputs are pools
 
 
 def test_pool_guesses_at_their_own_beta_leave_a_biased_update_unchanged(tok):
@@ -154,7 +154,7 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok, batched)
     for outcome, reference in zip(outcomes, references):
         assert outcome.output == reference
     assert jobs[0].proposer.ngram_accepted > 0
-    assert rows[0].forward_calls < 40  # fewer passes than one per token
+    assert outcomes[0].passes < 40  # fewer passes than one per token
 
 
 def test_one_table_names_every_method():

@@ -61,6 +61,7 @@ def assert_batched_equals_single(tok, arch, cfg):
             single = alone[i].update(item[0], final=item[1])
             assert results[i].output_ids == single.output_ids, (i, step)
             assert results[i].stats.accepted == single.stats.accepted
+            assert results[i].stats.forward_passes == single.stats.forward_passes  # counted per job by the runner
             if cfg.get("temperature"):
                 differs |= single.output_ids != greedy[i].update(item[0], final=item[1]).output_ids
     assert differs or not cfg.get("temperature")
@@ -163,7 +164,7 @@ def test_updates_join_while_others_are_under_way(tok, cfg):
             if all(len(g) == len(s) for g, s in zip(got, streams)):
                 break
             continue
-        batched.step()
+        batched.round()
     for i, stream in enumerate(streams):
         alone = make(model, tok, **cfg)
         assert got[i] == [alone.update(text, final=n == len(stream) - 1).output_ids
@@ -188,10 +189,10 @@ def test_a_stream_removed_mid_update_abandons_it(tok):
     ended = []
     batched.submit(mine, stream[1], False, ended.append)
     batched.submit(other, "so today we talk", False, ended.append)
-    batched.step()  # its verify pass is fed (the draft in its KV), not yet decided
+    batched.round()  # its verify pass is fed (the draft in its KV), not yet decided
     batched.remove(mine)
     while batched.busy:
-        batched.step()
+        batched.round()
     assert len(ended) == 1 and ended[0].source == "so today we talk"
     for text in stream[1:]:
         assert mine.update(text).output_ids == ref.update(text).output_ids
@@ -226,3 +227,19 @@ def test_a_translator_in_a_batch_updates_on_its_own_row(tok):
     assert direct.stats.reused_tokens > 0 and len(member.cache) == 0  # its KV is in the batch row
     after = batch.update([("so today we talk about rules", True), None])[0]
     assert after.output == alone.update("so today we talk about rules", final=True).output
+
+
+def test_a_translator_attaches_to_one_batch_at_a_time_and_detaches_with_its_kv(tok):
+    model = tiny_model("qwen2", seed=6)
+    translator, alone = make(model, tok, policy="ssbd", beta=0.3), make(model, tok, policy="ssbd", beta=0.3)
+    translator.update("so today we")
+    alone.update("so today we")
+    held = list(translator.cache.tokens)
+    batch = MultiStreamTranslator([translator])
+    with pytest.raises(ValueError, match="already in a batch"):
+        translator.attach(MultiStreamTranslator(model=model).batch)
+    assert len(translator.cache) == 0 and translator.row.tokens == held
+    batch.remove(translator)  # detaches: the KV is the translator's own again
+    assert translator.row is translator.cache and translator.cache.tokens == held
+    after = translator.update("so today we talk")
+    assert after.output == alone.update("so today we talk").output and after.stats.reused_tokens > 0

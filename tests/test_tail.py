@@ -27,8 +27,8 @@ def make(model, tok, method, draft=None, **settings):
         config = replace(config, tail_guess=settings["tail_guess"])
     tr = StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de", config=config,
                           draft_model=(draft, tok) if draft is not None else None)
-    if tr.drafter is not None:
-        tr.drafter.min_prob = 0.0  # random tiny models: guess every time
+    if tr.proposals.drafter is not None:
+        tr.proposals.drafter.min_prob = 0.0  # random tiny models: guess every time
     return tr
 
 
@@ -82,7 +82,7 @@ def test_a_drafted_tail_equals_plain_greedy_decoding(tok, batched, guess_kind):
     assert outcome.output == reference
     assert outcome.accepted == 3
     assert outcome.guess_accepted == {"greedy": 6, "wrong": 0, "half": 3}[guess_kind]
-    assert row.forward_calls == 1 + 17 - outcome.guess_accepted - 1  # verify pass, then one step per token
+    assert outcome.passes == 1 + 17 - outcome.guess_accepted - 1  # verify pass, then one step per token
 
 
 def test_the_drafter_continues_the_big_models_draft_and_keeps_stop_tokens(tok):

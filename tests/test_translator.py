@@ -101,7 +101,7 @@ def test_a_pipelined_step_past_a_stop_token_is_trimmed_at_the_next_feed(model, t
     # the stop token itself was fed only by the pipelined loop (one wasted step)
     assert resolved(cache.tokens) == [*prompt, *reference[: at + pipelined]]
     assert cache.forward_calls == 1 + at + pipelined  # the prompt, then one step per token
-    cache.step([(cache, Feed([*prompt, *reference[:at]], 1))])
+    cache.feed([(cache, Feed([*prompt, *reference[:at]], 1))])
     assert cache.tokens == [*prompt, *reference[:at]]
 
 
@@ -350,3 +350,18 @@ def test_a_stop_token_keeps_what_it_holds_before_the_newline(model, tok):
     outcome = run(cache, [(cache, Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=12, stops=stops))])[0]
     assert outcome.output == [*reference[:at], 65]
     assert cache.tokens == [*prompt, *reference[:at]]  # neither the stop token nor 65 was fed
+
+
+def test_an_updates_passes_and_tokens_are_what_went_through_its_cache(tok):
+    """The runner counts each update's model calls and tokens from the store's answers; alone,
+    they are exactly what the translator's own cache saw."""
+    model = tiny_model("qwen2", seed=3)
+    tr = StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
+                          config=TranslatorConfig(**SMALL, policy="ssbd", beta=0.3, resync=True))
+    for source, final in [("so today", False), ("so today we talk", False), ("so today we talk", True),
+                          ("why", False)]:
+        calls, fed = tr.cache.forward_calls, tr.cache.tokens_fed
+        stats = tr.update(source, final=final).stats
+        assert stats.forward_passes == tr.cache.forward_calls - calls
+        assert stats.tokens_fed == tr.cache.tokens_fed - fed
+        assert (stats.forward_passes > 0) == (not stats.unchanged)

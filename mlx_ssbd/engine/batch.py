@@ -3,12 +3,12 @@
 Contract: ``BatchCache(model)`` holds one mlx-lm ``BatchKVCache`` per layer (left padded, every
 row ending at the same index) for the streams that are running, and the KV of the others aside.
 ``join(cache)`` moves a stream's own ``TokenCache`` in and returns its ``BatchRow``;
-``leave(row, into=cache)`` moves it back out (ids and counters too). ``step`` (the ``engine``
-store interface) serves any subset of rows in ONE model call. A row stays in the batch from step
-to step and from update to update while it has work; a row without a request in a step is set
+``leave(row, into=cache)`` moves it back out (keys, values and ids). ``feed`` (the ``engine``
+store interface) serves any subset of rows in ONE model call. A row stays in the batch from call
+to call and from update to update while it has work; a row without a request in a call is set
 aside (*parked*: its keys and values taken out of the batch) so that it costs the running rows
 nothing, and comes back in (one ``extend``) with its next request. A ``BatchRow`` records exactly
-the ids its row holds (``tokens``) and the same counters as a ``TokenCache``.
+the ids its row holds (``tokens``).
 
 How one call lines rows up: row b must end up holding ``Feed.ids``; it keeps the longest cached
 prefix (at most ``len(ids) - Feed.logits``) and feeds the rest, F_b tokens. All rows feed the same
@@ -28,17 +28,15 @@ import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
 
 from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logits, resolved
+from .update import Fed
 
 class BatchRow:
-    """One stream's row: the ids it holds and its counters (as ``cache.TokenCache``), and the
-    ``store`` that serves it (its ``BatchCache``; a ``TokenCache`` is its own store)."""
+    """One stream's row: the ids it holds, and the ``store`` that serves it (its ``BatchCache``;
+    a ``TokenCache`` is its own store)."""
 
     def __init__(self, cache: TokenCache, store: "BatchCache"):
         self.store = store
         self.tokens = list(cache.tokens)
-        self.forward_calls = cache.forward_calls
-        self.tokens_fed = cache.tokens_fed
-        self.rebuilds = cache.rebuilds
         self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
 
 
@@ -65,11 +63,10 @@ class BatchCache:
         return row
 
     def leave(self, row: BatchRow, into: TokenCache) -> None:
-        """Move ``row`` out into ``into`` (its keys, values, ids and counters)."""
+        """Move ``row`` out into ``into`` (its keys, values and ids)."""
         if row.parked is None:
             self._park([row])
         into.layers, into.tokens = row.parked, list(resolved(row.tokens))
-        into.forward_calls, into.tokens_fed, into.rebuilds = row.forward_calls, row.tokens_fed, row.rebuilds
         self._members.remove(row)
 
     def _park(self, rows: list[BatchRow]) -> None:
@@ -107,8 +104,8 @@ class BatchCache:
 
     # -- the engine store interface ----------------------------------------------------------
 
-    def step(self, feeds) -> list[tuple[mx.array, int]]:
-        """One model call for ``[(row, Feed)]``; returns ``(logits, reused)`` per feed."""
+    def feed(self, feeds) -> list[Fed]:
+        """One model call for ``[(row, Feed)]``; returns a ``Fed`` per feed."""
         wanted = {id(row): feed for row, feed in feeds}
         if len(wanted) != len(feeds) or any(row not in self._members for row, _ in feeds):
             raise ValueError("each feed must name a distinct row of this batch")
@@ -140,9 +137,7 @@ class BatchCache:
         answers = []
         for row, feed in feeds:
             b = index[id(row)]
-            row.forward_calls += 1
-            row.tokens_fed += width - pads[b]
-            answers.append((logits[b, last - feed.logits :], kept[b]))
+            answers.append(Fed(logits[b, last - feed.logits :], kept[b], width - pads[b]))
         return answers
 
     def _plan(self, row: BatchRow, feed) -> tuple[int, list, Sequence]:

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
+from .update import Fed
+
 log = logging.getLogger(__name__)
 
 # Architectures whose ``Model.__call__`` is exactly backbone -> (tied embeddings | lm_head). For
@@ -142,15 +144,17 @@ class TokenCache:
         """Feed one token; return its logits ``(vocab,)`` (lazy)."""
         return self.forward([token])[-1]
 
-    def step(self, feeds) -> list[tuple[mx.array, int]]:
+    def feed(self, feeds) -> list[Fed]:
         """The ``engine`` store interface for one stream: ``feeds`` is ``[(self, Feed)]``; the
         cache is brought to ``Feed.ids`` (longest cached prefix reused, at least ``Feed.logits``
-        ids fed) in one model call. Returns ``[(logits, reused)]``."""
+        ids fed) in one model call. Returns ``[Fed]``."""
         if len(feeds) != 1 or feeds[0][0] is not self:
             raise ValueError("a TokenCache serves one stream: itself")
         ids, wanted = feeds[0][1].ids, feeds[0][1].logits
+        rebuilds = self.rebuilds
         reused = self.reuse(ids, keep_last=wanted) if feeds[0][1].reuse else self.rewind(0)
-        return [(self.forward(ids[reused:], logits_from=len(ids) - reused - wanted), reused)]
+        logits = self.forward(ids[reused:], logits_from=len(ids) - reused - wanted)
+        return [Fed(logits, reused, len(ids) - reused, self.rebuilds > rebuilds)]
 
     @property
     def store(self) -> "TokenCache":

@@ -1,4 +1,4 @@
-"""Drafts proposed while decoding (``update.update_steps`` verifies them).
+"""Drafts proposed while decoding (``update.update_requests`` verifies them).
 
 Contract: ``Proposer`` looks at the output decoded so far and proposes tokens that may follow:
 
@@ -14,7 +14,7 @@ Contract: ``Proposer`` looks at the output decoded so far and proposes tokens th
   segments, newest first), which helps where the model words a new sentence as it worded an
   earlier one.
 
-``update.update_steps`` checks each proposal in one pass (``verify.decide``: the same rule as the
+``update.update_requests`` checks each proposal in one pass (``verify.decide``: the same rule as the
 update's draft, with its β, or with ``pool_beta`` for an n-gram pool proposal when that is set:
 ``ssbd-pool`` checks its pool guesses at β = 0, so they only save passes and never change the
 output). With β = 0 every accepted token is the greedy token, so the output equals plain greedy

@@ -2,7 +2,7 @@
 
 Contract: ``TailDrafter(model, stops, max_len).guess(head, draft)`` returns up to ``max_len``
 token ids that a small draft model expects after ``head + draft``, ending with the raw stop token
-when the draft model stops within them. ``update.update_steps`` feeds the guess after the draft
+when the draft model stops within them. ``update.update_requests`` feeds the guess after the draft
 in the update's one verify pass and accepts it only where it is the big model's greedy choice
 (β = 0), so a guess changes how many passes an update takes, never its output.
 
@@ -57,7 +57,7 @@ class TailDrafter:
     def guess(self, head: Sequence[int], draft: Sequence[int]) -> list[int]:
         """Up to ``max_len`` tokens guessed to follow ``head + draft``; see the module docstring."""
         start = time.perf_counter()
-        (logits, _), = self.cache.step([(self.cache, engine.Feed([*head, *draft], 1))])
+        logits = self.cache.feed([(self.cache, engine.Feed([*head, *draft], 1))])[0].logits
         out: list[int] = []
         while True:
             probs = mx.softmax(logits[-1].astype(mx.float32))

@@ -1,6 +1,6 @@
 """The update algorithm, written once, for one stream or many batched together.
 
-Contract: ``update_steps(job)`` is a generator holding one SSBD update's logic: verify the draft
+Contract: ``update_requests(job)`` is a generator holding one SSBD update's logic: verify the draft
 in one biased pass, decide, decode on from the first rejected position (checking lookahead
 proposals, each in one pass), stop. It never touches a model: it yields requests and receives
 their answers.
@@ -13,11 +13,12 @@ their answers.
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
 
 ``Runner(store)`` drives any number of such generators in lock-step: every ``round()``, all
-pending ``Feed``s go to the store as ONE batched model call (``cache.TokenCache`` for one stream,
+pending ``Feed``s go to the store as ONE batched model call (``store.feed``) (``cache.TokenCache`` for one stream,
 ``batch.BatchCache`` for many) and all ``Sync``s are evaluated with ONE host sync. A job may join
 (``add``) between any two rounds, so a stream whose source changes does not wait for the others'
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
-ends. ``run(store, jobs)`` runs a set of jobs to the end. A stream's outputs do not depend on how
+ends, with what it cost (model passes, tokens fed), counted by the runner from the store's
+answers (``Fed``). ``run(store, jobs)`` runs a set of jobs to the end. A stream's outputs do not depend on how
 many others share its rounds, or when they joined: the same code decides them, and each stream
 draws from its own sampler in the same order either way.
 
@@ -108,21 +109,34 @@ class Job:
     exact_tail: int = 0
 
 
+@dataclass(frozen=True)
+class Fed:
+    """A store's answer to one ``Feed``."""
+
+    logits: mx.array  # the last ``Feed.logits`` positions' logits (lazy)
+    reused: int  # tokens whose KV came from the cache
+    fed: int  # tokens this stream sent through the model in the call
+    rebuilt: bool = False  # the cache could not be trimmed and was rebuilt from nothing
+
+
 @dataclass
 class Outcome:
-    """What one update produced."""
+    """What one update produced, and what it cost (``passes`` to ``rebuilds``: set by ``Runner``)."""
 
     output: list[int]
     accepted: int  # leading draft tokens accepted by the verify pass
     reused: int  # tokens of the verify pass whose KV came from the cache
     verified_at: float  # perf_counter() when the verify pass was decided
     guess_accepted: int = 0  # leading tokens of ``Job.guess`` accepted (all of the draft was)
+    passes: int = 0  # model calls this update took part in
+    tokens_fed: int = 0  # tokens it sent through the model
+    rebuilds: int = 0  # cache rebuilds (a trim that was impossible)
 
 
-Steps = Generator[Feed | Sync, object, Outcome]
+Requests = Generator[Feed | Sync, object, Outcome]
 
 
-def update_steps(job: Job) -> Steps:
+def update_requests(job: Job) -> Requests:
     """One update; see the module docstring. Returns the ``Outcome``."""
     draft, guess = list(job.draft), list(job.guess)
     rows, reused = yield Feed([*job.head, *draft, *guess], len(draft) + len(guess) + 1, job.reuse)
@@ -172,14 +186,15 @@ def update_steps(job: Job) -> Steps:
 class Runner:
     """Runs updates on ``store`` round by round; jobs join between rounds (module docstring).
 
-    ``row`` names a stream's cache in ``store`` (``store.step`` takes ``(row, Feed)`` pairs and
-    returns their ``(logits, reused)`` answers in order); a row runs one job at a time.
+    ``row`` names a stream's cache in ``store`` (``store.feed`` takes ``(row, Feed)`` pairs and
+    returns their ``Fed`` answers in order, in one model call); a row runs one job at a time.
     """
 
     def __init__(self, store):
         self.store = store
-        self._jobs: dict[int, tuple[object, Steps, Callable[[Outcome], None]]] = {}
+        self._jobs: dict[int, tuple[object, Requests, Callable[[Outcome], None]]] = {}
         self._requests: dict[int, Feed | Sync] = {}
+        self._costs: dict[int, list[int]] = {}  # per job: [passes, tokens fed, rebuilds]
         self._next = 0
 
     @property
@@ -195,15 +210,16 @@ class Runner:
         """Abandon ``row``'s job, if any (its ``done`` is never called). The store keeps what the
         job fed so far, as after any round, so the row's next job starts from a consistent cache."""
         for key in [key for key, (other, _, _) in self._jobs.items() if other is row]:
-            del self._jobs[key], self._requests[key]
+            del self._jobs[key], self._requests[key], self._costs[key]
 
     def add(self, row, job: Job, done: Callable[[Outcome], None]) -> None:
         """Start ``job`` on ``row``; ``done(outcome)`` is called in the round it ends."""
         if self.running(row):
             raise ValueError("this row already runs a job")
-        steps = update_steps(job)
-        self._jobs[self._next] = (row, steps, done)
-        self._requests[self._next] = next(steps)  # builds its first Feed: no model work
+        requests = update_requests(job)
+        self._jobs[self._next] = (row, requests, done)
+        self._requests[self._next] = next(requests)  # builds its first Feed: no model work
+        self._costs[self._next] = [0, 0, 0]
         self._next += 1
 
     def round(self) -> None:
@@ -216,7 +232,9 @@ class Runner:
                     self._requests[key] = self._jobs[key][1].send(answer)
                 except StopIteration as end:
                     del self._requests[key]
-                    ended.append((self._jobs.pop(key)[2], end.value))
+                    outcome = end.value
+                    outcome.passes, outcome.tokens_fed, outcome.rebuilds = self._costs.pop(key)
+                    ended.append((self._jobs.pop(key)[2], outcome))
         for done, outcome in ended:
             done(outcome)
 
@@ -224,9 +242,12 @@ class Runner:
         answers = {}
         feeds = [(key, r) for key, r in self._requests.items() if isinstance(r, Feed)]
         if feeds:  # ONE model call for every stream that feeds, dispatched at once
-            logits = self.store.step([(self._jobs[key][0], r) for key, r in feeds])
-            mx.async_eval([rows for rows, _ in logits])
-            answers.update((key, rows) for (key, _), rows in zip(feeds, logits))
+            answered = self.store.feed([(self._jobs[key][0], r) for key, r in feeds])
+            mx.async_eval([fed.logits for fed in answered])
+            for (key, _), fed in zip(feeds, answered):
+                answers[key] = (fed.logits, fed.reused)
+                cost = self._costs[key]
+                cost[0], cost[1], cost[2] = cost[0] + 1, cost[1] + fed.fed, cost[2] + fed.rebuilt
         syncs = [(key, r) for key, r in self._requests.items() if isinstance(r, Sync)]
         if syncs:  # ONE host sync for every stream that decides
             mx.eval([r.value for _, r in syncs])

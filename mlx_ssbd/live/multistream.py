@@ -2,17 +2,17 @@
 
 Contract: ``MultiStreamTranslator(translators)`` moves the KV caches of several
 ``StreamTranslator``s that share one model into one persistent ``batch.BatchCache`` and runs their
-updates together with ``engine.run``: one batched model call per step for every stream that
+updates together with ``engine.run``: one batched model call per round for every stream that
 needs one (the verify passes of all streams, then decode steps and lookahead proposals), one host
-sync per step. The update algorithm is the very one a translator runs alone (``engine``), so the
+sync per round. The update algorithm is the very one a translator runs alone (``engine``), so the
 outputs equal each translator's own, greedy and sampled (each keeps its own sampler and PRNG key,
 drawn in the same order). Streams join (``add``) and leave (``remove``, which hands the translator
-its KV back) between updates; a stream without work in a step is parked out of the batch (see
+its KV back) between updates; a stream without work in a round is parked out of the batch (see
 ``batch``).
 
 Two ways to drive it: ``update(sources)`` runs one update of each named stream to the end
 together; ``submit(translator, text, final, done)`` starts one stream's update at any time and
-``step()`` runs one round of every update under way (one model call), so an update joins the
+``round()`` runs one round of every update under way (one model call), so an update joins the
 batch as soon as its source comes, while the others are mid-way (a live service, ``scheduler``).
 
 Only full ``KVCache`` layers can be batched (a rotating window raises ``ValueError``).
@@ -48,7 +48,7 @@ class MultiStreamTranslator:
             raise ValueError("all translators must share one model")
         if translator in self.translators:
             raise ValueError("this translator is already in the batch")
-        translator.row = self.batch.join(translator.cache)
+        translator.attach(self.batch)
         self.translators.append(translator)
 
     def remove(self, translator: StreamTranslator) -> None:
@@ -56,8 +56,7 @@ class MultiStreamTranslator:
         it under way is abandoned (its ``done`` is never called; the translator stays as it was
         before that update began)."""
         self.runner.cancel(translator.row)
-        self.batch.leave(translator.row, into=translator.cache)
-        translator.row = translator.cache
+        translator.detach()
         self.translators.remove(translator)
 
     @property
@@ -72,7 +71,7 @@ class MultiStreamTranslator:
     def submit(self, translator: StreamTranslator, text: str, final: bool,
                done: Callable[[Update], None]) -> None:
         """Start ``translator``'s update to ``(text, final)``; ``done(update)`` is called from the
-        ``step`` in which it ends (at once when the source is unchanged). A translator runs one
+        ``round`` in which it ends (at once when the source is unchanged). A translator runs one
         update at a time.
 
         Raises:
@@ -87,12 +86,12 @@ class MultiStreamTranslator:
             return
         self.runner.add(translator.row, pending.job, lambda outcome: done(translator.finish(pending, outcome)))
 
-    def step(self) -> None:
+    def round(self) -> None:
         """One round of every submitted update (one batched model call, one host sync)."""
         self.runner.round()
 
     def update(self, sources: Sequence[tuple[str, bool] | None]) -> list[Update | None]:
-        """One step: ``sources[i]`` is ``(text, final)`` for translator i, or None to skip it.
+        """One update of each stream named: ``sources[i]`` is ``(text, final)`` for translator i, or None to skip it.
 
         Raises:
             ValueError: a source is invalid (named by index); no translator changes state.
@@ -110,5 +109,5 @@ class MultiStreamTranslator:
             if item is not None:
                 self.submit(tr, *item, functools.partial(results.__setitem__, index))
         while self.busy:
-            self.step()
+            self.round()
         return results

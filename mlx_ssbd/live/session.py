@@ -102,7 +102,7 @@ class LiveSession:
     Args:
         translator: the ``StreamTranslator`` (used by the engine thread only, in ``run``), or
             several keyed by target language: every job is translated into each, as rows of one
-            batched forward per step (``multistream``), and ``run`` yields each language's event
+            batched forward per round (``multistream``), and ``run`` yields each language's event
             (``target``) in the order given; None when a scheduler translates the jobs (``take``
             / ``result``).
         segmenter: automatic-commit rules. Default ``SegmenterConfig()``.
@@ -274,7 +274,7 @@ class LiveSession:
 
     def _run_batched(self) -> Iterator[Event]:
         """``run`` with several target languages: each job in every language, in one batched
-        forward per step."""
+        forward per round."""
         from .multistream import MultiStreamTranslator
 
         batch = MultiStreamTranslator(list(self.translators.values()))
@@ -288,7 +288,7 @@ class LiveSession:
                     except ValueError as error:
                         outcomes[target] = error
                 while batch.busy:
-                    batch.step()
+                    batch.round()
                 for target in self.translators:
                     yield self.result(item, outcomes[target], target)
         finally:

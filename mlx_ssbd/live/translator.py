@@ -20,15 +20,15 @@ turn from then on (they are fed after the prompt, never verified), so the stable
 never changes again within its segment and is a prefix of what the segment commits. Every
 ``Update`` carries ``stable`` and the revisable ``unstable`` rest of its display.
 
-Tail guess (``tail_guess`` = n > 0, with a ``draft_model``): a smaller model of the same tokenizer
-guesses up to n tokens after the draft, and the update's one verify pass checks them too, at β = 0
-(``engine.tail``): the output is the same as without the guess, in fewer passes of the big model.
+Lookahead (resync, n-gram pools, and with a ``draft_model`` a smaller model's guess of the new
+tail): ``proposals.Proposals``, built from the config, plans each update's proposals and reports
+what they gained; with none of them on, an update is plain SSBD.
 
 Context (``context_tokens`` > 0): committed segments stay in the prompt as finished turns (see
 ``prompt``), up to that many tokens; when they exceed it, the oldest are dropped until at most
 half remain, so the context KV is reused across most segment changes and recomputed only then.
 
-Layers, as in mlx-lm: ``StreamTranslator.update`` (one step), ``stream_translate`` (a generator
+Layers, as in mlx-lm: ``StreamTranslator.update`` (one update), ``stream_translate`` (a generator
 of ``Update``), ``translate`` (one call, returns a string).
 """
 
@@ -37,19 +37,19 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 from ..platform.backend import pipelined_decode
 from ..engine import update as engine
 from ..engine.cache import TokenCache, common_prefix_len
-from ..engine.lookahead import History, Proposer
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
-from ..engine.tail import TailDrafter, same_vocabulary
+from ..engine.tail import same_vocabulary
 from ..models.loading import context_length
 from .glossary import Glossary
 from .methods import TranslatorConfig, method_config
 from .prompt import PromptBuilder
+from .proposals import Proposals
 from .source import SourceUpdate
 from .updates import PendingUpdate, Update, UpdateStats
 
@@ -99,7 +99,7 @@ class StreamTranslator:
         self.context_length = context_length(model)
         self.stops = StopRule(tokenizer, on_newline=config.stop_on_newline)
         self.draft_model = draft_model
-        self.drafter = self._make_drafter(config)
+        self.proposals = Proposals(config, self.stops, draft_model)  # lookahead: everything beyond the draft
         self.pipelined = pipelined_decode()  # the backend's policy (see ``engine.update.Job``)
         self._draft: list[int] = []
         self._last_source: str | None = None  # the last non-final source of this segment
@@ -107,7 +107,6 @@ class StreamTranslator:
         self._recent: list[list[int]] = []  # this segment's last outputs, for agreement
         self._context: list[tuple[tuple[int, ...], tuple[int, ...]]] = []  # committed (source, output)
         self._context_ids: tuple[int, ...] = ()  # the prompt ids of ``_context``
-        self.history = History()  # earlier outputs, for ``history_drafts``
         self.caption = 0  # index of the open caption (segment) in this translator's life
         self.sampler = self._make_sampler(config)
 
@@ -118,12 +117,21 @@ class StreamTranslator:
     @property
     def row(self):
         """Where this stream's KV lives: its own ``cache``, or its row while it is in a batch
-        (``multistream``); its updates run on ``row.store`` either way."""
+        (``attach``); its updates run on ``row.store`` either way."""
         return self.cache if self._row is None else self._row
 
-    @row.setter
-    def row(self, row) -> None:
-        self._row = None if row is self.cache else row
+    def attach(self, batch) -> None:
+        """Move this stream's KV into ``batch`` (a ``batch.BatchCache``) as a new row; its
+        updates run there, alone or with the batch's other rows, until ``detach``."""
+        if self._row is not None:
+            raise ValueError("this translator is already in a batch")
+        self._row = batch.join(self.cache)
+
+    def detach(self) -> None:
+        """Move this stream's KV back out of its batch into its own cache."""
+        if self._row is not None:
+            self._row.store.leave(self._row, into=self.cache)
+            self._row = None
 
     @staticmethod
     def _make_sampler(config: TranslatorConfig) -> Sampler | None:
@@ -131,27 +139,20 @@ class StreamTranslator:
             return None
         return Sampler(temperature=config.temperature, top_p=config.top_p, seed=config.seed)
 
-    def _make_drafter(self, config: TranslatorConfig) -> TailDrafter | None:
-        if not config.tail_guess:
-            return None
-        if self.draft_model is None:
-            raise ValueError("tail_guess needs a draft model (a smaller model with the same tokenizer)")
-        return TailDrafter(self.draft_model[0], self.stops, config.tail_guess)
-
     def reset(self) -> None:
         """Start a new segment: forget the draft (the KV cache is kept for its shared prefix)."""
         self._draft = []
         self._last_source = None
         self._locked = 0
         self._recent = []
-        self.history.drop_segment()
+        self.proposals.drop_segment()
 
     def with_config(self, config: TranslatorConfig) -> None:
         """Change settings between segments (the cache stays valid)."""
-        self.config = config
+        stops = StopRule(self.tokenizer, on_newline=config.stop_on_newline)
+        proposals = Proposals(config, stops, self.draft_model, history=self.proposals.history)
+        self.config, self.stops, self.proposals = config, stops, proposals
         self.sampler = self._make_sampler(config)
-        self.stops = StopRule(self.tokenizer, on_newline=config.stop_on_newline)
-        self.drafter = self._make_drafter(config)
         self.reset()
 
     def update(self, source: str, *, final: bool = False) -> Update:
@@ -161,105 +162,82 @@ class StreamTranslator:
             ValueError: source is not a string, is empty or whitespace, or does not fit the
                 model's context. The translator's state is unchanged.
         """
-        step = self.begin(source, final)
-        outcome = engine.run(self.row.store, [(self.row, step.job)])[0] if step.job else None
-        return self.finish(step, outcome)
+        pending = self.begin(source, final)
+        outcome = engine.run(self.row.store, [(self.row, pending.job)])[0] if pending.job else None
+        return self.finish(pending, outcome)
 
     def begin(self, source: str, final: bool) -> PendingUpdate:
         """Validate ``source`` and prepare the update's ``engine.Job``: the first half of
         ``update`` (``multistream`` runs many translators' jobs in one ``engine.run``)."""
         prompt, max_new = self._validated_prompt(source)
-        cfg, row = self.config, self.row
-        counters = (time.perf_counter(), row.forward_calls, row.tokens_fed, row.rebuilds)
+        cfg, start = self.config, time.perf_counter()
         if self._unchanged(source, final):
-            return PendingUpdate(source, final, prompt, None, *counters)
+            return PendingUpdate(source, final, prompt, None, start)
         locked = tuple(self._draft[: self._locked])  # promised to the viewer: kept even if the source shrank
         max_new = max(max_new, len(locked))
         draft = self._draft_tokens()[len(locked) : max_new] if cfg.uses_draft else []
-        proposer = None
-        if cfg.resync or cfg.ngram_drafts or cfg.history_drafts:
-            pools = [*(self.history.pools() if cfg.history_drafts else ()), *([prompt.source] if cfg.ngram_drafts else ())]
-            proposer = Proposer(old_draft=draft if cfg.resync else (), pools=pools, pool_len=cfg.ngram_len,
-                                pool_beta=cfg.ngram_beta)
         head = [*prompt.ids, *locked]
-        guess, guess_passes, guess_s = self._guess(head, draft, max_new - len(locked))
+        plan = self.proposals.plan(prompt.source, head, draft, max_new - len(locked))
         job = engine.Job(head=head, locked=locked, draft=draft, beta=cfg.beta_for(final),
-                         max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=proposer,
-                         pipelined=self.pipelined, guess=guess, reuse=cfg.policy != "rt-nocache",
+                         max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=plan.proposer,
+                         pipelined=self.pipelined, guess=plan.guess, reuse=cfg.policy != "rt-nocache",
                          rule=cfg.accept_rule, exact_tail=cfg.exact_tail)
-        return PendingUpdate(source, final, prompt, job, *counters, guess_passes, guess_s)
+        return PendingUpdate(source, final, prompt, job, start, plan)
 
-    def _guess(self, head, draft, room: int) -> tuple[list[int], int, float]:
-        """The draft model's tail guess (within the output budget), its passes and seconds."""
-        if self.drafter is None or len(draft) >= room:
-            return [], 0, 0.0
-        calls, seconds = self.drafter.cache.forward_calls, self.drafter.seconds
-        guess = self.drafter.guess(head, draft)[: room - len(draft)]
-        return guess, self.drafter.cache.forward_calls - calls, self.drafter.seconds - seconds
-
-    def finish(self, step: PendingUpdate, outcome: engine.Outcome | None) -> Update:
+    def finish(self, pending: PendingUpdate, outcome: engine.Outcome | None) -> Update:
         """Record the outcome of an update begun with ``begin``: stats, display, the next draft."""
-        cfg, row, end = self.config, self.row, time.perf_counter()
-        job = step.job
+        cfg, job, end = self.config, pending.job, time.perf_counter()
         if outcome is None:  # unchanged source: the last output stands, no forward pass
-            output, accepted, reused, verified_at = list(self._draft), 0, 0, end
-        else:
-            output, accepted, reused, verified_at = outcome.output, outcome.accepted, outcome.reused, outcome.verified_at
-        proposer = job.proposer if job else None
+            outcome = engine.Outcome(list(self._draft), 0, 0, end)
+        output = outcome.output
         locked = len(job.locked) if job else self._locked
         stats = UpdateStats(
             policy=cfg.policy,
-            beta=job.beta if job else cfg.beta_for(step.final),
+            beta=job.beta if job else cfg.beta_for(pending.final),
             draft_tokens=len(job.draft) if job else 0,
-            accepted=accepted,
-            decoded=len(output) - accepted - locked if job else 0,
+            accepted=outcome.accepted,
+            decoded=len(output) - outcome.accepted - locked if job else 0,
             output_tokens=len(output),
-            forward_passes=row.forward_calls - step.calls0,
-            tokens_fed=row.tokens_fed - step.fed0,
-            reused_tokens=reused,
-            prefill_s=verified_at - step.start,
-            decode_s=end - verified_at,
-            wall_s=end - step.start,
-            cache_rebuilds=row.rebuilds - step.rebuilds0,
-            resynced=proposer.resynced if proposer else 0,
-            ngram_accepted=proposer.ngram_accepted if proposer else 0,
-            proposals=proposer.attempts if proposer else 0,
+            forward_passes=outcome.passes,
+            tokens_fed=outcome.tokens_fed,
+            reused_tokens=outcome.reused,
+            prefill_s=outcome.verified_at - pending.start,
+            decode_s=end - outcome.verified_at,
+            wall_s=end - pending.start,
+            cache_rebuilds=outcome.rebuilds,
             locked=locked,
             unchanged=int(job is None),
-            tail_guessed=len(job.guess) if job else 0,
-            tail_accepted=outcome.guess_accepted if outcome else 0,
-            draft_model_passes=step.guess_passes,
-            tail_s=step.guess_s,
+            **asdict(Proposals.report(pending.plan, outcome)),
         )
-        if step.final:
+        if pending.final:
             stable_tokens = len(output)
         else:  # a repeated source is no new evidence for agreement
             stable_tokens = self._agree(output) if job else self._locked
-        display = self._display(output, step.final)
+        display = self._display(output, pending.final)
         stable = self._decode(output[:stable_tokens])
         if len(stable) > len(display):  # stable text is shown even where display mask-k would hide it
             display = stable
         stable = stable[: common_prefix_len(stable, display)]  # never a half character (byte tokens)
         update = Update(
-            source=step.source,
+            source=pending.source,
             output_ids=tuple(output),
             output=self._decode(output),
             display=display,
-            final=step.final,
+            final=pending.final,
             caption=self.caption,
             stats=stats,
             stable=stable,
             unstable=display[len(stable):],
         )
-        if step.final:
-            self.history.commit(output)
-            self._remember(step.prompt.source, output)
+        if pending.final:
+            self.proposals.commit(output)
+            self._remember(pending.prompt.source, output)
             self.caption += 1
             self.reset()
         else:
-            self.history.seen(output)
+            self.proposals.seen(output)
             self._draft = output
-            self._last_source = step.source.strip()
+            self._last_source = pending.source.strip()
         return update
 
     def _unchanged(self, source: str, final: bool) -> bool:

@@ -60,15 +60,11 @@ class Update:
 @dataclass(frozen=True)
 class PendingUpdate:
     """An update between ``StreamTranslator.begin`` and ``finish``: its ``engine.Job`` (None when
-    the source is unchanged and the last output stands) and the counters before it ran."""
+    the source is unchanged and the last output stands), its proposals and when it began."""
 
     source: str
     final: bool
     prompt: object  # prompt.Prompt
     job: engine.Job | None
-    start: float
-    calls0: int
-    fed0: int
-    rebuilds0: int
-    guess_passes: int = 0
-    guess_s: float = 0.0
+    start: float  # perf_counter()
+    plan: object = None  # proposals.Plan

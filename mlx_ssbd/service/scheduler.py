@@ -1,4 +1,4 @@
-"""One scheduler owns the model and runs every live session's next update in batched steps.
+"""One scheduler owns the model and runs every live session's next update in batched rounds.
 
 Contract: ``Scheduler(loaded)`` is driven by ``run()`` on the thread that owns the model (the
 main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``discard``,
@@ -10,7 +10,7 @@ long chat answer shares the model with live sessions instead of holding them, an
 first; such works run one at a time, in the order they came. Each session is a
 ``live.session.LiveSession`` (latest partial wins, automatic segments, a final update is never
 dropped) whose jobs the scheduler takes without waiting. Batching is continuous: every round is
-ONE batched forward (``MultiStreamTranslator.step``) for all updates under way, and a session
+ONE batched forward (``MultiStreamTranslator.round``) for all updates under way, and a session
 whose source changed joins at the next round instead of waiting for the others' updates to end;
 a session runs one update at a time (its next job is taken when the last one ended, so the latest
 partial wins). Outputs equal each session alone. Events go to the session's ``send`` callback as
@@ -293,7 +293,7 @@ class Scheduler:
         """One batched round; if it fails, the sessions in the batch are closed and a fresh batch
         serves the others (the failed one's state is unknown)."""
         try:
-            self.batch.step()
+            self.batch.round()
         except Exception as error:  # noqa: BLE001 (a bug or a model failure: the replica goes on)
             log.exception("a batched round failed; closing the sessions in it")
             with self._cond:
