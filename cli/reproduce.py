@@ -77,8 +77,9 @@ def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python
     sweep_position, sweep_pair = paper.sweep_run()
     scorer = Comet(comet, python=comet_python) if comet else None
     out, runs, tokenizers = Path(out_dir), {}, set()
+    families = {model["hub"]: model["family"] for model in paper.paper_numbers()["models"].values()}
     for position, name in enumerate(model_list):
-        loaded = load(name)
+        loaded = load(name, family=families.get(name))  # the paper's prompt for its own models
         for pair in pair_list:
             source, target = pair.split("-")
             configs = paper.paper_grid(sweep=(position, pair) == (sweep_position, sweep_pair))

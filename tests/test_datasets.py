@@ -110,3 +110,20 @@ def test_a_wmt_set_that_cannot_be_had_says_what_to_do(tmp_path):
     (tmp_path / "wmt22" / "raw" / "wmt22.v1.1.tar.gz").write_bytes(b"x")  # a cache copied without its files
     message = load_in_subprocess("sacrebleu:wmt22", "en-de", tmp_path)
     assert message.startswith("ERROR sacrebleu could not get wmt22 en-de") and "sacrebleu -t wmt22 -l en-de" in message
+
+
+def test_bench_reads_flores_from_a_local_copy(model_dir, tmp_path):
+    from click.testing import CliRunner
+    from mlx_ssbd_cli.main import cli
+
+    write_flores(tmp_path / "flores")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["bench", "--data", "flores", "--flores-dir", str(tmp_path / "flores"), "-t", "de",
+                                      "--methods", "rt", "--limit", "2", "--model", model_dir, "--out", str(out)],
+                                catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["run"]["data_name"] == "FLORES+ devtest" and summary["configs"]["rt"]["items"] == 2
+    missing = CliRunner().invoke(cli, ["bench", "--data", "flores", "--flores-dir", str(tmp_path / "flores"), "-t", "ja",
+                                       "--model", "no-such-model", "--out", str(out)])
+    assert missing.exit_code == 1 and "devtest/jpn_Jpan.parquet" in missing.output  # before any model loads
