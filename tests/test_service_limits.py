@@ -167,7 +167,7 @@ def test_a_failing_round_closes_the_sessions_in_it_and_the_scheduler_goes_on(loa
     session opened after it is served by a fresh batch, in the same run."""
     scheduler = Scheduler(loaded)
     broken = scheduler.batch
-    monkeypatch.setattr(broken, "step", lambda: (_ for _ in ()).throw(RuntimeError("a bug")))
+    monkeypatch.setattr(broken, "round", lambda: (_ for _ in ()).throw(RuntimeError("a bug")))
     first, second = [], []
 
     def then(event):
