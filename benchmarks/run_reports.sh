@@ -154,7 +154,7 @@ run env MLX_SSBD_FEW_ROWS=1 mlx-ssbd bench --data $DATA/udhr-sentences/en-de.jso
     -m qwen2.5-coder-0.5b --methods rt,ssbd,ssbd-plus --out "$OUT/sentences-0.5b-rows-sgemm" > /dev/null
 bench --data $DATA/udhr-sentences/en-de.jsonl --words 10-25 --limit 12 -t de \
     -m qwen2.5-coder-0.5b --methods rt,ssbd,ssbd-plus --out "$OUT/sentences-0.5b-rows-kernel"
-# 16. Issue #14, what guessing the new tail could give: pass costs with the few-rows kernel (2-64
+# 16. What guessing the new tail could give: pass costs with the few-rows kernel (2-64
 #     tokens), then the 1.5B's (step 13) and the 0.5B's (step 15) sentence runs priced with them.
 for m in 0.5b 1.5b; do
   once "$OUT/verify-cost-$m-kernel/verify_cost.json" python benchmarks/verify_cost.py --model qwen2.5-coder-$m \
@@ -189,7 +189,7 @@ for r in 1 2; do
 done
 once "$C/alone/service_load.json" $LOAD --methods ssbd --sessions 1 --out "$C/alone"
 for w in a75cffc 5aa40f3; do [ ! -d "$WT-$w" ] || git worktree remove --force "$WT-$w"; done
-# 18. Issue #14, n-gram pools built (ssbd-pool: 2-token guesses from the source and the session's
+# 18. N-gram pools built (ssbd-pool: 2-token guesses from the source and the session's
 #     earlier outputs, the pools tail_ceiling.py prices best): step 13's sentences on both models.
 #     First as built at 955fe1c, the guesses checked with the update's beta (0.2), with RT, SSBD and
 #     ssbd-plus in the same run; then as now, checked at beta 0 (lossless).
