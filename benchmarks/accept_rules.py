@@ -28,7 +28,7 @@ from sacrebleu.metrics import CHRF
 from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
-from mlx_ssbd.evaluation.scorers import semantic_similarity
+from mlx_ssbd.evaluation.scorers import add_scores
 from mlx_ssbd.evaluation.streams import read_pairs
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
@@ -134,10 +134,7 @@ def main() -> None:
                         on_item=lambda item: print(item.id, flush=True))
     summary = summarize(records, target_lang=args.target, word_s=WORD_S, labels=labels)
     summary.update(run=facts, machine=machine_info(), notes=[])
-    if args.semsim:
-        for label, s in summary["configs"].items():
-            finals = [r for r in records if r["config"] == label and r["final"]]
-            s["semsim"] = round(semantic_similarity([r["output"] for r in finals], [r["ref"] for r in finals]), 4)
+    add_scores(summary, records, semsim=args.semsim)
     write_report(args.out, summary, records)
     deltas = chrf_vs_rt(records, labels)
     (args.out / "rules.md").write_text(

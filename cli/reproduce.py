@@ -21,6 +21,12 @@ from .bench import DATA_HELP, comet_options, load_items, parse_list, parse_words
 from .common import load, user_errors
 
 DEFAULT_MODELS = ",".join(model["hub"] for model in paper.paper_numbers()["models"].values())
+WORD_S = 0.3  # seconds per source word for lagging, as bench's default
+
+
+def _for_pair(data: str, pair: str) -> str:
+    """``--data`` for one pair: ``{pair}`` in it becomes the pair (any other text stays as it is)."""
+    return data.replace("{pair}", pair)
 
 
 def _slug(name: str) -> str:
@@ -72,7 +78,7 @@ def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python
             raise click.BadParameter(f"{pair!r} is not a language pair like en-de", param_hint="--pairs")
     word_range = parse_words(words)
     with user_errors():  # every pair's data before any model loads
-        items = {pair: load_items(data.format(pair=pair), paper.LAG, limit, word_range, source=pair[:2],
+        items = {pair: load_items(_for_pair(data, pair), paper.LAG, limit, word_range, source=pair[:2],
                                   target=pair[3:], flores_dir=flores_dir) for pair in pair_list}
     sweep_position, sweep_pair = paper.sweep_run()
     scorer = Comet(comet, python=comet_python) if comet else None
@@ -86,11 +92,11 @@ def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python
             translators = {label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
                                                    source_lang=source, target_lang=target, config=config)
                            for label, config in configs.items()}
-            label = _data_label(data.format(pair=pair))
-            facts = {"data": label, "data_name": describe(data.format(pair=pair)), "data_note": label,
-                     "model": loaded.name, "source": source,
-                     "target": target, "configs": list(configs), "lag": paper.LAG, "display_mask_k": 0,
-                     "word_s": 0.3, "items": len(items[pair]), "temperatures": [0.0], "top_p": 1.0, "seed": 0}
+            spec = _for_pair(data, pair)
+            facts = {"data": _data_label(spec), "data_name": describe(spec), "data_note": _data_label(spec),
+                     "model": loaded.name, "source": source, "target": target, "configs": list(configs),
+                     "lag": paper.LAG, "display_mask_k": 0, "word_s": WORD_S, "items": len(items[pair]),
+                     "temperatures": [0.0], "top_p": 1.0, "seed": 0}
             if word_range:
                 facts["words"] = word_range
             run_dir = out / _slug(name) / pair
@@ -98,7 +104,7 @@ def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python
                                    item_show_func=lambda i: i.id if i else "") as bar, user_errors():
                 records = run_bench(translators, items[pair], run_dir, run_facts=facts,
                                     on_item=lambda item: bar.update(1, item))
-            summary = summarize(records, target_lang=target, word_s=0.3, ne_tok=_ne_tokenizer(target),
+            summary = summarize(records, target_lang=target, word_s=WORD_S, ne_tok=_ne_tokenizer(target),
                                 labels=list(configs))
             summary.update(run=facts, machine=machine_info(), notes=[])
             add_scores(summary, records, comet=scorer)

@@ -87,5 +87,8 @@ def test_reproduce_checks_its_data_before_loading_a_model(tmp_path):
     result = CliRunner().invoke(cli, ["reproduce", "--models", "no-such-model", "--data", str(tmp_path / "none-{pair}.jsonl"),
                                       "--out", str(tmp_path / "o")])
     assert result.exit_code == 1 and "none-en-de.jsonl" in result.output
+    result = CliRunner().invoke(cli, ["reproduce", "--models", "no-such-model", "--data", str(tmp_path / "{x}-{pair}.jsonl"),
+                                      "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "{x}-en-de.jsonl" in result.output  # other braces are only text
     result = CliRunner().invoke(cli, ["reproduce", "--pairs", "english-german", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "not a language pair" in result.output

@@ -13,8 +13,8 @@ their answers.
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
 
 ``Runner(store)`` drives any number of such generators in lock-step: every ``round()``, all
-pending ``Feed``s go to the store as ONE batched model call (``store.feed``) (``cache.TokenCache`` for one stream,
-``batch.BatchCache`` for many) and all ``Sync``s are evaluated with ONE host sync. A job may join
+pending ``Feed``s go to the store (``cache.TokenCache`` for one stream, ``batch.BatchCache`` for
+many) as ONE batched model call, ``store.feed``, and all ``Sync``s are evaluated with ONE host sync. A job may join
 (``add``) between any two rounds, so a stream whose source changes does not wait for the others'
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
 ends, with what it cost (model passes, tokens fed), counted by the runner from the store's
@@ -247,7 +247,9 @@ class Runner:
             for (key, _), fed in zip(feeds, answered):
                 answers[key] = (fed.logits, fed.reused)
                 cost = self._costs[key]
-                cost[0], cost[1], cost[2] = cost[0] + 1, cost[1] + fed.fed, cost[2] + fed.rebuilt
+                cost[0] += 1
+                cost[1] += fed.fed
+                cost[2] += fed.rebuilt
         syncs = [(key, r) for key, r in self._requests.items() if isinstance(r, Sync)]
         if syncs:  # ONE host sync for every stream that decides
             mx.eval([r.value for _, r in syncs])

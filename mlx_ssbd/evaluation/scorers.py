@@ -141,19 +141,24 @@ def _segment_key(src: str, hyp: str, ref: str) -> str:
 
 def add_scores(summary: dict, records: Sequence[dict], *, semsim: bool = False, comet: Comet | None = None) -> None:
     """Add ``semsim`` and ``comet`` to each configuration of ``summary`` (from ``bench.summarize``)
-    from its final outputs; a scorer that cannot run adds its message to ``summary["notes"]``."""
-    for label, s in summary["configs"].items():
-        finals = [r for r in records if r["config"] == label and r["final"]]
-        if not finals or not all(r["ref"] for r in finals):
-            continue
-        hyps, refs, srcs = [r["output"] for r in finals], [r["ref"] for r in finals], [r["source"] for r in finals]
-        try:
-            if semsim:
-                s["semsim"] = round(semantic_similarity(hyps, refs), 4)
-                s["semsim_label"] = SEMSIM_LABEL
-            if comet is not None:
-                s["comet"] = round(comet.system_score(srcs, hyps, refs), 4)
-                s["comet_model"] = comet.label
-        except ValueError as error:
-            summary.setdefault("notes", []).append(str(error))
-            return
+    from its final outputs; a scorer that cannot run adds its message to ``summary["notes"]``.
+    COMET scores every configuration's segments in one run of its model."""
+    finals = {}
+    for label in summary["configs"]:
+        rows = [r for r in records if r["config"] == label and r["final"]]
+        if rows and all(r["ref"] for r in rows):
+            finals[label] = ([r["source"] for r in rows], [r["output"] for r in rows], [r["ref"] for r in rows])
+    try:
+        if semsim:
+            for label, (_, hyps, refs) in finals.items():
+                summary["configs"][label]["semsim"] = round(semantic_similarity(hyps, refs), 4)
+                summary["configs"][label]["semsim_label"] = SEMSIM_LABEL
+        if comet is not None and finals:
+            srcs, hyps, refs = ([text for columns in finals.values() for text in columns[i]] for i in range(3))
+            scores = iter(comet.scores(srcs, hyps, refs))
+            for label, (srcs, _, _) in finals.items():
+                config_scores = [next(scores) for _ in srcs]
+                summary["configs"][label]["comet"] = round(sum(config_scores) / len(config_scores), 4)
+                summary["configs"][label]["comet_model"] = comet.label
+    except ValueError as error:
+        summary.setdefault("notes", []).append(str(error))
