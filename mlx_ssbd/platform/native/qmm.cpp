@@ -1,0 +1,119 @@
+// The primitive: checks and shapes on construction, the kernel on evaluation.
+#include "qmm.h"
+
+#include <stdexcept>
+
+#include "mlx/backend/cpu/encoder.h"
+
+namespace mlx_ssbd {
+
+std::string simd_path() {
+#if defined(__x86_64__) || defined(_M_X64)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+  return "generic";
+#elif defined(__ARM_NEON)
+  return "neon";
+#else
+  return "generic";
+#endif
+}
+
+static bool run_kernel(const QmmParams& p) {
+#if defined(__x86_64__) || defined(_M_X64)
+  static const bool avx2 = simd_path() == "avx2";
+  if (avx2) return qmm_avx2(p);
+#endif
+  return qmm_generic(p);
+}
+
+static bool supported_bits(int bits) {
+  return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
+}
+
+mx::array quantized_matmul(
+    const mx::array& x,
+    const mx::array& w,
+    const mx::array& scales,
+    const mx::array& biases,
+    int group_size,
+    int bits,
+    mx::StreamOrDevice s) {
+  if (!supported_bits(bits)) {
+    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bits must be 2, 3, 4, 5, 6 or 8");
+  }
+  if (group_size < 8 || group_size % 8 != 0) {
+    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] group_size must be a multiple of 8");
+  }
+  if (w.dtype() != mx::uint32 || w.ndim() != 2 || scales.ndim() != 2 || biases.ndim() != 2) {
+    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] w must be a 2-D uint32 array with 2-D scales and biases");
+  }
+  if (x.ndim() < 1) {
+    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] x must have at least one dimension");
+  }
+  const int N = w.shape(0);
+  const int K = w.shape(1) * 32 / bits;
+  if (x.shape(-1) != K || K % group_size != 0 || scales.shape(0) != N ||
+      scales.shape(1) != K / group_size || biases.shape() != scales.shape()) {
+    throw std::invalid_argument(
+        "[mlx_ssbd.quantized_matmul] shapes do not match: x's last dimension must be "
+        "w.shape[1] * 32 / bits and scales/biases must be [N, K / group_size]");
+  }
+  auto stream = mx::to_stream(s);
+  if (stream.device != mx::Device::cpu) {
+    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] runs on the CPU only");
+  }
+  auto out_dtype = mx::issubdtype(x.dtype(), mx::floating) ? x.dtype() : mx::float32;
+  auto x32 = mx::contiguous(mx::astype(x, mx::float32, stream), false, stream);
+  auto s32 = mx::contiguous(mx::astype(scales, mx::float32, stream), false, stream);
+  auto b32 = mx::contiguous(mx::astype(biases, mx::float32, stream), false, stream);
+  auto wc = mx::contiguous(w, false, stream);
+  auto shape = x.shape();
+  shape.back() = N;
+  auto out = mx::array(
+      shape, mx::float32, std::make_shared<QuantizedMatmulCpu>(stream, group_size, bits),
+      {x32, wc, s32, b32});
+  return out_dtype == mx::float32 ? out : mx::astype(out, out_dtype, stream);
+}
+
+void QuantizedMatmulCpu::eval_cpu(
+    const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  auto& x = inputs[0];
+  auto& w = inputs[1];
+  auto& scales = inputs[2];
+  auto& biases = inputs[3];
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  encoder.set_input_array(x);
+  encoder.set_input_array(w);
+  encoder.set_input_array(scales);
+  encoder.set_input_array(biases);
+  encoder.set_output_array(out);
+  const int N = w.shape(0);
+  const int K = x.shape(-1);
+  const int M = K == 0 ? 0 : static_cast<int>(x.size() / K);
+  QmmParams p{x.data<float>(), w.data<uint32_t>(), scales.data<float>(), biases.data<float>(),
+              out.data<float>(), M, N, K, group_size_, bits_};
+  encoder.dispatch([p]() {
+    if (p.M == 0 || p.N == 0) return;
+    if (!run_kernel(p)) throw std::runtime_error("[mlx_ssbd.quantized_matmul] unsupported bits");
+  });
+}
+
+void QuantizedMatmulCpu::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("[mlx_ssbd.quantized_matmul] has no GPU implementation: use mx.quantized_matmul");
+}
+
+bool QuantizedMatmulCpu::is_equivalent(const mx::Primitive& other) const {
+  auto& o = static_cast<const QuantizedMatmulCpu&>(other);
+  return group_size_ == o.group_size_ && bits_ == o.bits_;
+}
+
+std::vector<mx::Shape> QuantizedMatmulCpu::output_shapes(const std::vector<mx::array>& inputs) {
+  auto shape = inputs[0].shape();
+  shape.back() = inputs[1].shape(0);
+  return {shape};
+}
+
+}  // namespace mlx_ssbd

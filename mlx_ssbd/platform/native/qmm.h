@@ -1,0 +1,61 @@
+// The quantized-product primitive for MLX's CPU backend, and the kernels behind it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "mlx/ops.h"
+#include "mlx/primitives.h"
+
+namespace mlx_ssbd {
+
+namespace mx = mlx::core;
+
+struct QmmParams {
+  const float* x;
+  const uint32_t* w;
+  const float* scales;
+  const float* biases;
+  float* out;
+  int M, N, K, group, bits;
+};
+
+bool qmm_generic(const QmmParams& p);
+#if defined(__x86_64__) || defined(_M_X64)
+bool qmm_avx2(const QmmParams& p);
+#endif
+
+// Which kernel this CPU runs: "avx2", "neon" or "generic".
+std::string simd_path();
+
+// x[..., K] @ dequantize(w, scales, biases)[N, K]^T, computed in fp32 on the CPU; the result has
+// x's dtype. Same contract as mx::quantized_matmul(..., transpose=true, mode="affine").
+mx::array quantized_matmul(
+    const mx::array& x,
+    const mx::array& w,
+    const mx::array& scales,
+    const mx::array& biases,
+    int group_size,
+    int bits,
+    mx::StreamOrDevice s = {});
+
+class QuantizedMatmulCpu : public mx::Primitive {
+ public:
+  QuantizedMatmulCpu(mx::Stream stream, int group_size, int bits)
+      : mx::Primitive(stream), group_size_(group_size), bits_(bits) {}
+
+  void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+  void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
+
+  const char* name() const override {
+    return "MlxSsbdQuantizedMatmulCpu";
+  }
+  bool is_equivalent(const mx::Primitive& other) const override;
+  std::vector<mx::Shape> output_shapes(const std::vector<mx::array>& inputs) override;
+
+ private:
+  int group_size_;
+  int bits_;
+};
+
+}  // namespace mlx_ssbd

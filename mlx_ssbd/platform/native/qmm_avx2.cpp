@@ -1,0 +1,10 @@
+// The kernel built for x86-64 CPUs with AVX2 and FMA (compiled with -mavx2 -mfma).
+#define QMM_NS avx2
+#include "qmm_kernel.h"
+#include "qmm.h"
+
+namespace mlx_ssbd {
+bool qmm_avx2(const QmmParams& p) {
+  return avx2::qmm_dispatch({p.x, p.w, p.scales, p.biases, p.out, p.M, p.N, p.K, p.group, p.bits});
+}
+}  // namespace mlx_ssbd

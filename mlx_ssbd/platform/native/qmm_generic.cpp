@@ -1,0 +1,10 @@
+// The kernel built for the baseline of the target: NEON on aarch64, SSE2 on x86-64.
+#define QMM_NS generic
+#include "qmm_kernel.h"
+#include "qmm.h"
+
+namespace mlx_ssbd {
+bool qmm_generic(const QmmParams& p) {
+  return generic::qmm_dispatch({p.x, p.w, p.scales, p.biases, p.out, p.M, p.N, p.K, p.group, p.bits});
+}
+}  // namespace mlx_ssbd

@@ -1,0 +1,147 @@
+"""Quantized layers on the CPU through mlx-ssbd's own kernel (a part of the backend policy).
+
+Contract: ``kernel()`` returns the native extension ``mlx_ssbd.platform._qmm`` once it has passed a
+self-check against ``mx.quantized_matmul``, or None; ``kernel_status()`` says which, and why not
+(not built: the install found no compiler; built against another MLX; ``MLX_SSBD_QMM=0``). The
+extension is built by ``pip install`` (CMake through scikit-build-core); nothing here compiles,
+writes or loads anything at import time.
+
+``route_quantized_layers(model)``: on the CPU backend, every affine ``QuantizedLinear`` (and the
+``as_linear`` of a quantized tied embedding) of ``model`` runs its product through the kernel;
+on a GPU, or without the kernel, nothing changes (MLX's own ``quantized_matmul`` runs). Returns
+the number of layers routed. ``dequantize_layers(model)`` replaces quantized layers by dense
+ones (the ``MLX_SSBD_WEIGHTS=dense`` comparison path).
+
+Why: MLX's CPU ``quantized_matmul`` is a single-threaded loop, 8x slower than fp32 BLAS for one
+row and 25-60x for 16-64 rows (benchmarks/engine/quantized_kernel.py), so quantized models used
+to be cast to fp32 on the CPU: 3-6x the memory and the bandwidth of a decode step.
+"""
+
+from __future__ import annotations
+
+import os
+
+import mlx.core as mx
+import mlx.nn as nn
+
+QMM_ENV = "MLX_SSBD_QMM"
+SUPPORTED_BITS = (2, 3, 4, 5, 6, 8)
+
+_state: dict = {}
+
+
+def kernel():
+    """The checked native extension, or None (see ``kernel_status``)."""
+    if "module" not in _state:
+        _state["module"], _state["status"] = _load()
+    return _state["module"]
+
+
+def kernel_status() -> str:
+    kernel()
+    return _state["status"]
+
+
+def _load():
+    if os.environ.get(QMM_ENV, "1").strip() == "0":
+        return None, f"off ({QMM_ENV}=0): MLX's own quantized_matmul, single-threaded and slow on the CPU"
+    try:
+        from . import _qmm
+    except ImportError as error:
+        return None, (
+            "not built (the install found no C++ compiler or CMake failed: "
+            f"{error.__class__.__name__}); quantized layers use MLX's own kernel, several times "
+            "slower on the CPU. Install g++ and reinstall mlx-ssbd to build it."
+        )
+    running = getattr(mx, "__version__", "unknown")
+    if _qmm.mlx_version != running:
+        return None, (
+            f"built against mlx {_qmm.mlx_version}, running mlx {running}: reinstall mlx-ssbd "
+            "(pip install --force-reinstall --no-deps mlx-ssbd) to rebuild it; meanwhile MLX's own "
+            "quantized kernel runs (slower)"
+        )
+    try:
+        problem = _self_check(_qmm)
+    except (TypeError, RuntimeError, ValueError) as error:
+        problem = str(error).splitlines()[0]
+    if problem:
+        return None, f"failed its self-check ({problem}); MLX's own quantized kernel runs (slower)"
+    threads = "OpenMP" if _qmm.openmp else "1 thread"
+    return _qmm, f"on ({_qmm.simd_path()}, {threads}, built against mlx {_qmm.mlx_version})"
+
+
+def _self_check(module) -> str:
+    """Compare the kernel with ``mx.quantized_matmul`` on a small random product."""
+    with mx.stream(mx.cpu):
+        w = mx.random.normal((24, 64), key=mx.random.key(0))
+        x = mx.random.normal((3, 64), key=mx.random.key(1))
+        q, s, b = mx.quantize(w, group_size=32, bits=4)
+        want = mx.quantized_matmul(x, q, s, b, transpose=True, group_size=32, bits=4)
+        got = module.quantized_matmul(x, q, s, b, 32, 4)
+        err = mx.max(mx.abs(got - want)).item()
+    return "" if err < 1e-3 else f"max difference {err:.3g}"
+
+
+def _on_cpu() -> bool:
+    return mx.default_device().type == mx.DeviceType.cpu
+
+
+def _routable(layer) -> bool:
+    return getattr(layer, "mode", "affine") == "affine" and layer.bits in SUPPORTED_BITS
+
+
+class CpuQuantizedLinear(nn.QuantizedLinear):
+    """A ``QuantizedLinear`` whose product runs through the kernel (same parameters, same result)."""
+
+    def __call__(self, x):
+        y = _state["module"].quantized_matmul(
+            x, self["weight"], self["scales"], self["biases"], self.group_size, self.bits
+        )
+        return y + self["bias"] if "bias" in self else y
+
+
+class CpuQuantizedEmbedding(nn.QuantizedEmbedding):
+    """A ``QuantizedEmbedding`` whose ``as_linear`` (a tied output layer) runs through the kernel."""
+
+    def as_linear(self, x):
+        return _state["module"].quantized_matmul(
+            x, self["weight"], self["scales"], self["biases"], self.group_size, self.bits
+        )
+
+
+def route_quantized_layers(model) -> int:
+    """See the module docstring."""
+    if not _on_cpu() or kernel() is None:
+        return 0
+    routed = 0
+    for _, module in model.named_modules():
+        if type(module) is nn.QuantizedLinear and _routable(module):
+            module.__class__ = CpuQuantizedLinear
+            routed += 1
+        elif type(module) is nn.QuantizedEmbedding and _routable(module):
+            module.__class__ = CpuQuantizedEmbedding
+            routed += 1
+    return routed
+
+
+def dequantize_layers(model) -> int:
+    """Replace every quantized linear layer and embedding of ``model`` by a dense one; the count."""
+    from mlx.utils import tree_unflatten
+
+    dense = []
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+            weight = mx.dequantize(
+                module["weight"], module["scales"], module["biases"], module.group_size, module.bits
+            )
+            if isinstance(module, nn.QuantizedEmbedding):
+                layer = nn.Embedding(*weight.shape)
+            else:
+                layer = nn.Linear(weight.shape[1], weight.shape[0], bias="bias" in module)
+                if "bias" in module:
+                    layer.bias = module["bias"]
+            layer.weight = weight
+            dense.append((name, layer))
+    if dense:
+        model.update_modules(tree_unflatten(dense))
+    return len(dense)
