@@ -28,15 +28,24 @@ def models():
 @models.command("list")
 def list_models():
     """Name, parameters, source, prompt family, prepared or not."""
-    rows = [("NAME", "PARAMS", "SOURCE", "FAMILY", "PREPARED")]
+    from mlx_ssbd.models.footprint import footprint, gigabytes
+    from mlx_ssbd.platform.backend import is_gpu
+
+    rows = [("NAME", "PARAMS", "SOURCE", "FAMILY", "PREPARED", "DISK", "MEMORY")]
     for card in cards().values():
         source = f"PyPI ({len(card.parts)} parts)" if card.on_pypi else f"HF {card.hf_id}"
         prepared = "yes" if is_prepared(card) else ("no" if card.on_pypi else "n/a (hub only)")
-        rows.append((card.name + (" *" if card.default else ""), card.parameters, source, card.family, prepared))
+        disk = memory = "-"
+        if prepared == "yes":
+            size = footprint(model_dir(card), None if is_gpu() else 4)
+            disk, memory = gigabytes(size.disk), gigabytes(size.memory)
+        rows.append((card.name + (" *" if card.default else ""), card.parameters, source, card.family, prepared,
+                     disk, memory))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
-    click.echo(f"\n* default model. Prepared models live in {models_home() / 'models'}", err=True)
+    click.echo(f"\n* default model. Prepared models live in {models_home() / 'models'}; MEMORY is the "
+               "weights once loaded here (quantized layers as stored, other tensors in the compute dtype)", err=True)
 
 
 @models.command("prepare")

@@ -162,3 +162,32 @@ def test_without_a_compiler_the_build_succeeds_and_builds_nothing(tmp_path):
     build = subprocess.run(["cmake", "--build", str(tmp_path / "build")], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0
     assert not list((tmp_path / "build").rglob("_qmm*.so"))
+
+
+CHECK_PATH = """
+import mlx_ssbd, mlx.core as mx
+from mlx_ssbd.platform import quantized
+k = quantized.kernel()
+assert k is not None, quantized.kernel_status()
+print(k.simd_path())
+for bits in (3, 4, 5, 8):
+    w = mx.random.normal((37, 256), key=mx.random.key(bits))
+    x = mx.random.normal((9, 256), key=mx.random.key(bits + 1))
+    q, s, b = mx.quantize(w, group_size=64, bits=bits)
+    dense = x @ mx.dequantize(q, s, b, group_size=64, bits=bits).T
+    out = k.quantized_matmul(x, q, s, b, 64, bits)
+    assert mx.max(mx.abs(out - dense)).item() <= 2e-6 * mx.max(mx.abs(dense)).item(), bits
+    alone = mx.concatenate([k.quantized_matmul(x[i : i + 1], q, s, b, 64, bits) for i in range(9)])
+    assert mx.array_equal(alone, out).item(), bits
+"""
+
+
+@pytest.mark.parametrize("path", ["avx2", "generic"])
+def test_every_narrower_path_of_this_cpu_is_right_too(path):
+    """The widest path runs above; the narrower builds (MLX_SSBD_QMM_SIMD) must agree with MLX too."""
+    if path == "avx2" and KERNEL.simd_path() not in ("avx512", "avx2"):
+        pytest.skip("this CPU has no AVX2")
+    env = dict(os.environ, MLX_SSBD_QMM_SIMD=path)
+    result = subprocess.run([os.sys.executable, "-c", CHECK_PATH], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split()[0] == path

@@ -11,8 +11,10 @@ CPU-specific lives here and nowhere else:
   With OpenBLAS, one-row products (decode steps) go through its sgemv (``gemv``: 2.5x faster
   than the sgemm MLX calls; ``MLX_SSBD_GEMV=0`` turns it off) once the command line has built
   the shim; importing never compiles or writes anything.
-* dtype: fp32 on CPU (only fp32 uses BLAS there; bf16/fp16/quantized matmuls cost grows with the
-  number of tokens, which defeats one-pass verification); the model's own dtype on a GPU.
+* dtype: fp32 activations and floating parameters on the CPU (only fp32 uses BLAS there; MLX's
+  bf16/fp16 matmuls cost grows with the number of tokens, which defeats one-pass verification);
+  quantized layers stay quantized and run through mlx-ssbd's own kernel (``quantized``); the
+  model's own dtype on a GPU.
 * on a GPU: model calls on a dedicated generation stream, decode steps pipelined (the next one
   dispatched before the current token reaches the host), and on Metal the wired memory limit
   raised to the recommended working set, all as mlx-lm does; on the CPU none of these.
@@ -130,6 +132,7 @@ class BackendInfo:
     blas_note: str
     gemv: str
     compute_dtype: str
+    quantized_kernel: str
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -141,7 +144,8 @@ def is_gpu() -> bool:
 
 
 def compute_dtype(model_dtype: mx.Dtype | None = None) -> mx.Dtype:
-    """The dtype to run a model in: fp32 on CPU, the model's own dtype on GPU."""
+    """The dtype of a model's floating parameters and activations: fp32 on CPU, the model's own
+    dtype on GPU (quantized weights are never recast)."""
     if is_gpu():
         return model_dtype if model_dtype is not None else mx.float16
     return mx.float32
@@ -193,7 +197,11 @@ def wire_memory() -> None:
 
 
 def backend_info() -> BackendInfo:
-    dtype = "model's own dtype" if is_gpu() else "float32"
+    from .quantized import kernel_status
+
+    gpu = is_gpu()
+    dtype = "model's own dtype" if gpu else "float32 (quantized layers stay quantized)"
+    kernel = "MLX's quantized_matmul (GPU)" if gpu else "CPU kernel " + kernel_status()
     return BackendInfo(
         platform=sys.platform,
         device=str(mx.default_device()),
@@ -203,4 +211,5 @@ def backend_info() -> BackendInfo:
         blas_note=BLAS.note,
         gemv=GEMV.note if GEMV.active else f"off ({GEMV.note})",
         compute_dtype=dtype,
+        quantized_kernel=kernel,
     )

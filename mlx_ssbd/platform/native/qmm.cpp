@@ -1,15 +1,24 @@
 // The primitive: checks and shapes on construction, the kernel on evaluation.
 #include "qmm.h"
 
+#include <cstdlib>
 #include <stdexcept>
 
 #include "mlx/backend/cpu/encoder.h"
 
 namespace mlx_ssbd {
 
+// The widest path the CPU has; $MLX_SSBD_QMM_SIMD (avx2 or generic) asks for a narrower one, for
+// comparisons and tests.
 std::string simd_path() {
+  const char* wanted = std::getenv("MLX_SSBD_QMM_SIMD");
+  const std::string ask = wanted ? wanted : "";
+  if (ask == "generic") return "generic";
 #if defined(__x86_64__) || defined(_M_X64)
   __builtin_cpu_init();
+  if (ask != "avx2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "avx512";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
   return "generic";
 #elif defined(__ARM_NEON)
@@ -21,8 +30,9 @@ std::string simd_path() {
 
 static bool run_kernel(const QmmParams& p) {
 #if defined(__x86_64__) || defined(_M_X64)
-  static const bool avx2 = simd_path() == "avx2";
-  if (avx2) return qmm_avx2(p);
+  static const std::string path = simd_path();
+  if (path == "avx512") return qmm_avx512(p);
+  if (path == "avx2") return qmm_avx2(p);
 #endif
   return qmm_generic(p);
 }
@@ -42,8 +52,8 @@ mx::array quantized_matmul(
   if (!supported_bits(bits)) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bits must be 2, 3, 4, 5, 6 or 8");
   }
-  if (group_size < 8 || group_size % 8 != 0) {
-    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] group_size must be a multiple of 8");
+  if (group_size < 32 || group_size % 32 != 0) {
+    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] group_size must be a multiple of 32");
   }
   if (w.dtype() != mx::uint32 || w.ndim() != 2 || scales.ndim() != 2 || biases.ndim() != 2) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] w must be a 2-D uint32 array with 2-D scales and biases");

@@ -23,9 +23,10 @@ struct QmmParams {
 bool qmm_generic(const QmmParams& p);
 #if defined(__x86_64__) || defined(_M_X64)
 bool qmm_avx2(const QmmParams& p);
+bool qmm_avx512(const QmmParams& p);
 #endif
 
-// Which kernel this CPU runs: "avx2", "neon" or "generic".
+// Which kernel this CPU runs: "avx512", "avx2", "neon" or "generic".
 std::string simd_path();
 
 // x[..., K] @ dequantize(w, scales, biases)[N, K]^T, computed in fp32 on the CPU; the result has

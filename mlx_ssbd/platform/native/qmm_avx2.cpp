@@ -1,4 +1,5 @@
-// The kernel built for x86-64 CPUs with AVX2 and FMA (compiled with -mavx2 -mfma).
+// The kernel built for x86-64 CPUs with AVX2 and FMA (compiled with -mavx2 -mfma): 8 lanes.
+#define QMM_LANES 8
 #define QMM_NS avx2
 #include "qmm_kernel.h"
 #include "qmm.h"
