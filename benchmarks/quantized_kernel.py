@@ -20,7 +20,7 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 
 import mlx.core as mx  # noqa: E402, I001
-from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.bench import cpu_model, machine_info
 from mlx_ssbd.platform.quantized import kernel, kernel_status
 
 SHAPES = {"mlp up/gate (8960 x 1536)": (8960, 1536), "mlp down (1536 x 8960)": (1536, 8960)}
@@ -73,7 +73,7 @@ def main() -> None:
     lines = [
         "# One quantized product: mlx-ssbd's CPU kernel, MLX's quantized_matmul, fp32 BLAS",
         "",
-        f"{result['machine']['processor']}, {result['machine']['cpus']} CPUs, MLX {result['machine']['mlx_version']}, "
+        f"{cpu_model()}, {result['machine']['cpus']} CPUs, MLX {result['machine']['mlx_version']}, "
         f"BLAS {result['machine']['blas']} (sgemv shim: {result['machine']['gemv']}); kernel {result['kernel']}. "
         f"Medians of {args.repeats} runs (MLX's quantized: of {max(3, args.repeats // 3)}), one run.",
         "",

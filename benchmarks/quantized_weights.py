@@ -20,9 +20,9 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,12 +35,10 @@ def measure(model: str, sentences: int, repeats: int) -> dict:
     """In this process: load, time forward passes, translate sentences (run with the env set)."""
     import mlx_ssbd  # noqa: F401  (backend policy first)
 
-    import mlx.core as mx
     from sacrebleu.metrics import CHRF
 
     from mlx_ssbd import StreamTranslator, TranslatorConfig
-    from mlx_ssbd.engine.cache import TokenCache
-    from mlx_ssbd.live.prompt import PromptBuilder
+    from mlx_ssbd.evaluation.passes import pass_timings
     from mlx_ssbd.models.loading import load_model
 
     start = time.perf_counter()
@@ -48,26 +46,8 @@ def measure(model: str, sentences: int, repeats: int) -> dict:
     load_s = time.perf_counter() - start
     rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
-    prompt = PromptBuilder(loaded.tokenizer, loaded.family, "en", "de").build(
-        "All human beings are born free and equal in dignity and rights."
-    )
-    cache = TokenCache(loaded.model)
-    mx.eval(cache.forward(prompt.ids))
-    filler = loaded.tokenizer.encode(" Alle Menschen sind frei und gleich an Würde und Rechten geboren." * 8,
-                                     add_special_tokens=False)
-    base = len(cache)
-
-    def forward_s(n: int) -> float:
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            mx.eval(cache.forward(filler[:n]))
-            times.append(time.perf_counter() - t)
-            assert cache.rewind(base) == base
-        return statistics.median(times)
-
-    forward_s(16)  # warm up
-    passes = {str(n): round(forward_s(n), 5) for n in (1, 16, 64)}
+    _, timings = pass_timings(loaded, (1, 16, 64), repeats)
+    passes = {str(n): round(t, 5) for n, t in timings.items()}
 
     items = [json.loads(line) for line in SENTENCES.read_text().splitlines()[:sentences]]
     chrf = CHRF(word_order=2)
@@ -92,17 +72,20 @@ def measure(model: str, sentences: int, repeats: int) -> dict:
 
 
 def translate_rss(model: str, weights: str, text: Path) -> dict:
-    """Peak RSS and wall time of the whole ``translate --stream`` command."""
+    """Peak RSS and wall time of the whole ``translate --stream`` command (its own rusage)."""
     env = dict(os.environ, MLX_SSBD_WEIGHTS=weights)
     cmd = [sys.executable, "-m", "mlx_ssbd_cli", "translate", "--stream", str(text), "-t", "de",
            "-m", model, "--format", "text"]
-    start = time.perf_counter()
-    proc = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], env=env, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        return {"error": proc.stderr[-400:]}
-    peak_kb = int(proc.stderr.strip().splitlines()[-1])
-    return {"peak_rss_bytes": peak_kb * 1024, "wall_s": round(wall, 1), "captions": proc.stdout.strip().splitlines()}
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0), err.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            return {"error": err.read().decode(errors="replace")[-400:]}
+        captions = out.read().decode().strip().splitlines()
+    return {"peak_rss_bytes": usage.ru_maxrss * 1024, "wall_s": round(wall, 1), "captions": captions}
 
 
 def main() -> None:
@@ -117,7 +100,7 @@ def main() -> None:
         print(json.dumps(measure(args.child, args.sentences, args.repeats)))
         return
 
-    from mlx_ssbd.evaluation.bench import machine_info
+    from mlx_ssbd.evaluation.bench import cpu_model, machine_info
 
     args.out.mkdir(parents=True, exist_ok=True)
     text = args.out / "short-talk.txt"
@@ -149,7 +132,7 @@ def report(result: dict) -> str:
     lines = [
         "# Quantized weights vs the dense fp32 path",
         "",
-        f"Machine: {result['machine'].get('processor', '')} ({result['machine'].get('cpus', '')} cores); "
+        f"Machine: {result['machine'].get('cpu_model', '')} ({result['machine'].get('cpus', '')} cores); "
         f"MLX {result['machine'].get('mlx_version', '')}. One run; medians of each path's forward passes.",
         f"chrF++ on the first {result['sentences']} sentences of `{result['data']}` (3 words at a time).",
         "",

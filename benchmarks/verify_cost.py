@@ -13,28 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 
-import mlx.core as mx  # noqa: E402, I001
-from mlx_ssbd.engine.cache import TokenCache
-from mlx_ssbd.evaluation.bench import machine_info
-from mlx_ssbd.live.prompt import PromptBuilder
+from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402, I001
+from mlx_ssbd.evaluation.passes import pass_timings
 from mlx_ssbd.models.loading import load_model
-
-
-def time_forward(cache: TokenCache, tokens: list[int], repeats: int) -> float:
-    base = len(cache)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        mx.eval(cache.forward(tokens))
-        times.append(time.perf_counter() - start)
-        assert cache.rewind(base) == base
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -46,19 +31,11 @@ def main() -> None:
     args = parser.parse_args()
 
     loaded = load_model(args.model)
-    prompt = PromptBuilder(loaded.tokenizer, loaded.family, "en", "de").build(
-        "All human beings are born free and equal in dignity and rights."
-    )
-    cache = TokenCache(loaded.model)
-    mx.eval(cache.forward(prompt.ids))
-    filler = loaded.tokenizer.encode(" Alle Menschen sind frei und gleich an Würde und Rechten geboren." * 8,
-                                     add_special_tokens=False)
     sizes = [int(s) for s in args.sizes.split(",")]
-    time_forward(cache, filler[:16], 2)  # warm up
-    rows = {n: time_forward(cache, filler[:n], args.repeats) for n in sizes}
+    prompt_tokens, rows = pass_timings(loaded, sizes, args.repeats)
     step = rows[1]
     result = {
-        "model": loaded.name, "dtype": loaded.dtype, "prompt_tokens": len(prompt.ids), "repeats": args.repeats,
+        "model": loaded.name, "dtype": loaded.dtype, "prompt_tokens": prompt_tokens, "repeats": args.repeats,
         "decode_step_s": round(step, 5),
         "pass_s": {str(n): round(t, 5) for n, t in rows.items()},
         "pass_over_step": {str(n): round(t / step, 3) for n, t in rows.items()},

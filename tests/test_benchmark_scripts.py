@@ -174,3 +174,23 @@ def test_live_replay_speaks_the_sentences_it_is_given(model_dir, tmp_path):
     assert run["data"].startswith("sentences of talk.jsonl")
     heard = {json.loads(line).get("source", "") for line in (tmp_path / "talk" / "events-ssbd.jsonl").read_text().splitlines()}
     assert any("thank you all" in text for text in heard)
+
+
+def test_quantized_kernel_and_weights_reports(model_dir, tmp_path):
+    import pytest
+
+    from mlx_ssbd.platform.quantized import kernel, kernel_status
+
+    if kernel() is None:
+        pytest.skip(f"CPU kernel not available: {kernel_status()}")
+    script("quantized_kernel.py", "--rows", "1,2", "--bits", "4", "--repeats", 1, "--out", tmp_path / "kernel")
+    rows = json.loads((tmp_path / "kernel" / "quantized_kernel.json").read_text())["rows"]
+    assert [(r["bits"], r["rows"]) for r in rows] == [(4, 1), (4, 2)] * 2
+    assert all(r["kernel_ms"] > 0 and r["fp32_blas_ms"] > 0 for r in rows)
+    script("quantized_weights.py", "--models", model_dir, "--sentences", 1, "--repeats", 1, "--out", tmp_path / "w")
+    result = json.loads((tmp_path / "w" / "quantized_weights.json").read_text())
+    assert [r["path"] for r in result["rows"]] == ["quantized", "dense"]
+    for row in result["rows"]:
+        assert row["translate_stream"]["peak_rss_bytes"] > 0 and row["translate_stream"]["captions"]
+        assert set(row["methods"]) == {"rt", "ssbd"} and set(row["passes_s"]) == {"1", "16", "64"}
+    assert "| dense |" in (tmp_path / "w" / "quantized_weights.md").read_text()

@@ -88,11 +88,23 @@ def make_configs(methods: Sequence[str], betas: Sequence[float] | None, *, draft
     return configs
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else the machine type."""
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def machine_info() -> dict:
     import os
 
     return {**backend_info().to_dict(), "machine": platform.node(), "os": platform.platform(),
-            "processor": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
+            "processor": platform.processor() or platform.machine(), "cpu_model": cpu_model(),
+            "cpus": os.cpu_count()}
 
 
 def _load_done(out_dir: Path, labels: set[str]) -> tuple[list[dict], set[str]]:

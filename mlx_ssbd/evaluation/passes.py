@@ -1,0 +1,47 @@
+"""What forward passes cost on a real model: the benchmarks' one way to time them.
+
+Contract: ``pass_timings(loaded, sizes, repeats)`` caches the prompt of ``PROMPT`` (en->de) once,
+then for each N in ``sizes`` returns the median wall time of one forward pass over N new tokens
+of ``FILLER`` from that cached prompt, rewinding the cache after each (N = 1 is a decode step).
+``prompt_and_filler(tokenizer, family)`` gives the token ids, so a peer engine can be timed on
+exactly the same tokens.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+PROMPT = "All human beings are born free and equal in dignity and rights."
+FILLER = " Alle Menschen sind frei und gleich an Würde und Rechten geboren." * 8
+
+
+def prompt_and_filler(tokenizer, family: str) -> tuple[list[int], list[int]]:
+    from ..live.prompt import PromptBuilder
+
+    prompt = PromptBuilder(tokenizer, family, "en", "de").build(PROMPT)
+    return list(prompt.ids), tokenizer.encode(FILLER, add_special_tokens=False)
+
+
+def pass_timings(loaded, sizes, repeats: int) -> tuple[int, dict[int, float]]:
+    """(prompt tokens, {N: median seconds of a pass over N tokens})."""
+    import mlx.core as mx
+
+    from ..engine.cache import TokenCache
+
+    ids, filler = prompt_and_filler(loaded.tokenizer, loaded.family)
+    cache = TokenCache(loaded.model)
+    mx.eval(cache.forward(ids))
+    base = len(cache)
+
+    def median(tokens: list[int]) -> float:
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            mx.eval(cache.forward(tokens))
+            times.append(time.perf_counter() - start)
+            assert cache.rewind(base) == base
+        return statistics.median(times)
+
+    median(filler[:16])  # warm up
+    return len(ids), {n: median(filler[:n]) for n in sizes}
