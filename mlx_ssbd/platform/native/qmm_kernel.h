@@ -213,7 +213,8 @@ struct QmmArgs {
   int M, N, K, group, bits;
 };
 
-constexpr int kCols = 4;    // weight rows (output columns) a decode step handles together
+constexpr int kCols = 4;    // weight rows (output columns) per register tile of several rows
+constexpr int kStep = 2;    // weight rows a decode step handles together
 constexpr int kPanel = 16;  // weight rows that share one pass over x when there are several rows
 constexpr int kChunk = 256; // k per chunk: a panel's dequantized chunk (16 KB) stays in L1
 constexpr int kRows = L == 16 ? 6 : 3;
@@ -227,9 +228,9 @@ void decode_block(const QmmArgs& a, int n0, int nb) {
   const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + (size_t)n0 * row_bytes;
   const float* sc = a.scales + (size_t)n0 * groups;
   const float* bi = a.biases + (size_t)n0 * groups;
-  vf acc[kCols] = {};
+  vf acc[kStep] = {};
   for (int g = 0; g < groups; ++g) {
-    vf s[kCols], b[kCols];
+    vf s[kStep], b[kStep];
     for (int j = 0; j < nb; ++j) {
       s[j] = (vf){} + sc[(size_t)j * groups + g];
       b[j] = (vf){} + bi[(size_t)j * groups + g];
@@ -358,11 +359,11 @@ void qmm_all(const QmmArgs& args) {
   const bool parallel = (double)a.N * a.K * (a.M < 4 ? a.M : 4) > 1 << 16;
   (void)parallel;
   if (a.M == 1) {
-    const int blocks = (a.N + kCols - 1) / kCols;
+    const int blocks = (a.N + kStep - 1) / kStep;
 #pragma omp parallel for schedule(static) if (parallel)
     for (int i = 0; i < blocks; ++i) {
-      const int n0 = i * kCols;
-      decode_block<B>(a, n0, a.N - n0 < kCols ? a.N - n0 : kCols);
+      const int n0 = i * kStep;
+      decode_block<B>(a, n0, a.N - n0 < kStep ? a.N - n0 : kStep);
     }
     return;
   }
