@@ -217,8 +217,8 @@ constexpr int kCols = 4;    // weight rows (output columns) per register tile of
 constexpr int kStep = 2;    // weight rows a decode step handles together
 constexpr int kPanel = 16;  // weight rows that share one pass over x when there are several rows
 constexpr int kChunk = 256; // k per chunk: a panel's dequantized chunk (16 KB) stays in L1
-constexpr int kRows = L == 16 ? 6 : 3;
-constexpr int kPrefetch = 4096;  // bytes ahead of a decode step's weight reads  // rows of x per register tile (kRows x 4 accumulators)
+constexpr int kRows = L == 16 ? 6 : 3;  // rows of x per register tile (kRows x 4 accumulators)
+constexpr int kPrefetch = 4096;         // bytes ahead of a decode step's weight reads
 
 // One step (M = 1): dequantize in registers, never store the weight.
 template <int B>
