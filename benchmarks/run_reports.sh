@@ -257,5 +257,19 @@ once "$OUT/live-replay-talk-0.5b/summary.json" python benchmarks/live_replay.py 
 #     Tower+ 2B and Qwen3-4B, UDHR sentences of 8-20 words instead of FLORES, no COMET.
 once "$OUT/paper-preset/paper.md" mlx-ssbd reproduce --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b \
     --data "$DATA/udhr-sentences/{pair}.jsonl" --words 8-20 --limit 10 --out "$OUT/paper-preset"
+# 31. Quantized weights as they ship: one product through the CPU kernel, MLX's quantized_matmul and
+#     fp32 BLAS; then each model's quantized and dense paths (load, memory, passes, chrF++, the
+#     peak RSS of translate --stream); llama.cpp on the same GGUF files (needs llama-cpp-python).
+once "$OUT/quantized-kernel/quantized_kernel.json" python benchmarks/quantized_kernel.py --out "$OUT/quantized-kernel"
+once "$OUT/quantized-weights/quantized_weights.json" python benchmarks/quantized_weights.py \
+    --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b --out "$OUT/quantized-weights"
+if python -c "import llama_cpp" 2>/dev/null; then
+  once "$OUT/llama-cpp/llama_cpp.json" python benchmarks/llama_cpp_peer.py --out "$OUT/llama-cpp"
+fi
+# 32. The default model (quantized) on the talks as live speech, and with several caption languages.
+once "$OUT/live-replay-talk-1.5b/summary.json" python benchmarks/live_replay.py --model qwen2.5-coder-1.5b --minutes 3 \
+    --methods rt,ssbd --data $DATA/talk-sentences/en-de.dev.jsonl --data $DATA/talk-sentences/en-de.test.jsonl \
+    --out "$OUT/live-replay-talk-1.5b"
+once "$OUT/targets-1.5b/targets.json" python benchmarks/targets.py --models qwen2.5-coder-1.5b --out "$OUT/targets-1.5b"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import click
 
 from mlx_ssbd import StreamTranslator
-from mlx_ssbd.evaluation.streams import DEFAULT_LAG, INPUT_KINDS, open_updates
+from mlx_ssbd.evaluation.streams import DEFAULT_LAG, INPUT_KINDS, check_stream_path, open_updates
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import (
     CaptionCommit,
@@ -110,7 +110,8 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
               help="auto: live view on a terminal, plain text when piped; srt/vtt: subtitle cues.")
 @click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True,
               help="0 decodes greedily; > 0 samples (biased speculative sampling of drafts).")
-@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True)
+@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True,
+              help="With --temperature > 0: sample from the smallest set of tokens whose probabilities add up to P.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
 @click.option("--realtime", is_flag=True,
               help="Replay a file in real time (ASR 'end' times, else --wps); implies --latest-wins.")
@@ -144,7 +145,9 @@ def translate(text, stream_path, model, source, target, max_targets, glossary, o
     if (text is None) == (stream_path is None):
         raise click.UsageError("give either TEXT or --stream FILE")
     targets = check_languages(source, target, max_targets)
-    with user_errors():  # settings that do not go together (a ratio rule with sampling), before the model loads
+    with user_errors():  # a wrong path or settings that do not go together, before the model loads
+        if stream_path is not None:
+            check_stream_path(stream_path)
         config = method_config(method, beta=beta, display_mask_k=mask_k, temperature=temperature, top_p=top_p,
                                seed=seed, agreement=agree, context_tokens=context_tokens)
     loaded = load(model)

@@ -92,6 +92,11 @@ def test_translations_before_a_bad_line_are_written(run, tmp_path):
     assert len(result.stdout.splitlines()) == 2  # the committed segment and the open one's latest
 
 
+def test_a_missing_stream_file_is_refused_before_any_model_loads(tmp_path):
+    result = CliRunner().invoke(cli, ["translate", "--stream", str(tmp_path / "nope.txt"), "--model", "no-such-model"])
+    assert result.exit_code == 1 and "nope.txt: no such file" in result.output  # not the model's error
+
+
 def test_directory_is_refused(run, tmp_path):
     result = run("translate", "--stream", str(tmp_path), "--format", "text")
     assert result.exit_code == 1 and "is a directory" in result.output
@@ -206,6 +211,7 @@ def test_doctor_reports_blas_and_dtype():
     dtype = "model's own dtype" if is_gpu() else "float32"  # the backend policy
     assert "blas" in result.stdout and "GFLOP/s" in result.stdout and f"compute dtype  {dtype}" in result.stdout
     assert "speech (asr)   whisper-tiny.en" in result.stdout
+    assert "quantized      " in result.stdout  # the CPU kernel's state (or MLX's kernel on a GPU)
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (CI installs it)")

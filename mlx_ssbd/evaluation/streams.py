@@ -57,18 +57,26 @@ def lag_updates(text: str, lag: int = DEFAULT_LAG, segment_id: str | None = None
     ]
 
 
+def check_stream_path(path: str) -> None:
+    """Raise ``StreamError`` unless ``path`` is ``-`` (stdin) or a file that exists: callers check
+    before they load a model, so a wrong path is reported at once."""
+    if path == "-":
+        return
+    p = Path(path)
+    if not p.exists():
+        raise StreamError(f"{path}: no such file")
+    if p.is_dir():
+        raise StreamError(f"{path}: is a directory, expected a text or JSONL file")
+
+
 def read_lines(path: str) -> Iterator[tuple[int, str]]:
     """(line number, text) for each line of a UTF-8 file, or stdin for ``-``, read lazily."""
+    check_stream_path(path)
     if path == "-":
         stream = sys.stdin.buffer
         name = "<stdin>"
     else:
-        p = Path(path)
-        if not p.exists():
-            raise StreamError(f"{path}: no such file")
-        if p.is_dir():
-            raise StreamError(f"{path}: is a directory, expected a text or JSONL file")
-        stream = open(p, "rb")
+        stream = open(path, "rb")
         name = path
     try:
         for number, raw in enumerate(stream, 1):
