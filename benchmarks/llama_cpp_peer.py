@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -35,6 +37,7 @@ def prompt_ids(model: str) -> tuple[list[int], list[int]]:
 
 
 def time_llama(path: Path, ids: list[int], filler: list[int], repeats: int, threads: int) -> dict:
+    """In a process of its own: llama.cpp and MLX's BLAS and OpenMP do not share one process well."""
     from llama_cpp import Llama
 
     llm = Llama(model_path=str(path), n_ctx=1024, n_threads=threads, n_threads_batch=threads,
@@ -64,13 +67,25 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child:
+        job = json.loads(args.child.read_text())
+        print(json.dumps(time_llama(Path(job["gguf"]), job["ids"], job["filler"], job["repeats"], job["threads"])))
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
             ids, filler = prompt_ids(model)
             path = gguf_for(model, Path(tmp))
-            row = {"model": model, "prompt_tokens": len(ids), **time_llama(path, ids, filler, args.repeats, args.threads)}
+            job = Path(tmp) / "job.json"
+            job.write_text(json.dumps({"gguf": str(path), "ids": ids, "filler": filler, "repeats": args.repeats,
+                                       "threads": args.threads}))
+            child = subprocess.run([sys.executable, __file__, "--child", str(job), "--out", str(args.out)],
+                                   capture_output=True, text=True)
+            if child.returncode != 0:
+                raise SystemExit(f"llama.cpp on {model} failed:\n{child.stderr[-2000:]}")
+            row = {"model": model, "prompt_tokens": len(ids), **json.loads(child.stdout.strip().splitlines()[-1])}
             path.unlink()
             rows.append(row)
             print(json.dumps(row), flush=True)

@@ -87,7 +87,7 @@ DATA_HELP = ("Pairs JSONL {id,src,ref}, ASR partials JSONL {id,text,final}, flor
              "(FLORES+), or sacrebleu:NAME (a WMT test set, e.g. sacrebleu:wmt22).")
 
 
-@click.command()
+@click.command(short_help="Compare decoding methods on a data set (NE, speed, quality).")
 @click.option("--data", required=True, help=DATA_HELP)
 @click.option("--flores-dir", type=click.Path(file_okay=False), default=None,
               help="A local copy of FLORES+ (SPLIT/CODE.parquet or .jsonl). [default: $MLX_SSBD_FLORES, else the hub]")

@@ -25,7 +25,7 @@ def _duration(ctx, param, value):
     return value
 
 
-@click.group()
+@click.group(short_help="Configuration for serve replicas behind HAProxy.")
 def deploy():
     """Configuration for replicas of `mlx-ssbd serve` (see docs/deployment.md)."""
 

@@ -26,7 +26,7 @@ def matmul_probe(seconds: float = 1.0, n: int = 1024) -> float:
     return 2 * n**3 * runs / (time.perf_counter() - start) / 1e9
 
 
-@click.command()
+@click.command(short_help="Check the backend, the CPU kernel, models and speech.")
 @click.option("--build", is_flag=True, help="Build the decode kernel (the sgemv shim) for this machine and exit; "
               "any mlx-ssbd command does it on its first run.")
 def doctor(build):

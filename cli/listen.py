@@ -63,7 +63,7 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
     return line + f" | wall {wall_s:.1f} s{speed}"
 
 
-@click.command()
+@click.command(short_help="Caption speech from a recording or a microphone.")
 @click.argument("audio", required=False, metavar="AUDIO|-")
 @click.option("--mic", is_flag=True, help="Listen to the default input device (needs PortAudio) until Ctrl-C.")
 @click.option("--asr-only", is_flag=True, help="Only recognise: write the ASR partials as JSONL (the partials input of translate --stream).")

@@ -14,7 +14,7 @@ from mlx_ssbd.service.scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, 
 from .common import load
 
 
-@click.command()
+@click.command(short_help="Serve live captions: WebSocket, speaker page, viewers, API.")
 @click.option("--model", "-m", default=None, help="Model card name, local mlx-lm directory or HF id (default: the default card).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True, help="Port (0: a free one).")

@@ -72,8 +72,9 @@ class Totals:
         tps = self.output_tokens / self.seconds if self.seconds else 0.0
         acc = f"{100 * self.accepted / self.draft:.0f}%" if self.draft else "-"
         saved = self.rt_passes - self.passes
+        versus = f"{saved} fewer than RT" if saved >= 0 else f"{-saved} more than RT"
         skipped = f" | {self.coalesced} partials skipped" if self.coalesced else ""
-        return f"{tps:.1f} tok/s | accepted {acc} of drafts | {self.passes} passes ({saved:+d} vs RT){skipped}"
+        return f"{tps:.1f} tok/s | accepted {acc} of drafts | {self.passes} passes ({versus} would take){skipped}"
 
 
 class TextSink:

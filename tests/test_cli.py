@@ -409,3 +409,22 @@ def test_a_rule_that_cannot_sample_is_refused_before_the_model_loads(tmp_path):
                   "--methods", "ssbd-ratio", "--temperature", "0.7", "--out", str(tmp_path / "out")]):
         result = CliRunner().invoke(cli, [*args, "--model", "no-such-model"])
         assert result.exit_code == 1 and "greedy decoding only" in result.output, result.output
+
+
+def test_help_lists_every_command_with_a_whole_summary():
+    result = CliRunner().invoke(cli, ["--help"])
+    commands = result.stdout.split("Commands:")[1].strip().splitlines()
+    assert len(commands) == 8
+    assert not [line for line in commands if line.rstrip().endswith(("...", ",", "e.g."))]
+
+
+def test_the_live_view_says_which_way_the_pass_count_differs_from_rt():
+    from types import SimpleNamespace
+
+    from mlx_ssbd_cli.sinks import Totals
+
+    totals = Totals()
+    totals.add(SimpleNamespace(output_tokens=10, accepted=6, draft_tokens=8, forward_passes=4, wall_s=1.0))
+    assert "4 passes (6 fewer than RT would take)" in totals.line()
+    totals.add(SimpleNamespace(output_tokens=0, accepted=0, draft_tokens=0, forward_passes=9, wall_s=1.0))
+    assert "13 passes (2 more than RT would take)" in totals.line()
