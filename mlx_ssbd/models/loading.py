@@ -83,7 +83,7 @@ def load_model(
         model, tokenizer = load(location)
     except Exception as error:  # mlx-lm raises many types for missing or unreachable models
         raise ModelError(f"cannot load model {location!r}: {error}") from error
-    dense = dequantize_layers(model) if weights == "dense" else 0
+    dense = dequantize_layers(model, compute_dtype()) if weights == "dense" else 0
     dtype = to_compute_dtype(model)
     routed = route_quantized_layers(model)
     quantized = any(k.endswith(".scales") for k, _ in tree_flatten(model.parameters()))

@@ -12,9 +12,9 @@ on a GPU, or without the kernel, nothing changes (MLX's own ``quantized_matmul``
 the number of layers routed. ``dequantize_layers(model)`` replaces quantized layers by dense
 ones (the ``MLX_SSBD_WEIGHTS=dense`` comparison path).
 
-Why: MLX's CPU ``quantized_matmul`` is a single-threaded loop, 8x slower than fp32 BLAS for one
-row and 25-60x for 16-64 rows (benchmarks/engine/quantized_kernel.py), so quantized models used
-to be cast to fp32 on the CPU: 3-6x the memory and the bandwidth of a decode step.
+Why: MLX's CPU ``quantized_matmul`` is a single-threaded loop, about 8x slower than fp32 BLAS for
+one row and 30-65x for 16-64 rows (benchmarks/quantized_kernel.py), so quantized models used to be
+cast to fp32 on the CPU: 3-6x the memory and the bytes read per decode step.
 """
 
 from __future__ import annotations
@@ -124,8 +124,9 @@ def route_quantized_layers(model) -> int:
     return routed
 
 
-def dequantize_layers(model) -> int:
-    """Replace every quantized linear layer and embedding of ``model`` by a dense one; the count."""
+def dequantize_layers(model, dtype=None) -> int:
+    """Replace every quantized linear layer and embedding of ``model`` by a dense one (in ``dtype``,
+    else the scales' dtype), one layer at a time so only one dense copy is ever made; the count."""
     from mlx.utils import tree_unflatten
 
     dense = []
@@ -134,6 +135,8 @@ def dequantize_layers(model) -> int:
             weight = mx.dequantize(
                 module["weight"], module["scales"], module["biases"], module.group_size, module.bits
             )
+            weight = weight.astype(dtype) if dtype is not None else weight
+            mx.eval(weight)
             if isinstance(module, nn.QuantizedEmbedding):
                 layer = nn.Embedding(*weight.shape)
             else:
@@ -144,4 +147,5 @@ def dequantize_layers(model) -> int:
             dense.append((name, layer))
     if dense:
         model.update_modules(tree_unflatten(dense))
+    mx.clear_cache()  # the quantized arrays just freed: give their memory back
     return len(dense)
