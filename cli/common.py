@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 
 import click
 
@@ -48,12 +49,19 @@ def load(model: str | None, family: str | None = None):
     from mlx_ssbd.models.loading import load_model
 
     progress = StageProgress()
+    talk = sys.stderr.isatty()  # a person watching: say what the wait is for (pipes stay quiet)
+    if talk:
+        click.echo(f"Loading {model or 'the default model'} ...", err=True)
+    start = time.monotonic()
     try:
-        return load_model(model, family=family, progress=progress)
+        loaded = load_model(model, family=family, progress=progress)
     except ValueError as error:
         raise click.ClickException(str(error)) from error
     finally:
         progress.close()
+    if talk:
+        click.echo(f"Loaded {loaded.name} in {time.monotonic() - start:.1f} s: {loaded.weights}", err=True)
+    return loaded
 
 
 def draft_model_option():

@@ -234,7 +234,8 @@ def test_live_view_in_a_real_terminal(model_dir, tmp_path):
         status = [line for line in lines if "tok/s" in line and "passes" in line]
         assert len(status) == 1, screen  # the status line was redrawn in place, not repeated
         assert lines.index(status[0]) == len(lines) - 2  # final status sits under the committed lines
-        assert len(lines) == 4, screen  # 2 committed captions + status + EXIT
+        assert lines[0].startswith("Loading ") and lines[1].startswith("Loaded "), screen  # the wait is named
+        assert len(lines) == 6, screen  # loading, loaded, 2 committed captions, status, EXIT
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
 
