@@ -165,3 +165,19 @@ def test_a_tensor_type_it_cannot_read_is_named():
 
     with pytest.raises(UnsupportedGGUF, match=r"blk\.0\.ffn_up\.weight.*Q8_1"):
         list(converted_tensors(Reader(), {"model_type": "qwen2"}))
+
+
+@pytest.mark.parametrize("kind", ["Q4_K", "Q5_0", "Q6_K"])
+def test_converting_in_row_chunks_changes_nothing(kind, monkeypatch):
+    import mlx_ssbd.models.gguf_quant as gq
+
+    raw = random_blocks(kind, rows=12)
+    whole = to_affine(kind, raw, 12, COLS)
+    monkeypatch.setattr(gq, "CHUNK_WEIGHTS", 5 * COLS)  # chunks of 5, 5 and 2 rows
+    chunked = to_affine(kind, raw, 12, COLS)
+    for name in ("weight", "scales", "biases"):
+        np.testing.assert_array_equal(getattr(chunked, name), getattr(whole, name))
+    assert chunked.exact == whole.exact
+    if not whole.exact:
+        assert chunked.error["max_abs"] == whole.error["max_abs"]
+        assert chunked.error["relative_rms"] == pytest.approx(whole.error["relative_rms"], rel=1e-9)

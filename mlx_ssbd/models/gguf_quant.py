@@ -130,29 +130,52 @@ def _k_quant(kind: str, b: np.ndarray):
     return q.reshape(n * 8, 32), scale, bias, 5
 
 
+CHUNK_WEIGHTS = 1 << 22  # weights converted at a time: bounds the temporary arrays (~100 MB)
+
+
 def to_affine(kind: str, blocks: np.ndarray, rows: int, cols: int) -> Affine:
-    """See the module docstring. ``kind`` is the GGUF type's name (``GGMLQuantizationType.name``)."""
+    """See the module docstring. ``kind`` is the GGUF type's name (``GGMLQuantizationType.name``).
+    Large tensors are converted a few thousand rows at a time."""
     if cols % GROUP:
         raise ValueError(f"{cols} columns are not a multiple of {GROUP}")
     raw = np.ascontiguousarray(blocks, dtype=np.uint8).reshape(rows, -1)
+    step = max(1, CHUNK_WEIGHTS // cols)
+    parts = [_rows_to_affine(kind, raw[r : r + step], cols) for r in range(0, rows, step)]
+    if len(parts) == 1:
+        return parts[0][0]
+    affine = Affine(
+        np.concatenate([p.weight for p, _ in parts]),
+        np.concatenate([p.scales for p, _ in parts]),
+        np.concatenate([p.biases for p, _ in parts]),
+        parts[0][0].bits,
+        parts[0][0].exact,
+    )
+    if not affine.exact:
+        affine.error = _combined_error([e for _, e in parts])
+    return affine
+
+
+def _rows_to_affine(kind: str, raw: np.ndarray, cols: int) -> tuple[Affine, dict | None]:
+    rows = raw.shape[0]
     if kind in EXACT_TYPES:
         block_bytes = {"Q4_0": 18, "Q4_1": 20, "Q5_0": 22, "Q5_1": 24, "Q8_0": 34, "Q4_K": 144, "Q5_K": 176}[kind]
-        flat = raw.reshape(-1, block_bytes)
-        q, scale, bias, bits = (_k_quant if kind.endswith("_K") else _legacy)(kind, flat)
-        return Affine(
+        q, scale, bias, bits = (_k_quant if kind.endswith("_K") else _legacy)(kind, raw.reshape(-1, block_bytes))
+        affine = Affine(
             pack_codes(q.reshape(rows, cols), bits),
             scale.reshape(rows, cols // GROUP).astype(np.float32),
             bias.reshape(rows, cols // GROUP).astype(np.float32),
             bits,
             True,
         )
+        return affine, None
     from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
     dense = np.asarray(dequantize(raw, GGMLQuantizationType[kind]), dtype=np.float32).reshape(rows, cols)
     affine = requantize(dense, FALLBACK_BITS)
-    affine.error = requantize_error(dense, affine)
-    return affine
+    sums = _error_sums(dense, affine)
+    affine.error = _combined_error([sums])
+    return affine, sums
 
 
 def requantize(dense: np.ndarray, bits: int) -> Affine:
@@ -177,10 +200,19 @@ def dequantize(affine: Affine, scale_dtype=np.float32) -> np.ndarray:
     return (codes.reshape(rows, cols // GROUP, GROUP) * scale + bias).reshape(rows, cols)
 
 
+def _error_sums(dense: np.ndarray, affine: Affine) -> dict:
+    err = (dequantize(affine, np.float16) - dense).astype(np.float64)
+    return {"max_abs": float(np.abs(err).max()), "err_sq": float(np.sum(err**2)),
+            "sq": float(np.sum(dense.astype(np.float64) ** 2))}
+
+
+def _combined_error(parts: list[dict]) -> dict:
+    sq = sum(p["sq"] for p in parts) or 1.0
+    return {"max_abs": max(p["max_abs"] for p in parts),
+            "relative_rms": float(np.sqrt(sum(p["err_sq"] for p in parts) / sq))}
+
+
 def requantize_error(dense: np.ndarray, affine: Affine) -> dict:
     """How far an inexact ``Affine`` is from the GGUF values it replaces: max |error| and the error's
     RMS relative to the weights' RMS."""
-    approx = dequantize(affine, np.float16)
-    err = approx - dense
-    rms = float(np.sqrt(np.mean(dense.astype(np.float64) ** 2))) or 1.0
-    return {"max_abs": float(np.abs(err).max()), "relative_rms": float(np.sqrt(np.mean(err.astype(np.float64) ** 2)) / rms)}
+    return _combined_error([_error_sums(dense, affine)])
