@@ -73,6 +73,17 @@ def test_leading_dimensions_and_dtypes_are_kept():
     assert product(mx.zeros((0, 128)), q, s, b, 32, 4).shape == (0, 40)
 
 
+def test_strided_inputs_give_what_contiguous_ones_give():
+    w = mx.random.normal((80, 256), key=mx.random.key(6))
+    q, s, b = mx.quantize(w, group_size=32, bits=4)
+    x = mx.random.normal((256, 5), key=mx.random.key(7)).T  # a transposed view, not row-contiguous
+    qs, ss, bs = q[::2], s[::2], b[::2]  # strided views of evaluated weights
+    mx.eval(x, qs, ss, bs)
+    want = product(mx.array(x.tolist()), mx.array(qs.tolist(), dtype=mx.uint32), mx.array(ss.tolist()),
+                   mx.array(bs.tolist()), 32, 4)
+    assert mx.array_equal(product(x, qs, ss, bs, 32, 4), want).item()
+
+
 def test_bad_arguments_are_refused_with_a_reason():
     w = mx.random.normal((8, 128), key=mx.random.key(5))
     q, s, b = mx.quantize(w, group_size=32, bits=4)

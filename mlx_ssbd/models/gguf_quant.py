@@ -22,8 +22,8 @@ Exact in fp32; stored as fp16 (as mlx-community's models are) a scale ``d * sc``
 6-bit integer) is rounded to fp16, a relative error of at most 2**-11 per scale, far below the
 4-bit step itself (tests/test_gguf_quant.py checks both). Every other type (Q6_K's 16-weight
 sub-blocks, Q2_K, Q3_K, the IQ types) has no exact MLX form: it is dequantized with the ``gguf``
-package and requantized to MLX 8-bit, group 32, the nearest MLX format; ``requantize_error``
-measures what that costs (``Affine.error``) and the importer records it.
+package and requantized to MLX 8-bit, group 32, the nearest MLX format; ``Affine.error`` says
+what that costs (max |error|, RMS relative to the weights') and the importer records it.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class Affine:
     biases: np.ndarray  # [rows, cols / 32] float32
     bits: int
     exact: bool
-    error: dict | None = None  # for an inexact mapping: ``requantize_error`` against the GGUF values
+    error: dict | None = None  # for an inexact mapping: its error against the GGUF values
 
 
 def pack_codes(codes: np.ndarray, bits: int) -> np.ndarray:
@@ -141,41 +141,42 @@ def to_affine(kind: str, blocks: np.ndarray, rows: int, cols: int) -> Affine:
     raw = np.ascontiguousarray(blocks, dtype=np.uint8).reshape(rows, -1)
     step = max(1, CHUNK_WEIGHTS // cols)
     parts = [_rows_to_affine(kind, raw[r : r + step], cols) for r in range(0, rows, step)]
-    if len(parts) == 1:
-        return parts[0][0]
-    affine = Affine(
-        np.concatenate([p.weight for p, _ in parts]),
-        np.concatenate([p.scales for p, _ in parts]),
-        np.concatenate([p.biases for p, _ in parts]),
-        parts[0][0].bits,
-        parts[0][0].exact,
+    first = parts[0]
+    affine = first if len(parts) == 1 else Affine(
+        np.concatenate([p.weight for p in parts]),
+        np.concatenate([p.scales for p in parts]),
+        np.concatenate([p.biases for p in parts]),
+        first.bits,
+        first.exact,
     )
-    if not affine.exact:
-        affine.error = _combined_error([e for _, e in parts])
+    if not affine.exact:  # each part carries its error sums; the tensor's error combines them
+        affine.error = _combined_error([p.error for p in parts])
     return affine
 
 
-def _rows_to_affine(kind: str, raw: np.ndarray, cols: int) -> tuple[Affine, dict | None]:
+def _rows_to_affine(kind: str, raw: np.ndarray, cols: int) -> Affine:
+    """``to_affine`` of some rows; an inexact one's ``error`` holds its raw error sums."""
+    from gguf import GGMLQuantizationType
+    from gguf.constants import GGML_QUANT_SIZES
+
     rows = raw.shape[0]
+    qtype = GGMLQuantizationType[kind]
     if kind in EXACT_TYPES:
-        block_bytes = {"Q4_0": 18, "Q4_1": 20, "Q5_0": 22, "Q5_1": 24, "Q8_0": 34, "Q4_K": 144, "Q5_K": 176}[kind]
+        block_bytes = GGML_QUANT_SIZES[qtype][1]
         q, scale, bias, bits = (_k_quant if kind.endswith("_K") else _legacy)(kind, raw.reshape(-1, block_bytes))
-        affine = Affine(
+        return Affine(
             pack_codes(q.reshape(rows, cols), bits),
             scale.reshape(rows, cols // GROUP).astype(np.float32),
             bias.reshape(rows, cols // GROUP).astype(np.float32),
             bits,
             True,
         )
-        return affine, None
-    from gguf import GGMLQuantizationType
     from gguf.quants import dequantize
 
-    dense = np.asarray(dequantize(raw, GGMLQuantizationType[kind]), dtype=np.float32).reshape(rows, cols)
+    dense = np.asarray(dequantize(raw, qtype), dtype=np.float32).reshape(rows, cols)
     affine = requantize(dense, FALLBACK_BITS)
-    sums = _error_sums(dense, affine)
-    affine.error = _combined_error([sums])
-    return affine, sums
+    affine.error = _error_sums(dense, affine)
+    return affine
 
 
 def requantize(dense: np.ndarray, bits: int) -> Affine:
@@ -207,12 +208,9 @@ def _error_sums(dense: np.ndarray, affine: Affine) -> dict:
 
 
 def _combined_error(parts: list[dict]) -> dict:
+    """How far an inexact ``Affine`` is from the GGUF values it replaces: max |error| and the error's
+    RMS relative to the weights' RMS."""
     sq = sum(p["sq"] for p in parts) or 1.0
     return {"max_abs": max(p["max_abs"] for p in parts),
             "relative_rms": float(np.sqrt(sum(p["err_sq"] for p in parts) / sq))}
 
-
-def requantize_error(dense: np.ndarray, affine: Affine) -> dict:
-    """How far an inexact ``Affine`` is from the GGUF values it replaces: max |error| and the error's
-    RMS relative to the weights' RMS."""
-    return _combined_error([_error_sums(dense, affine)])

@@ -24,6 +24,8 @@ import os
 import mlx.core as mx
 import mlx.nn as nn
 
+from .backend import is_gpu
+
 QMM_ENV = "MLX_SSBD_QMM"
 SUPPORTED_BITS = (2, 3, 4, 5, 6, 8)
 
@@ -82,21 +84,22 @@ def _self_check(module) -> str:
     return "" if err < 1e-3 else f"max difference {err:.3g}"
 
 
-def _on_cpu() -> bool:
-    return mx.default_device().type == mx.DeviceType.cpu
-
-
 def _routable(layer) -> bool:
     return getattr(layer, "mode", "affine") == "affine" and layer.bits in SUPPORTED_BITS
+
+
+def _product(layer, x):
+    """``x @ W.T`` for a quantized layer's weight W, through the kernel."""
+    return _state["module"].quantized_matmul(
+        x, layer["weight"], layer["scales"], layer["biases"], layer.group_size, layer.bits
+    )
 
 
 class CpuQuantizedLinear(nn.QuantizedLinear):
     """A ``QuantizedLinear`` whose product runs through the kernel (same parameters, same result)."""
 
     def __call__(self, x):
-        y = _state["module"].quantized_matmul(
-            x, self["weight"], self["scales"], self["biases"], self.group_size, self.bits
-        )
+        y = _product(self, x)
         return y + self["bias"] if "bias" in self else y
 
 
@@ -104,14 +107,12 @@ class CpuQuantizedEmbedding(nn.QuantizedEmbedding):
     """A ``QuantizedEmbedding`` whose ``as_linear`` (a tied output layer) runs through the kernel."""
 
     def as_linear(self, x):
-        return _state["module"].quantized_matmul(
-            x, self["weight"], self["scales"], self["biases"], self.group_size, self.bits
-        )
+        return _product(self, x)
 
 
 def route_quantized_layers(model) -> int:
     """See the module docstring."""
-    if not _on_cpu() or kernel() is None:
+    if is_gpu() or kernel() is None:
         return 0
     routed = 0
     for _, module in model.named_modules():

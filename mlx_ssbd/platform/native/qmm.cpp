@@ -41,6 +41,12 @@ static bool supported_bits(int bits) {
   return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
 }
 
+// ``a`` as the kernel reads it: an evaluated row-contiguous array (a parameter) as it is, anything
+// else through a Contiguous node (which only shares the buffer when it already is contiguous).
+static mx::array row_contiguous(const mx::array& a, mx::Stream s) {
+  return a.is_available() && a.flags().row_contiguous ? a : mx::contiguous(a, false, s);
+}
+
 mx::array quantized_matmul(
     const mx::array& x,
     const mx::array& w,
@@ -74,10 +80,10 @@ mx::array quantized_matmul(
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] runs on the CPU only");
   }
   auto out_dtype = mx::issubdtype(x.dtype(), mx::floating) ? x.dtype() : mx::float32;
-  auto x32 = mx::contiguous(mx::astype(x, mx::float32, stream), false, stream);
-  auto s32 = mx::contiguous(mx::astype(scales, mx::float32, stream), false, stream);
-  auto b32 = mx::contiguous(mx::astype(biases, mx::float32, stream), false, stream);
-  auto wc = mx::contiguous(w, false, stream);
+  auto x32 = row_contiguous(mx::astype(x, mx::float32, stream), stream);
+  auto s32 = row_contiguous(mx::astype(scales, mx::float32, stream), stream);
+  auto b32 = row_contiguous(mx::astype(biases, mx::float32, stream), stream);
+  auto wc = row_contiguous(w, stream);
   auto shape = x.shape();
   shape.back() = N;
   auto out = mx::array(
