@@ -107,16 +107,14 @@ def listen(audio, mic, asr_only, model, asr_model, target, max_targets, glossary
         targets = check_languages(card.language, target, max_targets)
         recognizer = load_recognizer(card.name, threads=asr_threads)
         chunks = audio_chunks(audio, mic, step_s, pace)
-    live = mic or audio == "-" or pace == "realtime"
-    if mic or audio == "-" or pace != "offline":
-        asr = StreamingRecognizer(recognizer, StreamingConfig(step_s=step_s))
-    else:
-        asr = OnePass(recognizer)
+    streaming = mic or audio == "-" or pace != "offline"
+    asr = StreamingRecognizer(recognizer, StreamingConfig(step_s=step_s)) if streaming else OnePass(recognizer)
     session = sink = None
     if not asr_only:
         sink = ComputeTally(make_sink(fmt, targets, output))
-        session = _session(model, card.language, targets, method, beta, mask_k, live=live, live_updates=live_updates,
-                           max_words=max_words, context_tokens=context_tokens, glossary=glossary)
+        session = _session(model, card.language, targets, method, beta, mask_k, live=streaming,
+                           live_updates=live_updates, max_words=max_words, context_tokens=context_tokens,
+                           glossary=glossary)
     started = time.monotonic()  # the models are loaded: from here on, the speech
     try:
         with user_errors():
@@ -124,7 +122,7 @@ def listen(audio, mic, asr_only, model, asr_model, target, max_targets, glossary
                 for partial in asr.run(chunks):
                     click.echo(json.dumps(partial_json(partial), ensure_ascii=False))
             else:
-                run_stream(session, asr.run(chunks), sink)
+                run_stream(session, asr.timed(chunks) if streaming else asr.run(chunks), sink)
     except KeyboardInterrupt:
         click.echo("interrupted: " + ("the partials so far are above" if asr_only else
                                       "the committed translations are above"), err=True)
@@ -140,6 +138,6 @@ def _session(model, source, targets, method, beta, mask_k, *, live, live_updates
     translators = {target: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
                                             target_lang=target, config=config, glossary=glossary)
                    for target in targets}
-    # The ASR ends sentences itself; a pause commits only on live audio (a file has no wall-clock pauses).
+    # The ASR ends sentences itself; a pause in the speech (on the audio's clock) commits while it streams.
     segmenter = SegmenterConfig(max_words=max_words, pause_s=SegmenterConfig.pause_s if live else None)
     return LiveSession(translators, segmenter=segmenter, latest_wins=True, live_updates=live_updates)

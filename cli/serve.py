@@ -8,6 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import click
 
+from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.service.options import ServiceOptions
 from mlx_ssbd.service.scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS
 
@@ -50,8 +51,12 @@ from .common import load
 @click.option("--caption-rounds", type=click.IntRange(1), default=DEFAULT_CAPTION_ROUNDS, show_default=True,
               help="Batched caption rounds per step of a chat completion while a session's update is under way "
                    "(1: they alternate; more: captions first, chat answers slower).")
+@click.option("--pause", type=click.FloatRange(0.0), default=SegmenterConfig.pause_s, show_default=True,
+              help="Commit a session's open caption once its text has not changed for this many seconds (0: never): "
+                   "seconds of speech for audio, of arrival for text partials.")
 def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_key, allow_origins, max_viewers,
-          keepalive, max_tokens, drain_timeout, max_message_bytes, max_source_chars, max_targets, store, caption_rounds):
+          keepalive, max_tokens, drain_timeout, max_message_bytes, max_source_chars, max_targets, store, caption_rounds,
+          pause):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
 
     One model per process; every session's next update runs in one batched step. SIGTERM or
@@ -88,7 +93,8 @@ def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_
 
     try:
         run(loaded, host=host, port=port, max_sessions=max_sessions, options=options, store=transcripts, on_ready=ready,
-            caption_rounds=caption_rounds, drain_timeout_s=drain_timeout)
+            caption_rounds=caption_rounds, drain_timeout_s=drain_timeout,
+            segmenter=SegmenterConfig(pause_s=pause or None))
     except OSError as error:
         raise click.ClickException(str(error)) from None
     finally:

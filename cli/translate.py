@@ -44,9 +44,12 @@ def paced(updates: Iterator[SourceUpdate], words_per_second: float) -> Iterator[
         yield update
 
 
-def run_stream(session: LiveSession, updates: Iterator[SourceUpdate], sink) -> int:
+def run_stream(session: LiveSession, updates: Iterator[SourceUpdate] | Iterator[tuple[float, SourceUpdate | None]],
+               sink) -> int:
     """Push ``updates`` into the session from a reader thread while this thread runs the model
     and writes the session's events to ``sink``. Returns the number of committed captions.
+    Updates are partials (timed by their arrival) or ``(heard, partial or None)`` pairs on the
+    input's own clock (``StreamingRecognizer.timed``).
 
     A bad input line ends the input: what was live is committed, every event is written, then
     the error is raised. On Ctrl-C the open caption's latest translation is written as committed.
@@ -58,7 +61,12 @@ def run_stream(session: LiveSession, updates: Iterator[SourceUpdate], sink) -> i
             for update in updates:
                 if session.closed:
                     return
-                session.push(update)
+                if isinstance(update, SourceUpdate):
+                    session.push(update)
+                elif update[1] is None:
+                    session.tick(update[0])
+                else:
+                    session.push(update[1], at=update[0])
         except BaseException as error:  # StreamError or any reader failure: reported below
             failure.append(error)
         finally:

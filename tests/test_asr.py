@@ -7,6 +7,7 @@ seconds, so the recognizer knows which stretch of the talk it was given, as a re
 
 import io
 import json
+import time
 import wave
 
 import numpy as np
@@ -148,6 +149,73 @@ def test_the_partials_drive_a_live_session_timed_by_the_speech(model, tok):  # n
     assert [c.source for c in commits] == ["Good morning everyone.", "Today we talk about rules.", "Thanks"]
     assert [c.timed_by for c in commits] == ["asr"] * 3
     assert [(c.start, c.end) for c in commits[:2]] == [pytest.approx((0.2, 1.6)), pytest.approx((2.1, 4.2))]
+
+
+# A speaker who pauses mid-sentence (1.3 s to 4.5 s of silence), then finishes it.
+PAUSED_TALK = [("so", 0.2, 0.5), ("today", 0.5, 1.0), ("we", 1.0, 1.3), ("talk", 4.5, 4.9), ("about", 4.9, 5.3),
+               ("rules.", 5.3, 6.0)]
+
+
+class SteppedClock:
+    """A session clock that moves only when told: a machine as slow as a test wants."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def caption_talk(model, tok, *, slow: bool, timed: bool = True):  # noqa: F811
+    """The commits of ``PAUSED_TALK`` streamed through ``listen``'s path; ``slow``: every
+    recognition and every model update takes 5 s on the session clock (and a little real time)."""
+    from mlx_ssbd_cli.translate import run_stream
+
+    clock = SteppedClock()
+
+    class Recognizer(ScriptedRecognizer):
+        def transcribe(self, audio, prompt=""):
+            clock.t += 5.0 * slow
+            return super().transcribe(audio, prompt)
+
+    translator = make(model, tok, policy="ssbd", beta=0.0)
+    update = translator.update
+
+    def slow_update(text, final=False):
+        if slow:
+            clock.t += 5.0
+            time.sleep(0.01)
+        return update(text, final=final)
+
+    translator.update = slow_update
+    asr = StreamingRecognizer(Recognizer(PAUSED_TALK), StreamingConfig(step_s=0.5))
+    session = LiveSession(translator, segmenter=SegmenterConfig(pause_s=2.0), clock=clock)
+    chunks = Replay(timed_audio(7.0), asr.config.step_s)
+    commits = []
+
+    class Sink:
+        def update(self, event):
+            pass
+
+        def commit(self, event):
+            commits.append((event.source, event.reason, event.start, event.end, event.text))
+
+        def close(self):
+            pass
+
+    run_stream(session, asr.timed(chunks) if timed else asr.run(chunks), Sink())
+    return commits
+
+
+def test_pauses_are_read_on_the_speakers_clock_not_the_machines(model, tok):  # noqa: F811
+    """A slow recognizer and a slow model (5 s per step on the session clock) give the fast
+    run's commits: the pause rule reads the audio heard, so only the speaker's pause commits."""
+    fast = caption_talk(model, tok, slow=False)
+    assert [(source, reason) for source, reason, *_ in fast] == [("so today we", "pause"),
+                                                                 ("talk about rules.", "final")]
+    assert caption_talk(model, tok, slow=True) == fast
+    # Timed by arrival instead, the same slow machine's steps look like pauses of the speaker.
+    assert caption_talk(model, tok, slow=True, timed=False) != fast
 
 
 def test_commits_only_session_translates_no_live_update(model, tok):  # noqa: F811

@@ -128,7 +128,8 @@ def test_mutated_messages_never_stop_the_server_nor_change_another_session(model
         await asyncio.wait(attackers, timeout=30)
         return events, sent[0]
 
-    with server(model_dir, tmp_path / "t.sqlite3", "--max-sessions", "6") as (base, proc):
+    # Pauses off: a busy server must not make the reference's lockstep partials look like pauses.
+    with server(model_dir, tmp_path / "t.sqlite3", "--max-sessions", "6", "--pause", "0") as (base, proc):
         alone: list[dict] = []
         asyncio.run(reference(base, alone))
         events, sent = asyncio.run(attacked(base))

@@ -20,7 +20,8 @@ PARTIALS = [("so today we", False, "a"), ("so today we talk about", False, "a"),
 
 @pytest.fixture(scope="module")
 def url(model_dir, tmp_path_factory):
-    with server(model_dir, tmp_path_factory.mktemp("store") / "t.sqlite3") as (base, _):
+    # Pauses off: the lockstep client waits for every answer, so a slow round would look like a pause.
+    with server(model_dir, tmp_path_factory.mktemp("store") / "t.sqlite3", "--pause", "0") as (base, _):
         yield base
 
 

@@ -253,10 +253,13 @@ def test_the_drain_commits_the_open_caption_and_refuses_newcomers(loaded, tmp_pa
 
 class _FakeLive:
     def __init__(self):
-        self.partials = []
+        self.partials, self.heard = [], []
 
-    def push(self, partial):
+    def push(self, partial, at=None):
         self.partials.append(partial)
+
+    def tick(self, at):
+        self.heard.append(at)
 
 
 class _FakeSession:
@@ -268,8 +271,8 @@ class _FakeSession:
 
     send = publish
 
-    def hear(self, partial):
-        self.live.push(partial)
+    def hear(self, partial, heard):
+        self.live.push(partial, heard)
 
 
 def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
@@ -308,6 +311,7 @@ def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
         time.sleep(0.02)
     assert [e["code"] for e in loud.events] == ["asr_failed"]
     assert quiet.live.partials and not [e for e in quiet.events if e["type"] == "error"]
+    assert quiet.live.heard == sorted(quiet.live.heard) and quiet.live.heard[-1] == 4.0  # the audio's clock
     assert worker._thread.is_alive()
     hold = _FakeSession("hold")
     with worker._cond:  # the worker is not served while it holds the lock: nothing is recognised

@@ -237,7 +237,7 @@ def test_a_resumed_session_goes_on_with_its_numbers_settings_and_clock():
     session.resume(SessionInfo("sess_old", 0.0, "m", {"target": "ja", "method": "rt", "future": 1}, "r", None, None,
                                "live", 3, 12.5))
     assert (session.id, session.settings.target, session.settings.method) == ("sess_old", "ja", "rt")
-    session.hear(SourceUpdate("so today", False, "a", 0.5, 1.0, (Word("so", 0.5, 0.7), Word("today", 0.7, 1.0))))
+    session.hear(SourceUpdate("so today", False, "a", 0.5, 1.0, (Word("so", 0.5, 0.7), Word("today", 0.7, 1.0))), 1.0)
     heard = sent[-1]
     assert (heard["type"], heard["start"], heard["end"]) == ("transcription.update", 13.0, 13.5)
     item = session.live.take()

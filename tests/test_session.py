@@ -108,6 +108,33 @@ def test_a_pause_commits_the_open_caption(model, tok):
     assert commits[0].end >= 0.2 and commits[0].at < 3.0
 
 
+def test_a_pause_on_the_inputs_clock_commits_only_when_the_input_says_so(model, tok):
+    """Input times (speech: audio heard) drive the pause rule: the session clock may run on, the
+    pause commits when the input's clock has moved ``pause_s`` past the last change."""
+    wall = [0.0]
+    session = LiveSession(make(model, tok), segmenter=SegmenterConfig(pause_s=2.0), clock=lambda: wall[0])
+    session.push(SourceUpdate("so today we", segment_id="a"), at=1.0)
+    wall[0] = 100.0  # a very slow machine: the session clock says nothing about the speaker
+    assert session.next_due() is None and session.take().job.text == "so today we" and session.take() is None
+    session.tick(2.9)
+    assert session.take() is None
+    session.tick(3.0)
+    item = session.take()
+    assert (item.job.text, item.job.final, item.job.reason) == ("so today we", True, "pause")
+
+
+def test_arrival_times_commit_a_pause_before_the_next_partial_even_while_the_engine_is_busy(model, tok):
+    """Text partials are timed by their arrival: a pause between two of them commits at the second
+    one's arrival whether or not the engine looked in between."""
+    wall = [0.0]
+    session = LiveSession(make(model, tok), segmenter=SegmenterConfig(pause_s=2.0), clock=lambda: wall[0])
+    session.push(SourceUpdate("so today we", segment_id="a"))
+    wall[0] = 2.5  # the speaker paused; the engine did not call take() meanwhile
+    session.push(SourceUpdate("so today we talk", segment_id="a"))
+    jobs = [(i.job.text, i.job.final) for i in iter(session.take, None)]
+    assert jobs == [("so today we", True), ("talk", False)]
+
+
 def test_a_rejected_job_is_an_error_event_and_the_session_goes_on(model, tok):
     session = LiveSession(make(model, tok), segmenter=MANUAL)
     events = run_all(session, [SourceUpdate("word " * 3000, final=True, segment_id="a"),

@@ -152,9 +152,10 @@ def test_a_talk_into_the_microphone_becomes_german_captions(talk, tmp_path):
         page.get_by_role("button", name="Start").click()
         page.locator(".committed li").first.wait_for(timeout=120_000)
         page.locator("#heard-done", has_text="weather").wait_for(timeout=120_000)
-        page.locator(".live span:not(:empty)").first.wait_for(timeout=60_000)  # a caption under way
-        page.screenshot(path=str(tmp_path / "speaker-page.png"), full_page=True)
         if os.environ.get("MLX_SSBD_SCREENSHOTS"):  # the documentation's picture, from this very test
+            # with a caption under way, if this machine is quick enough to show one before the talk ends
+            page.locator(".live span:not(:empty)").first.wait_for(timeout=60_000)
+            page.screenshot(path=str(tmp_path / "speaker-page.png"), full_page=True)
             shutil.copy(tmp_path / "speaker-page.png", os.environ["MLX_SSBD_SCREENSHOTS"])
         page.get_by_role("button", name="Stop").click()
         check_german_captions(page, url)

@@ -3,7 +3,8 @@
 Contract: ``StreamingRecognizer(recognizer)``; ``insert(samples)`` appends 16 kHz mono float32
 audio; ``step()`` re-decodes the buffer and returns the ASR partials (``SourceUpdate``) it implies;
 ``finish()`` decodes what is left and returns the last partials. ``run(chunks)`` does all three
-over an iterable of audio chunks, yielding partials as they come. ``OnePass(recognizer).run``
+over an iterable of audio chunks, yielding partials as they come; ``timed(chunks)`` also yields
+the audio's clock (seconds heard) with each. ``OnePass(recognizer).run``
 is the policy where nobody waits: the whole recording decoded once, sentence by sentence. Pure
 policy around a ``Recognizer``: no threads, no MLX.
 
@@ -120,10 +121,18 @@ class StreamingRecognizer:
 
     def run(self, chunks: Iterable[np.ndarray]) -> Iterator[SourceUpdate]:
         """Insert each chunk and step after it; finish at the end."""
+        return (partial for _, partial in self.timed(chunks) if partial is not None)
+
+    def timed(self, chunks: Iterable[np.ndarray]) -> Iterator[tuple[float, SourceUpdate | None]]:
+        """``run`` on the audio's clock: each partial with the seconds of audio heard when it was
+        recognised, and ``(heard, None)`` after every step (what a pause rule reads)."""
         for chunk in chunks:
             self.insert(chunk)
-            yield from self.step()
-        yield from self.finish()
+            for partial in self.step():
+                yield self.audio_s, partial
+            yield self.audio_s, None
+        for partial in self.finish():
+            yield self.audio_s, partial
 
     # -- helpers ---------------------------------------------------------------------------
 

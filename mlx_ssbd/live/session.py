@@ -21,6 +21,13 @@ exception"), so the model stays on the thread the program chooses, usually the m
 Times (``at``) are seconds on the session clock, from its creation. A commit's ``start``/``end``
 are the ASR's audio times when it gave them (``timed_by="asr"``), else the session-clock times of
 the caption's first partial and of its commit (``timed_by="clock"``).
+
+The segmenter's pause rule reads the *input's* clock, never how long the model took. For text
+partials that is their arrival on the session clock. Speech brings its own: ``push(partial, at)``
+with the seconds of audio heard when the partial was recognised, and ``tick(at)`` when more audio
+was heard and the text did not change; from the first such time on, the session's pause rule
+reads only these times. Either way the rule runs when input arrives (and, for arrival times, also
+while the engine waits), so the same input gives the same commits on a fast machine and a slow one.
 """
 
 from __future__ import annotations
@@ -131,6 +138,7 @@ class LiveSession:
         self._caption = 0  # index of the open caption
         self._last_text: str | None = None  # the open caption's last translated live text
         self._opened_at: float | None = None  # push time of the open caption's first partial
+        self._heard: float | None = None  # the input's own clock (speech: audio heard), once it gives one
         self.coalesced = 0  # total partials skipped
         self.unchanged = 0  # live texts equal to the previous one, skipped without a forward pass
         self.unshown = 0  # live jobs dropped because ``live_updates`` is off
@@ -157,15 +165,33 @@ class LiveSession:
 
     # -- input (any thread) ----------------------------------------------------------------
 
-    def push(self, partial: SourceUpdate) -> None:
-        """Queue an ASR partial; returns at once. Ignored after ``close``."""
+    def push(self, partial: SourceUpdate, at: float | None = None) -> None:
+        """Queue an ASR partial; returns at once. Ignored after ``close``. ``at``: the input's own
+        time of it (speech: seconds of audio heard when it was recognised); None: its arrival."""
+        with self._cond:
+            if self._closed:
+                return
+            now, heard = self.now(), self._input_time(at)
+            for job in [*self._segmenter.due(heard), *self._segmenter.feed(partial, heard)]:
+                self._queue(job, now)
+            self._cond.notify()
+
+    def tick(self, at: float) -> None:
+        """The input's own clock reads ``at`` and its text has not changed (speech: this much audio
+        heard, the words as before): a pause may commit now. Ignored after ``close``."""
         with self._cond:
             if self._closed:
                 return
             now = self.now()
-            for job in self._segmenter.feed(partial, now):
+            for job in self._segmenter.due(self._input_time(at)):
                 self._queue(job, now)
             self._cond.notify()
+
+    def _input_time(self, at: float | None) -> float:
+        """The time the segmenter reads for an input given at ``at`` (None: arriving now)."""
+        if at is not None:
+            self._heard = at if self._heard is None else max(self._heard, at)
+        return self._heard if self._heard is not None else self.now()
 
     def close(self) -> None:
         """End of input: commit what is live; ``run()`` ends when the queue is done."""
@@ -195,8 +221,9 @@ class LiveSession:
         equal to the one just translated is dropped here (counted as ``unchanged``)."""
         with self._cond:
             now = self.now()
-            for job in self._segmenter.due(now):
-                self._queue(job, now)
+            if self._heard is None:  # arrival times: waiting is the speaker's pause too
+                for job in self._segmenter.due(now):
+                    self._queue(job, now)
             while self._jobs:
                 item = self._jobs.popleft()
                 if not item.job.final and not self.live_updates:
@@ -228,16 +255,17 @@ class LiveSession:
             return self._closed and not self._jobs
 
     def next_due(self) -> float | None:
-        """Session-clock time when a pause may commit the open caption, if any."""
+        """Session-clock time when a pause may commit the open caption, if any (None also when
+        the input brings its own clock: only its next input or ``tick`` can)."""
         with self._cond:
-            return self._segmenter.next_due()
+            return self._segmenter.next_due() if self._heard is None else None
 
     def _next(self) -> _Queued | None:
         with self._cond:
             while (item := self.take()) is None:
                 if self._closed:
                     return None
-                due = self._segmenter.next_due()
+                due = self.next_due()
                 wait = None if due is None else max(0.0, due - self.now())
                 if wait is None or wait > 0:
                     self._cond.wait(wait)

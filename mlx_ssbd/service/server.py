@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..live.segmenter import SegmenterConfig
 from .app import create_app
 from .options import ServiceOptions
 from .scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS, Scheduler
@@ -29,10 +30,11 @@ SOCKETS_CLOSE_S = 5.0  # after the drain, the longest wait for the handlers to c
 def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = DEFAULT_MAX_SESSIONS,
           options: ServiceOptions = ServiceOptions(), store: TranscriptStore | None = None,
           on_ready: Callable[[str], None] | None = None, caption_rounds: int = DEFAULT_CAPTION_ROUNDS,
-          drain_timeout_s: float = DEFAULT_DRAIN_S) -> None:
+          drain_timeout_s: float = DEFAULT_DRAIN_S, segmenter: SegmenterConfig = SegmenterConfig()) -> None:
     import uvicorn
 
-    scheduler = Scheduler(loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds)
+    scheduler = Scheduler(loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds,
+                          segmenter=segmenter)
     config = uvicorn.Config(create_app(scheduler, options), host=host, port=port, log_level="warning",
                             ws_max_size=4 * options.limits.max_message_bytes, lifespan="off",
                             limit_concurrency=max_sessions + options.max_viewers + 64, timeout_graceful_shutdown=5)

@@ -73,13 +73,14 @@ class ServiceSession:
         self.offset = info.next_start
         self.live.resume(info.captions, info.next_start)
 
-    def hear(self, partial: SourceUpdate) -> None:
-        """A recognizer's partial (audio times from this connection's first audio)."""
+    def hear(self, partial: SourceUpdate, heard: float) -> None:
+        """A recognizer's partial (audio times from this connection's first audio), recognised
+        when ``heard`` seconds of audio had come: the clock of the session's pause rule."""
         if self.offset and partial.start is not None and partial.end is not None:
             shift = self.offset
             partial = replace(partial, start=partial.start + shift, end=partial.end + shift,
                               words=tuple(replace(w, start=w.start + shift, end=w.end + shift) for w in partial.words))
-        self.live.push(partial)
+        self.live.push(partial, at=heard)
         self.publish(protocol.transcription_event(partial))
 
     @property

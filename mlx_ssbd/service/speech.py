@@ -12,7 +12,8 @@ One worker thread, started at the first audio, owns the recognizer (``asr.recogn
 then) and serves the sessions in turn: whenever one has ``step_s`` of new audio, or has ended,
 its ``StreamingRecognizer`` steps, and each partial is pushed into the session's ``LiveSession``
 (the scheduler translates it exactly like a ``source.update``) and sent to the client and its
-viewers as ``transcription.update``. A recognizer that cannot be loaded (no ``asr`` extra)
+viewers as ``transcription.update``. The session's pause rule reads the audio's clock (seconds
+heard), so a slow recognizer step is never taken for a pause of the speaker. A recognizer that cannot be loaded (no ``asr`` extra)
 becomes an ``asr_unavailable`` error event for each session that sends audio; the service goes on.
 A recognizer step that fails becomes an ``asr_failed`` error event for its session, whose audio so
 far is dropped (the next audio starts afresh); the worker serves the other sessions on.
@@ -130,12 +131,12 @@ class SpeechWorker:
                 session.send(protocol.error_event("asr_unavailable", f"speech input is not available: {self._failure}"))
             else:
                 stream.asr = StreamingRecognizer(recognizer, self.config)
-        partials = []
         if stream.asr is not None:
             stream.asr.insert(pcm_to_float(data))
             partials = stream.asr.step() + (stream.asr.finish() if ended else [])
-        for partial in partials:
-            session.hear(partial)
+            for partial in partials:
+                session.hear(partial, stream.asr.audio_s)
+            session.live.tick(stream.asr.audio_s)  # the audio's clock: a pause in the speech may commit
         self.scheduler.wake()
         if ended:
             with self._cond:
