@@ -7,11 +7,22 @@ newline ends it too, but the text before the newline stays: Qwen merges ``".\\n"
 into single tokens, and dropping the whole token would cut a caption's full stop. The kept text is
 re-tokenized (``"."``); it is never fed to the model in this update (the next update verifies it as
 part of the draft, like any other output token).
+
+``loop_cut(tokens, floor)`` is the repetition rule: an output that ends in a decoding loop (a
+block of at most ``LOOP_MAX_PERIOD`` tokens repeated at least ``LOOP_MIN_REPEATS`` times in a
+row, ``LOOP_MIN_TOKENS`` tokens at least: "Krankenhausarztarztarzt...") ends there, with one copy
+of the block kept. It reads token ids only, so greedy decoding and SSBD at β = 0 cut the same
+outputs at the same place.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 NOT_A_STOP = None
+LOOP_MAX_PERIOD = 16  # tokens in a repeated block, at most
+LOOP_MIN_REPEATS = 3  # copies of it in a row, at least ...
+LOOP_MIN_TOKENS = 12  # ... and this many tokens in all ("no, no, no" is speech, not a loop)
 
 
 class StopRule:
@@ -51,3 +62,20 @@ def stop_ids(tokenizer) -> frozenset[int]:
     vocab = tokenizer.get_vocab()
     ids.update(vocab[t] for t in ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<eos>") if t in vocab)
     return frozenset(ids)
+
+
+def loop_cut(tokens: Sequence[int], floor: int = 0) -> int:
+    """How many tokens to drop from the end of ``tokens`` because they end in a loop (module
+    docstring); 0 when they do not. The first ``floor`` tokens (a locked start) are never cut."""
+    n = len(tokens)
+    for period in range(1, LOOP_MAX_PERIOD + 1):
+        span = period * max(LOOP_MIN_REPEATS, -(-LOOP_MIN_TOKENS // period))  # whole copies
+        if span > n:
+            break  # a longer period needs at least as long a span
+        start = n - span
+        if any(tokens[i] != tokens[i + period] for i in range(start, n - period)):
+            continue
+        while start > 0 and tokens[start - 1] == tokens[start - 1 + period]:
+            start -= 1  # the loop began before the copies that tripped the rule
+        return n - max(start + period, floor)
+    return 0

@@ -29,7 +29,8 @@ lookahead proposals too. A guessed tail (``Job.guess``, see ``tail``) rides in t
 the draft and is verified at β = 0: accepted guess tokens are exactly the tokens greedy decoding
 would have produced next, so the output is the same as without the guess, for fewer passes. A stop
 token (``stops.StopRule``) ends the output; what it keeps (the text before a newline) is appended
-but not fed.
+but not fed. With ``Job.loop_cut``, an output that ends in a decoding loop is cut back to one copy
+of the repeated block and ends (``Outcome.looped``).
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class Job:
             the lookahead proposals alike.
         exact_tail: the last ``exact_tail`` draft tokens are verified at β = 0 (the tokens written
             for the newest source words are kept only where greedy decoding agrees).
+        loop_cut: None, or ``stops.loop_cut``-like: tokens to drop where the output ends in a
+            loop (the locked start is never cut); the output then ends. For captions: ``progress``
+            is not told of the cut.
     """
 
     head: Sequence[int]
@@ -107,6 +111,7 @@ class Job:
     reuse: bool = True
     rule: str = DEFAULT_RULE
     exact_tail: int = 0
+    loop_cut: Callable[[Sequence[int], int], int] | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,7 @@ class Outcome:
     passes: int = 0  # model calls this update took part in
     tokens_fed: int = 0  # tokens it sent through the model
     rebuilds: int = 0  # cache rebuilds (a trim that was impossible)
+    looped: bool = False  # the output ended in a loop and was cut (``Job.loop_cut``)
 
 
 Requests = Generator[Feed | Sync, object, Outcome]
@@ -161,6 +167,10 @@ def update_requests(job: Job) -> Requests:
             grew(outcome.output)
             break
         outcome.output.append(token)
+        if job.loop_cut is not None and (cut := job.loop_cut(outcome.output, len(job.locked))):
+            del outcome.output[-cut:]
+            outcome.looped = True
+            break
         grew(outcome.output)
         if pending or len(outcome.output) >= job.max_new:
             continue  # accepted proposal tokens still to check, or out of budget

@@ -249,6 +249,7 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
         "tail_acceptance": _round(metrics.ratio(sum(r.get("tail_accepted", 0) for r in flat),
                                                 sum(r.get("tail_guessed", 0) for r in flat))),
         "laal_s": _mean(laal), "laal_ca_s": _mean(laal_ca),
+        "looped_captions": sum(r.get("looped", 0) for r in finals),  # commits whose decoding loop was cut
     }
     refs = [r["ref"] for r in finals]
     if all(refs):

@@ -43,6 +43,7 @@ COLUMNS = [
     ("Tail accepted", lambda s: _pct(s.get("tail_acceptance"))),
     ("Guess s", lambda s: _num(s.get("tail_s") or None, 1)),
     ("LAAL-CA s", lambda s: _num(s["laal_ca_s"], 2)),
+    ("Looped", lambda s: str(s["looped_captions"]) if "looped_captions" in s else "-"),
     ("BLEU", lambda s: _num(s.get("bleu"), 1)),
     ("chrF++", lambda s: _num(s.get("chrf"), 1)),
     ("semsim", lambda s: _num(s.get("semsim"), 3)),

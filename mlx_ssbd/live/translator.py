@@ -43,7 +43,7 @@ from ..platform.backend import pipelined_decode
 from ..engine import update as engine
 from ..engine.cache import TokenCache, common_prefix_len
 from ..engine.sampling import Sampler
-from ..engine.stops import StopRule
+from ..engine.stops import StopRule, loop_cut
 from ..engine.tail import same_vocabulary
 from ..models.loading import context_length
 from .glossary import Glossary
@@ -181,7 +181,7 @@ class StreamTranslator:
         job = engine.Job(head=head, locked=locked, draft=draft, beta=cfg.beta_for(final),
                          max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=plan.proposer,
                          pipelined=self.pipelined, guess=plan.guess, reuse=cfg.policy != "rt-nocache",
-                         rule=cfg.accept_rule, exact_tail=cfg.exact_tail)
+                         rule=cfg.accept_rule, exact_tail=cfg.exact_tail, loop_cut=loop_cut)
         return PendingUpdate(source, final, prompt, job, start, plan)
 
     def finish(self, pending: PendingUpdate, outcome: engine.Outcome | None) -> Update:
@@ -205,6 +205,7 @@ class StreamTranslator:
             decode_s=end - outcome.verified_at,
             wall_s=end - pending.start,
             cache_rebuilds=outcome.rebuilds,
+            looped=int(outcome.looped),
             locked=locked,
             unchanged=int(job is None),
             **asdict(Proposals.report(pending.plan, outcome)),

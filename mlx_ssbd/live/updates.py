@@ -28,6 +28,7 @@ class UpdateStats:
     decode_s: float
     wall_s: float
     cache_rebuilds: int  # untrimmable cache rebuilt (0 on a full KV cache)
+    looped: int = 0  # 1: the output ended in a decoding loop, cut back to one copy (``stops.loop_cut``)
     resynced: int = 0  # tokens accepted by rejoining the old draft after a divergence
     ngram_accepted: int = 0  # tokens accepted from n-gram proposals (source, earlier outputs)
     proposals: int = 0  # lookahead proposals verified (each one forward pass)
