@@ -16,12 +16,22 @@ STAGE_LABELS = {
     "assemble": "Assembling GGUF (sha256 checked)",
     "convert": "Converting to MLX",
 }
+STAGE_UNITS = {"convert": "tensors"}  # the others count bytes
+
+
+def amount(done: int, total: int, unit: str) -> str:
+    """``done`` of ``total`` for a progress line: bytes in MB, anything else as counted."""
+    if unit == "bytes":
+        return f"{done / 1e6:,.0f} of {total / 1e6:,.0f} MB"
+    return f"{done} of {total} {unit}"
 
 
 class StageProgress:
-    """A ``registry.Progress`` callback drawing one click progress bar per stage on stderr."""
+    """A ``registry.Progress`` callback drawing one click progress bar per stage on stderr:
+    percent, ETA and the amount done (MB, or tensors)."""
 
-    def __init__(self):
+    def __init__(self, file=None):
+        self._file = file or sys.stderr
         self._stage = None
         self._bar = None
         self._done = 0
@@ -30,12 +40,15 @@ class StageProgress:
         if stage != self._stage:
             self.close()
             self._stage, self._done = stage, 0
+            unit = STAGE_UNITS.get(stage, "bytes")
             self._bar = click.progressbar(
-                length=max(total, 1), label=STAGE_LABELS.get(stage, stage), file=sys.stderr,
+                length=max(total, 1), label=STAGE_LABELS.get(stage, stage), file=self._file,
                 show_eta=True, show_percent=True,
+                item_show_func=lambda done: amount(done or 0, self._bar.length, unit),
             )
             self._bar.__enter__()
-        self._bar.update(done - self._done)
+        self._bar.length = max(total, 1)  # a download's total is an estimate until its last part
+        self._bar.update(done - self._done, done)
         self._done = done
 
     def close(self) -> None:

