@@ -150,12 +150,15 @@ def main() -> None:
     parser.add_argument("--lag", type=int, default=3)
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--keep-loops", action="store_true",
+                        help="decode as the paper does, without the rule that cuts decoding loops")
     args = parser.parse_args()
 
     loaded = load_model(args.model)
     make = lambda config: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,  # noqa: E731
                                            source_lang="en", target_lang=args.target, config=config)
-    translator, rt = make(method_config("ssbd", beta=args.beta)), make(method_config("rt"))
+    loops = {"cut_loops": not args.keep_loops}
+    translator, rt = make(method_config("ssbd", beta=args.beta, **loops)), make(method_config("rt", **loops))
     recorder = Recorder(engine_update.decide)
     engine_update.decide = recorder
     tokens, summaries = [], []

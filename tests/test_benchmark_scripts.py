@@ -156,7 +156,9 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
     assert (tmp_path / "rules" / "pareto.png").is_file()
     assert "| ssbd-ratio-b0.6 |" in (tmp_path / "rules" / "report.md").read_text()
 
-    script("acceptance_analysis.py", "--model", model_dir, "--data", data, "--beta", 0.2, "--out", tmp_path / "why")
+    # (a random-weight model's outputs are mostly decoding loops: analysed as decoded, uncut)
+    script("acceptance_analysis.py", "--model", model_dir, "--data", data, "--beta", 0.2, "--keep-loops",
+           "--out", tmp_path / "why")
     report = json.loads((tmp_path / "why" / "acceptance_analysis.json").read_text())
     accepts = [json.loads(line) for line in (tmp_path / "why" / "biased_accepts.jsonl").read_text().splitlines()]
     assert report["sentences"] == 2 and sum(g["count"] for g in report["biased_accepts"].values()) == len(accepts)

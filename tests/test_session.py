@@ -121,6 +121,10 @@ def test_a_pause_on_the_inputs_clock_commits_only_when_the_input_says_so(model, 
     session.tick(3.0)
     item = session.take()
     assert (item.job.text, item.job.final, item.job.reason) == ("so today we", True, "pause")
+    # A recognizer that was behind and heard 3 s at once: new words are no pause, however late.
+    session.push(SourceUpdate("so today we talk", segment_id="b"), at=4.0)
+    session.push(SourceUpdate("so today we talk about it", segment_id="b"), at=9.0)
+    assert [(i.job.text, i.job.final) for i in iter(session.take, None)] == [("so today we talk about it", False)]
 
 
 def test_arrival_times_commit_a_pause_before_the_next_partial_even_while_the_engine_is_busy(model, tok):

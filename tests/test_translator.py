@@ -369,3 +369,13 @@ def test_an_updates_passes_and_tokens_are_what_went_through_its_cache(tok):
         assert stats.forward_passes == tr.cache.forward_calls - calls
         assert stats.tokens_fed == tr.cache.tokens_fed - fed
         assert (stats.forward_passes > 0) == (not stats.unchanged)
+
+
+def test_a_looping_caption_is_cut_unless_told_otherwise(tok):
+    """The tiny qwen2 model decodes this source into a loop: cut by default, kept with
+    ``cut_loops=False``; the cut output is the uncut one's start."""
+    model = tiny_model("qwen2", seed=7)
+    cut = make(model, tok, policy="rt").update("so today we made all", final=True)
+    kept = make(model, tok, policy="rt", cut_loops=False).update("so today we made all", final=True)
+    assert cut.stats.looped == 1 and kept.stats.looped == 0
+    assert len(cut.output_ids) < len(kept.output_ids) and kept.output_ids[: len(cut.output_ids)] == cut.output_ids

@@ -74,6 +74,8 @@ class TranslatorConfig:
         display_mask_k: tokens hidden from the display while not final. Default 0.
         max_tokens_ratio, min_max_tokens: output bound = max(min, ceil(ratio * source tokens)).
         stop_on_newline: end the output at a token containing a newline (captions are one line).
+        cut_loops: end an output that falls into a decoding loop, one copy of the repeated block
+            kept (``engine.stops.loop_cut``). Default True.
         resync: after the draft is rejected, rejoin it where the new output matches it again.
         ngram_drafts: propose source n-gram continuations (copy-through tokens) while decoding.
         history_drafts: propose n-gram continuations from the session's earlier outputs too (this
@@ -105,6 +107,7 @@ class TranslatorConfig:
     max_tokens_ratio: float = DEFAULT_MAX_TOKENS_RATIO
     min_max_tokens: int = DEFAULT_MIN_MAX_TOKENS
     stop_on_newline: bool = True
+    cut_loops: bool = True
     resync: bool = False
     ngram_drafts: bool = False
     history_drafts: bool = False

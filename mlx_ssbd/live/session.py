@@ -23,11 +23,12 @@ are the ASR's audio times when it gave them (``timed_by="asr"``), else the sessi
 the caption's first partial and of its commit (``timed_by="clock"``).
 
 The segmenter's pause rule reads the *input's* clock, never how long the model took. For text
-partials that is their arrival on the session clock. Speech brings its own: ``push(partial, at)``
-with the seconds of audio heard when the partial was recognised, and ``tick(at)`` when more audio
-was heard and the text did not change; from the first such time on, the session's pause rule
-reads only these times. Either way the rule runs when input arrives (and, for arrival times, also
-while the engine waits), so the same input gives the same commits on a fast machine and a slow one.
+partials that is their arrival on the session clock, and a pause is judged when the next partial
+arrives (and while the engine waits). Speech brings its own: ``push(partial, at)`` with the seconds
+of audio heard when the partial was recognised, and ``tick(at)`` when more audio was heard and the
+text did not change; from the first such time on, the pause rule reads only these times, and only
+a ``tick`` (the same words, heard again later) can find a pause. Either way the rule never reads
+how long the model took, so the same input gives the same commits on a fast machine and a slow one.
 """
 
 from __future__ import annotations
@@ -172,7 +173,10 @@ class LiveSession:
             if self._closed:
                 return
             now, heard = self.now(), self._input_time(at)
-            for job in [*self._segmenter.due(heard), *self._segmenter.feed(partial, heard)]:
+            # A text partial arriving after a pause commits the pause first. A recognizer's new
+            # text says nothing of a pause: the speech changed somewhere since its last step.
+            pause = self._segmenter.due(heard) if self._heard is None else []
+            for job in [*pause, *self._segmenter.feed(partial, heard)]:
                 self._queue(job, now)
             self._cond.notify()
 

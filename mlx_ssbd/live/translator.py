@@ -181,7 +181,8 @@ class StreamTranslator:
         job = engine.Job(head=head, locked=locked, draft=draft, beta=cfg.beta_for(final),
                          max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=plan.proposer,
                          pipelined=self.pipelined, guess=plan.guess, reuse=cfg.policy != "rt-nocache",
-                         rule=cfg.accept_rule, exact_tail=cfg.exact_tail, loop_cut=loop_cut)
+                         rule=cfg.accept_rule, exact_tail=cfg.exact_tail,
+                         loop_cut=loop_cut if cfg.cut_loops else None)
         return PendingUpdate(source, final, prompt, job, start, plan)
 
     def finish(self, pending: PendingUpdate, outcome: engine.Outcome | None) -> Update:
