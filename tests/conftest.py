@@ -16,6 +16,19 @@ sys.path.insert(0, os.path.dirname(__file__))  # for `from tiny import ...`
 
 import pytest  # noqa: E402
 
+# Modules that start real servers, browsers, PostgreSQL, speech or benchmark scripts: all slow.
+SLOW_MODULES = {"test_benchmark_scripts", "test_deployment", "test_real_model", "test_service", "test_service_fuzz",
+                "test_service_languages", "test_service_limits", "test_service_replicas", "test_speaker_page",
+                "test_speech", "test_store"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """``slow`` on every test of ``SLOW_MODULES`` and every integration test: ``pytest -m "not
+    slow"`` is the edit-test loop's subset (docs/development.md); CI runs everything."""
+    for item in items:
+        if item.module.__name__ in SLOW_MODULES or item.get_closest_marker("integration"):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory):

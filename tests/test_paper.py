@@ -3,6 +3,7 @@
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from mlx_ssbd_cli.main import cli
 
@@ -55,6 +56,7 @@ def test_the_grid_is_the_papers():
     assert paper.sweep_run() == (0, "en-zh")
 
 
+@pytest.mark.slow
 def test_reproduce_writes_the_papers_tables_beside_ours(model_dir, tmp_path):
     for pair, ref in (("en-de", "heute reden wir"), ("en-zh", "今天我们谈谈")):
         (tmp_path / f"{pair}.jsonl").write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in [

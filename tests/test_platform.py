@@ -37,6 +37,7 @@ def test_importing_the_library_compiles_nothing_and_writes_nothing(tmp_path):
 
 
 @pytest.mark.skipif(backend.BLAS.name != "openblas", reason="the decode kernel serves OpenBLAS only")
+@pytest.mark.slow
 def test_the_command_line_builds_the_kernel_once_and_imports_load_it(tmp_path):
     """``mlx-ssbd doctor --build`` (as any first ``mlx-ssbd`` run) builds it into the cache; a
     later import loads it, without a compiler."""
@@ -55,6 +56,7 @@ def test_the_command_line_builds_the_kernel_once_and_imports_load_it(tmp_path):
 
 
 @pytest.mark.skipif(backend.BLAS.name != "openblas", reason="the decode kernel serves OpenBLAS only")
+@pytest.mark.slow
 def test_the_first_command_run_builds_the_kernel_and_runs_with_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
     env["MLX_SSBD_HOME"] = str(tmp_path / "cache")

@@ -63,6 +63,7 @@ def sample_two(model, prompt, draft, beta, seed):
     return np.array(firsts), np.array(seconds), accepted
 
 
+@pytest.mark.slow
 def test_beta0_sampling_equals_plain_sampling(setup):
     model, prompt, draft, p1, p2 = setup
     firsts, seconds, accepted = sample_two(model, prompt, draft, 0.0, seed=1)
@@ -71,6 +72,7 @@ def test_beta0_sampling_equals_plain_sampling(setup):
     assert_matches(seconds, p2, "second token")
 
 
+@pytest.mark.slow
 def test_biased_sampling_follows_the_mixture(setup):
     model, prompt, draft, p1, _ = setup
     beta = 0.4
