@@ -70,6 +70,7 @@ class Good:
         self.commits, self.lags, self.errors, self.drops, self.sessions = [], [], 0, 0, []
         self.resume_s: list[float] = []
         self.killed_at: float | None = None
+        self.resume_token: str | None = None  # the first session's, from its session.created
 
     async def run(self, url: str) -> None:
         import websockets
@@ -80,9 +81,11 @@ class Good:
                 async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
                     created = json.loads(await ws.recv())
                     if self.resume and self.sessions:
-                        await ws.send(json.dumps({"type": "session.resume", "session": self.sessions[0]}))
+                        await ws.send(json.dumps({"type": "session.resume", "session": self.sessions[0],
+                                                  "resume_token": self.resume_token}))
                     else:
                         self.sessions.append(created["session"])
+                        self.resume_token = self.resume_token or created["resume_token"]
                         await ws.send(json.dumps({"type": "session.update", "method": self.method}))
                     answer = json.loads(await ws.recv())
                     if answer["type"] == "error":  # resumed too early: its replica's loss is not yet noticed

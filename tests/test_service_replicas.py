@@ -89,24 +89,28 @@ async def commit(ws, text: str, segment: str) -> dict:
     return await expect(ws, "translation.commit")
 
 
+RESUME_TOKENS: dict[str, str] = {}  # each session's resume token, as its client keeps it
+
+
 async def opened(url: str, **settings):
     ws = await websockets.connect(ws_url(url))
     created = await expect(ws, "session.created")
+    RESUME_TOKENS[created["session"]] = created["resume_token"]
     await ws.send(json.dumps({"type": "session.update", "method": "rt", **settings}))
     await expect(ws, "session.updated")
     return ws, created["session"]
 
 
 async def resumed(url: str, sid: str, timeout: float = 60):
-    """A new connection (through ``url``) that resumed ``sid``: retried while the session is still
-    seen live (its replica's loss not yet noticed) or no replica answers; ``(ws, session.resumed,
-    the id of the session the connection was opened as)``."""
+    """A new connection (through ``url``) that resumed ``sid`` with its client's token: retried
+    while the session is still seen live (its replica's loss not yet noticed) or no replica
+    answers; ``(ws, session.resumed, the id of the session the connection was opened as)``."""
     deadline = time.monotonic() + timeout
     while True:
         with contextlib.suppress(OSError, websockets.WebSocketException, asyncio.TimeoutError):
             ws = await websockets.connect(ws_url(url), open_timeout=5)
             placeholder = (await expect(ws, "session.created", 10))["session"]
-            await ws.send(json.dumps({"type": "session.resume", "session": sid}))
+            await ws.send(json.dumps({"type": "session.resume", "session": sid, "resume_token": RESUME_TOKENS[sid]}))
             event = json.loads(await asyncio.wait_for(ws.recv(), 10))
             if event["type"] == "session.resumed":
                 return ws, event, placeholder
@@ -158,12 +162,23 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
         viewer.wait_for(lambda v: len(v.commits()) == 2)
         # another connection may not take a session that is live
         other, _ = await opened(url)
-        await other.send(json.dumps({"type": "session.resume", "session": sid}))
+        token = RESUME_TOKENS[sid]
+        await other.send(json.dumps({"type": "session.resume", "session": sid, "resume_token": token}))
         refused = await expect(other, "error")
-        await other.send(json.dumps({"type": "session.resume", "session": "sess_nope"}))
+        await other.send(json.dumps({"type": "session.resume", "session": "sess_nope", "resume_token": token}))
         unknown = await expect(other, "error")
+        await other.send(json.dumps({"type": "session.resume", "session": sid}))  # the id alone
+        no_token = await expect(other, "error")
         await other.close()
         ws.transport.abort()  # the connection drops, no close frame: the server discards the session
+        # whoever knows the id (every viewer does) but not the token gets nothing
+        thief, _ = await opened(url)
+        for _ in range(20):  # over the time the server takes to notice the drop
+            await thief.send(json.dumps({"type": "session.resume", "session": sid, "resume_token": token[::-1]}))
+            stolen = await expect(thief, "error")
+            assert stolen["code"] == "not_found", stolen
+            await asyncio.sleep(0.1)
+        await thief.close()
         # until the server has noticed the drop, the session is live and a resume is refused
         again, event, placeholder = await resumed(url, sid)
         after = await commit(again, "and why we vote.", "c")
@@ -171,10 +186,16 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
         await expect(again, "session.closed")
         await again.close()
         viewer.wait_for(lambda v: v.done.is_set())
-        return sid, before, refused, unknown, event, after, viewer, placeholder
+        closed = await websockets.connect(ws_url(url))  # an ended session is never reopened
+        await expect(closed, "session.created")
+        await closed.send(json.dumps({"type": "session.resume", "session": sid, "resume_token": token}))
+        ended = await expect(closed, "error")
+        await closed.close()
+        return sid, before, (refused, unknown, no_token, ended), event, after, viewer, placeholder
 
-    sid, before, refused, unknown, took, after, viewer, placeholder = asyncio.run(scenario())
-    assert refused["code"] == "session_live" and unknown["code"] == "not_found"
+    sid, before, (refused, unknown, no_token, ended), took, after, viewer, placeholder = asyncio.run(scenario())
+    assert refused["code"] == "session_live" and unknown["code"] == "not_found" and ended["code"] == "session_ended"
+    assert no_token["code"] == "invalid_message" and "resume_token" in no_token["message"]
     assert (took["session"], took["captions"], took["target"], took["method"]) == (sid, 2, "fr", "rt")
     assert after["caption"] == 2  # numbering goes on
     transcript = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
@@ -235,8 +256,9 @@ def test_a_resumed_session_goes_on_with_its_numbers_settings_and_clock():
     sent = []
     session = ServiceSession("sess_new", Settings(), sent.append, SegmenterConfig(), Journal(None), LocalBus())
     session.resume(SessionInfo("sess_old", 0.0, "m", {"target": "ja", "method": "rt", "future": 1}, "r", None, None,
-                               "live", 3, 12.5))
+                               "live", 3, 12.5), "its token")
     assert (session.id, session.settings.target, session.settings.method) == ("sess_old", "ja", "rt")
+    assert session.resume_token == "its token"
     session.hear(SourceUpdate("so today", False, "a", 0.5, 1.0, (Word("so", 0.5, 0.7), Word("today", 0.7, 1.0))), 1.0)
     heard = sent[-1]
     assert (heard["type"], heard["start"], heard["end"]) == ("transcription.update", 13.0, 13.5)

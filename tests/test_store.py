@@ -72,28 +72,31 @@ def test_sessions_and_captions(location):
 def test_replicas_see_each_other_and_claim_only_what_no_live_replica_serves(location):
     one, two = opened(location), opened(location)
     try:
-        one.open_session("s", "m", {"target": "de"})
+        one.open_session("s", "m", {"target": "de"}, "secret")
         one.add_caption("s", caption(0, end=4.0))
         assert two.session("s").state == "live"
         with pytest.raises(NotResumable) as refused:
-            two.claim("s")
+            two.claim("s", "secret")
         assert refused.value.code == "session_live"
         with pytest.raises(NotResumable) as refused:
-            one.claim("s", served_here=True)
+            one.claim("s", "secret", served_here=True)
         assert refused.value.code == "session_live"
-        assert one.claim("s").state == "live"  # its own replica, not serving it any more (the client went away)
-        with pytest.raises(NotResumable) as refused:
-            two.claim("unknown")
-        assert refused.value.code == "not_found"
+        assert one.claim("s", "secret").state == "live"  # its own replica, not serving it any more (client gone)
+        for sid, token in (("unknown", "secret"), ("s", "guess"), ("s", "")):  # unknown, or not its token: alike
+            with pytest.raises(NotResumable) as refused:
+                two.claim(sid, token)
+            assert refused.value.code == "not_found" and "guess" not in str(refused.value)
         one.close()  # the replica is gone: its session is detached, and another replica takes it over
         until(lambda: two.session("s").state == "detached")
-        claimed = two.claim("s")
+        claimed = two.claim("s", "secret")
         assert (claimed.replica, claimed.captions, claimed.next_start, claimed.settings) == (two.replica, 1, 4.0,
                                                                                             {"target": "de"})
         assert two.session("s").state == "live"
         two.end_session("s", "closed")
-        assert two.claim("s").state == "live"  # an ended session can go on too
-        assert {s.session: s.state for s in two.sessions()} == {"s": "live"}
+        with pytest.raises(NotResumable) as refused:
+            two.claim("s", "secret")
+        assert refused.value.code == "session_ended"  # an ended session is never reopened
+        assert {s.session: s.state for s in two.sessions()} == {"s": "ended"}
     finally:
         one.close()
         two.close()
@@ -101,14 +104,14 @@ def test_replicas_see_each_other_and_claim_only_what_no_live_replica_serves(loca
 
 def test_a_claim_is_taken_by_one_replica_only(location):
     first = opened(location)
-    first.open_session("s", "m", {})
+    first.open_session("s", "m", {}, "secret")
     first.detach("s")
     stores = [opened(location) for _ in range(4)]
     outcomes = []
 
     def claim(store):
         try:
-            store.claim("s")
+            store.claim("s", "secret")
             outcomes.append("claimed")
         except NotResumable as refused:
             outcomes.append(refused.code)

@@ -11,17 +11,20 @@ Client messages (every field but ``type`` optional)::
     {"type": "session.update", "glossary": {"de": {"weather station": "Wetterstation"}}}  (or TSV text)
     {"type": "source.update", "segment": "s1", "text": "so today", "final": false, "start": 0.0, "end": 1.2}
     {"type": "session.close"}
-    {"type": "session.resume", "session": "sess_..."}
+    {"type": "session.resume", "session": "sess_...", "resume_token": "..."}
 
 ``session.resume`` (the first message, instead of ``session.update``) takes up a session that no
-live replica serves (its replica died or drained, or its client's connection dropped): the server
-answers ``session.resumed`` with the session's settings and ``captions`` (how many are committed;
-the next caption has that number); the client then re-sends its open segment.
+live replica serves (its replica died or drained, or its client's connection dropped), given the
+``resume_token`` that ``session.created`` gave its client (a secret: never in a viewer link, an
+event for viewers or a transcript); an ended session is never reopened. The server answers
+``session.resumed`` with the session's settings and ``captions`` (how many are committed; the next
+caption has that number); the client then re-sends its open segment.
 
 or, instead of ``source.update`` messages, speech: binary frames of 16 kHz mono signed 16-bit
 little-endian PCM (``service.speech`` recognises them; English only with Whisper tiny.en).
 
-Server events: ``session.created`` / ``session.updated`` / ``session.resumed`` (the settings in force),
+Server events: ``session.created`` (with ``resume_token``) / ``session.updated`` / ``session.resumed``
+(the settings in force),
 ``translation.update`` (``target``, ``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``end``: the
 audio time of the newest word translated, when the client sent ``end``, and ``stats``),
 ``translation.commit`` (``target``, ``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``,
@@ -127,6 +130,7 @@ class CloseMessage:
 @dataclass(frozen=True)
 class ResumeMessage:
     session: str
+    resume_token: str
 
 
 Message = SessionUpdate | SourceMessage | CloseMessage | ResumeMessage
@@ -151,9 +155,12 @@ def parse(raw: str | bytes, limits: Limits = Limits()) -> Message:
     if kind == "session.close":
         return CloseMessage()
     if kind == "session.resume":
-        if not isinstance(obj.get("session"), str) or not obj["session"]:
-            raise ProtocolError("invalid_message", "'session' must be the id of the session to resume")
-        return ResumeMessage(_string(obj, "session", "a session id", MAX_SESSION_ID_CHARS))
+        for key, what in (("session", "the id of the session to resume"),
+                          ("resume_token", "the resume_token that session.created gave")):
+            if not isinstance(obj.get(key), str) or not obj[key]:
+                raise ProtocolError("invalid_message", f"{key!r} must be {what}")
+        return ResumeMessage(_string(obj, "session", "a session id", MAX_SESSION_ID_CHARS),
+                             _string(obj, "resume_token", "a resume token", MAX_SESSION_ID_CHARS))
     raise ProtocolError("invalid_message", f"unknown message type {_clip(json.dumps(kind))}; "
                         "known: session.update, source.update, session.close, session.resume")
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import secrets
 import threading
 import time
 import uuid
@@ -134,23 +135,25 @@ class Scheduler:
             if len(self._sessions) >= self.max_sessions:
                 raise Busy(f"the server is serving its maximum of {self.max_sessions} sessions; try again later")
             session = ServiceSession(f"sess_{uuid.uuid4().hex[:16]}", settings, send, self.segmenter, self.journal,
-                                     self.bus)
+                                     self.bus, resume_token=secrets.token_urlsafe(24))
             self._sessions.append(session)
         if self.store is not None:
             try:
-                self.store.open_session(session.id, self.loaded.name, settings.to_dict())
+                self.store.open_session(session.id, self.loaded.name, settings.to_dict(), session.resume_token)
             except Exception:
                 with self._cond:
                     self._sessions.remove(session)
                 raise
         return session
 
-    def resume(self, session: ServiceSession, sid: str) -> SessionInfo:
-        """``session`` (new, no source yet) goes on as the stored session ``sid``; the placeholder
-        it was opened as is forgotten. Any thread but the model's (it waits on the store).
+    def resume(self, session: ServiceSession, sid: str, resume_token: str) -> SessionInfo:
+        """``session`` (new, no source yet) goes on as the stored session ``sid``, whose resume
+        token is ``resume_token``; the placeholder it was opened as is forgotten. Any thread but
+        the model's (it waits on the store).
 
         Raises:
-            NotResumable: no such session (``not_found``), or one served now (``session_live``).
+            NotResumable: no such session or another token (``not_found``), an ended one
+                (``session_ended``), or one served now (``session_live``).
             Exception: the store's, when it cannot be reached.
         """
         if self.store is None:
@@ -158,10 +161,10 @@ class Scheduler:
         if sid == session.id:
             raise NotResumable("session_live", "this is the session of this connection")
         with self._resuming:  # one claim at a time here, so two connections cannot both resume it
-            info = self.store.claim(sid, served_here=self.find(sid) is not None)
+            info = self.store.claim(sid, resume_token, served_here=self.find(sid) is not None)
             placeholder = session.id
             with self._cond:
-                session.resume(info)
+                session.resume(info, resume_token)
         try:
             self.store.forget(placeholder)
         except Exception as error:  # noqa: BLE001 (an empty session left in the list; nothing lost)

@@ -32,8 +32,9 @@ class ServiceSession:
     and any viewers), where its commits are kept."""
 
     def __init__(self, sid: str, settings: Settings, send: Callable[[dict], None], segmenter: SegmenterConfig,
-                 journal: Journal, bus: LocalBus):
+                 journal: Journal, bus: LocalBus, resume_token: str = ""):
         self.id = sid
+        self.resume_token = resume_token  # the client's secret for a later resume: never published
         self.settings = settings
         self.send = send
         self.journal = journal
@@ -66,10 +67,10 @@ class ServiceSession:
         except Exception as error:  # noqa: BLE001 (its captions are kept; only its state is stale)
             log.error("session %s: its end could not be recorded: %s", self.id, error)
 
-    def resume(self, info: SessionInfo) -> None:
-        """Become the stored session ``info`` (claimed by this replica), before the first source:
-        its id, settings, caption numbers and clock go on."""
-        self.id, self.settings = info.session, Settings.from_dict(info.settings)
+    def resume(self, info: SessionInfo, resume_token: str) -> None:
+        """Become the stored session ``info`` (claimed by this replica with ``resume_token``),
+        before the first source: its id, token, settings, caption numbers and clock go on."""
+        self.id, self.settings, self.resume_token = info.session, Settings.from_dict(info.settings), resume_token
         self.offset = info.next_start
         self.live.resume(info.captions, info.next_start)
 

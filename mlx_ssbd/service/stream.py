@@ -77,7 +77,7 @@ async def serve_stream(ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker
         return
     with contextlib.suppress(WebSocketDisconnect, RuntimeError):
         await ws.send_json(protocol.settings_event("session.created", session.id, session.settings,
-                                                   scheduler.loaded.name))
+                                                   scheduler.loaded.name, resume_token=session.resume_token))
     receiver = asyncio.create_task(_receive(ws, session, scheduler, speech, options, outbox))
     sender = asyncio.create_task(_send_events(ws, outbox))
     sending.append(sender)
@@ -196,7 +196,7 @@ async def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWork
         if session.started:
             return protocol.error_event("session_active", "only a session with no source yet can resume another"), False
         try:
-            info = await asyncio.to_thread(scheduler.resume, session, message.session)
+            info = await asyncio.to_thread(scheduler.resume, session, message.session, message.resume_token)
         except NotResumable as refused:
             return protocol.error_event(refused.code, str(refused)), False
         except Exception as error:  # noqa: BLE001 (the store is down: this connection's session goes on)

@@ -14,7 +14,11 @@ replicas are alive (``alive``, per backend). A session is
 * ``ended`` once it was closed (by its client, for idleness, or a failure: ``reason``),
 * ``detached`` when it has not ended but no live replica serves it: its replica died or drained
   (SIGTERM), or its client went away. A detached session can be resumed (``claim``) by any
-  replica; so can an ended one, which then goes on.
+  replica, given its resume token; an ended one never goes on.
+
+A session's resume token is a secret its client got when the session was opened; the store keeps
+only its SHA-256 (``open_session``), and ``claim`` refuses a session whose token does not match as
+it refuses one that does not exist, so a session id (public in every viewer link) resumes nothing.
 
 The schema has a version (table ``schema_version``); ``MIGRATIONS`` bring any older database
 (including one written before versions existed) to ``SCHEMA_VERSION`` when a store opens it, one
@@ -24,13 +28,15 @@ replica at a time. A database newer than this code is refused.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import os
 import socket
 import threading
 from dataclasses import asdict, dataclass
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _targets_from_settings(db, store: TranscriptStore) -> None:
@@ -67,6 +73,9 @@ MIGRATIONS = {
         "ALTER TABLE captions_v2 RENAME TO captions",
         _targets_from_settings,
     ],
+    3: [  # the SHA-256 of each session's resume token (older sessions have none: they cannot be resumed)
+        "ALTER TABLE sessions ADD COLUMN resume_hash TEXT",
+    ],
 }
 _COUNT = "(SELECT COUNT(DISTINCT caption) FROM captions c WHERE c.session = sessions.id)"
 _SESSION = ('SELECT id, created, model, settings, replica, ended, reason, ' + _COUNT + ', '
@@ -74,8 +83,9 @@ _SESSION = ('SELECT id, created, model, settings, replica, ended, reason, ' + _C
 
 
 class NotResumable(Exception):
-    """``claim`` refused: ``code`` is ``not_found`` (no such session) or ``session_live`` (a live
-    replica serves it)."""
+    """``claim`` refused: ``code`` is ``not_found`` (no such session, or not with this resume
+    token), ``session_ended`` (it ended: never reopened) or ``session_live`` (a live replica
+    serves it)."""
 
     def __init__(self, code: str, message: str):
         super().__init__(message)
@@ -179,12 +189,14 @@ class TranscriptStore:
         with self._write() as db:
             db.execute(self._sql("UPDATE replicas SET seen = {now} WHERE id = ?"), (self.replica,))
 
-    def open_session(self, session: str, model: str, settings: dict) -> None:
-        """Record a session served by this replica (again: its settings are updated)."""
+    def open_session(self, session: str, model: str, settings: dict, resume_token: str | None = None) -> None:
+        """Record a session served by this replica, resumable with ``resume_token`` (again: its
+        settings are updated, its token kept)."""
         with self._write() as db:
-            db.execute(self._sql("INSERT INTO sessions (id, created, model, settings, replica) VALUES "
-                                 "(?, {now}, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET settings = excluded.settings"),
-                       (session, model, json.dumps(settings), self.replica))
+            db.execute(self._sql("INSERT INTO sessions (id, created, model, settings, replica, resume_hash) VALUES "
+                                 "(?, {now}, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET settings = excluded.settings"),
+                       (session, model, json.dumps(settings), self.replica,
+                        None if resume_token is None else _token_hash(resume_token)))
 
     def add_caption(self, session: str, caption: Caption) -> None:
         with self._write() as db:
@@ -212,22 +224,24 @@ class TranscriptStore:
         with self._write() as db:
             db.execute(self._sql(f"DELETE FROM sessions WHERE id = ? AND {_COUNT} = 0"), (session,))
 
-    def claim(self, session: str, *, served_here: bool = False) -> SessionInfo:
-        """Serve ``session`` from this replica from now on (a resume): it is no longer ended. Refused
-        (``NotResumable``) for an unknown session, or one that a live replica serves (this one
-        included, when ``served_here``)."""
+    def claim(self, session: str, resume_token: str, *, served_here: bool = False) -> SessionInfo:
+        """Serve ``session`` from this replica from now on (a resume). Refused (``NotResumable``)
+        for an unknown session or another token (alike: the answer tells nothing of which), an
+        ended one, or one that a live replica serves (this one included, when ``served_here``)."""
         with self._write() as db:
             info = self._info(db, session, lock=True)
-            if info is None:
-                raise NotResumable("not_found", f"no session {session[:80]!r} to resume")
+            stored = db.execute(self._sql("SELECT resume_hash FROM sessions WHERE id = ?"), (session,)).fetchone()
+            if info is None or not stored[0] or not hmac.compare_digest(stored[0], _token_hash(resume_token)):
+                raise NotResumable("not_found", f"no session {session[:80]!r} with this resume token")
+            if info.state == "ended":
+                raise NotResumable("session_ended", f"session {session[:80]!r} has ended; an ended session is "
+                                   "never reopened (start a new one)")
             if info.state == "live" and (info.replica != self.replica or served_here):
                 raise NotResumable("session_live", f"session {session[:80]!r} is live on "
                                    f"{'this' if info.replica == self.replica else 'another'} replica; it cannot be "
                                    "resumed twice")
-            db.execute(self._sql("UPDATE sessions SET replica = ?, ended = NULL, reason = NULL WHERE id = ?"),
-                       (self.replica, session))
-        return SessionInfo(**{**info.to_dict(), "replica": self.replica, "ended": None, "reason": None,
-                              "state": "live"})
+            db.execute(self._sql("UPDATE sessions SET replica = ? WHERE id = ?"), (self.replica, session))
+        return SessionInfo(**{**info.to_dict(), "replica": self.replica, "state": "live"})
 
     def session(self, session: str) -> SessionInfo | None:
         with self._read() as db:
@@ -261,3 +275,7 @@ class TranscriptStore:
         state = "ended" if ended is not None else "live" if replica in alive else "detached"
         return SessionInfo(sid, created, model, json.loads(settings), replica, ended, reason, state, count,
                            float(next_start))
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()

@@ -63,7 +63,7 @@ function start() {
   $("errors").replaceChildren();
   $("languages-out").replaceChildren();
   for (const id of ["heard-done", "heard-open", "figures", "links"]) $(id).textContent = "";
-  Object.assign(state, { sid: null, input: mode(), live: false, sending: false, closing: false, finished: false,
+  Object.assign(state, { sid: null, resumeToken: null, input: mode(), live: false, sending: false, closing: false, finished: false,
                          sentS: 0, heardS: 0, lag: null, stats: null });
   const targets = $("target").value.split(",").map((code) => code.trim()).filter((code) => code);
   state.settings = { type: "session.update", source: $("source").value.trim(), targets,
@@ -105,7 +105,10 @@ function sendSource(message) {
 function handle(event, resumeId) {
   switch (event.type) {
     case "session.created":
-      send(resumeId ? { type: "session.resume", session: resumeId } : state.settings);
+      // the token that lets this page, and only it, resume its own session: kept in memory only
+      if (!resumeId) state.resumeToken = event.resume_token;
+      send(resumeId ? { type: "session.resume", session: resumeId, resume_token: state.resumeToken }
+                    : state.settings);
       break;
     case "session.updated":
     case "session.resumed":
