@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import sys
 from urllib.parse import urlsplit, urlunsplit
@@ -31,6 +32,12 @@ from .common import load
 @click.option("--allow-origin", "allow_origins", multiple=True, metavar="ORIGIN",
               help="A browser origin (https://host:port) that may open sessions and POST, besides the server's "
                    "own; repeatable; '*' allows any.")
+@click.option("--allow-host", "allow_hosts", multiple=True, metavar="NAME",
+              help="A host name clients reach the server by (its Host header), besides loopback names and IP "
+                   "addresses; repeatable; '*' allows any (other names are refused: DNS rebinding).")
+@click.option("--public-without-key", is_flag=True,
+              help="Listen on a non-loopback --host without --api-key: anyone who can reach it may use the model "
+                   "and list every session.")
 @click.option("--max-viewers", type=click.IntRange(1), default=ServiceOptions.max_viewers, show_default=True,
               help="SSE viewers (caption pages) in all; more get 503.")
 @click.option("--keepalive", type=click.FloatRange(min=0.1), default=ServiceOptions.keepalive_s, show_default=True,
@@ -56,7 +63,7 @@ from .common import load
                    "seconds of speech for audio, of arrival for text partials.")
 def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_key, allow_origins, max_viewers,
           keepalive, max_tokens, drain_timeout, max_message_bytes, max_source_chars, max_targets, store, caption_rounds,
-          pause):
+          pause, allow_hosts, public_without_key):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
 
     One model per process; every session's next update runs in one batched step. SIGTERM or
@@ -64,6 +71,10 @@ def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_
     """
     if api_key is not None and not api_key.strip():
         raise click.BadParameter("the API key is empty", param_hint="--api-key")
+    if api_key is None and not public_without_key and not _loopback(host):
+        raise click.UsageError(f"--host {host} without --api-key would let anyone who can reach it use the model and "
+                               "read every session: give --api-key (or $MLX_SSBD_API_KEY), or --public-without-key "
+                               "to serve it so anyway")
     try:
         from mlx_ssbd.service.protocol import Limits
         from mlx_ssbd.service.server import serve as run
@@ -81,9 +92,9 @@ def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_
                                    f"{str(error).strip() or type(error).__name__}") from None
     loaded = load(model)
     logging.basicConfig(level=logging.WARNING, format="mlx-ssbd serve: %(levelname)s %(name)s: %(message)s")
-    options = ServiceOptions(Limits(max_message_bytes, max_source_chars, max_targets=max_targets), idle_timeout, handshake_timeout, api_key,
-                             tuple(allow_origins), max_viewers=max_viewers, max_tokens=max_tokens,
-                             keepalive_s=keepalive)
+    options = ServiceOptions(Limits(max_message_bytes, max_source_chars, max_targets=max_targets), idle_timeout,
+                             handshake_timeout, api_key, tuple(allow_origins), tuple(allow_hosts),
+                             max_viewers=max_viewers, max_tokens=max_tokens, keepalive_s=keepalive)
 
     def ready(url: str) -> None:
         click.echo(f"mlx-ssbd serve: {loaded.name} on {url}, WebSocket {url.replace('http', 'ws', 1)}/v1/stream",
@@ -99,6 +110,14 @@ def serve(model, host, port, max_sessions, idle_timeout, handshake_timeout, api_
         raise click.ClickException(str(error)) from None
     finally:
         transcripts.close()
+
+
+def _loopback(host: str) -> bool:
+    """``--host`` listens on this machine only (a loopback address or ``localhost``)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return host.lower() == "localhost"
 
 
 def _redacted(location) -> str:

@@ -3,9 +3,12 @@ a failing store or recognizer or round confined to its session, keys and origins
 
 import asyncio
 import json
+import os
 import signal
 import socket
 import sqlite3
+import subprocess
+import sys
 import time
 
 import httpx
@@ -368,6 +371,36 @@ def test_api_key_and_origins(model_dir, tmp_path, monkeypatch):
         assert httpx.get(f"{base}/v1/sessions").status_code == 401
         listed = httpx.get(f"{base}/v1/sessions", headers=key).json()["sessions"]
         assert sid in [s["session"] for s in listed]
+
+
+def test_only_known_hosts_are_answered_and_a_public_server_needs_a_key(model_dir, tmp_path):
+    """DNS rebinding: a page on a name its attacker resolves to this server sends that name as
+    Host; the server answers loopback names, IP addresses and --allow-host names only."""
+    with server(model_dir, tmp_path / "t.sqlite3", "--allow-host", "captions.example") as (base, _):
+        port = base.rsplit(":", 1)[1]
+        get = lambda path, host: httpx.get(base + path, headers={"Host": host})  # noqa: E731
+        for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example", "[::1", "localhost:x"):
+            refused = get("/v1/sessions", host)
+            assert refused.status_code == 400 and refused.json()["error"]["code"] == "host_not_allowed", host
+        assert get("/", "evil.example").status_code == 400
+        for host in (f"localhost:{port}", f"127.0.0.1:{port}", "[::1]", "10.1.2.3", "captions.example",
+                     "CAPTIONS.example:443", "app.localhost"):
+            assert get("/v1/sessions", host).status_code == 200, host
+        assert get("/health", "evil.example").status_code == 200  # load balancers probe by address
+
+        async def rebinding():
+            try:
+                async with websockets.connect(ws_url(base), additional_headers={"Host": "evil.example"}):
+                    return "opened"
+            except websockets.InvalidStatus as refused:
+                return refused.response.status_code
+
+        assert asyncio.run(rebinding()) == 400
+    public = subprocess.run([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model_dir, "--host", "0.0.0.0",
+                             "--port", "0", "--store", str(tmp_path / "p.sqlite3")],
+                            capture_output=True, text=True, timeout=120,
+                            env={k: v for k, v in os.environ.items() if k != "MLX_SSBD_API_KEY"})
+    assert public.returncode == 2 and "--public-without-key" in public.stderr and "Traceback" not in public.stderr
 
 
 def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path):

@@ -190,7 +190,8 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         Route("/v1/sessions", sessions), Route("/v1/sessions/{sid}/transcript.{kind}", transcript), Route("/v1/sessions/{sid}/events", events),
         Route("/captions/{sid}", captions), Route("/", index), Mount("/static", StaticFiles(directory=WEB)),
     ])
-    return Guard(app, api_key=options.api_key, allowed_origins=options.allowed_origins)
+    return Guard(app, api_key=options.api_key, allowed_origins=options.allowed_origins,
+                 allowed_hosts=options.allowed_hosts)
 
 
 def _store_unavailable(error: Exception) -> JSONResponse:

@@ -1,6 +1,14 @@
-"""Who may use the service: an API key and a browser Origin allowlist, checked before any route.
+"""Who may use the service: the Host it is reached by, an API key and a browser Origin allowlist,
+checked before any route.
 
-Contract: ``Guard(app, api_key=None, allowed_origins=())`` wraps an ASGI app.
+Contract: ``Guard(app, api_key=None, allowed_origins=(), allowed_hosts=())`` wraps an ASGI app.
+
+* **Host** (always; every route but ``/health``, which load balancers probe by address): the
+  ``Host`` header must name this machine by a loopback name (``localhost``, ``*.localhost``), an
+  IP address, or a name in ``allowed_hosts`` (``"*"``: any); otherwise HTTP 400
+  (``host_not_allowed``). A DNS-rebinding page (a name of the attacker's, resolved to this
+  machine) can then neither use the service nor read its session list. A request without
+  ``Host`` (HTTP/1.0, no browser) is not affected.
 
 * **API key** (when set): the paths in ``PROTECTED`` (opening a session, chat completions, the
   model list, the session list) need ``Authorization: Bearer KEY``; a WebSocket may instead carry
@@ -18,6 +26,7 @@ Contract: ``Guard(app, api_key=None, allowed_origins=())`` wraps an ASGI app.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Iterable
 from urllib.parse import parse_qs, urlsplit
 
@@ -33,10 +42,12 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 class Guard:
     """See the module docstring."""
 
-    def __init__(self, app, *, api_key: str | None = None, allowed_origins: Iterable[str] = ()):
+    def __init__(self, app, *, api_key: str | None = None, allowed_origins: Iterable[str] = (),
+                 allowed_hosts: Iterable[str] = ()):
         self.app = app
         self.key = api_key.encode() if api_key else None
         self.origins = {origin.rstrip("/").lower() for origin in allowed_origins}
+        self.hosts = {host.lower().rstrip(".") for host in allowed_hosts}
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] in ("http", "websocket"):
@@ -55,6 +66,10 @@ class Guard:
     def refusal(self, scope) -> tuple[int, str, str] | None:
         """``(status, code, message)`` when the request is refused, else None."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        host = headers.get("host")
+        if host is not None and scope["path"] != "/health" and not self.host_allowed(host):
+            return 400, "host_not_allowed", (f"this server does not answer to the host {host[:100]!r}; the operator "
+                                             "can allow it with --allow-host")
         origin = headers.get("origin")
         writes = scope["type"] == "websocket" or scope.get("method", "GET") not in SAFE_METHODS
         if writes and origin is not None and not self.origin_allowed(origin, headers.get("host", "")):
@@ -63,6 +78,24 @@ class Guard:
         if self.key is not None and scope["path"] in PROTECTED and not self.authorized(scope, headers):
             return 401, "invalid_api_key", "a valid API key is needed: Authorization: Bearer KEY"
         return None
+
+    def host_allowed(self, host: str) -> bool:
+        """``host`` (a ``Host`` header: name or address, maybe a port) names this machine."""
+        try:
+            parts = urlsplit("//" + host)
+            name, _ = parts.hostname, parts.port  # .port raises on a malformed one
+        except ValueError:  # a malformed port or brackets
+            return False
+        if not name:
+            return False
+        name = name.rstrip(".")
+        if "*" in self.hosts or name in self.hosts or name == "localhost" or name.endswith(".localhost"):
+            return True
+        try:
+            ipaddress.ip_address(name)
+            return True  # reached by its address: no name for a DNS-rebinding attacker to control
+        except ValueError:
+            return False
 
     def origin_allowed(self, origin: str, host: str) -> bool:
         origin = origin.rstrip("/").lower()

@@ -26,6 +26,8 @@ class ServiceOptions:
             one session (its caption page, events and transcripts) need only the session id.
         allowed_origins: browser origins (``scheme://host[:port]``) that may open a WebSocket or
             POST besides the server's own; ``"*"`` allows any.
+        allowed_hosts: host names (``Host`` header) the server answers to besides loopback names
+            and IP addresses (``guard``); ``"*"`` allows any.
         max_outbox: events waiting for one slow reader (client or viewer) before live updates are
             dropped, then the reader is disconnected (``outbox``).
         max_viewers: SSE viewers in all; ``max_viewers_per_session`` of one session.
@@ -43,6 +45,7 @@ class ServiceOptions:
     handshake_timeout_s: float = 10.0
     api_key: str | None = None
     allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
     max_outbox: int = DEFAULT_LIMIT
     max_viewers: int = 1000
     max_viewers_per_session: int = 200
