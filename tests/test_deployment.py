@@ -113,10 +113,11 @@ def test_two_replicas_behind_haproxy_survive_the_loss_of_one(model_dir, tmp_path
 
 
 async def page_lines(page, count: int, timeout_s: float = 60) -> list[str]:
-    """The committed lines a caption page shows, once it shows ``count``."""
-    await page.wait_for_function(f"document.querySelectorAll('.line.done').length >= {count}",
-                                 timeout=timeout_s * 1000)
-    return await page.eval_on_selector_all(".line.done", "lines => lines.map(l => l.textContent)")
+    """The committed lines a caption page shows, once it shows ``count`` (locators, not
+    wait_for_function: the page's CSP forbids eval)."""
+    lines = page.locator(".line.done")
+    await lines.nth(count - 1).wait_for(timeout=timeout_s * 1000)
+    return await lines.all_text_contents()
 
 
 @pytest.mark.skipif(MISSING is not None, reason=str(MISSING))

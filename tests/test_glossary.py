@@ -31,6 +31,7 @@ def test_matching_is_case_insensitive_and_by_whole_words():
     ("", "g.tsv:1: empty"),
     ("en\n", "g.tsv:1: the first line names the source language and at least one target"),
     ("en\tde\tde\n", "g.tsv:1: a language is named twice"),
+    ("en\tklingon\n", "g.tsv:1: unknown language code 'klingon'; known: "),
     ("en\tde\nstation\n", "g.tsv:2: 1 columns; the first line names 2"),
     ("en\tde\n\t\tStation\n", "g.tsv:2: 3 columns"),
     ("en\tde\n \tStation\n", "g.tsv:2: the source term is empty"),
@@ -50,6 +51,7 @@ def test_bad_tsv_says_where(tmp_path, text, message):
 @pytest.mark.parametrize("obj, message", [
     ([], "a JSON glossary is an object"), ({"de": ["x"]}, "the de entries must be an object"),
     ({"de": {"": "x"}}, "a source term is empty"), ({"de": {"x": 5}}, "a rendering must be text"),
+    ({"<script>": {"x": "y"}}, "unknown language code '<script>'"),
 ])
 def test_bad_json_says_what(obj, message):
     with pytest.raises(GlossaryError, match=message):

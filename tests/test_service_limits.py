@@ -15,7 +15,7 @@ import httpx
 import numpy as np
 import pytest
 import websockets
-from test_service import SENTENCE, server, source, ws_url
+from test_service import SENTENCE, server, session_events, source, ws_url
 
 from mlx_ssbd.live import subtitles
 from mlx_ssbd.models.loading import load_model
@@ -106,6 +106,12 @@ def test_subtitle_cues_stay_valid_whatever_the_model_writes():
     assert subs[1].content == "\u2039i>not a tag\u2039/i> & more" and subs[2].content == "1 < 2 > 0"
     with pytest.raises(ValueError, match="finite"):
         subtitles.document("srt", [(0.0, float("inf"), "x")])
+    # an override tag would move the cue; bidi controls would show the words in another order
+    tricks = [(0.0, 1.0, "{\\an8}up here {not a tag}"), (1.0, 2.0, "pay \u202e001$\u202c now \u2066x\u2069")]
+    subs = list(srt.parse(subtitles.document("srt", tricks)))
+    assert [s.content for s in subs] == ["\uff5b\\an8}up here {not a tag}", "pay 001$ now x"]
+    cues = webvtt.from_buffer(io.StringIO(subtitles.document("vtt", tricks)))
+    assert cues[1].text == "pay 001$ now x"
 
 
 # -- the scheduler, in process (this thread owns the model, as the server's main thread does) --
@@ -189,6 +195,7 @@ def test_a_failing_round_closes_the_sessions_in_it_and_the_scheduler_goes_on(loa
     scheduler.run()
     assert [e["type"] for e in first] == ["error", "session.closed"]
     assert first[0]["code"] == "internal_error" and first[1]["reason"] == "error"
+    assert "a bug" not in first[0]["message"]  # what failed is in the server's log, not sent out
     assert [e["type"] for e in second] == ["translation.commit", "session.closed"] and scheduler.batch is not broken
 
 
@@ -396,6 +403,21 @@ def test_only_known_hosts_are_answered_and_a_public_server_needs_a_key(model_dir
                 return refused.response.status_code
 
         assert asyncio.run(rebinding()) == 400
+        # the small things: no redirect built from the Host, bounds on numbers, headers on every page
+        assert httpx.get(base + "/v1/sessions/").status_code == 404
+        chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        for seed in (-1, 2**64):
+            refused = httpx.post(base + "/v1/chat/completions", json={**chat, "seed": seed}, timeout=60)
+            assert refused.status_code == 400 and "seed" in refused.text
+        sid = asyncio.run(session_events(base, [source(SENTENCE, final=True), {"type": "session.close"}]))[0]["session"]
+        replayed = httpx.get(f"{base}/v1/sessions/{sid}/events", headers={"Last-Event-ID": str(2**63)}, timeout=30)
+        assert replayed.status_code == 200 and "translation.commit" in replayed.text  # an id not ours: all of it
+        page, caption_page = httpx.get(base + "/"), httpx.get(f"{base}/captions/{sid}")
+        assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+        for response in (page, caption_page, replayed, httpx.get(base + "/health")):
+            assert response.headers["x-content-type-options"] == "nosniff"
+        policy = caption_page.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "connect-src 'self'" in policy and "ws:" not in policy
     public = subprocess.run([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model_dir, "--host", "0.0.0.0",
                              "--port", "0", "--store", str(tmp_path / "p.sqlite3")],
                             capture_output=True, text=True, timeout=120,

@@ -11,7 +11,8 @@ cell: no rendering required in that language). Blank lines and lines starting wi
 skipped. JSON: ``{"de": {"source term": "required rendering", ...}, "fr": {...}}``.
 
 Limits: at most ``MAX_TERMS`` terms per language, ``MAX_TERM_CHARS`` characters per term or
-rendering; no empty terms, no term twice in one language, no control characters.
+rendering; no empty terms, no term twice in one language, no control characters; languages are
+codes that ``languages.LANGUAGES`` knows.
 
 ``Glossary.matches(source, target)`` lists the entries of ``target`` whose source term occurs in
 ``source`` (case-insensitive, as whole words where the term starts and ends with a letter or digit).
@@ -26,6 +27,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .languages import LANGUAGES
 
 MAX_TERMS = 500
 MAX_TERM_CHARS = 100
@@ -75,6 +78,13 @@ def _check(text: object, what: str, where: str) -> str:
     return text
 
 
+def _language(code: object, where: str) -> str:
+    code = _check(code, "a language code", where).lower()
+    if code not in LANGUAGES:
+        raise GlossaryError(f"{where}: unknown language code {code[:16]!r}; known: {', '.join(sorted(LANGUAGES))}")
+    return code
+
+
 def _add(entries: dict[str, dict[str, str]], target: str, term: str, rendering: str, where: str) -> None:
     terms = entries.setdefault(target, {})
     if term.lower() in (known.lower() for known in terms):
@@ -89,7 +99,7 @@ def parse_tsv(text: str, origin: str = "glossary") -> Glossary:
     if not lines:
         raise GlossaryError(f"{origin}:1: empty; the first line names the languages (e.g. en<TAB>de<TAB>fr)")
     head_n, head = lines[0]
-    languages = [_check(cell, "a language code", f"{origin}:{head_n}").lower() for cell in head.split("\t")]
+    languages = [_language(cell, f"{origin}:{head_n}") for cell in head.split("\t")]
     if len(languages) < 2:
         raise GlossaryError(f"{origin}:{head_n}: the first line names the source language and at least one target, "
                             "separated by tabs (e.g. en<TAB>de)")
@@ -115,7 +125,7 @@ def parse_json(obj: object, origin: str = "glossary") -> Glossary:
         raise GlossaryError(f'{origin}: a JSON glossary is an object: {{"de": {{"source term": "rendering"}}}}')
     entries: dict[str, dict[str, str]] = {}
     for target, terms in obj.items():
-        target = _check(target, "a language code", origin).lower()
+        target = _language(target, origin)
         if not isinstance(terms, dict):
             raise GlossaryError(f"{origin}: the {target} entries must be an object of term: rendering")
         for term, rendering in terms.items():

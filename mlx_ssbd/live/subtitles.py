@@ -6,8 +6,12 @@ text on one line and at least ``MIN_CUE_S`` on screen; ``document(kind, captions
 
 Whatever the model writes, the file stays valid and shows the text as written: WebVTT cue text
 escapes ``&``, ``<`` and ``>`` as character references (so ``-->`` cannot end up in a cue); SRT has
-no escapes, so a ``-->`` in the text becomes ``->`` and a ``<`` that would open a formatting tag
-becomes the look-alike ``‹`` (U+2039). Times must be finite (``ValueError`` otherwise).
+no escapes, so a ``-->`` in the text becomes ``->``, a ``<`` that would open a formatting tag
+becomes the look-alike ``‹`` (U+2039) and a ``{`` that would open an override tag (``{\an8}``,
+which moves the cue) becomes ``｛`` (U+FF5B). In both, the invisible controls that reorder text
+(bidi embeddings, overrides and isolates: U+202A-U+202E, U+2066-U+2069) are dropped, so a cue
+cannot show its words in another order than written. Times must be finite (``ValueError``
+otherwise).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ KINDS = {"srt": (",", "", True), "vtt": (".", "WEBVTT\n\n", False)}  # separator
 
 
 SRT_TAG = re.compile(r"<(?=[A-Za-z/!])")  # what an SRT player would read as the start of a tag
+SRT_OVERRIDE = re.compile(r"\{(?=\\)")  # the start of an SSA override tag, {\an8}, that players apply
+BIDI_CONTROLS = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])  # dropped by str.translate
 
 
 def timestamp(seconds: float, separator: str) -> str:
@@ -51,11 +57,12 @@ def cue(kind: str, number: int, start: float, end: float, text: str) -> str:
 
 def escape(kind: str, text: str) -> str:
     """``text`` as cue text: escaped (WebVTT), or the nearest that SRT can hold (module docstring)."""
+    text = text.translate(BIDI_CONTROLS)
     if kind == "vtt":
         return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     while "-->" in text:
         text = text.replace("-->", "->")
-    return SRT_TAG.sub("\u2039", text)
+    return SRT_OVERRIDE.sub("\uff5b", SRT_TAG.sub("\u2039", text))
 
 
 def document(kind: str, captions: Iterable[tuple[float, float, str]]) -> str:

@@ -22,7 +22,7 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes be
   ``Last-Event-ID``), then the session's live events until ``session.closed``; 503 beyond
   ``max_viewers`` in all or ``max_viewers_per_session``.
 * ``GET /captions/{id}``: a caption page for a browser or an OBS browser source, fed by the SSE
-  (``?lang=`` as there).
+  (``?lang=`` as there); it may be framed (an overlay on a web page), the speaker's page may not.
 * ``POST /v1/chat/completions``: OpenAI-compatible, with Predicted Outputs (``chat_http``).
 * ``WS /v1/stream``: live caption sessions, protocol version 1 (``stream``, ``protocol``).
 
@@ -34,6 +34,7 @@ scheduler posts back through a bounded queue per reader (``outbox``).
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 from pathlib import Path
@@ -62,7 +63,12 @@ from .viewers import Viewers, viewer_response
 log = logging.getLogger(__name__)
 CAPTION_PAGE = Path(__file__).parent / "captions.html"
 WEB = Path(__file__).parent / "web"  # the speaker's page and its script, style and audio worklet
-PAGE_POLICY = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; object-src 'none'"
+# Content-Security-Policy: scripts and styles from this server only, connections to it only
+# ('self' covers its own ws:/wss:); the speaker's page (microphone, Start) may not be framed.
+PAGE_POLICY = ("default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+               "form-action 'self'; frame-ancestors 'none'")
+CAPTION_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; "
+                  "form-action 'none'")
 
 
 def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions()):
@@ -173,8 +179,9 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             return _store_unavailable(error)
         if isinstance(lang := language(request, targets), Response):
             return lang
-        return HTMLResponse(caption_page.replace("{{EVENTS}}", f"/v1/sessions/{sid}/events?lang={lang}")
-                            .replace('lang="en"', f'lang="{lang}"'))
+        return HTMLResponse(caption_page.replace("{{EVENTS}}", html.escape(f"/v1/sessions/{sid}/events?lang={lang}"))
+                            .replace('lang="en"', f'lang="{html.escape(lang)}"'),
+                            headers={"Content-Security-Policy": CAPTION_POLICY})
 
     chat_engine: list[ChatEngine] = []  # built on the model's thread at the first request
 
@@ -190,6 +197,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         Route("/v1/sessions", sessions), Route("/v1/sessions/{sid}/transcript.{kind}", transcript), Route("/v1/sessions/{sid}/events", events),
         Route("/captions/{sid}", captions), Route("/", index), Mount("/static", StaticFiles(directory=WEB)),
     ])
+    app.router.redirect_slashes = False  # its redirect would name whatever Host the request gave
     return Guard(app, api_key=options.api_key, allowed_origins=options.allowed_origins,
                  allowed_hosts=options.allowed_hosts)
 

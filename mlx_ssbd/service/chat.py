@@ -118,8 +118,8 @@ def parse_request(body, *, max_tokens: int = MAX_TOKENS_LIMIT) -> ChatRequest:
     if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or not 1 <= max_tokens <= limit:
         raise _bad(f"'max_tokens' must be an integer in [1, {limit}]")
     seed = body.get("seed", 0)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise _bad("'seed' must be an integer")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise _bad("'seed' must be an integer in [0, 2**63)")
     stream = body.get("stream", False)
     options = body.get("stream_options") or {}
     if not isinstance(stream, bool) or not isinstance(options, dict):

@@ -16,6 +16,8 @@ Contract: ``Guard(app, api_key=None, allowed_origins=(), allowed_hosts=())`` wra
   ``WWW-Authenticate: Bearer``), and a WebSocket is refused with a 401 before it opens. Viewer
   links of one session (``/captions/{id}``, ``/v1/sessions/{id}/...``) need only the session id,
   the capability to read that session; ``/health`` is open.
+* **Headers** (every HTTP response): ``X-Content-Type-Options: nosniff`` and ``Referrer-Policy:
+  no-referrer``.
 * **Origin** (always): a WebSocket, or a request other than GET/HEAD/OPTIONS, whose ``Origin``
   header names another host than the one it was sent to (its ``Host``) and is not in
   ``allowed_origins`` (``"*"``: any) is refused with 403, with or without the key: a web page the
@@ -50,6 +52,8 @@ class Guard:
         self.hosts = {host.lower().rstrip(".") for host in allowed_hosts}
 
     async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":
+            send = _with_headers(send)
         if scope["type"] in ("http", "websocket"):
             refusal = self.refusal(scope)
             if refusal is not None:
@@ -107,6 +111,21 @@ class Guard:
         if token is None and scope["type"] == "websocket":
             token = (parse_qs(scope.get("query_string", b"").decode("latin-1")).get("api_key") or [None])[0]
         return token is not None and hmac.compare_digest(token.encode(), self.key)
+
+
+SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+
+
+def _with_headers(send):
+    """``send`` that adds ``SECURITY_HEADERS`` to every HTTP response: no content-type sniffing, and
+    no session id leaves a page in a Referer."""
+
+    async def sending(message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *SECURITY_HEADERS]}
+        await send(message)
+
+    return sending
 
 
 async def _deny(ws: WebSocket, response: JSONResponse) -> None:

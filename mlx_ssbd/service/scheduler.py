@@ -312,7 +312,8 @@ class Scheduler:
             return
         session.failed, session.reason = True, "error"
         session.live.close()
-        session.send(protocol.error_event("internal_error", f"this session failed and is closed: {error!r}"))
+        session.send(protocol.error_event("internal_error", "this session failed and is closed (an error on the "
+                                          "server, in its log; nothing committed is lost)"))
 
     def _start_work(self, fn: Callable[[], Generator], future: Future) -> None:
         if future.set_running_or_notify_cancel():

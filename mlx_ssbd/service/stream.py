@@ -159,7 +159,8 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechW
             error, closes = await _handle(frame, session, scheduler, speech, options, outbox)
         except Exception as bug:  # noqa: BLE001 (a bug must not end the connection without a word)
             log.exception("session %s: a client message could not be handled", session.id)
-            error, closes = protocol.error_event("internal_error", f"this message could not be handled: {bug!r}"), False
+            error, closes = protocol.error_event("internal_error", "this message could not be handled (an error on "
+                                                 "the server, in its log)"), False
         if error is not None:
             outbox.put(error)
             now = time.monotonic()

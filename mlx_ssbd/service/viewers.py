@@ -81,12 +81,16 @@ def viewer_response(scheduler: Scheduler, sid: str, viewers: Viewers, options: S
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
+MAX_CAPTION = 2**31 - 1  # caption numbers are far below; a larger id is not one of ours
+
+
 def _caption_number(last_event_id: str | None) -> int:
     """The caption a reconnecting viewer saw last (-1: none, or an id that is not ours)."""
     try:
-        return max(-1, int(last_event_id or -1))
+        number = int(last_event_id or -1)
     except ValueError:
         return -1
+    return number if 0 <= number <= MAX_CAPTION else -1
 
 
 INTERRUPTED = {"type": "bus.interrupted"}  # the bus lost events: the viewer must reconnect
