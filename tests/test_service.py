@@ -513,10 +513,41 @@ def test_openai_client_with_predicted_outputs(url):
     check_predicted_outputs(url, exact_round_trip=False)  # a random byte model's text need not round-trip
 
 
+@pytest.fixture(scope="module")
+def real_url(tmp_path_factory):
+    with server("qwen2.5-coder-0.5b", tmp_path_factory.mktemp("real") / "t.sqlite3") as (base, _):
+        yield base
+
+
 @pytest.mark.integration
-def test_openai_client_with_predicted_outputs_on_the_real_model(tmp_path):
-    with server("qwen2.5-coder-0.5b", tmp_path / "t.sqlite3") as (base, _):
-        check_predicted_outputs(base, exact_round_trip=True)
+def test_openai_client_with_predicted_outputs_on_the_real_model(real_url):
+    check_predicted_outputs(real_url, exact_round_trip=True)
+
+
+@pytest.mark.integration
+def test_a_client_gone_after_its_close_stops_using_the_model(real_url):
+    """Long finals (minutes of work on the real model), session.close, then the TCP connection
+    drops: no event is due for minutes, yet the server notices at once (it reads the socket to the
+    end), drops the work and frees the slot; the session is detached, so its client may resume it."""
+    long_final = " ".join([SENTENCE] * 40)[:3900]
+
+    async def close_and_vanish():
+        ws = await websockets.connect(ws_url(real_url))
+        sid = json.loads(await ws.recv())["session"]
+        for n in range(3):
+            await ws.send(json.dumps(source(long_final, final=True, segment=f"s{n}")))
+        await ws.send(json.dumps({"type": "session.close"}))
+        await asyncio.sleep(1.0)  # the first long final is being translated
+        ws.transport.abort()  # RST: the connection is gone, no close frame
+        return sid
+
+    sid = asyncio.run(close_and_vanish())
+    deadline = time.monotonic() + 20
+    while httpx.get(real_url + "/health").json()["sessions"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert httpx.get(real_url + "/health").json()["sessions"] == 0, "still served 20 s after its client left"
+    listed = {s["session"]: s for s in httpx.get(real_url + "/v1/sessions").json()["sessions"]}
+    assert listed[sid]["state"] == "detached" and listed[sid]["captions"] == 0
 
 
 def chromium():

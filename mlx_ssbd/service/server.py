@@ -25,6 +25,7 @@ from .store import TranscriptStore
 
 log = logging.getLogger(__name__)
 SOCKETS_CLOSE_S = 5.0  # after the drain, the longest wait for the handlers to close their sockets
+PING_S = 5.0  # WebSocket pings: a peer gone without a word (no FIN, no RST) is noticed within 2 * PING_S
 
 
 def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = DEFAULT_MAX_SESSIONS,
@@ -37,7 +38,8 @@ def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: in
                           segmenter=segmenter)
     config = uvicorn.Config(create_app(scheduler, options), host=host, port=port, log_level="warning",
                             ws_max_size=4 * options.limits.max_message_bytes, lifespan="off",
-                            limit_concurrency=max_sessions + options.max_viewers + 64, timeout_graceful_shutdown=5)
+                            limit_concurrency=max_sessions + options.max_viewers + 64, timeout_graceful_shutdown=5,
+                            ws_ping_interval=PING_S, ws_ping_timeout=PING_S)
     server = uvicorn.Server(config)
     web = threading.Thread(target=server.run, name="http", daemon=True)
     web.start()

@@ -20,7 +20,9 @@ nothing.
 * the client reads too slowly (the outbox overflows, or one event waits ``SEND_TIMEOUT_S`` to
   be sent), or sends more than ``max_bad_messages`` bad messages within
   ``BAD_MESSAGE_WINDOW_S``: its session is dropped and the socket closed with 1008 and the reason;
-* the client goes away: its session is dropped (queued jobs too).
+* the client goes away, even after its ``session.close`` while its last captions are translated
+  (the socket is read to the end): its session is dropped (queued jobs and the update under way
+  too) and detached, so it stops using the model at once and may be resumed.
 
 This module never touches MLX: the scheduler's calls used here are thread-safe.
 """
@@ -83,7 +85,12 @@ async def serve_stream(ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker
     sending.append(sender)
     await asyncio.wait({receiver, sender}, return_when=asyncio.FIRST_COMPLETED)
     if receiver.done() and receiver.exception() is None:
-        await asyncio.wait({sender})  # the client closed the session: its last commits, then session.closed
+        # The client closed the session: its last commits, then session.closed. The socket is still
+        # read meanwhile, so a client that goes away is noticed at once and its session dropped.
+        watcher = asyncio.create_task(_until_gone(ws))
+        await asyncio.wait({sender, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        watcher.cancel()
+        watcher.add_done_callback(_retrieve)
     receiver.cancel()
     if outbox.overflowed:
         ending = Overflow(f"too slow: more than {outbox.limit} events waiting to be read")
@@ -111,6 +118,13 @@ async def serve_stream(ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker
 def _retrieve(task: asyncio.Task) -> None:
     if not task.cancelled():
         task.exception()
+
+
+async def _until_gone(ws: WebSocket) -> None:
+    """Read (and ignore) frames until the client goes away."""
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
+        while (await ws.receive())["type"] != "websocket.disconnect":
+            pass
 
 
 async def _refuse(ws: WebSocket, code: str, message: str, close_code: int) -> None:
