@@ -550,6 +550,31 @@ def test_a_client_gone_after_its_close_stops_using_the_model(real_url):
     assert listed[sid]["state"] == "detached" and listed[sid]["captions"] == 0
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_abandoned_chat_completion_stops_decoding(real_url, stream):
+    """A client asks for a long answer (minutes of decoding) and leaves while it decodes: the
+    completion stops at its next model call, so nothing queues behind an answer nobody reads."""
+    import socket
+
+    body = json.dumps({"messages": [{"role": "user", "content": "Count from 1 to 5000, one number per line."}],
+                       "max_tokens": 4000, "stream": stream}).encode()
+    host, port = real_url.removeprefix("http://").split(":")
+    completions = lambda: httpx.get(real_url + "/health").json()["completions"]  # noqa: E731
+    with socket.create_connection((host, int(port)), timeout=10) as client:
+        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: "
+                       b"application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        deadline = time.monotonic() + 60
+        while completions() == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        assert completions() == 1, "the completion was not decoding when its client left"
+    deadline = time.monotonic() + 30
+    while completions() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert completions() == 0, "the abandoned completion still decodes 30 s after its client left"
+
+
 def chromium():
     import shutil
 

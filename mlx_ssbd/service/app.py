@@ -7,7 +7,8 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes be
   the microphone (an ``AudioWorklet`` sending 16 kHz PCM16), typed text or a recording streamed
   on a session's WebSocket, with what was heard and the captions live; ``?source=en&target=de``
   (``mode=mic|text|file``) preset it. Its files are under ``/static/``.
-* ``GET /health``: ``{"status": "ok", "model", "replica", "sessions", "max_sessions", "viewers"}``; while
+* ``GET /health``: ``{"status": "ok", "model", "replica", "sessions", "max_sessions", "completions"
+  (chat completions queued or running), "viewers"}``; while
   the server drains, ``"status": "draining"`` with 503 (so a proxy stops sending it sessions).
 * ``GET /v1/models``: the one model, in OpenAI's list format.
 * ``GET /v1/sessions``: the newest sessions of every replica sharing the store (``?limit=``, at
@@ -91,7 +92,8 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         return JSONResponse({"status": "draining" if scheduler.draining else "ok", "model": model,
                              "replica": scheduler.store.replica if scheduler.store is not None else None,
                              "sessions": scheduler.open_sessions, "max_sessions": scheduler.max_sessions,
-                             "viewers": viewers.total}, status_code=503 if scheduler.draining else 200)
+                             "completions": scheduler.completions, "viewers": viewers.total},
+                            status_code=503 if scheduler.draining else 200)
 
     async def models(request: Request) -> JSONResponse:
         return JSONResponse({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "mlx-ssbd"}]})

@@ -6,14 +6,16 @@ Contract: ``chat_route(scheduler, complete, options)`` returns the Starlette end
 text/plain POST is refused) of at most ``options.max_chat_bytes`` (413), strict JSON (400); the
 request is checked by ``chat.parse_request`` (400, OpenAI's error shape). Beyond the scheduler's
 ``max_calls`` completions queued or running: 429; while the server shuts down: 503. A streamed
-answer (``"stream": true``) is Server-Sent Events, a chunk per piece of text; a client that goes
-away stops the decoding at its next token.
+answer (``"stream": true``) is Server-Sent Events, a chunk per piece of text. A client that goes
+away, streamed or not, abandons its completion at the next model call (a prompt chunk or a
+decoding step): no model time is spent on an answer nobody reads.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Generator
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -41,7 +43,9 @@ def chat_route(scheduler: Scheduler, complete, options: ServiceOptions):
             parsed = chat.parse_request(body, max_tokens=options.max_tokens)
             if parsed.stream:
                 return await _stream_chat(parsed, complete, scheduler, model)
-            result = await asyncio.wrap_future(scheduler.interleave(lambda: complete(parsed)))
+            result = await _answer(request, parsed, complete, scheduler)
+        except chat.Cancelled:  # nobody is there to read an answer
+            return Response(status_code=499)
         except _TooLarge:
             return openai_error("request_too_large", f"the body is over {options.max_chat_bytes} bytes", 413)
         except ProtocolError as error:
@@ -67,6 +71,34 @@ async def _read(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
+DISCONNECT_POLL_S = 0.5  # how often a waiting non-streamed completion checks that its client is there
+
+
+def _abandoned_when(gone: threading.Event, steps: Generator):
+    """``steps`` (a completion's, ``ChatEngine.rounds``), ended with ``chat.Cancelled`` at the
+    first step after ``gone`` is set; otherwise their return value."""
+    while True:
+        if gone.is_set():
+            steps.close()
+            raise chat.Cancelled
+        try:
+            next(steps)
+        except StopIteration as end:
+            return end.value
+        yield
+
+
+async def _answer(request: Request, parsed: chat.ChatRequest, complete, scheduler: Scheduler):
+    """A non-streamed completion's ``ChatResult``; raises ``chat.Cancelled`` once its client is gone."""
+    gone = threading.Event()
+    done = asyncio.wrap_future(scheduler.interleave(lambda: _abandoned_when(gone, complete(parsed))))
+    while not done.done():
+        await asyncio.wait({done}, timeout=DISCONNECT_POLL_S)
+        if not done.done() and await request.is_disconnected():
+            gone.set()
+    return done.result()
+
+
 async def _stream_chat(parsed: chat.ChatRequest, complete, scheduler: Scheduler, model: str) -> Response:
     """A streamed chat completion: a chunk per piece of text as the model's thread decides it.
 
@@ -80,7 +112,7 @@ async def _stream_chat(parsed: chat.ChatRequest, complete, scheduler: Scheduler,
             raise chat.Cancelled
         loop.call_soon_threadsafe(pieces.put_nowait, piece)
 
-    done = asyncio.wrap_future(scheduler.interleave(lambda: complete(parsed, on_text)))
+    done = asyncio.wrap_future(scheduler.interleave(lambda: _abandoned_when(gone, complete(parsed, on_text))))
 
     def finished(future) -> None:
         future.cancelled() or future.exception()  # read here, so a Cancelled is never "unretrieved"

@@ -243,6 +243,12 @@ class Scheduler:
         with self._cond:
             return len(self._sessions)
 
+    @property
+    def completions(self) -> int:
+        """Interleaved works (chat completions) queued or running."""
+        with self._cond:
+            return len(self._calls) + len(self._work)
+
     # -- the model's thread ------------------------------------------------------------------
 
     def run(self) -> None:
