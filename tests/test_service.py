@@ -528,7 +528,9 @@ def test_openai_client_with_predicted_outputs_on_the_real_model(real_url):
 def test_a_client_gone_after_its_close_stops_using_the_model(real_url):
     """Long finals (minutes of work on the real model), session.close, then the TCP connection
     drops: no event is due for minutes, yet the server notices at once (it reads the socket to the
-    end), drops the work and frees the slot; the session is detached, so its client may resume it."""
+    end) and drops the work: not even the first final is committed (without the reading, it is,
+    and its failed send is what would end the session); the session is detached, so its client may
+    resume it. (How soon the slot is free is measured by benchmarks/service_abuse.py.)"""
     long_final = " ".join([SENTENCE] * 40)[:3900]
 
     async def close_and_vanish():
@@ -542,10 +544,10 @@ def test_a_client_gone_after_its_close_stops_using_the_model(real_url):
         return sid
 
     sid = asyncio.run(close_and_vanish())
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 300
     while httpx.get(real_url + "/health").json()["sessions"] and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert httpx.get(real_url + "/health").json()["sessions"] == 0, "still served 20 s after its client left"
+    assert httpx.get(real_url + "/health").json()["sessions"] == 0, "still served 300 s after its client left"
     listed = {s["session"]: s for s in httpx.get(real_url + "/v1/sessions").json()["sessions"]}
     assert listed[sid]["state"] == "detached" and listed[sid]["captions"] == 0
 

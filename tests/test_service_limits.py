@@ -523,3 +523,50 @@ def test_sigterm_drains_open_captions_into_the_store_and_exits_0(model_dir, tmp_
     assert events[-1] == {"type": "session.closed", "session": sid, "reason": "shutdown"} and code == 1001
     assert commit["reason"] == "end" and commit["stored"]
     assert [c.text for c in open_store(store).captions(sid)] == [commit["text"]]
+
+
+def test_signals_are_acted_on_at_once_even_while_the_model_thread_is_busy(monkeypatch):
+    """The signal thread (``server._watch_signals``): the first signal drains at once, whatever the
+    model's thread is doing; if that thread has not returned by the drain's end the process exits
+    (status 1); a second signal cuts the wait to ``EXIT_GRACE_S``."""
+    import threading
+
+    from mlx_ssbd.service import server as server_mod
+
+    class Exited(Exception):
+        pass
+
+    def run(signals: int, drain_s: float):
+        drains, exits = [], []
+
+        class Scheduler:
+            def drain(self, timeout_s):
+                drains.append((time.monotonic(), timeout_s))
+
+        def exit_now(status):
+            exits.append((time.monotonic(), status))
+            raise Exited
+
+        def watch():
+            with pytest.raises(Exited):
+                server_mod._watch_signals(woken, Scheduler(), drain_s, returned)
+
+        monkeypatch.setattr(server_mod.os, "_exit", exit_now)
+        woken, wake = os.pipe()
+        returned = threading.Event()  # never set: the model's thread is stuck in a long model call
+        watcher = threading.Thread(target=watch, daemon=True)
+        start = time.monotonic()
+        watcher.start()
+        for _ in range(signals):
+            os.write(wake, bytes([signal.SIGTERM]))
+            time.sleep(0.2)
+        watcher.join(timeout=60)
+        os.close(woken), os.close(wake)
+        return start, drains, exits
+
+    start, drains, exits = run(1, drain_s=0.5)
+    assert len(drains) == 1 and drains[0][0] - start < 1.0 and drains[0][1] == 0.5  # at once
+    assert [status for _, status in exits] == [1] and exits[0][0] - start >= 0.5 + server_mod.EXIT_GRACE_S - 0.1
+    start, drains, exits = run(2, drain_s=30.0)
+    assert len(drains) == 2 and [status for _, status in exits] == [1]
+    assert exits[0][0] - start < 0.2 + server_mod.EXIT_GRACE_S + 5  # not the 30 s drain

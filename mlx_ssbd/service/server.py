@@ -3,15 +3,23 @@
 Contract: ``serve(loaded, host, port, ...)`` blocks until SIGINT/SIGTERM, then *drains*: new
 sessions and chat requests are refused (``/health`` answers 503), every open caption is
 translated, committed and written to the store, every session gets ``session.closed`` (reason
-``shutdown``) and its socket closes with 1001; then it returns, within ``drain_timeout_s`` (a
-second signal stops at once). The model runs only on the calling thread (MLX and threads: see
+``shutdown``) and its socket closes with 1001; then it returns, within ``drain_timeout_s``. A
+second signal stops at once. The model runs only on the calling thread (MLX and threads: see
 ``live.session``); the uvicorn thread runs asyncio and never touches MLX. ``on_ready(url)`` is
 called once the socket listens (port 0 picks a free port; the URL has the real one).
+
+Signals are acted on by a thread of their own, woken through ``signal.set_wakeup_fd`` the moment
+a signal arrives, not by a Python handler on the model's thread (which runs only between two model
+calls, and one call may take long). If the model's thread has not returned by the drain's end
+(plus ``EXIT_GRACE_S``), or a second signal came and it has not returned within ``EXIT_GRACE_S``,
+the process exits at once with status 1: every caption committed so far is already in the store.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import select
 import signal
 import threading
 import time
@@ -26,6 +34,7 @@ from .store import TranscriptStore
 log = logging.getLogger(__name__)
 SOCKETS_CLOSE_S = 5.0  # after the drain, the longest wait for the handlers to close their sockets
 PING_S = 5.0  # WebSocket pings: a peer gone without a word (no FIN, no RST) is noticed within 2 * PING_S
+EXIT_GRACE_S = 2.0  # past the drain's end (or a second signal), how long the model's thread has to return
 
 
 def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = DEFAULT_MAX_SESSIONS,
@@ -51,19 +60,48 @@ def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: in
         bound = server.servers[0].sockets[0].getsockname()[1]
         on_ready(f"http://{host}:{bound}")
 
-    def on_signal(*_) -> None:
-        log.warning("draining: finishing every session (at most %g s; again to stop at once)", drain_timeout_s)
-        scheduler.drain(drain_timeout_s)
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    returned = threading.Event()
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+    previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous_fd = signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+    threading.Thread(target=_watch_signals, args=(woken, scheduler, drain_timeout_s, returned), name="signals",
+                     daemon=True).start()
     try:
         scheduler.run()
+        returned.set()
         _wait_for_sockets(server, time.monotonic() + SOCKETS_CLOSE_S)
     finally:
+        returned.set()
+        signal.set_wakeup_fd(previous_fd)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         server.should_exit = True
         web.join(timeout=10)
+
+
+def _watch_signals(woken: int, scheduler: Scheduler, drain_timeout_s: float, returned: threading.Event) -> None:
+    """The signal thread (module docstring): the first signal drains, a second stops; past the
+    deadline the process exits."""
+    deadline = None
+    while not returned.is_set():
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready, _, _ = select.select([woken], [], [], wait)
+        if returned.is_set():
+            return
+        if not ready:  # the deadline passed with the model's thread still in a model call
+            log.error("the drain did not end in time (a model call is still running): exiting now; every "
+                      "committed caption is in the store")
+            os._exit(1)
+        os.read(woken, 64)
+        if deadline is None:
+            log.warning("draining: finishing every session (at most %g s; again to stop at once)", drain_timeout_s)
+            scheduler.drain(drain_timeout_s)
+            deadline = time.monotonic() + drain_timeout_s + EXIT_GRACE_S
+        else:
+            log.warning("second signal: stopping at once")
+            scheduler.drain(drain_timeout_s)  # a second drain stops the scheduler at its next loop
+            deadline = min(deadline, time.monotonic() + EXIT_GRACE_S)
 
 
 def _wait_for_sockets(server, deadline: float) -> None:
