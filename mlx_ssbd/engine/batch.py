@@ -17,6 +17,11 @@ keeps nothing, is left padded in the input). Dropping a row's diverged tail is a
 that row alone (``dynamic_roll``) under a larger left padding; leading columns that every row pads
 are cut off, so the cache does not grow with the padding.
 
+With ``chunk``, no row feeds more than ``chunk`` tokens in one call (beyond those whose logits
+it asked for): a long prompt is fed a chunk per call, its ``Fed`` saying ``done=False`` until the
+last, so a stream's long prompt delays the others' decode steps by one chunk's cost per call,
+never by the whole prompt, and the call's width (its memory) stays bounded.
+
 Only full ``KVCache`` layers can be batched (not rotating windows or recurrent layers).
 """
 
@@ -29,6 +34,9 @@ from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
 
 from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logits, resolved
 from .update import Fed
+
+PREFILL_CHUNK = 128  # prompt tokens a row feeds per call at most (the 1.5B: a few seconds on 2 CPU cores)
+
 
 class BatchRow:
     """One stream's row: the ids it holds, and the ``store`` that serves it (its ``BatchCache``;
@@ -43,8 +51,11 @@ class BatchRow:
 class BatchCache:
     """See the module docstring."""
 
-    def __init__(self, model):
+    def __init__(self, model, chunk: int | None = PREFILL_CHUNK):
+        if chunk is not None and chunk < 1:
+            raise ValueError(f"chunk must be at least 1 (or None), got {chunk}")
         self.model = model
+        self.chunk = chunk
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
@@ -130,23 +141,31 @@ class BatchCache:
         self._drop_tails(drops)
         self._padding = [p + pad for p, pad in zip(self._padding, pads)]
         self._sync_layers()
-        last = max(feed.logits for _, feed in feeds)
+        done = {id(row): len(row.tokens) == len(wanted[id(row)].ids) for row in self.rows}
+        last = max([feed.logits for row, feed in feeds if done[id(row)]] or [1])
         logits = model_logits(self.model, mx.stack(inputs), self.layers, last)
         self._end += width
         index = {id(row): b for b, row in enumerate(self.rows)}
         answers = []
         for row, feed in feeds:
             b = index[id(row)]
-            answers.append(Fed(logits[b, last - feed.logits :], kept[b], width - pads[b]))
+            if done[id(row)]:
+                answers.append(Fed(logits[b, last - feed.logits :], kept[b], width - pads[b]))
+            else:  # a chunk of a long feed; its logits only keep the call's work evaluated
+                answers.append(Fed(logits[b, -1:], kept[b], width - pads[b], done=False))
         return answers
 
     def _plan(self, row: BatchRow, feed) -> tuple[int, list, Sequence]:
-        """(tokens kept, tokens to feed, the sequence they come from) for one row."""
+        """(tokens kept, tokens to feed this call, the sequence they come from) for one row: at
+        most ``chunk`` new tokens unless more are needed for the logits asked for."""
         resolved(row.tokens)
         ids = list(feed.ids)
         known = ids[:-1] if is_lazy(ids) else ids
         keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits)) if feed.reuse else 0
-        return keep, ids[keep:], ids
+        new = len(ids) - keep
+        if self.chunk is not None and new > max(self.chunk, feed.logits):
+            new = min(self.chunk, new - feed.logits)
+        return keep, ids[keep : keep + new], ids
 
     # -- bookkeeping of the left-padded layout ------------------------------------------------
 

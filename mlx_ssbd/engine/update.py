@@ -18,7 +18,8 @@ many) as ONE batched model call, ``store.feed``, and all ``Sync``s are evaluated
 (``add``) between any two rounds, so a stream whose source changes does not wait for the others'
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
 ends, with what it cost (model passes, tokens fed), counted by the runner from the store's
-answers (``Fed``). ``run(store, jobs)`` runs a set of jobs to the end. A stream's outputs do not depend on how
+answers (``Fed``). A store may answer a long ``Feed`` a chunk at a time (``Fed.done`` False): the
+request then stands for the next round. ``run(store, jobs)`` runs a set of jobs to the end. A stream's outputs do not depend on how
 many others share its rounds, or when they joined: the same code decides them, and each stream
 draws from its own sampler in the same order either way.
 
@@ -35,6 +36,7 @@ of the repeated block and ends (``Outcome.looped``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -122,6 +124,7 @@ class Fed:
     reused: int  # tokens whose KV came from the cache
     fed: int  # tokens this stream sent through the model in the call
     rebuilt: bool = False  # the cache could not be trimmed and was rebuilt from nothing
+    done: bool = True  # False: only a chunk of a long feed went in; the rest comes in the next calls
 
 
 @dataclass
@@ -205,6 +208,7 @@ class Runner:
         self._jobs: dict[int, tuple[object, Requests, Callable[[Outcome], None]]] = {}
         self._requests: dict[int, Feed | Sync] = {}
         self._costs: dict[int, list[int]] = {}  # per job: [passes, tokens fed, rebuilds]
+        self._reused: dict[int, int] = {}  # per job fed in chunks: the tokens its first chunk reused
         self._next = 0
 
     @property
@@ -221,6 +225,7 @@ class Runner:
         job fed so far, as after any round, so the row's next job starts from a consistent cache."""
         for key in [key for key, (other, _, _) in self._jobs.items() if other is row]:
             del self._jobs[key], self._requests[key], self._costs[key]
+            self._reused.pop(key, None)
 
     def add(self, row, job: Job, done: Callable[[Outcome], None]) -> None:
         """Start ``job`` on ``row``; ``done(outcome)`` is called in the round it ends."""
@@ -254,12 +259,16 @@ class Runner:
         if feeds:  # ONE model call for every stream that feeds, dispatched at once
             answered = self.store.feed([(self._jobs[key][0], r) for key, r in feeds])
             mx.async_eval([fed.logits for fed in answered])
-            for (key, _), fed in zip(feeds, answered):
-                answers[key] = (fed.logits, fed.reused)
+            for (key, request), fed in zip(feeds, answered):
                 cost = self._costs[key]
                 cost[0] += 1
                 cost[1] += fed.fed
                 cost[2] += fed.rebuilt
+                if not fed.done:  # a chunk of a long feed: the rest in the next round, after this chunk
+                    self._reused.setdefault(key, fed.reused)
+                    self._requests[key] = dataclasses.replace(request, reuse=True)
+                    continue
+                answers[key] = (fed.logits, self._reused.pop(key, fed.reused))
         syncs = [(key, r) for key, r in self._requests.items() if isinstance(r, Sync)]
         if syncs:  # ONE host sync for every stream that decides
             mx.eval([r.value for _, r in syncs])

@@ -15,7 +15,8 @@ rendering; no empty terms, no term twice in one language, no control characters;
 codes that ``languages.LANGUAGES`` knows.
 
 ``Glossary.matches(source, target)`` lists the entries of ``target`` whose source term occurs in
-``source`` (case-insensitive, as whole words where the term starts and ends with a letter or digit).
+``source`` (case-insensitive, as whole words where the term starts and ends with a letter or digit),
+in the order they occur.
 ``term_accuracy`` scores captions against a glossary: the share of (caption, term) pairs whose
 source holds the term and whose translation holds the required rendering (case-insensitive).
 """
@@ -51,9 +52,11 @@ class Glossary:
         return sum(len(terms) for terms in self.entries.values())
 
     def matches(self, source: str, target: str) -> list[tuple[str, str]]:
-        """The ``(term, rendering)`` entries of ``target`` whose term occurs in ``source``."""
-        return [(term, rendering) for term, rendering in self.entries.get(target, {}).items()
-                if _pattern(term).search(source)]
+        """The ``(term, rendering)`` entries of ``target`` whose term occurs in ``source``, in the
+        order of their first occurrence."""
+        found = [(match.start(), term, rendering) for term, rendering in self.entries.get(target, {}).items()
+                 if (match := _pattern(term).search(source))]
+        return [(term, rendering) for _, term, rendering in sorted(found, key=lambda hit: hit[0])]
 
     def to_json(self) -> dict:
         return {target: dict(terms) for target, terms in self.entries.items()}

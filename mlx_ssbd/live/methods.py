@@ -60,6 +60,7 @@ DEFAULT_METHOD = "ssbd"  # of the CLI, the service and a StreamTranslator given 
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
 DEFAULT_MIN_MAX_TOKENS = 16
 DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
+DEFAULT_GLOSSARY_TOKENS = 256  # glossary entries named in one prompt, at most (a talk's few terms fit easily)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,8 @@ class TranslatorConfig:
         agreement: lock a token once it stood in this many consecutive outputs of a segment
             (LocalAgreement-n; see the module docstring). 0: nothing is locked before the commit.
         context_tokens: token budget for earlier committed segments kept in the prompt; 0: none.
+        glossary_tokens: token budget for the glossary entries named in one prompt: the hits, in
+            the order they occur in the source, as many as fit. Default 256.
         tail_guess: the most tokens a draft model guesses past the draft per update (the
             translator needs a ``draft_model``); 0: no guess.
         accept_rule: how beta biases the verify step (``engine.verify.RULES``): ``mixture`` (the
@@ -119,6 +122,7 @@ class TranslatorConfig:
     seed: int = 0
     agreement: int = 0
     context_tokens: int = 0
+    glossary_tokens: int = DEFAULT_GLOSSARY_TOKENS
     tail_guess: int = 0
     accept_rule: str = DEFAULT_RULE
     exact_tail: int = 0
@@ -136,7 +140,7 @@ class TranslatorConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens", "tail_guess",
+        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens", "glossary_tokens", "tail_guess",
                      "exact_tail"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:

@@ -15,6 +15,10 @@ together; ``submit(translator, text, final, done)`` starts one stream's update a
 ``round()`` runs one round of every update under way (one model call), so an update joins the
 batch as soon as its source comes, while the others are mid-way (a live service, ``scheduler``).
 
+A long prompt is fed ``chunk`` tokens per round (``batch``): the other streams' rounds go on
+meanwhile. The outputs are the same (up to floating-point rounding, as any two shapes of a
+matrix product are); an update fed in chunks counts one model pass per chunk.
+
 Only full ``KVCache`` layers can be batched (a rotating window raises ``ValueError``).
 """
 
@@ -24,7 +28,7 @@ import functools
 from collections.abc import Callable, Sequence
 
 from ..engine import update as engine
-from ..engine.batch import BatchCache
+from ..engine.batch import PREFILL_CHUNK, BatchCache
 from .translator import StreamTranslator
 from .updates import Update
 
@@ -32,11 +36,11 @@ from .updates import Update
 class MultiStreamTranslator:
     """Runs the updates of several translators together; see the module docstring."""
 
-    def __init__(self, translators: Sequence[StreamTranslator] = (), *, model=None):
+    def __init__(self, translators: Sequence[StreamTranslator] = (), *, model=None, chunk: int | None = PREFILL_CHUNK):
         if not translators and model is None:
             raise ValueError("need at least one translator, or the model")
         self.model = model if model is not None else translators[0].model
-        self.batch = BatchCache(self.model)
+        self.batch = BatchCache(self.model, chunk)
         self.runner = engine.Runner(self.batch)
         self.translators: list[StreamTranslator] = []
         for translator in translators:

@@ -172,7 +172,7 @@ class PromptBuilder:
         the user turn, so the prefix (and its KV cache) stays the same for every caption."""
         suffix_text, suffix = self._suffix_text, self.suffix
         if terms:
-            pairs = "; ".join(f'"{term}" = "{rendering}"' for term, rendering in terms)
+            pairs = "; ".join(term_pair(term, rendering) for term, rendering in terms)
             suffix_text = TERMS_TEMPLATE.format(tgt=language_name(self.target_lang), pairs=pairs) + suffix_text
             suffix = tuple(self._encode(suffix_text))
         tail = tuple(self._encode(self._boundary + text + suffix_text))
@@ -180,6 +180,11 @@ class PromptBuilder:
         if suffix and tail[cut:] != suffix:  # the suffix merged into the text: keep the
             cut = len(tail)  # tokenizer's own ids, all counted as source
         return Prompt(self.prefix + tuple(context_ids), tail[:cut], tail[cut:])
+
+
+def term_pair(term: str, rendering: str) -> str:
+    """How one glossary entry is named in the prompt."""
+    return f'"{term}" = "{rendering}"'
 
 
 def _takes_system_turn(tokenizer) -> bool:

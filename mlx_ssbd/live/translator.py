@@ -48,7 +48,7 @@ from ..engine.tail import same_vocabulary
 from ..models.loading import context_length
 from .glossary import Glossary
 from .methods import TranslatorConfig, method_config
-from .prompt import PromptBuilder
+from .prompt import PromptBuilder, term_pair
 from .proposals import Proposals
 from .source import SourceUpdate
 from .updates import PendingUpdate, Update, UpdateStats
@@ -67,7 +67,8 @@ class StreamTranslator:
         draft_model: ``(model, tokenizer)`` of a smaller model with the same vocabulary, for
             ``config.tail_guess``; ignored without it.
         glossary: a ``glossary.Glossary``: its entries for ``target_lang`` whose term occurs in
-            the source are named in the prompt, after the source (``prompt.PromptBuilder.build``).
+            the source are named in the prompt, after the source (``prompt.PromptBuilder.build``),
+            in the order they occur, as many as ``config.glossary_tokens`` allows.
 
     Raises:
         ValueError: ``tail_guess`` without a draft model, or a draft model whose vocabulary differs.
@@ -94,6 +95,7 @@ class StreamTranslator:
         self.config = config
         self.prompts = PromptBuilder(tokenizer, family, source_lang, target_lang)
         self.glossary = glossary
+        self._term_tokens: dict[tuple[str, str], int] = {}  # tokens each glossary entry costs in a prompt
         self.cache = TokenCache(model, max_kv_size=max_kv_size)
         self._row = None  # the batch row holding this stream's KV while it is in a batch
         self.context_length = context_length(model)
@@ -282,14 +284,28 @@ class StreamTranslator:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def _terms(self, text: str) -> tuple[tuple[str, str], ...]:
+        """The glossary's hits in ``text`` that fit ``glossary_tokens``, in the order they occur."""
+        if self.glossary is None:
+            return ()
+        kept, used = [], 0
+        for term, rendering in self.glossary.matches(text, self.target_lang):
+            if (cost := self._term_tokens.get((term, rendering))) is None:
+                cost = self._term_tokens[term, rendering] = len(self.tokenizer.encode(
+                    term_pair(term, rendering) + "; ", add_special_tokens=False))
+            if used + cost > self.config.glossary_tokens:
+                break
+            kept.append((term, rendering))
+            used += cost
+        return tuple(kept)
+
     def _validated_prompt(self, source):
         if not isinstance(source, str):
             raise ValueError(f"source must be a string, got {type(source).__name__}")
         text = source.strip()
         if not text:
             raise ValueError("source is empty or whitespace")
-        terms = tuple(self.glossary.matches(text, self.target_lang)) if self.glossary is not None else ()
-        prompt = self.prompts.build(text, self._context_ids, terms)
+        prompt = self.prompts.build(text, self._context_ids, self._terms(text))
         cfg = self.config
         max_new = max(cfg.min_max_tokens, math.ceil(cfg.max_tokens_ratio * len(prompt.source)))
         if self.context_length is not None and len(prompt) + max_new > self.context_length:
