@@ -4,7 +4,9 @@ Contract: ``haproxy_config(listen, replicas)`` returns an HAProxy 2.x configurat
 by least connections over the replicas, checks each on ``GET /health`` every 1 s (down after 2
 failures, up after 1 success; a draining replica answers 503, so it gets no new sessions), retries
 a failed connection on another replica, and keeps a WebSocket session on its replica for its life
-(a WebSocket is one tunnelled connection; the ``tunnel`` timeout bounds an idle one). Server-Sent
+(a WebSocket is one tunnelled connection; the ``tunnel`` timeout bounds an idle one). A client
+gets 10 s to send a whole request head (``timeout http-request``): sockets that dribble headers
+are cut at the proxy, which the replicas' HTTP server (uvicorn, no header timeout) cannot do. Server-Sent
 Events are an ordinary response to HAProxy, bounded by ``http_timeout`` (client and server) between
 two reads: the replicas send a keep-alive comment every ``serve --keepalive`` seconds (15), well
 inside the default 60 s, so a silent talk never cuts its viewers. With replicas sharing a
@@ -31,6 +33,7 @@ defaults
     option redispatch
     retries 3
     timeout connect 2s
+    timeout http-request 10s
     timeout client {http_timeout}
     timeout server {http_timeout}
     timeout tunnel {tunnel_timeout}
