@@ -159,7 +159,7 @@ def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replic
                 for ws, sid in opened_sessions:
                     committed[sid].append((await commit(ws, text, f"s{n}"))["text"])
             for viewer in viewers:
-                viewer.wait_for(lambda v: len(v.commits()) == 2)
+                await viewer.until(lambda v: len(v.commits()) == 2)
             for sid in sids:  # several reads each, landing on either replica
                 for _ in range(4):
                     doc = httpx.get(f"{proxy}/v1/sessions/{sid}/transcript.json").json()
@@ -187,7 +187,7 @@ def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replic
                 assert event["caption"] == 2  # numbering goes on, on either replica
                 committed[sid].append(event["text"])
             for viewer in viewers:
-                viewer.wait_for(lambda v: len(v.commits()) == 3)
+                await viewer.until(lambda v: len(v.commits()) == 3)
             for page, sid in zip(pages, sids):  # the pages reconnected on their own, and show each line once
                 assert await page_lines(page, 3) == committed[sid]
             await pages[lost[0]].screenshot(path=str(tmp_path / "caption-page.png"))
@@ -218,10 +218,10 @@ def test_a_silent_talk_keeps_its_viewers_through_the_proxy(model_dir, tmp_path):
     async def pause_then_commit(proxy, keepalive_s):
         ws, sid = await opened(proxy)
         viewer = Viewer(f"{proxy}/v1/sessions/{sid}/events", reconnect=True)
-        viewer.wait_for(lambda v: v.connections == 1)
+        await viewer.until(lambda v: v.connections == 1)
         await asyncio.sleep(5)
         await commit(ws, "so today we talk.", "s0")
-        viewer.wait_for(lambda v: len(v.commits()) == 1)
+        await viewer.until(lambda v: len(v.commits()) == 1)
         await ws.close()
         viewer.close()
         return viewer

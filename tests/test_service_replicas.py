@@ -69,6 +69,13 @@ class Viewer:
             assert time.monotonic() < deadline, self.events
             time.sleep(0.05)
 
+    async def until(self, condition, timeout: float = 60) -> None:
+        """``wait_for`` inside a coroutine: the event loop goes on (its WebSockets answer pings)."""
+        deadline = time.monotonic() + timeout
+        while not condition(self):
+            assert time.monotonic() < deadline, self.events
+            await asyncio.sleep(0.05)
+
     def close(self) -> None:
         self._closing = True
         self._client.close()
@@ -132,15 +139,15 @@ def test_a_viewer_that_reconnects_gets_exactly_the_commits_it_missed(url):
         events = f"{url}/v1/sessions/{sid}/events"
         first = Viewer(events)
         await commit(ws, "so today we talk.", "a")
-        first.wait_for(lambda v: len(v.commits()) == 1)
+        await first.until(lambda v: len(v.commits()) == 1)
         first.close()  # the viewer's connection drops
         missed = [await commit(ws, text, f"m{i}") for i, text in enumerate(["about the rules.", "and why."])]
         again = Viewer(events, last_event_id=int(first.commits()[-1][0]))
         await commit(ws, "then we vote.", "b")
-        again.wait_for(lambda v: len(v.commits()) == 3)
+        await again.until(lambda v: len(v.commits()) == 3)
         await ws.send(json.dumps({"type": "session.close"}))
         await expect(ws, "session.closed")
-        again.wait_for(lambda v: v.done.is_set())
+        await again.until(lambda v: v.done.is_set())
         await ws.close()
         return sid, first, missed, again
 
@@ -159,7 +166,7 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
         ws, sid = await opened(url, target="fr")
         before = [await commit(ws, "so today we talk.", "a"), await commit(ws, "about the rules.", "b")]
         viewer = Viewer(f"{url}/v1/sessions/{sid}/events")
-        viewer.wait_for(lambda v: len(v.commits()) == 2)
+        await viewer.until(lambda v: len(v.commits()) == 2)
         # another connection may not take a session that is live
         other, _ = await opened(url)
         token = RESUME_TOKENS[sid]
@@ -185,7 +192,7 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
         await again.send(json.dumps({"type": "session.close"}))
         await expect(again, "session.closed")
         await again.close()
-        viewer.wait_for(lambda v: v.done.is_set())
+        await viewer.until(lambda v: v.done.is_set())
         closed = await websockets.connect(ws_url(url))  # an ended session is never reopened
         await expect(closed, "session.created")
         await closed.send(json.dumps({"type": "session.resume", "session": sid, "resume_token": token}))

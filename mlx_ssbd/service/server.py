@@ -33,7 +33,7 @@ from .store import TranscriptStore
 
 log = logging.getLogger(__name__)
 SOCKETS_CLOSE_S = 5.0  # after the drain, the longest wait for the handlers to close their sockets
-PING_S = 5.0  # WebSocket pings: a peer gone without a word (no FIN, no RST) is noticed within 2 * PING_S
+PING_S = 10.0  # WebSocket pings: a peer gone without a word (no FIN, no RST) is noticed within 2 * PING_S
 EXIT_GRACE_S = 2.0  # past the drain's end (or a second signal), how long the model's thread has to return
 
 
