@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from ..platform.backend import on_generation_stream
+from ..engine.batch import PREFILL_CHUNK
 from ..engine.cache import TokenCache
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
@@ -47,7 +48,6 @@ from .protocol import ProtocolError
 DEFAULT_MAX_TOKENS = 512  # a request's max_tokens when it gives none
 MAX_TOKENS_LIMIT = 4096  # the largest max_tokens a request may ask for (``serve --max-tokens``)
 FALLBACK_CONTEXT = 32768  # prompt and answer tokens at most when the model does not give its context
-DEFAULT_PREFILL_CHUNK = 128  # prompt tokens fed per step at most (the 1.5B: ~3-4 s on 2 CPU cores)
 ROLES = ("system", "user", "assistant", "developer")
 
 
@@ -149,7 +149,7 @@ def _number(body: dict, key: str, default: float, low: float, high: float) -> fl
 class ChatEngine:
     """Runs chat requests on one persistent prompt cache (the model's thread only)."""
 
-    def __init__(self, loaded, prefill_chunk: int = DEFAULT_PREFILL_CHUNK):
+    def __init__(self, loaded, prefill_chunk: int = PREFILL_CHUNK):
         if prefill_chunk < 1:
             raise ValueError(f"prefill_chunk must be at least 1, got {prefill_chunk}")
         self.loaded = loaded
