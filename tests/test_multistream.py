@@ -121,11 +121,14 @@ def test_streams_join_and_leave_between_updates(tok):
             assert result.output_ids == expect(i, step + (i == 2)), (i, step)
 
 
-def test_batched_mode_refuses_what_it_cannot_batch(tok):
+def test_batched_mode_runs_a_sliding_window_on_its_own_and_refuses_what_it_cannot_batch(tok):
     model = tiny_model("qwen2")
-    with pytest.raises(ValueError, match="rotating window"):
-        MultiStreamTranslator([StreamTranslator(model, tok, family="chatml", source_lang="en",
-                                                target_lang="de", max_kv_size=64)])
+    window = lambda: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
+                                      max_kv_size=64)
+    alone, mine = window(), window()
+    multi = MultiStreamTranslator([mine, make(model, tok)])  # a model call of its own in each round
+    for prefix in ["so today", "so today I want", "so we made it"]:
+        assert multi.update([(prefix, False), (prefix, False)])[0].output_ids == alone.update(prefix).output_ids
     with pytest.raises(ValueError, match="share one model"):
         MultiStreamTranslator([make(model, tok), make(tiny_model("qwen2", seed=1), tok)])
     multi = MultiStreamTranslator([make(model, tok), make(model, tok)])

@@ -194,16 +194,19 @@ def test_untrimmable_cache_is_rebuilt(model):
 
 
 def test_rotating_window_cache_stays_consistent(model, tok):
-    """A rotating KV window that has wrapped cannot be trimmed: it is rebuilt, and the token
-    record always matches what every layer holds."""
+    """A rotating KV window that has wrapped cannot be trimmed: it goes back to a checkpoint, or
+    without checkpoints is rebuilt, and the token record always matches what every layer holds."""
     window = lambda: [RotatingKVCache(max_size=64, keep=4) for _ in model.layers]  # noqa: E731
     for policy in ("ssbd", "rt"):
-        tr = make(model, tok, policy=policy, beta=0.0)
-        tr.cache = TokenCache(model, make_layers=window)
-        for prefix in ["so today", "so today I want", "so we", "so we made it"]:
-            assert tr.update(prefix).output_ids
-            assert all(layer.offset == len(tr.cache.tokens) for layer in tr.cache.layers)
-        assert tr.cache.rebuilds > 0
+        for checkpoints in (True, False):
+            tr = make(model, tok, policy=policy, beta=0.0)
+            tr.cache = TokenCache(model, make_layers=window)
+            if not checkpoints:
+                tr.cache.checkpoints = None
+            for prefix in ["so today", "so today I want", "so we", "so we made it"]:
+                assert tr.update(prefix).output_ids
+                assert all(layer.offset == len(tr.cache.tokens) for layer in tr.cache.layers)
+            assert (tr.cache.rebuilds == 0) == checkpoints
 
 
 def test_a_wrapped_rotating_window_attends_differently_in_one_pass_than_in_steps(model):

@@ -22,7 +22,10 @@ it asked for): a long prompt is fed a chunk per call, its ``Fed`` saying ``done=
 last, so a stream's long prompt delays the others' decode steps by one chunk's cost per call,
 never by the whole prompt, and the call's width (its memory) stays bounded.
 
-Only full ``KVCache`` layers can be batched (not rotating windows or recurrent layers).
+Only full ``KVCache`` layers can be batched. A stream whose cache holds other layers (a hybrid
+model's recurrent states, a sliding window) joins as a *solo* row: it keeps its own ``TokenCache``
+(checkpoints and all) and is fed in a model call of its own in the same round, chunked alike, so
+every model runs in a batch with the same outputs as alone, hybrids at one call per stream.
 """
 
 from __future__ import annotations
@@ -48,6 +51,14 @@ class BatchRow:
         self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
 
 
+class SoloRow:
+    """A stream whose cache cannot be batched: its own ``TokenCache``, fed on its own."""
+
+    def __init__(self, cache: TokenCache, store: "BatchCache"):
+        self.store = store
+        self.cache = cache
+
+
 class BatchCache:
     """See the module docstring."""
 
@@ -64,17 +75,24 @@ class BatchCache:
 
     # -- streams joining and leaving ---------------------------------------------------------
 
-    def join(self, cache: TokenCache) -> BatchRow:
-        """Take over ``cache``'s keys and values as a new (parked) row; ``cache`` is left empty."""
-        if not all(isinstance(layer, KVCache) for layer in cache.layers):
-            raise ValueError("only full KVCache layers can be batched (not a rotating window)")
-        row = BatchRow(cache, self)  # holds the layers, parked
+    def join(self, cache: TokenCache) -> BatchRow | SoloRow:
+        """Take over ``cache``'s keys and values as a new (parked) row; ``cache`` is left empty.
+        A cache with layers other than ``KVCache`` becomes a ``SoloRow`` (module docstring)."""
+        if not all(type(layer) is KVCache for layer in cache.layers):
+            row = SoloRow(cache, self)
+        else:
+            row = BatchRow(cache, self)  # holds the layers, parked
+            cache.clear()
         self._members.append(row)
-        cache.clear()
         return row
 
-    def leave(self, row: BatchRow, into: TokenCache) -> None:
+    def leave(self, row: BatchRow | SoloRow, into: TokenCache) -> None:
         """Move ``row`` out into ``into`` (its keys, values and ids)."""
+        if isinstance(row, SoloRow):
+            if into is not row.cache:
+                into.layers, into.tokens, into.checkpoints = row.cache.layers, row.cache.tokens, row.cache.checkpoints
+            self._members.remove(row)
+            return
         if row.parked is None:
             self._park([row])
         into.layers, into.tokens = row.parked, list(resolved(row.tokens))
@@ -116,10 +134,19 @@ class BatchCache:
     # -- the engine store interface ----------------------------------------------------------
 
     def feed(self, feeds) -> list[Fed]:
-        """One model call for ``[(row, Feed)]``; returns a ``Fed`` per feed."""
-        wanted = {id(row): feed for row, feed in feeds}
-        if len(wanted) != len(feeds) or any(row not in self._members for row, _ in feeds):
+        """One model call for ``[(row, Feed)]`` (and one per solo row); returns a ``Fed`` per feed."""
+        if len({id(row) for row, _ in feeds}) != len(feeds) or any(row not in self._members for row, _ in feeds):
             raise ValueError("each feed must name a distinct row of this batch")
+        batched = [(row, feed) for row, feed in feeds if isinstance(row, BatchRow)]
+        answers = dict(zip((id(row) for row, _ in batched), self._feed_batch(batched) if batched else []))
+        for row, feed in feeds:
+            if isinstance(row, SoloRow):
+                answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=self.chunk)[0]
+        return [answers[id(row)] for row, _ in feeds]
+
+    def _feed_batch(self, feeds) -> list[Fed]:
+        """One model call for the batched rows' ``[(row, Feed)]``."""
+        wanted = {id(row): feed for row, feed in feeds}
         idle = [row for row in self.rows if id(row) not in wanted]
         if idle:
             self._park(idle)

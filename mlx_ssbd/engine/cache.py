@@ -6,9 +6,13 @@ in order (the last one may still be a lazy ``mx.array`` after a pipelined decode
 resolved before it is compared with anything). Every forward call goes through
 ``TokenCache.forward`` so the two never drift apart.
 ``rewind(n)`` keeps the first ``n`` tokens: it trims every layer through mlx-lm's cache API and
-checks each returned count; a cache that cannot be trimmed (a rotating window that has wrapped, a
-recurrent/hybrid layer) or that trims short is rebuilt empty instead, never silently corrupted.
-The caller then re-feeds what is missing, so correctness never depends on trimming.
+checks each returned count. Where a layer cannot be trimmed (a recurrent state of a hybrid model, a
+sliding window that has wrapped) it goes back to the nearest checkpoint at or before ``n``
+(``checkpoints``): a feed leaves one at each position its ``Feed.marks`` names, splitting its model
+call there, so an update returns to the end of the shared prompt, the stable source or the draft's
+start instead of to nothing. With no checkpoint to go back to, or a layer that trims short, the
+cache is rebuilt empty, never silently corrupted. ``rewind`` returns how many tokens are kept and
+the caller re-feeds what is missing, so correctness never depends on trimming.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Sequence
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
+from .checkpoints import Checkpoints, needs_checkpoints
 from .update import Fed
 
 log = logging.getLogger(__name__)
@@ -90,6 +95,7 @@ class TokenCache:
         self._make_layers = make_layers or (lambda: make_prompt_cache(model, max_kv_size=max_kv_size))
         self.layers = self._make_layers()
         self.tokens: list[int] = []
+        self.checkpoints = Checkpoints() if needs_checkpoints(self.layers) else None
         self.rebuilds = 0  # times a trim was impossible and the cache was rebuilt
         self.forward_calls = 0  # model calls made through this cache (cumulative)
         self.tokens_fed = 0  # tokens sent through the model (cumulative)
@@ -101,6 +107,8 @@ class TokenCache:
         """Drop everything (a fresh, empty cache)."""
         self.layers = self._make_layers()
         self.tokens = []
+        if self.checkpoints is not None:
+            self.checkpoints.clear()
 
     def rewind(self, n: int) -> int:
         """Keep the first ``n`` cached tokens; return how many are kept (``n``, or 0 on rebuild)."""
@@ -108,13 +116,24 @@ class TokenCache:
         drop = len(self.tokens) - n
         if drop == 0:
             return n
+        if self.checkpoints is not None:
+            self.checkpoints.forget_after(n)
         if not all(layer.is_trimmable() for layer in self.layers):
-            return self._rebuild("a layer cannot be trimmed")
+            return self._restore(n)
         trimmed = [layer.trim(drop) for layer in self.layers]
         if any(t != drop for t in trimmed):
             return self._rebuild(f"asked to trim {drop}, layers trimmed {sorted(set(trimmed))}")
         del self.tokens[n:]
         return n
+
+    def _restore(self, n: int) -> int:
+        """Go back to the nearest checkpoint at or before ``n`` (or rebuild); return the tokens kept."""
+        back = self.checkpoints.restore(n, self.layers, len(self.tokens)) if self.checkpoints else None
+        if back is None:
+            return self._rebuild(f"a layer cannot be trimmed and no checkpoint is at or before {n}")
+        kept, self.layers = back
+        del self.tokens[kept:]
+        return kept
 
     def _rebuild(self, why: str) -> int:
         log.debug("KV cache rebuilt: %s", why)
@@ -129,32 +148,54 @@ class TokenCache:
         n = min(common_prefix_len(resolved(self.tokens), known), max(0, len(ids) - keep_last))
         return self.rewind(n)
 
-    def forward(self, ids: Sequence[int], *, logits_from: int = 0) -> mx.array:
+    def forward(self, ids: Sequence[int], *, logits_from: int = 0, marks: Sequence[int] = ()) -> mx.array:
         """Feed ``ids`` after the cached tokens; return the logits of rows ``logits_from`` on,
-        ``(len(ids) - logits_from, vocab)`` (lazy)."""
+        ``(len(ids) - logits_from, vocab)`` (lazy). Where the cache keeps checkpoints, one is
+        saved at each position in ``marks`` (counted from the cache's start) that this call
+        reaches, the model call split there (one more call per mark inside ``ids``)."""
         if not ids:
             raise ValueError("forward needs at least one token")
-        logits = model_logits(self.model, input_ids(ids)[None], self.layers, len(ids) - logits_from)
-        self.tokens.extend(t if isinstance(t, mx.array) else int(t) for t in ids)
-        self.forward_calls += 1
+        start = len(self.tokens)
+        if self.checkpoints is not None:
+            self.checkpoints.touch(m for m in marks if m <= start)
+        marks = {m - start for m in marks if start < m <= start + len(ids)} if self.checkpoints is not None else set()
+        cuts = sorted(marks | {len(ids)})
+        parts, begin = [], 0
+        for end in cuts:
+            rows = end - max(begin, logits_from)  # rows of this part whose logits are asked for
+            logits = model_logits(self.model, input_ids(ids[begin:end])[None], self.layers, max(rows, 1))
+            if rows > 0:
+                parts.append(logits[0])
+            self.tokens.extend(t if isinstance(t, mx.array) else int(t) for t in ids[begin:end])
+            if end in marks:
+                self.checkpoints.save(start + end, self.layers)
+            begin = end
+        self.forward_calls += len(cuts)
         self.tokens_fed += len(ids)
-        return logits[0]
+        return parts[0] if len(parts) == 1 else mx.concatenate(parts)
 
     def forward_one(self, token: int) -> mx.array:
         """Feed one token; return its logits ``(vocab,)`` (lazy)."""
         return self.forward([token])[-1]
 
-    def feed(self, feeds) -> list[Fed]:
+    def feed(self, feeds, *, chunk: int | None = None) -> list[Fed]:
         """The ``engine`` store interface for one stream: ``feeds`` is ``[(self, Feed)]``; the
         cache is brought to ``Feed.ids`` (longest cached prefix reused, at least ``Feed.logits``
-        ids fed) in one model call. Returns ``[Fed]``."""
+        ids fed) in one model call (one more per checkpoint it leaves, see ``forward``). Returns
+        ``[Fed]``. With ``chunk``, at most ``chunk`` tokens go in beyond those whose logits are
+        asked for; the answer of a partial feed says ``done=False`` (``batch`` does the same)."""
         if len(feeds) != 1 or feeds[0][0] is not self:
             raise ValueError("a TokenCache serves one stream: itself")
-        ids, wanted = feeds[0][1].ids, feeds[0][1].logits
-        rebuilds = self.rebuilds
-        reused = self.reuse(ids, keep_last=wanted) if feeds[0][1].reuse else self.rewind(0)
-        logits = self.forward(ids[reused:], logits_from=len(ids) - reused - wanted)
-        return [Fed(logits, reused, len(ids) - reused, self.rebuilds > rebuilds)]
+        feed = feeds[0][1]
+        ids, wanted = feed.ids, feed.logits
+        rebuilds, calls = self.rebuilds, self.forward_calls
+        reused = self.reuse(ids, keep_last=wanted) if feed.reuse else self.rewind(0)
+        new = len(ids) - reused
+        if chunk is not None and new > max(chunk, wanted):
+            last = self.forward(ids[reused : reused + chunk], logits_from=chunk - 1, marks=feed.marks)
+            return [Fed(last, reused, chunk, self.rebuilds > rebuilds, False, self.forward_calls - calls)]
+        logits = self.forward(ids[reused:], logits_from=new - wanted, marks=feed.marks)
+        return [Fed(logits, reused, new, self.rebuilds > rebuilds, calls=self.forward_calls - calls)]
 
     @property
     def store(self) -> "TokenCache":
@@ -164,4 +205,6 @@ class TokenCache:
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(layer, "nbytes", 0) for layer in self.layers)
+        """Bytes of the cached keys, values and states, checkpoints included."""
+        saved = self.checkpoints.nbytes if self.checkpoints is not None else 0
+        return saved + sum(getattr(layer, "nbytes", 0) for layer in self.layers)

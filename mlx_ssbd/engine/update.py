@@ -5,11 +5,13 @@ in one biased pass, decide, decode on from the first rejected position (checking
 proposals, each in one pass), stop. It never touches a model: it yields requests and receives
 their answers.
 
-* ``Feed(ids, logits, reuse=True)``: "make this stream's KV cache hold exactly ``ids``; give me the
-  logits of the last ``logits`` positions". The cache store reuses the longest cached prefix
-  (rewinding whatever diverges, e.g. a rejected draft; nothing with ``reuse=False``) and feeds the
-  rest in one model call; the answer is ``(logits, reused)``, ``reused`` counting the tokens whose
-  KV came from the cache.
+* ``Feed(ids, logits, reuse=True, marks=())``: "make this stream's KV cache hold exactly ``ids``;
+  give me the logits of the last ``logits`` positions". The cache store reuses the longest cached
+  prefix (rewinding whatever diverges, e.g. a rejected draft; nothing with ``reuse=False``) and
+  feeds the rest in one model call; the answer is ``(logits, reused)``, ``reused`` counting the
+  tokens whose KV came from the cache. ``marks`` are the positions a later update may return to
+  (the end of the shared prompt, the stable source, the draft's start): a cache that cannot be
+  trimmed keeps a checkpoint there (``checkpoints``).
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
 
 ``Runner(store)`` drives any number of such generators in lock-step: every ``round()``, all
@@ -56,6 +58,7 @@ class Feed:
     ids: Sequence[int]
     logits: int
     reuse: bool = True
+    marks: tuple[int, ...] = ()  # positions worth a checkpoint where the cache cannot be trimmed
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,9 @@ class Job:
         loop_cut: None, or ``stops.loop_cut``-like: tokens to drop where the output ends in a
             loop (the locked start is never cut); the output then ends. For captions: ``progress``
             is not told of the cut.
+        marks: positions in ``head`` the next update is likely to return to (the end of the
+            shared prompt, the end of the source's stable part); with the draft's start they are
+            the verify pass's ``Feed.marks``.
     """
 
     head: Sequence[int]
@@ -114,6 +120,7 @@ class Job:
     rule: str = DEFAULT_RULE
     exact_tail: int = 0
     loop_cut: Callable[[Sequence[int], int], int] | None = None
+    marks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -125,6 +132,7 @@ class Fed:
     fed: int  # tokens this stream sent through the model in the call
     rebuilt: bool = False  # the cache could not be trimmed and was rebuilt from nothing
     done: bool = True  # False: only a chunk of a long feed went in; the rest comes in the next calls
+    calls: int = 1  # model calls it took (more where it left checkpoints, see ``Feed.marks``)
 
 
 @dataclass
@@ -148,7 +156,8 @@ Requests = Generator[Feed | Sync, object, Outcome]
 def update_requests(job: Job) -> Requests:
     """One update; see the module docstring. Returns the ``Outcome``."""
     draft, guess = list(job.draft), list(job.guess)
-    rows, reused = yield Feed([*job.head, *draft, *guess], len(draft) + len(guess) + 1, job.reuse)
+    marks = (*job.marks, len(job.head))
+    rows, reused = yield Feed([*job.head, *draft, *guess], len(draft) + len(guess) + 1, job.reuse, marks)
     exact = len(guess) + min(job.exact_tail, len(draft))  # verified at β = 0: the guess and the draft's tail
     taken, token = yield Sync(decide(rows, draft + guess, job.beta, job.sampler, exact, job.rule))
     accepted = min(taken, len(draft))
@@ -261,7 +270,7 @@ class Runner:
             mx.async_eval([fed.logits for fed in answered])
             for (key, request), fed in zip(feeds, answered):
                 cost = self._costs[key]
-                cost[0] += 1
+                cost[0] += fed.calls
                 cost[1] += fed.fed
                 cost[2] += fed.rebuilt
                 if not fed.done:  # a chunk of a long feed: the rest in the next round, after this chunk

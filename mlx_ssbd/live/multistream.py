@@ -19,7 +19,8 @@ A long prompt is fed ``chunk`` tokens per round (``batch``): the other streams' 
 meanwhile. The outputs are the same (up to floating-point rounding, as any two shapes of a
 matrix product are); an update fed in chunks counts one model pass per chunk.
 
-Only full ``KVCache`` layers can be batched (a rotating window raises ``ValueError``).
+Only full ``KVCache`` layers share a model call: a stream of a hybrid model (recurrent layers) or
+with a sliding window runs in the same rounds with a model call of its own (``batch.SoloRow``).
 """
 
 from __future__ import annotations

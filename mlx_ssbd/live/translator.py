@@ -28,6 +28,10 @@ Context (``context_tokens`` > 0): committed segments stay in the prompt as finis
 ``prompt``), up to that many tokens; when they exceed it, the oldest are dropped until at most
 half remain, so the context KV is reused across most segment changes and recomputed only then.
 
+Checkpoints (models whose cache cannot be trimmed: hybrids, sliding windows): every update marks
+the end of the instruction, of the context and of the source but its last ``SOURCE_SLACK`` tokens
+(the words an ASR still revises) as points the next update may return to (``engine.update.Job.marks``).
+
 Layers, as in mlx-lm: ``StreamTranslator.update`` (one update), ``stream_translate`` (a generator
 of ``Update``), ``translate`` (one call, returns a string).
 """
@@ -52,6 +56,8 @@ from .prompt import PromptBuilder, term_pair
 from .proposals import Proposals
 from .source import SourceUpdate
 from .updates import PendingUpdate, Update, UpdateStats
+
+SOURCE_SLACK = 2  # source tokens at the end likely to change at the next partial (not checkpointed)
 
 
 class StreamTranslator:
@@ -184,7 +190,7 @@ class StreamTranslator:
                          max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=plan.proposer,
                          pipelined=self.pipelined, guess=plan.guess, reuse=cfg.policy != "rt-nocache",
                          rule=cfg.accept_rule, exact_tail=cfg.exact_tail,
-                         loop_cut=loop_cut if cfg.cut_loops else None)
+                         loop_cut=loop_cut if cfg.cut_loops else None, marks=self._marks(prompt))
         return PendingUpdate(source, final, prompt, job, start, plan)
 
     def finish(self, pending: PendingUpdate, outcome: engine.Outcome | None) -> Update:
@@ -243,6 +249,11 @@ class StreamTranslator:
             self._draft = output
             self._last_source = pending.source.strip()
         return update
+
+    def _marks(self, prompt) -> tuple[int, ...]:
+        """Positions the next update is likely to return to (see the module docstring)."""
+        context_end = len(prompt.prefix)
+        return (len(self.prompts.prefix), context_end, context_end + max(0, len(prompt.source) - SOURCE_SLACK))
 
     def _unchanged(self, source: str, final: bool) -> bool:
         """True when ``source`` repeats the last non-final source and the last output would
