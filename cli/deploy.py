@@ -40,7 +40,12 @@ def deploy():
 @click.option("--http-timeout", default="60s", show_default=True, callback=_duration,
               help="HAProxy's client/server timeout: keep it above serve --keepalive (15 s).")
 @click.option("--tunnel-timeout", default="1h", show_default=True, callback=_duration, help="An idle WebSocket's timeout.")
-def haproxy(listen, replicas, maxconn, http_timeout, tunnel_timeout):
+@click.option("--request-timeout", default="10s", show_default=True, callback=_duration,
+              help="Time a client has to send a whole request head (slow-header sockets are cut).")
+@click.option("--per-client", type=click.IntRange(1), default=100, show_default=True,
+              help="Connections one client address may hold at once (viewers behind one NAT address count together).")
+def haproxy(listen, replicas, maxconn, http_timeout, tunnel_timeout, request_timeout, per_client):
     """Print an HAProxy configuration for the replicas (least connections, health checks, retries)."""
     click.echo(haproxy_config(listen, replicas, maxconn=maxconn, tunnel_timeout=tunnel_timeout,
-                              http_timeout=http_timeout), nl=False)
+                              http_timeout=http_timeout, request_timeout=request_timeout, per_client=per_client),
+               nl=False)

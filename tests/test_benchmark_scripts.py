@@ -196,3 +196,15 @@ def test_quantized_kernel_and_weights_reports(model_dir, tmp_path):
         assert row["translate_stream"]["peak_rss_bytes"] > 0 and row["translate_stream"]["captions"]
         assert set(row["methods"]) == {"rt", "ssbd"} and set(row["passes_s"]) == {"1", "16", "64"}
     assert "| dense |" in (tmp_path / "w" / "quantized_weights.md").read_text()
+
+
+def test_hybrid_reuse_compares_checkpoints_with_rebuilds(model_dir, tmp_path):
+    script("hybrid_reuse.py", "--tokenizer", model_dir, "--archs", "qwen2,qwen3_5", "--width", 64, "--limit", 2,
+           "--out", tmp_path)
+    rows = json.loads((tmp_path / "hybrid_reuse.json").read_text())["rows"]
+    assert [(r["arch"], r["method"], r["cache"]) for r in rows] == [
+        ("qwen2", "rt", "checkpoints"), ("qwen2", "ssbd", "checkpoints"), ("qwen3_5", "rt", "checkpoints"),
+        ("qwen3_5", "rt", "rebuild"), ("qwen3_5", "ssbd", "checkpoints"), ("qwen3_5", "ssbd", "rebuild")]
+    assert [r["rebuilds"] > 0 for r in rows] == [False, False, False, True, False, True]
+    assert len({r["updates"] for r in rows}) == 1
+    assert "| qwen3_5 | rebuild | ssbd |" in (tmp_path / "hybrid_reuse.md").read_text()

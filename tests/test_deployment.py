@@ -5,6 +5,7 @@ sessions go on undisturbed and reconnecting clients are served."""
 import asyncio
 import contextlib
 import json
+import select
 import shutil
 import socket
 import subprocess
@@ -242,15 +243,76 @@ def test_a_silent_talk_keeps_its_viewers_through_the_proxy(model_dir, tmp_path):
     assert [c[1] for c in kept.commits()] == [c[1] for c in cut.commits()] == [0]
 
 
+def dribbling(address: tuple[str, int], count: int) -> list[socket.socket]:
+    """``count`` sockets that have sent a request's first line and one header, and no more yet."""
+    sockets = [socket.create_connection(address, timeout=30) for _ in range(count)]
+    for sock in sockets:
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    return sockets
+
+
+def test_the_proxy_cuts_slow_header_sockets_and_caps_connections_per_client(model_dir, tmp_path):
+    """150 sockets that send a request head one line a second (uvicorn alone has no timeout for
+    that) never reach the replica: /health answers through the proxy beside them, and the proxy
+    answers each with 408 once its request timeout (2 s here) passes. One client address holds at
+    most ``per_client`` connections: the next is refused at once."""
+    with contextlib.ExitStack() as stack:
+        url, _ = stack.enter_context(server(model_dir, tmp_path / "s.sqlite3"))
+        listen = f"127.0.0.1:{free_port()}"
+        config = haproxy_config(listen, [url.removeprefix("http://")], request_timeout="2s", per_client=200)
+        log = stack.enter_context(haproxy(config, tmp_path / "slow.cfg"))
+        proxy, (host, port) = f"http://{listen}", listen.split(":")
+        wait_healthy(proxy, log)
+        slow = dribbling((host, int(port)), 150)
+        assert httpx.get(proxy + "/health", timeout=30).status_code == 200  # beside 150 slow sockets
+        answers, deadline = {}, time.monotonic() + 60
+        while len(answers) < len(slow) and time.monotonic() < deadline:
+            waiting = [sock for sock in slow if sock not in answers]
+            for sock in waiting:
+                with contextlib.suppress(OSError):
+                    sock.sendall(b"X-Slow: 1\r\n")  # one more header line, a second apart
+            readable, _, _ = select.select(waiting, [], [], 1.0)
+            for sock in readable:
+                try:
+                    answers[sock] = sock.recv(64)
+                except OSError:
+                    answers[sock] = b"reset"
+        for sock in slow:
+            sock.close()
+        assert len(answers) == len(slow), f"{len(slow) - len(answers)} slow sockets still open after 60 s"
+        assert {answer[:12] for answer in answers.values()} <= {b"HTTP/1.1 408", b"", b"reset"}
+        assert sum(answer.startswith(b"HTTP/1.1 408") for answer in answers.values()) > 0
+
+        listen = f"127.0.0.1:{free_port()}"
+        config = haproxy_config(listen, [url.removeprefix("http://")], per_client=5, request_timeout="60s")
+        log = stack.enter_context(haproxy(config, tmp_path / "cap.cfg"))
+        host, port = listen.split(":")
+        wait_healthy(f"http://{listen}", log)
+        held = [socket.create_connection((host, int(port)), timeout=30) for _ in range(5)]
+        for sock in held:  # a whole request answered: the proxy has counted the connection, kept alive
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert sock.recv(12) == b"HTTP/1.1 200"
+        try:
+            with socket.create_connection((host, int(port)), timeout=30) as extra:
+                answer = extra.recv(200)
+        except ConnectionResetError:
+            answer = b""
+        assert answer == b"", answer  # the sixth connection of one address: closed at once
+        for sock in held:
+            sock.close()
+        wait_healthy(f"http://{listen}", log)  # once they are gone, the address is served again
+
+
 def test_the_deploy_command_writes_a_configuration_haproxy_accepts(tmp_path):
     from click.testing import CliRunner
 
     from mlx_ssbd_cli.main import cli
 
     result = CliRunner().invoke(cli, ["deploy", "haproxy", "--listen", "127.0.0.1:9000", "--replica", "10.0.0.11:8000",
-                                      "--replica", "10.0.0.12:8000", "--http-timeout", "90s"])
+                                      "--replica", "10.0.0.12:8000", "--http-timeout", "90s", "--per-client", "300"])
     assert result.exit_code == 0, result.output
     assert "server r2 10.0.0.12:8000 check" in result.output and "timeout server 90s" in result.output
+    assert "timeout http-request 10s" in result.output and "sc0_conn_cur gt 300" in result.output
     (tmp_path / "h.cfg").write_text(result.output)
     subprocess.run(["haproxy", "-c", "-q", "-f", str(tmp_path / "h.cfg")], check=True)
     for bad in (["--replica", "nope"], ["--replica", "h:70000"], ["--replica", "h:1", "--http-timeout", "soon"], []):
