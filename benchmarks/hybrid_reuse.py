@@ -75,6 +75,7 @@ def main() -> None:
     parser.add_argument("--archs", default="qwen2,qwen3_5,lfm2,mamba2,gemma3_text")
     parser.add_argument("--methods", default="rt,ssbd")
     parser.add_argument("--width", type=int, default=256, help="hidden size of every model")
+    parser.add_argument("--layers", type=int, default=None, help="layers of every model (default: 2 full attention, 4 hybrid)")
     parser.add_argument("--sentences", type=Path, default=SENTENCES)
     parser.add_argument("--limit", type=int, default=12, help="sentences used")
     parser.add_argument("--lag", type=int, default=3, help="words revealed per update")
@@ -86,7 +87,7 @@ def main() -> None:
     items = items_from_pairs([pair for _, pair in read_pairs(str(args.sentences))][: args.limit], args.lag)
     rows = []
     for arch in args.archs.split(","):
-        model = random_model(arch, vocab_size=vocab, width=args.width, seed=1)
+        model = random_model(arch, vocab_size=vocab, width=args.width, layers=args.layers, seed=1)
         modes = [True] if arch in ("llama", "qwen2") else [True, False]
         for method in args.methods.split(","):
             for checkpoints in modes:
@@ -96,11 +97,12 @@ def main() -> None:
                 rows.append(row)
     args.out.mkdir(parents=True, exist_ok=True)
     sentences = os.path.relpath(args.sentences.resolve(), REPO)  # no machine's absolute path in the report
-    setup = {"tokenizer": Path(args.tokenizer).name, "width": args.width, "sentences": sentences,
+    setup = {"tokenizer": Path(args.tokenizer).name, "width": args.width, "layers": args.layers, "sentences": sentences,
              "limit": args.limit, "lag": args.lag}
     (args.out / "hybrid_reuse.json").write_text(json.dumps({"setup": setup, "machine": machine_info(), "rows": rows}, indent=2))
     (args.out / "hybrid_reuse.md").write_text(
         f"# Updates on hybrid models: checkpoints against rebuilds\n\nRandom-weight models of hidden size {args.width} "
+        f"and {args.layers or 'default'} layers "
         f"(what they translate means nothing; what the cache costs is measured), the {setup['tokenizer']} tokenizer, "
         f"{args.limit} sentences of `{setup['sentences']}` revealed {args.lag} words at a time, one stream. "
         "\"x full attention\": tokens fed per update against qwen2 (full attention) under the same method.\n\n"

@@ -8,7 +8,9 @@ from test_translator import SMALL, random_stream
 from tiny import byte_tokenizer, tiny_model
 
 from mlx_ssbd import StreamTranslator, TranslatorConfig
+from mlx_ssbd.engine.batch import BatchCache
 from mlx_ssbd.engine.cache import TokenCache
+from mlx_ssbd.engine.update import Feed
 from mlx_ssbd.live.multistream import MultiStreamTranslator
 
 
@@ -203,6 +205,23 @@ def test_a_long_prompt_is_fed_a_chunk_per_round_while_others_decode(tok):
     prompt = len(long_tr.prompts.build(long_source).ids)
     assert outputs["long"].stats.forward_passes >= prompt // 32  # a pass per chunk
     assert outputs["long"].stats.tokens_fed >= prompt
+
+
+def test_a_long_prompt_feeds_a_side_chunk_in_rounds_where_another_stream_decodes():
+    """Alone, a long prompt goes ``chunk`` tokens a call; beside a short feed (a decode step or a
+    short verify pass), only ``side_chunk``, so that step costs about what it costs alone."""
+    model = tiny_model("qwen2", seed=8)
+    batch = BatchCache(model, chunk=64, side_chunk=8)
+    long_row, short_row = batch.join(TokenCache(model)), batch.join(TokenCache(model))
+    prompt = list(range(10, 210))
+    alone = batch.feed([(long_row, Feed(prompt, 1))])[0]
+    assert (alone.fed, alone.done) == (64, False)
+    short = batch.feed([(short_row, Feed([5, 6, 7], 1))])[0]
+    assert short.done
+    beside = batch.feed([(long_row, Feed(prompt, 1)), (short_row, Feed([5, 6, 7, 8], 1))])
+    assert (beside[0].fed, beside[0].done) == (8, False) and beside[1].done  # the call is 8 wide
+    both_long = batch.feed([(long_row, Feed(prompt, 1)), (short_row, Feed([5, 6, 7, 8, *prompt], 1))])
+    assert [f.fed for f in both_long] == [64, 64]  # no short feed in the call: the whole chunk
 
 
 def test_a_stream_removed_mid_update_abandons_it(tok):

@@ -19,8 +19,11 @@ are cut off, so the cache does not grow with the padding.
 
 With ``chunk``, no row feeds more than ``chunk`` tokens in one call (beyond those whose logits
 it asked for): a long prompt is fed a chunk per call, its ``Fed`` saying ``done=False`` until the
-last, so a stream's long prompt delays the others' decode steps by one chunk's cost per call,
-never by the whole prompt, and the call's width (its memory) stays bounded.
+last, so the call's width (its memory) stays bounded. In a call where another stream has a short
+feed (a decode step, a verify pass of at most ``chunk`` tokens), a long prompt feeds only
+``side_chunk`` tokens (8), so the short feed's call is not widened by the prompt; a long prompt
+alone goes ``chunk`` tokens at a time. (Rows share the call's length too: a row beside a long
+context attends over its padded length, which a CPU feels; see docs/results.md.)
 
 Only full ``KVCache`` layers can be batched. A stream whose cache holds other layers (a hybrid
 model's recurrent states, a sliding window) joins as a *solo* row: it keeps its own ``TokenCache``
@@ -39,6 +42,7 @@ from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logi
 from .update import Fed
 
 PREFILL_CHUNK = 128  # prompt tokens a row feeds per call at most (the 1.5B: a few seconds on 2 CPU cores)
+SIDE_CHUNK = 8  # ... in a call where another stream decodes or verifies
 
 
 class BatchRow:
@@ -62,11 +66,13 @@ class SoloRow:
 class BatchCache:
     """See the module docstring."""
 
-    def __init__(self, model, chunk: int | None = PREFILL_CHUNK):
-        if chunk is not None and chunk < 1:
-            raise ValueError(f"chunk must be at least 1 (or None), got {chunk}")
+    def __init__(self, model, chunk: int | None = PREFILL_CHUNK, side_chunk: int = SIDE_CHUNK):
+        if chunk is not None and chunk < 1 or side_chunk < 1:
+            raise ValueError(f"chunk and side_chunk must be at least 1 (chunk may be None), got {chunk}, {side_chunk}")
         self.model = model
         self.chunk = chunk
+        self.side_chunk = side_chunk if chunk is None else min(side_chunk, chunk)
+        self._limit = chunk  # the chunk of the call under way (``feed``)
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
@@ -137,12 +143,33 @@ class BatchCache:
         """One model call for ``[(row, Feed)]`` (and one per solo row); returns a ``Fed`` per feed."""
         if len({id(row) for row, _ in feeds}) != len(feeds) or any(row not in self._members for row, _ in feeds):
             raise ValueError("each feed must name a distinct row of this batch")
+        self._limit = self._call_chunk(feeds)
         batched = [(row, feed) for row, feed in feeds if isinstance(row, BatchRow)]
         answers = dict(zip((id(row) for row, _ in batched), self._feed_batch(batched) if batched else []))
         for row, feed in feeds:
             if isinstance(row, SoloRow):
-                answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=self.chunk)[0]
+                answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=self._solo_chunk(row, feed))[0]
         return [answers[id(row)] for row, _ in feeds]
+
+    def _call_chunk(self, feeds) -> int | None:
+        """``side_chunk`` when a long feed shares the call with a short one, else ``chunk``."""
+        if self.chunk is None or len(feeds) < 2:
+            return self.chunk
+        cached = [row.tokens if isinstance(row, BatchRow) else row.cache.tokens for row, _ in feeds]
+        new = [len(feed.ids) - (common_prefix_len(resolved(tokens), feed.ids[:-1] if is_lazy(feed.ids) else feed.ids)
+                                if feed.reuse else 0) for tokens, (_, feed) in zip(cached, feeds)]
+        long = [n > max(self.chunk, feed.logits) for n, (_, feed) in zip(new, feeds)]
+        return self.side_chunk if any(long) and not all(long) else self.chunk
+
+    def _solo_chunk(self, row: "SoloRow", feed) -> int | None:
+        known = feed.ids[:-1] if is_lazy(feed.ids) else feed.ids
+        return self._row_chunk(len(feed.ids) - common_prefix_len(resolved(row.cache.tokens), known), feed)
+
+    def _row_chunk(self, new: int, feed) -> int | None:
+        """The chunk for one row's ``new`` tokens in this call: a short feed goes whole."""
+        if self._limit is None or new <= max(self.chunk, feed.logits):
+            return None
+        return self._limit
 
     def _feed_batch(self, feeds) -> list[Fed]:
         """One model call for the batched rows' ``[(row, Feed)]``."""
@@ -184,14 +211,15 @@ class BatchCache:
 
     def _plan(self, row: BatchRow, feed) -> tuple[int, list, Sequence]:
         """(tokens kept, tokens to feed this call, the sequence they come from) for one row: at
-        most ``chunk`` new tokens unless more are needed for the logits asked for."""
+        most the call's chunk of new tokens unless more are needed for the logits asked for."""
         resolved(row.tokens)
         ids = list(feed.ids)
         known = ids[:-1] if is_lazy(ids) else ids
         keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits)) if feed.reuse else 0
         new = len(ids) - keep
-        if self.chunk is not None and new > max(self.chunk, feed.logits):
-            new = min(self.chunk, new - feed.logits)
+        limit = self._row_chunk(new, feed)
+        if limit is not None and new > max(limit, feed.logits):
+            new = min(limit, new - feed.logits)
         return keep, ids[keep : keep + new], ids
 
     # -- bookkeeping of the left-padded layout ------------------------------------------------

@@ -15,8 +15,9 @@ their answers.
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
 
 ``Runner(store)`` drives any number of such generators in lock-step: every ``round()``, all
-pending ``Feed``s go to the store (``cache.TokenCache`` for one stream, ``batch.BatchCache`` for
-many) as ONE batched model call, ``store.feed``, and all ``Sync``s are evaluated with ONE host sync. A job may join
+pending ``Sync``s are evaluated with ONE host sync, then all ``Feed``s (those the decided jobs
+ask for next included) go to the store (``cache.TokenCache`` for one stream, ``batch.BatchCache``
+for many) as ONE batched model call, ``store.feed``. A job may join
 (``add``) between any two rounds, so a stream whose source changes does not wait for the others'
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
 ends, with what it cost (model passes, tokens fed), counted by the runner from the store's
@@ -247,41 +248,52 @@ class Runner:
         self._next += 1
 
     def round(self) -> None:
-        """One batched model call for every job that feeds, one host sync for every job that
-        decides; every job then moves on to its next request (or ends)."""
+        """One host sync for every job that decides, then one batched model call for every job
+        that feeds (those that just decided included); every job moves on to its next request
+        (or ends). Deciding first puts every job under way into the round's one model call."""
         ended = []
         with on_generation_stream():
-            for key, answer in self._answers().items():
-                try:
-                    self._requests[key] = self._jobs[key][1].send(answer)
-                except StopIteration as end:
-                    del self._requests[key]
-                    outcome = end.value
-                    outcome.passes, outcome.tokens_fed, outcome.rebuilds = self._costs.pop(key)
-                    ended.append((self._jobs.pop(key)[2], outcome))
+            self._send(self._synced(), ended)
+            self._send(self._fed(), ended)
         for done, outcome in ended:
             done(outcome)
 
-    def _answers(self) -> dict:
-        answers = {}
-        feeds = [(key, r) for key, r in self._requests.items() if isinstance(r, Feed)]
-        if feeds:  # ONE model call for every stream that feeds, dispatched at once
-            answered = self.store.feed([(self._jobs[key][0], r) for key, r in feeds])
-            mx.async_eval([fed.logits for fed in answered])
-            for (key, request), fed in zip(feeds, answered):
-                cost = self._costs[key]
-                cost[0] += fed.calls
-                cost[1] += fed.fed
-                cost[2] += fed.rebuilt
-                if not fed.done:  # a chunk of a long feed: the rest in the next round, after this chunk
-                    self._reused.setdefault(key, fed.reused)
-                    self._requests[key] = dataclasses.replace(request, reuse=True)
-                    continue
-                answers[key] = (fed.logits, self._reused.pop(key, fed.reused))
+    def _send(self, answers: dict, ended: list) -> None:
+        for key, answer in answers.items():
+            try:
+                self._requests[key] = self._jobs[key][1].send(answer)
+            except StopIteration as end:
+                del self._requests[key]
+                outcome = end.value
+                outcome.passes, outcome.tokens_fed, outcome.rebuilds = self._costs.pop(key)
+                ended.append((self._jobs.pop(key)[2], outcome))
+
+    def _synced(self) -> dict:
+        """ONE host sync for every job that decides."""
         syncs = [(key, r) for key, r in self._requests.items() if isinstance(r, Sync)]
-        if syncs:  # ONE host sync for every stream that decides
-            mx.eval([r.value for _, r in syncs])
-            answers.update((key, r.value.tolist()) for key, r in syncs)
+        if not syncs:
+            return {}
+        mx.eval([r.value for _, r in syncs])
+        return {key: r.value.tolist() for key, r in syncs}
+
+    def _fed(self) -> dict:
+        """ONE model call for every stream that feeds, dispatched at once."""
+        feeds = [(key, r) for key, r in self._requests.items() if isinstance(r, Feed)]
+        if not feeds:
+            return {}
+        answers = {}
+        answered = self.store.feed([(self._jobs[key][0], r) for key, r in feeds])
+        mx.async_eval([fed.logits for fed in answered])
+        for (key, request), fed in zip(feeds, answered):
+            cost = self._costs[key]
+            cost[0] += fed.calls
+            cost[1] += fed.fed
+            cost[2] += fed.rebuilt
+            if not fed.done:  # a chunk of a long feed: the rest in the next round, after this chunk
+                self._reused.setdefault(key, fed.reused)
+                self._requests[key] = dataclasses.replace(request, reuse=True)
+                continue
+            answers[key] = (fed.logits, self._reused.pop(key, fed.reused))
         return answers
 
 
