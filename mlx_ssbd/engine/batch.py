@@ -148,22 +148,25 @@ class BatchCache:
         answers = dict(zip((id(row) for row, _ in batched), self._feed_batch(batched) if batched else []))
         for row, feed in feeds:
             if isinstance(row, SoloRow):
-                answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=self._solo_chunk(row, feed))[0]
+                chunk = self._row_chunk(self._new(row, feed), feed)
+                answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=chunk)[0]
         return [answers[id(row)] for row, _ in feeds]
 
     def _call_chunk(self, feeds) -> int | None:
         """``side_chunk`` when a long feed shares the call with a short one, else ``chunk``."""
         if self.chunk is None or len(feeds) < 2:
             return self.chunk
-        cached = [row.tokens if isinstance(row, BatchRow) else row.cache.tokens for row, _ in feeds]
-        new = [len(feed.ids) - (common_prefix_len(resolved(tokens), feed.ids[:-1] if is_lazy(feed.ids) else feed.ids)
-                                if feed.reuse else 0) for tokens, (_, feed) in zip(cached, feeds)]
-        long = [n > max(self.chunk, feed.logits) for n, (_, feed) in zip(new, feeds)]
+        long = [self._new(row, feed) > max(self.chunk, feed.logits) for row, feed in feeds]
         return self.side_chunk if any(long) and not all(long) else self.chunk
 
-    def _solo_chunk(self, row: "SoloRow", feed) -> int | None:
+    @staticmethod
+    def _new(row, feed) -> int:
+        """The tokens ``feed`` asks ``row`` to take in: its ids past the longest cached prefix."""
+        if not feed.reuse:
+            return len(feed.ids)
+        tokens = row.tokens if isinstance(row, BatchRow) else row.cache.tokens
         known = feed.ids[:-1] if is_lazy(feed.ids) else feed.ids
-        return self._row_chunk(len(feed.ids) - common_prefix_len(resolved(row.cache.tokens), known), feed)
+        return len(feed.ids) - common_prefix_len(resolved(tokens), known)
 
     def _row_chunk(self, new: int, feed) -> int | None:
         """The chunk for one row's ``new`` tokens in this call: a short feed goes whole."""
