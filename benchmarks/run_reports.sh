@@ -271,5 +271,14 @@ once "$OUT/live-replay-talk-1.5b/summary.json" python benchmarks/live_replay.py 
     --methods rt,ssbd --data $DATA/talk-sentences/en-de.dev.jsonl --data $DATA/talk-sentences/en-de.test.jsonl \
     --out "$OUT/live-replay-talk-1.5b"
 once "$OUT/targets-1.5b/targets.json" python benchmarks/targets.py --models qwen2.5-coder-1.5b --out "$OUT/targets-1.5b"
+# 33. Hybrid models (recurrent layers, sliding windows): tokens fed, model calls and wall time per update
+#     with checkpoints against rebuilding, random-weight models of each cache kind (about 15 minutes).
+once "$OUT/hybrid-reuse/hybrid_reuse.json" python benchmarks/hybrid_reuse.py --limit 6 --out "$OUT/hybrid-reuse"
+once "$OUT/hybrid-reuse-1024x24/hybrid_reuse.json" python benchmarks/hybrid_reuse.py --archs qwen2,qwen3_5 \
+    --width 1024 --layers 24 --limit 3 --out "$OUT/hybrid-reuse-1024x24"
+# 34. Attacks that once held the model: a glossary flood beside a reference session, SIGTERM during
+#     it, a client gone mid-work, a resume by id alone, slow-header sockets (about 6 minutes).
+once "$OUT/service-attacks/service_attacks.json" python benchmarks/service_attacks.py --model qwen2.5-coder-0.5b \
+    --out "$OUT/service-attacks"
 run python benchmarks/collect.py "$OUT" > /dev/null
 echo "done: $OUT" >&2
