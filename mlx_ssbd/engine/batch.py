@@ -72,7 +72,6 @@ class BatchCache:
         self.model = model
         self.chunk = chunk
         self.side_chunk = side_chunk if chunk is None else min(side_chunk, chunk)
-        self._limit = chunk  # the chunk of the call under way (``feed``)
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
@@ -143,12 +142,12 @@ class BatchCache:
         """One model call for ``[(row, Feed)]`` (and one per solo row); returns a ``Fed`` per feed."""
         if len({id(row) for row, _ in feeds}) != len(feeds) or any(row not in self._members for row, _ in feeds):
             raise ValueError("each feed must name a distinct row of this batch")
-        self._limit = self._call_chunk(feeds)
+        limit = self._call_chunk(feeds)
         batched = [(row, feed) for row, feed in feeds if isinstance(row, BatchRow)]
-        answers = dict(zip((id(row) for row, _ in batched), self._feed_batch(batched) if batched else []))
+        answers = dict(zip((id(row) for row, _ in batched), self._feed_batch(batched, limit) if batched else []))
         for row, feed in feeds:
             if isinstance(row, SoloRow):
-                chunk = self._row_chunk(self._new(row, feed), feed)
+                chunk = self._row_chunk(self._new(row, feed), feed, limit)
                 answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=chunk)[0]
         return [answers[id(row)] for row, _ in feeds]
 
@@ -168,13 +167,13 @@ class BatchCache:
         known = feed.ids[:-1] if is_lazy(feed.ids) else feed.ids
         return len(feed.ids) - common_prefix_len(resolved(tokens), known)
 
-    def _row_chunk(self, new: int, feed) -> int | None:
+    def _row_chunk(self, new: int, feed, limit: int | None) -> int | None:
         """The chunk for one row's ``new`` tokens in this call: a short feed goes whole."""
-        if self._limit is None or new <= max(self.chunk, feed.logits):
+        if limit is None or new <= max(self.chunk, feed.logits):
             return None
-        return self._limit
+        return limit
 
-    def _feed_batch(self, feeds) -> list[Fed]:
+    def _feed_batch(self, feeds, limit: int | None) -> list[Fed]:
         """One model call for the batched rows' ``[(row, Feed)]``."""
         wanted = {id(row): feed for row, feed in feeds}
         idle = [row for row in self.rows if id(row) not in wanted]
@@ -183,7 +182,7 @@ class BatchCache:
         back = [row for row, _ in feeds if row.parked is not None]
         if back:
             self._unpark(back)
-        plans = [self._plan(row, wanted[id(row)]) for row in self.rows]
+        plans = [self._plan(row, wanted[id(row)], limit) for row in self.rows]
         width = max(len(new) for _, new, _ in plans)
         inputs, drops, pads, kept = [], [], [], []
         for row, (keep, new, source) in zip(self.rows, plans):
@@ -212,7 +211,7 @@ class BatchCache:
                 answers.append(Fed(logits[b, -1:], kept[b], width - pads[b], done=False))
         return answers
 
-    def _plan(self, row: BatchRow, feed) -> tuple[int, list, Sequence]:
+    def _plan(self, row: BatchRow, feed, limit: int | None) -> tuple[int, list, Sequence]:
         """(tokens kept, tokens to feed this call, the sequence they come from) for one row: at
         most the call's chunk of new tokens unless more are needed for the logits asked for."""
         resolved(row.tokens)
@@ -220,7 +219,7 @@ class BatchCache:
         known = ids[:-1] if is_lazy(ids) else ids
         keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits)) if feed.reuse else 0
         new = len(ids) - keep
-        limit = self._row_chunk(new, feed)
+        limit = self._row_chunk(new, feed, limit)
         if limit is not None and new > max(limit, feed.logits):
             new = min(limit, new - feed.logits)
         return keep, ids[keep : keep + new], ids
