@@ -22,9 +22,6 @@ import random
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-
-from sacrebleu.metrics import CHRF
-
 from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
@@ -32,6 +29,8 @@ from mlx_ssbd.evaluation.scorers import add_scores
 from mlx_ssbd.evaluation.streams import read_pairs
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
+
+from sacrebleu.metrics import CHRF
 
 WORD_S = 0.3  # seconds per source word for lagging, as ``mlx-ssbd bench``
 CONFIGS = {
@@ -53,30 +52,44 @@ CONFIGS = {
 def chrf_vs_rt(records: list[dict], labels: list[str], resamples: int = 1000, seed: int = 0) -> dict:
     """label -> (chrF++ minus RT's, 2.5th and 97.5th percentile of that difference when the
     sentences are resampled with replacement, the same resample for both)."""
-    finals = {label: {r["item"]: r for r in records if r["config"] == label and r["final"]} for label in labels}
+    finals = {
+        label: {r["item"]: r for r in records if r["config"] == label and r["final"]} for label in labels
+    }
     items = sorted(finals["rt"])
     chrf = CHRF(word_order=2)
-    score = lambda label, sample: chrf.corpus_score([finals[label][i]["output"] for i in sample],  # noqa: E731
-                                                    [[finals[label][i]["ref"] for i in sample]]).score
+    score = lambda label, sample: (
+        chrf.corpus_score(
+            [finals[label][i]["output"] for i in sample],
+            [[finals[label][i]["ref"] for i in sample]],
+        ).score
+    )
     rng = random.Random(seed)
     samples = [[rng.choice(items) for _ in items] for _ in range(resamples)]
     out = {}
     for label in labels:
         deltas = sorted(score(label, sample) - score("rt", sample) for sample in samples)
-        out[label] = (round(score(label, items) - score("rt", items), 2), round(deltas[int(0.025 * resamples)], 2),
-                      round(deltas[int(0.975 * resamples) - 1], 2))
+        out[label] = (
+            round(score(label, items) - score("rt", items), 2),
+            round(deltas[int(0.025 * resamples)], 2),
+            round(deltas[int(0.975 * resamples) - 1], 2),
+        )
     return out
 
 
 def rules_table(summary: dict, deltas: dict) -> str:
     semsim = any("semsim" in s for s in summary.values())
-    lines = ["| config | speedup over RT | chrF++ | Δ chrF++ vs RT [95% interval] | BLEU | NE | LAAL-CA s |"
-             + (" semsim |" if semsim else ""), "|---|---|---|---|---|---|---|" + ("---|" if semsim else "")]
+    lines = [
+        "| config | speedup over RT | chrF++ | Δ chrF++ vs RT [95% interval] | BLEU | NE | LAAL-CA s |"
+        + (" semsim |" if semsim else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if semsim else ""),
+    ]
     for label, s in summary.items():
         delta, low, high = deltas[label]
-        lines.append(f"| {label} | {s['speedup']:.2f}x | {s['chrf']:.1f} | {delta:+.1f} [{low:+.1f}, {high:+.1f}] | "
-                     f"{s['bleu']:.1f} | {s['ne']:.2f} | {s['laal_ca_s']:.2f} |"
-                     + (f" {s['semsim']:.3f} |" if "semsim" in s else ""))
+        lines.append(
+            f"| {label} | {s['speedup']:.2f}x | {s['chrf']:.1f} | {delta:+.1f} [{low:+.1f}, {high:+.1f}] | "
+            f"{s['bleu']:.1f} | {s['ne']:.2f} | {s['laal_ca_s']:.2f} |"
+            + (f" {s['semsim']:.3f} |" if "semsim" in s else "")
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -89,8 +102,13 @@ def pareto_plot(summary: dict, path: Path, title: str) -> bool:
         colour = "black" if label == "rt" else "tab:orange" if "ratio" in label else "tab:blue"
         for ax, key in zip(axes, ("chrf", "ne")):
             ax.scatter(s["speedup"], s[key], color=colour, s=22)
-            ax.annotate(label.replace("ssbd-", ""), (s["speedup"], s[key]), fontsize=7,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                label.replace("ssbd-", ""),
+                (s["speedup"], s[key]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
     rt = summary["rt"]
     axes[0].axhline(rt["chrf"] - 1, color="grey", ls="--", lw=1, label="RT's chrF++ - 1")
     axes[0].set(xlabel="speedup over RT", ylabel="chrF++ (committed captions)", title=title)
@@ -116,22 +134,40 @@ def main() -> None:
     labels = [label.strip() for label in args.configs.split(",")]
     unknown = [label for label in labels if label not in CONFIGS]
     if unknown or "rt" not in labels:
-        parser.error(f"unknown configs {unknown}; rt must be among them" if unknown else "rt must be among the configs")
+        parser.error(
+            f"unknown configs {unknown}; rt must be among them" if unknown else "rt must be among the configs"
+        )
 
     loaded = load_model(args.model)
     translators = {}
     for label in labels:
         settings = dict(CONFIGS[label])
         config = method_config(settings.pop("method"), **settings)
-        translators[label] = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
-                                              source_lang="en", target_lang=args.target, config=config)
+        translators[label] = StreamTranslator(
+            loaded.model,
+            loaded.tokenizer,
+            family=loaded.family,
+            source_lang="en",
+            target_lang=args.target,
+            config=config,
+        )
     items = items_from_pairs([pair for _, pair in read_pairs(args.data)][: args.limit or None], args.lag)
-    facts = {"data": args.data, "data_name": Path(args.data).name, "model": args.model, "source": "en",
-             "target": args.target, "lag": args.lag, "display_mask_k": 0, "word_s": WORD_S, "items": len(items),
-             "data_note": "talk-like sentences written for the project, references by the authors",
-             "configs": {label: CONFIGS[label] for label in labels}}
-    records = run_bench(translators, items, args.out, run_facts=facts,
-                        on_item=lambda item: print(item.id, flush=True))
+    facts = {
+        "data": args.data,
+        "data_name": Path(args.data).name,
+        "model": args.model,
+        "source": "en",
+        "target": args.target,
+        "lag": args.lag,
+        "display_mask_k": 0,
+        "word_s": WORD_S,
+        "items": len(items),
+        "data_note": "talk-like sentences written for the project, references by the authors",
+        "configs": {label: CONFIGS[label] for label in labels},
+    }
+    records = run_bench(
+        translators, items, args.out, run_facts=facts, on_item=lambda item: print(item.id, flush=True)
+    )
     summary = summarize(records, target_lang=args.target, word_s=WORD_S, labels=labels)
     summary.update(run=facts, machine=machine_info(), notes=[])
     add_scores(summary, records, semsim=args.semsim)
@@ -142,9 +178,13 @@ def main() -> None:
         + rules_table(summary["configs"], deltas)
         + "\nSpeedup: RT's wall time over the configuration's, same run. Δ chrF++: corpus chrF++ of the committed "
         "captions minus RT's; the interval: 2.5th-97.5th percentile of that difference over 1000 paired bootstrap "
-        "resamples of the sentences." + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if args.semsim else "")
-        + "\n")
-    pareto_plot(summary["configs"], args.out / "pareto.png", f"{args.model}, {Path(args.data).name}, lag {args.lag}")
+        "resamples of the sentences."
+        + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if args.semsim else "")
+        + "\n"
+    )
+    pareto_plot(
+        summary["configs"], args.out / "pareto.png", f"{args.model}, {Path(args.data).name}, lag {args.lag}"
+    )
     print((args.out / "rules.md").read_text())
 
 

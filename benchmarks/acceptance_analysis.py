@@ -31,9 +31,6 @@ import json
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-import mlx.core as mx
-import numpy as np
-
 from mlx_ssbd.engine import update as engine_update
 from mlx_ssbd.engine.cache import common_prefix_len
 from mlx_ssbd.evaluation.bench import machine_info
@@ -42,6 +39,9 @@ from mlx_ssbd.evaluation.streams import lag_updates, read_pairs
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
+
+import mlx.core as mx
+import numpy as np
 
 FEATURES = ("p_draft", "p_max", "margin", "entropy", "position", "from_end", "age")
 
@@ -58,7 +58,8 @@ class Recorder:
             y = np.array(draft)
             p_draft = probs[np.arange(len(y)), y]
             self.passes[-1] = {
-                "p_draft": p_draft.tolist(), "p_max": probs.max(axis=-1).tolist(),
+                "p_draft": p_draft.tolist(),
+                "p_max": probs.max(axis=-1).tolist(),
                 "argmax": probs.argmax(axis=-1).tolist(),
                 "entropy": (-(probs * np.log(np.clip(probs, 1e-12, 1))).sum(axis=-1)).tolist(),
             }
@@ -93,18 +94,32 @@ def analyse_sentence(translator, rt, recorder, pair, lag) -> tuple[list[dict], d
             label = None
             if common_prefix_len(output, final_rt) >= i:
                 label = "right" if i < len(final_rt) and final_rt[i] == draft[i] else "wrong"
-            tokens.append({
-                "item": pair.id, "update": index, "final": source.final, "label": label,
-                "p_draft": seen["p_draft"][i], "p_max": seen["p_max"][i],
-                "margin": seen["p_max"][i] - seen["p_draft"][i], "entropy": seen["entropy"][i],
-                "position": i, "from_end": len(draft) - 1 - i, "age": age,
-                "first_in_update": first_biased == i,
-            })
+            tokens.append(
+                {
+                    "item": pair.id,
+                    "update": index,
+                    "final": source.final,
+                    "label": label,
+                    "p_draft": seen["p_draft"][i],
+                    "p_max": seen["p_max"][i],
+                    "margin": seen["p_max"][i] - seen["p_draft"][i],
+                    "entropy": seen["entropy"][i],
+                    "position": i,
+                    "from_end": len(draft) - 1 - i,
+                    "age": age,
+                    "first_in_update": first_biased == i,
+                }
+            )
         if source.final:
             locked_in = 0 if first_biased is None else len(output) - first_biased
-            summary = {"item": pair.id, "final_tokens": len(output), "locked_in": locked_in,
-                       "same_as_rt": output == final_rt, "caption": result.output,
-                       "rt": rt.tokenizer.decode(final_rt).strip()}
+            summary = {
+                "item": pair.id,
+                "final_tokens": len(output),
+                "locked_in": locked_in,
+                "same_as_rt": output == final_rt,
+                "caption": result.output,
+                "rt": rt.tokenizer.decode(final_rt).strip(),
+            }
         earlier.append(output)
     return tokens, summary
 
@@ -113,8 +128,10 @@ def describe(tokens: list[dict]) -> dict:
     out = {}
     for label in ("right", "wrong", None):
         group = [t for t in tokens if t["label"] == label]
-        out[str(label)] = {"count": len(group), **{f: round(float(np.median([t[f] for t in group])), 3)
-                                                   for f in FEATURES if group}}
+        out[str(label)] = {
+            "count": len(group),
+            **{f: round(float(np.median([t[f] for t in group])), 3) for f in FEATURES if group},
+        }
     return out
 
 
@@ -126,13 +143,28 @@ def plot(tokens: list[dict], beta: float, path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     for final, colour, name in ((False, "tab:blue", "live update"), (True, "tab:red", "committing update")):
         group = [t for t in tokens if t["final"] == final]
-        axes[0].scatter([t["p_max"] for t in group], [t["p_draft"] for t in group], s=14, alpha=0.6,
-                        color=colour, label=f"{name} ({len(group)})")
+        axes[0].scatter(
+            [t["p_max"] for t in group],
+            [t["p_draft"] for t in group],
+            s=14,
+            alpha=0.6,
+            color=colour,
+            label=f"{name} ({len(group)})",
+        )
     grid = np.linspace(0, 1, 50)
-    axes[0].plot(grid, np.clip(grid - bound, 0, None), "k--", lw=1, label=f"mixture β={beta:g}: p[y] ≥ max p − {bound:.2f}")
+    axes[0].plot(
+        grid,
+        np.clip(grid - bound, 0, None),
+        "k--",
+        lw=1,
+        label=f"mixture β={beta:g}: p[y] ≥ max p − {bound:.2f}",
+    )
     axes[0].plot(grid, (1 - beta) * grid, "k:", lw=1, label=f"ratio β={beta:g}: p[y] ≥ {1 - beta:.2f} max p")
-    axes[0].set(xlabel="max p (the model's top choice)", ylabel="p[y] (the draft token kept)",
-                title="Draft tokens kept only because of the bias")
+    axes[0].set(
+        xlabel="max p (the model's top choice)",
+        ylabel="p[y] (the draft token kept)",
+        title="Draft tokens kept only because of the bias",
+    )
     axes[0].legend(fontsize=8)
     axes[1].hist([t["p_max"] for t in tokens], bins=np.linspace(0, 1, 21), color="grey")
     axes[1].axvline(bound, color="k", ls="--", lw=1, label=f"below {bound:.2f}: the mixture keeps any token")
@@ -150,13 +182,22 @@ def main() -> None:
     parser.add_argument("--lag", type=int, default=3)
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--keep-loops", action="store_true",
-                        help="decode as the paper does, without the rule that cuts decoding loops")
+    parser.add_argument(
+        "--keep-loops",
+        action="store_true",
+        help="decode as the paper does, without the rule that cuts decoding loops",
+    )
     args = parser.parse_args()
 
     loaded = load_model(args.model)
-    make = lambda config: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,  # noqa: E731
-                                           source_lang="en", target_lang=args.target, config=config)
+    make = lambda config: StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang=args.target,
+        config=config,
+    )
     loops = {"cut_loops": not args.keep_loops}
     translator, rt = make(method_config("ssbd", beta=args.beta, **loops)), make(method_config("rt", **loops))
     recorder = Recorder(engine_update.decide)
@@ -176,12 +217,18 @@ def main() -> None:
             f.write(json.dumps(t) + "\n")
     finals = [t for t in tokens if t["final"] and t["first_in_update"]]
     report = {
-        "model": args.model, "beta": args.beta, "lag": args.lag, "data": [str(d) for d in args.data],
-        "sentences": len(summaries), "machine": machine_info(),
+        "model": args.model,
+        "beta": args.beta,
+        "lag": args.lag,
+        "data": [str(d) for d in args.data],
+        "sentences": len(summaries),
+        "machine": machine_info(),
         "biased_accepts": describe(tokens),
         "committed_like_rt": sum(s["same_as_rt"] for s in summaries),
         "final_updates_with_biased_accept": len(finals),
-        "locked_in_share": round(sum(s["locked_in"] for s in summaries) / max(1, sum(s["final_tokens"] for s in summaries)), 3),
+        "locked_in_share": round(
+            sum(s["locked_in"] for s in summaries) / max(1, sum(s["final_tokens"] for s in summaries)), 3
+        ),
         "final_first_biased": describe(finals),
         "sentences_detail": summaries,
     }

@@ -27,10 +27,10 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from service_load import start_server  # noqa: E402
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.report import pyplot, save_figure
 
-from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
-from mlx_ssbd.evaluation.report import pyplot, save_figure  # noqa: E402
+from service_load import start_server
 
 DATA = Path(__file__).parent / "data" / "udhr-sentences" / "en-de.jsonl"
 SYSTEM = "Translate the English source text to German. Answer with the translation only."
@@ -49,18 +49,28 @@ def request(client, model: str, source: str, prediction: str | None, beta: float
         extra["extra_body"] = {"prediction_beta": beta}
     start, first, pieces, usage = time.perf_counter(), None, [], None
     for chunk in client.chat.completions.create(
-            model=model, max_tokens=96, stream=True, stream_options={"include_usage": True},
-            messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"English: {source}"}],
-            **extra):
+        model=model,
+        max_tokens=96,
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"English: {source}"}],
+        **extra,
+    ):
         if chunk.choices and chunk.choices[0].delta.content:
             first = first or time.perf_counter()
             pieces.append(chunk.choices[0].delta.content)
         usage = chunk.usage or usage
     end = time.perf_counter()
     details = usage.completion_tokens_details
-    return {"answer": "".join(pieces), "first_s": (first or end) - start, "total_s": end - start,
-            "tokens": usage.completion_tokens, "accepted": details.accepted_prediction_tokens,
-            "rejected": details.rejected_prediction_tokens, "chunks": len(pieces)}
+    return {
+        "answer": "".join(pieces),
+        "first_s": (first or end) - start,
+        "total_s": end - start,
+        "tokens": usage.completion_tokens,
+        "accepted": details.accepted_prediction_tokens,
+        "rejected": details.rejected_prediction_tokens,
+        "chunks": len(pieces),
+    }
 
 
 def main() -> None:
@@ -76,7 +86,9 @@ def main() -> None:
     import sacrebleu
 
     low, high = (int(n) for n in args.words.split("-"))
-    pairs = [p for p in map(json.loads, DATA.read_text().splitlines()) if low <= len(p["src"].split()) <= high]
+    pairs = [
+        p for p in map(json.loads, DATA.read_text().splitlines()) if low <= len(p["src"].split()) <= high
+    ]
     pairs = pairs[: args.limit]
     records = {mode: [] for mode in MODES}
     finals = {mode: [] for mode in MODES}
@@ -88,12 +100,19 @@ def main() -> None:
             model = client.models.list().data[0].id
             request(client, model, "Hello.", None, None)  # warm-up: the prompt cache and first-call costs
             for n, pair in enumerate(pairs):
-                for mode in MODES[n % 3:] + MODES[: n % 3]:
+                for mode in MODES[n % 3 :] + MODES[: n % 3]:
                     previous, start = None, time.perf_counter()
                     for source in prefixes(pair["src"], args.every):
-                        record = request(client, model, source, previous if mode != "none" else None,
-                                         args.beta if mode == "biased" else None)
-                        records[mode].append({"item": pair["id"], "source_words": len(source.split()), **record})
+                        record = request(
+                            client,
+                            model,
+                            source,
+                            previous if mode != "none" else None,
+                            args.beta if mode == "biased" else None,
+                        )
+                        records[mode].append(
+                            {"item": pair["id"], "source_words": len(source.split()), **record}
+                        )
                         previous = record["answer"]
                     walls[mode] += time.perf_counter() - start
                     finals[mode].append(previous)
@@ -107,36 +126,62 @@ def main() -> None:
         rs = records[mode]
         predicted = sum(r["accepted"] + r["rejected"] for r in rs)
         summary[mode] = {
-            "requests": len(rs), "wall_s": round(walls[mode], 2), "speedup": round(walls["none"] / walls[mode], 2),
+            "requests": len(rs),
+            "wall_s": round(walls[mode], 2),
+            "speedup": round(walls["none"] / walls[mode], 2),
             "first_chunk_p50_s": round(statistics.median(r["first_s"] for r in rs), 3),
             "request_p50_s": round(statistics.median(r["total_s"] for r in rs), 3),
-            "tokens": sum(r["tokens"] for r in rs), "chunks_per_answer": round(statistics.mean(r["chunks"] for r in rs), 1),
+            "tokens": sum(r["tokens"] for r in rs),
+            "chunks_per_answer": round(statistics.mean(r["chunks"] for r in rs), 1),
             "accepted_share": round(sum(r["accepted"] for r in rs) / predicted, 3) if predicted else None,
             "chrf": round(sacrebleu.corpus_chrf(finals[mode], [refs], word_order=2).score, 1),
         }
-    same = [a == b for a, b in zip((r["answer"] for r in records["none"]), (r["answer"] for r in records["exact"]))]
-    result = {"model": args.model, "beta": args.beta, "every_words": args.every, "sentences": len(pairs),
-              "exact_equals_none": all(same), "exact_equal_answers": f"{sum(same)}/{len(same)}",
-              "summary": summary, "records": records, "machine": machine_info()}
+    same = [
+        a == b
+        for a, b in zip((r["answer"] for r in records["none"]), (r["answer"] for r in records["exact"]))
+    ]
+    result = {
+        "model": args.model,
+        "beta": args.beta,
+        "every_words": args.every,
+        "sentences": len(pairs),
+        "exact_equals_none": all(same),
+        "exact_equal_answers": f"{sum(same)}/{len(same)}",
+        "summary": summary,
+        "records": records,
+        "machine": machine_info(),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "chat_predicted.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     m = result["machine"]
-    lines = [f"# Re-translation through the OpenAI endpoint: {args.model}, Predicted Outputs", "",
-             f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one `mlx-ssbd serve`, the "
-             f"official `openai` client, streamed requests. {len(pairs)} UDHR sentences of {args.words} words "
-             f"(`{DATA.relative_to(Path(__file__).parent.parent)}`), the source re-sent every {args.every} words "
-             f"and whole, each mode through all prefixes of a sentence in turn (order rotating). `none`: no "
-             f"prediction; `exact`: the previous answer as prediction, beta = 0; `biased`: prediction_beta = "
-             f"{args.beta:g}.", "",
-             "| mode | requests | wall s | speedup | first chunk p50 s | request p50 s | tokens | chunks/answer | "
-             "prediction accepted | chrF++ |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# Re-translation through the OpenAI endpoint: {args.model}, Predicted Outputs",
+        "",
+        f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one `mlx-ssbd serve`, the "
+        f"official `openai` client, streamed requests. {len(pairs)} UDHR sentences of {args.words} words "
+        f"(`{DATA.relative_to(Path(__file__).parent.parent)}`), the source re-sent every {args.every} words "
+        f"and whole, each mode through all prefixes of a sentence in turn (order rotating). `none`: no "
+        f"prediction; `exact`: the previous answer as prediction, beta = 0; `biased`: prediction_beta = "
+        f"{args.beta:g}.",
+        "",
+        "| mode | requests | wall s | speedup | first chunk p50 s | request p50 s | tokens | chunks/answer | "
+        "prediction accepted | chrF++ |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for mode, s in summary.items():
         share = "-" if s["accepted_share"] is None else f"{100 * s['accepted_share']:.1f}%"
-        lines.append(f"| {mode} | {s['requests']} | {s['wall_s']} | {s['speedup']:.2f}x | {s['first_chunk_p50_s']} | "
-                     f"{s['request_p50_s']} | {s['tokens']} | {s['chunks_per_answer']} | {share} | {s['chrf']} |")
-    lines += ["", f"`exact` answers equal to `none`'s (beta = 0 is lossless): {result['exact_equal_answers']}.",
-              "chrF++ (sacrebleu) of each mode's answers to the whole sentences against the UDHR German text.",
-              "", "![latency](chat_predicted.png)", ""]
+        lines.append(
+            f"| {mode} | {s['requests']} | {s['wall_s']} | {s['speedup']:.2f}x | {s['first_chunk_p50_s']} | "
+            f"{s['request_p50_s']} | {s['tokens']} | {s['chunks_per_answer']} | {share} | {s['chrf']} |"
+        )
+    lines += [
+        "",
+        f"`exact` answers equal to `none`'s (beta = 0 is lossless): {result['exact_equal_answers']}.",
+        "chrF++ (sacrebleu) of each mode's answers to the whole sentences against the UDHR German text.",
+        "",
+        "![latency](chat_predicted.png)",
+        "",
+    ]
     (args.out / "chat_predicted.md").write_text("\n".join(lines))
     print("\n".join(lines))
     plot(records, args.out / "chat_predicted.png")

@@ -20,24 +20,35 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-import mlx.core as mx
-import mlx.nn as nn
-from mlx_lm.models.cache import make_prompt_cache
-
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.platform.backend import is_gpu
 from mlx_ssbd.platform.quantized import route_quantized_layers
 
-SHAPE = dict(hidden_size=1536, num_hidden_layers=28, intermediate_size=8960, num_attention_heads=12,
-             num_key_value_heads=2, vocab_size=151936)
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_lm.models.cache import make_prompt_cache
+
+SHAPE = dict(
+    hidden_size=1536,
+    num_hidden_layers=28,
+    intermediate_size=8960,
+    num_attention_heads=12,
+    num_key_value_heads=2,
+    vocab_size=151936,
+)
 
 
 def build(fmt: str, dtype, layers: int):
     from mlx_lm.models import qwen2
 
     mx.random.seed(0)
-    args = qwen2.ModelArgs(model_type="qwen2", rms_norm_eps=1e-6, tie_word_embeddings=True,
-                           max_position_embeddings=32768, **{**SHAPE, "num_hidden_layers": layers})
+    args = qwen2.ModelArgs(
+        model_type="qwen2",
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        max_position_embeddings=32768,
+        **{**SHAPE, "num_hidden_layers": layers},
+    )
     model = qwen2.Model(args)
     model.set_dtype(dtype)
     if fmt != "dense":
@@ -72,31 +83,46 @@ def measure(model, repeats: int) -> dict:
             layer.trim(16)
 
     decode, verify16 = timed(step, repeats), timed(verify, repeats)
-    return {"decode_ms": round(1000 * decode, 2), "verify16_ms": round(1000 * verify16, 2),
-            "verify16_in_decode_steps": round(verify16 / decode, 2)}
+    return {
+        "decode_ms": round(1000 * decode, 2),
+        "verify16_ms": round(1000 * verify16, 2),
+        "verify16_in_decode_steps": round(verify16 / decode, 2),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--formats", default="dense,4bit,8bit")
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--layers", type=int, default=SHAPE["num_hidden_layers"], help="fewer for a quick look")
+    parser.add_argument(
+        "--layers", type=int, default=SHAPE["num_hidden_layers"], help="fewer for a quick look"
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     dtype = mx.float16 if is_gpu() else mx.float32
     rows = []
     for fmt in args.formats.split(","):
-        row = {"format": fmt if fmt != "dense" else f"dense {dtype}".replace("mlx.core.", ""),
-               **measure(build(fmt, dtype, args.layers), args.repeats)}
+        row = {
+            "format": fmt if fmt != "dense" else f"dense {dtype}".replace("mlx.core.", ""),
+            **measure(build(fmt, dtype, args.layers), args.repeats),
+        }
         print(json.dumps(row), flush=True)
         rows.append(row)
     device = str(mx.default_device())
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "decode_step.json").write_text(json.dumps({"shape": SHAPE, "device": device, "rows": rows,
-                                                           "machine": machine_info()}, indent=2))
-    lines = [f"# Decode step and 16-token pass, random weights of Qwen2.5-1.5B's shape ({device})", "",
-             "| weights | decode step (ms) | 16-token pass (ms) | pass / step |", "|---|---|---|---|"]
-    lines += [f"| {r['format']} | {r['decode_ms']} | {r['verify16_ms']} | {r['verify16_in_decode_steps']} |" for r in rows]
+    (args.out / "decode_step.json").write_text(
+        json.dumps({"shape": SHAPE, "device": device, "rows": rows, "machine": machine_info()}, indent=2)
+    )
+    lines = [
+        f"# Decode step and 16-token pass, random weights of Qwen2.5-1.5B's shape ({device})",
+        "",
+        "| weights | decode step (ms) | 16-token pass (ms) | pass / step |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['format']} | {r['decode_ms']} | {r['verify16_ms']} | {r['verify16_in_decode_steps']} |"
+        for r in rows
+    ]
     (args.out / "decode_step.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -42,7 +42,9 @@ def run_once(model, prompt, draft, n, api):
         start = time.perf_counter()
         check = verify(cache, prompt, draft, 0.0)
         out = list(draft[: check.accepted])
-        out += list(decode(cache, check.next_token, max_tokens=n - len(out), is_stop=lambda t: False, prefix=out))
+        out += list(
+            decode(cache, check.next_token, max_tokens=n - len(out), is_stop=lambda t: False, prefix=out)
+        )
         return time.perf_counter() - start, out
     from mlx_ssbd.engine.cache import TokenCache
     from mlx_ssbd.engine.update import Job, run
@@ -50,8 +52,9 @@ def run_once(model, prompt, draft, n, api):
     cache = TokenCache(model)
     cache.forward(prompt[:-1])
     start = time.perf_counter()
-    outcome = run(cache, [(cache, Job(head=prompt, locked=(), draft=draft, beta=0.0, max_new=n,
-                                      stops=lambda t: None))])[0]
+    outcome = run(
+        cache, [(cache, Job(head=prompt, locked=(), draft=draft, beta=0.0, max_new=n, stops=lambda t: None))]
+    )[0]
     return time.perf_counter() - start, outcome.output
 
 
@@ -73,9 +76,11 @@ def main() -> None:
         from mlx_ssbd.models.loading import load_model
     loaded = load_model(args.model)
     tok = loaded.tokenizer
-    text = ("<|im_start|>system\nTranslate the English source text to German.<|im_end|>\n<|im_start|>user\n"
-            "English: All human beings are born free and equal in dignity and rights.<|im_end|>\n"
-            "<|im_start|>assistant\n")
+    text = (
+        "<|im_start|>system\nTranslate the English source text to German.<|im_end|>\n<|im_start|>user\n"
+        "English: All human beings are born free and equal in dignity and rights.<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
     prompt = list(tok.encode(text, add_special_tokens=False))
     api = old_api()
     _, greedy = run_once(loaded.model, prompt, [], args.tokens, api)  # warm-up, and the draft source
@@ -86,24 +91,36 @@ def main() -> None:
             seconds, out = run_once(loaded.model, prompt, draft, args.tokens, api)
             cases[case].append(seconds)
             outputs[case] = out
-    result = {"tree": args.tree_label, "engine": "old" if api else "new", "model": loaded.name,
-              "tokens": args.tokens, "median_s": {k: statistics.median(v) for k, v in cases.items()},
-              "outputs_equal_greedy": {k: v == greedy for k, v in outputs.items()}}
+    result = {
+        "tree": args.tree_label,
+        "engine": "old" if api else "new",
+        "model": loaded.name,
+        "tokens": args.tokens,
+        "median_s": {k: statistics.median(v) for k, v in cases.items()},
+        "outputs_equal_greedy": {k: v == greedy for k, v in outputs.items()},
+    }
     print(json.dumps(result))
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
 
 
 def summarize(folder: Path) -> None:
-    runs = {label: [json.loads(p.read_text()) for p in sorted(folder.glob(f"{label}-*.json"))]
-            for label in ("before", "after")}
+    runs = {
+        label: [json.loads(p.read_text()) for p in sorted(folder.glob(f"{label}-*.json"))]
+        for label in ("before", "after")
+    }
     first = runs["before"][0]
-    lines = [f"# Engine machinery, old against new: {first['model']}, {first['tokens']} tokens", "",
-             "The same token ids fed by the old engine (`decode.decode`, `verify.verify`) and the new one "
-             "(`engine.update.run`), one process per run, alternating; each run's median of 7 repeats, then "
-             f"the median over {len(runs['before'])} runs. Outputs equal plain greedy decoding in every run: "
-             f"{all(all(r['outputs_equal_greedy'].values()) for rs in runs.values() for r in rs)}.", "",
-             "| case | before s | after s | after / before |", "|---|---|---|---|"]
+    lines = [
+        f"# Engine machinery, old against new: {first['model']}, {first['tokens']} tokens",
+        "",
+        "The same token ids fed by the old engine (`decode.decode`, `verify.verify`) and the new one "
+        "(`engine.update.run`), one process per run, alternating; each run's median of 7 repeats, then "
+        f"the median over {len(runs['before'])} runs. Outputs equal plain greedy decoding in every run: "
+        f"{all(all(r['outputs_equal_greedy'].values()) for rs in runs.values() for r in rs)}.",
+        "",
+        "| case | before s | after s | after / before |",
+        "|---|---|---|---|",
+    ]
     for case in first["median_s"]:
         b = statistics.median(r["median_s"][case] for r in runs["before"])
         a = statistics.median(r["median_s"][case] for r in runs["after"])

@@ -19,25 +19,35 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from sacrebleu.metrics import BLEU, CHRF
-
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.streams import lag_updates
 from mlx_ssbd.live.glossary import load_glossary, term_accuracy
 from mlx_ssbd.live.methods import method_config
-from mlx_ssbd.live.session import CaptionCommit, LiveSession
 from mlx_ssbd.live.segmenter import SegmenterConfig
+from mlx_ssbd.live.session import CaptionCommit, LiveSession
 from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
+
+from sacrebleu.metrics import BLEU, CHRF
 
 DATA = Path(__file__).parent / "data" / "glossary"
 
 
 def run(loaded, pairs: list[dict], glossary, method: str) -> dict:
-    translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
-                                  target_lang="de", config=method_config(method), glossary=glossary)
-    session = LiveSession(translator, segmenter=SegmenterConfig(sentence_end=False, max_words=0, pause_s=None),
-                          latest_wins=False)
+    translator = StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang="de",
+        config=method_config(method),
+        glossary=glossary,
+    )
+    session = LiveSession(
+        translator,
+        segmenter=SegmenterConfig(sentence_end=False, max_words=0, pause_s=None),
+        latest_wins=False,
+    )
     for pair in pairs:
         for update in lag_updates(pair["src"], 3, pair["id"]):
             session.push(update)
@@ -51,10 +61,18 @@ def run(loaded, pairs: list[dict], glossary, method: str) -> dict:
     terms = load_glossary(DATA / "glossary.tsv")
     hits, total = term_accuracy(terms, "de", commits)
     hyps, refs = [text for _, text in commits], [[pair["ref"] for pair in pairs]]
-    return {"glossary": glossary is not None, "captions": len(commits), "term_hits": hits, "term_pairs": total,
-            "term_accuracy": round(100 * hits / total, 1), "chrf": round(CHRF(word_order=2).corpus_score(hyps, refs).score, 1),
-            "bleu": round(BLEU().corpus_score(hyps, refs).score, 1), "wall_s": round(wall, 1), "passes": passes,
-            "captions_text": hyps}
+    return {
+        "glossary": glossary is not None,
+        "captions": len(commits),
+        "term_hits": hits,
+        "term_pairs": total,
+        "term_accuracy": round(100 * hits / total, 1),
+        "chrf": round(CHRF(word_order=2).corpus_score(hyps, refs).score, 1),
+        "bleu": round(BLEU().corpus_score(hyps, refs).score, 1),
+        "wall_s": round(wall, 1),
+        "passes": passes,
+        "captions_text": hyps,
+    }
 
 
 def main() -> None:
@@ -68,20 +86,30 @@ def main() -> None:
     results = {"method": args.method, "sentences": len(pairs), "machine": machine_info(), "runs": {}}
     for model in args.models.split(","):
         loaded = load_model(model)
-        results["runs"][model] = [run(loaded, pairs, None, args.method), run(loaded, pairs, glossary, args.method)]
+        results["runs"][model] = [
+            run(loaded, pairs, None, args.method),
+            run(loaded, pairs, glossary, args.method),
+        ]
         del loaded
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "glossary_terms.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
-    lines = ["# A glossary's terms in live captions (en-de)", "",
-             f"{len(pairs)} sentences of a talk written for the benchmark, revealed 3 words at a time, method "
-             f"{args.method}; term accuracy over (caption, term) pairs; chrF++/BLEU against hand-written references. "
-             "See the script's docstring.", "",
-             "| model | glossary | term accuracy | chrF++ | BLEU | wall s | passes |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "# A glossary's terms in live captions (en-de)",
+        "",
+        f"{len(pairs)} sentences of a talk written for the benchmark, revealed 3 words at a time, method "
+        f"{args.method}; term accuracy over (caption, term) pairs; chrF++/BLEU against hand-written references. "
+        "See the script's docstring.",
+        "",
+        "| model | glossary | term accuracy | chrF++ | BLEU | wall s | passes |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for model, runs in results["runs"].items():
         for r in runs:
-            lines.append(f"| {model} | {'yes' if r['glossary'] else 'no'} | {r['term_accuracy']}% "
-                         f"({r['term_hits']}/{r['term_pairs']}) | {r['chrf']} | {r['bleu']} | {r['wall_s']} | "
-                         f"{r['passes']} |")
+            lines.append(
+                f"| {model} | {'yes' if r['glossary'] else 'no'} | {r['term_accuracy']}% "
+                f"({r['term_hits']}/{r['term_pairs']}) | {r['chrf']} | {r['bleu']} | {r['wall_s']} | "
+                f"{r['passes']} |"
+            )
     (args.out / "glossary_terms.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -35,8 +35,14 @@ SENTENCES = REPO / "benchmarks" / "data" / "talk-sentences" / "en-de.test.jsonl"
 
 def run(model, tokenizer, items, method: str, checkpoints: bool) -> list[dict]:
     """One stream through every item (a segment each); the stats of every update that ran a job."""
-    tr = StreamTranslator(model, tokenizer, family="chatml", source_lang="en", target_lang="de",
-                          config=replace(method_config(method), cut_loops=False))
+    tr = StreamTranslator(
+        model,
+        tokenizer,
+        family="chatml",
+        source_lang="en",
+        target_lang="de",
+        config=replace(method_config(method), cut_loops=False),
+    )
     if not checkpoints:
         tr.cache.checkpoints = None
     records = []
@@ -44,28 +50,41 @@ def run(model, tokenizer, items, method: str, checkpoints: bool) -> list[dict]:
         for update in item.updates:
             stats = tr.update(update.text, final=update.final).stats
             if not stats.unchanged:
-                records.append({"fed": stats.tokens_fed, "passes": stats.forward_passes,
-                                "rebuilds": stats.cache_rebuilds, "wall_s": stats.wall_s})
+                records.append(
+                    {
+                        "fed": stats.tokens_fed,
+                        "passes": stats.forward_passes,
+                        "rebuilds": stats.cache_rebuilds,
+                        "wall_s": stats.wall_s,
+                    }
+                )
     return records
 
 
 def summary(records: list[dict]) -> dict:
     n = len(records)
-    return {"updates": n,
-            "fed_per_update": round(sum(r["fed"] for r in records) / n, 1),
-            "passes_per_update": round(sum(r["passes"] for r in records) / n, 2),
-            "rebuilds": sum(r["rebuilds"] for r in records),
-            "wall_ms_median": round(1000 * statistics.median(r["wall_s"] for r in records), 1)}
+    return {
+        "updates": n,
+        "fed_per_update": round(sum(r["fed"] for r in records) / n, 1),
+        "passes_per_update": round(sum(r["passes"] for r in records) / n, 2),
+        "rebuilds": sum(r["rebuilds"] for r in records),
+        "wall_ms_median": round(1000 * statistics.median(r["wall_s"] for r in records), 1),
+    }
 
 
 def table(rows: list[dict]) -> str:
     base = {r["method"]: r for r in rows if r["arch"] == "qwen2"}
-    lines = ["| model | cache | method | updates | fed/update | x full attention | passes/update | rebuilds | wall/update (median) |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| model | cache | method | updates | fed/update | x full attention | passes/update | rebuilds "
+        "| wall/update (median) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         ratio = r["fed_per_update"] / base[r["method"]]["fed_per_update"]
-        lines.append(f"| {r['arch']} | {r['cache']} | {r['method']} | {r['updates']} | {r['fed_per_update']} | "
-                     f"{ratio:.2f}x | {r['passes_per_update']} | {r['rebuilds']} | {r['wall_ms_median']} ms |")
+        lines.append(
+            f"| {r['arch']} | {r['cache']} | {r['method']} | {r['updates']} | {r['fed_per_update']} | "
+            f"{ratio:.2f}x | {r['passes_per_update']} | {r['rebuilds']} | {r['wall_ms_median']} ms |"
+        )
     return "\n".join(lines)
 
 
@@ -75,7 +94,9 @@ def main() -> None:
     parser.add_argument("--archs", default="qwen2,qwen3_5,lfm2,mamba2,gemma3_text")
     parser.add_argument("--methods", default="rt,ssbd")
     parser.add_argument("--width", type=int, default=256, help="hidden size of every model")
-    parser.add_argument("--layers", type=int, default=None, help="layers of every model (default: 2 full attention, 4 hybrid)")
+    parser.add_argument(
+        "--layers", type=int, default=None, help="layers of every model (default: 2 full attention, 4 hybrid)"
+    )
     parser.add_argument("--sentences", type=Path, default=SENTENCES)
     parser.add_argument("--limit", type=int, default=12, help="sentences used")
     parser.add_argument("--lag", type=int, default=3, help="words revealed per update")
@@ -91,22 +112,35 @@ def main() -> None:
         modes = [True] if arch in ("llama", "qwen2") else [True, False]
         for method in args.methods.split(","):
             for checkpoints in modes:
-                row = {"arch": arch, "method": method, "cache": "checkpoints" if checkpoints else "rebuild",
-                       **summary(run(model, tokenizer, items, method, checkpoints))}
+                row = {
+                    "arch": arch,
+                    "method": method,
+                    "cache": "checkpoints" if checkpoints else "rebuild",
+                    **summary(run(model, tokenizer, items, method, checkpoints)),
+                }
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     args.out.mkdir(parents=True, exist_ok=True)
     sentences = os.path.relpath(args.sentences.resolve(), REPO)  # no machine's absolute path in the report
-    setup = {"tokenizer": Path(args.tokenizer).name, "width": args.width, "layers": args.layers, "sentences": sentences,
-             "limit": args.limit, "lag": args.lag}
-    (args.out / "hybrid_reuse.json").write_text(json.dumps({"setup": setup, "machine": machine_info(), "rows": rows}, indent=2))
+    setup = {
+        "tokenizer": Path(args.tokenizer).name,
+        "width": args.width,
+        "layers": args.layers,
+        "sentences": sentences,
+        "limit": args.limit,
+        "lag": args.lag,
+    }
+    (args.out / "hybrid_reuse.json").write_text(
+        json.dumps({"setup": setup, "machine": machine_info(), "rows": rows}, indent=2)
+    )
     (args.out / "hybrid_reuse.md").write_text(
         f"# Updates on hybrid models: checkpoints against rebuilds\n\nRandom-weight models of hidden size {args.width} "
         f"and {args.layers or 'default'} layers "
         f"(what they translate means nothing; what the cache costs is measured), the {setup['tokenizer']} tokenizer, "
         f"{args.limit} sentences of `{setup['sentences']}` revealed {args.lag} words at a time, one stream. "
-        "\"x full attention\": tokens fed per update against qwen2 (full attention) under the same method.\n\n"
-        f"{table(rows)}\n")
+        '"x full attention": tokens fed per update against qwen2 (full attention) under the same method.\n\n'
+        f"{table(rows)}\n"
+    )
 
 
 if __name__ == "__main__":

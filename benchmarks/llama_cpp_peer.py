@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+
 def gguf_for(model: str, work: Path) -> Path:
     import mlx_ssbd  # noqa: F401
     from mlx_ssbd.models.registry import assemble_gguf, get_card
@@ -40,8 +41,14 @@ def time_llama(path: Path, ids: list[int], filler: list[int], repeats: int, thre
     """In a process of its own: llama.cpp and MLX's BLAS and OpenMP do not share one process well."""
     from llama_cpp import Llama
 
-    llm = Llama(model_path=str(path), n_ctx=1024, n_threads=threads, n_threads_batch=threads,
-                n_batch=512, verbose=False)
+    llm = Llama(
+        model_path=str(path),
+        n_ctx=1024,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_batch=512,
+        verbose=False,
+    )
     llm.eval(ids)
     base = llm.n_tokens
 
@@ -57,8 +64,12 @@ def time_llama(path: Path, ids: list[int], filler: list[int], repeats: int, thre
     median_s(16)  # warm up
     import llama_cpp
 
-    return {"decode_step_s": round(median_s(1), 5), "pass16_s": round(median_s(16), 5),
-            "llama_cpp_python": llama_cpp.__version__, "threads": threads}
+    return {
+        "decode_step_s": round(median_s(1), 5),
+        "pass16_s": round(median_s(16), 5),
+        "llama_cpp_python": llama_cpp.__version__,
+        "threads": threads,
+    }
 
 
 def main() -> None:
@@ -71,7 +82,11 @@ def main() -> None:
     args = parser.parse_args()
     if args.child:
         job = json.loads(args.child.read_text())
-        print(json.dumps(time_llama(Path(job["gguf"]), job["ids"], job["filler"], job["repeats"], job["threads"])))
+        print(
+            json.dumps(
+                time_llama(Path(job["gguf"]), job["ids"], job["filler"], job["repeats"], job["threads"])
+            )
+        )
         return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,13 +94,29 @@ def main() -> None:
             ids, filler = prompt_ids(model)
             path = gguf_for(model, Path(tmp))
             job = Path(tmp) / "job.json"
-            job.write_text(json.dumps({"gguf": str(path), "ids": ids, "filler": filler, "repeats": args.repeats,
-                                       "threads": args.threads}))
-            child = subprocess.run([sys.executable, __file__, "--child", str(job), "--out", str(args.out)],
-                                   capture_output=True, text=True)
+            job.write_text(
+                json.dumps(
+                    {
+                        "gguf": str(path),
+                        "ids": ids,
+                        "filler": filler,
+                        "repeats": args.repeats,
+                        "threads": args.threads,
+                    }
+                )
+            )
+            child = subprocess.run(
+                [sys.executable, __file__, "--child", str(job), "--out", str(args.out)],
+                capture_output=True,
+                text=True,
+            )
             if child.returncode != 0:
                 raise SystemExit(f"llama.cpp on {model} failed:\n{child.stderr[-2000:]}")
-            row = {"model": model, "prompt_tokens": len(ids), **json.loads(child.stdout.strip().splitlines()[-1])}
+            row = {
+                "model": model,
+                "prompt_tokens": len(ids),
+                **json.loads(child.stdout.strip().splitlines()[-1]),
+            }
             path.unlink()
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -93,9 +124,15 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "llama_cpp.json").write_text(json.dumps({"rows": rows, "cpu": cpu_model()}, indent=2))
-    lines = [f"# llama.cpp on the same GGUF files ({cpu_model()}, {args.threads} threads, medians of {args.repeats})", "",
-             "| model | decode step ms | 16-token pass ms |", "|---|---|---|"]
-    lines += [f"| {r['model']} | {1000 * r['decode_step_s']:.1f} | {1000 * r['pass16_s']:.1f} |" for r in rows]
+    lines = [
+        f"# llama.cpp on the same GGUF files ({cpu_model()}, {args.threads} threads, medians of {args.repeats})",
+        "",
+        "| model | decode step ms | 16-token pass ms |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {r['model']} | {1000 * r['decode_step_s']:.1f} | {1000 * r['pass16_s']:.1f} |" for r in rows
+    ]
     (args.out / "llama_cpp.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -18,13 +18,13 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
-
-import mlx.core as mx  # noqa: E402, I001
 from mlx_ssbd import StreamTranslator, TranslatorConfig, stream_translate
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_partials
 from mlx_ssbd.models.loading import load_model
+
+import mlx.core as mx
 
 
 def rss_mb() -> float:
@@ -46,24 +46,42 @@ def main() -> None:
     args = parser.parse_args()
 
     loaded = load_model(args.model)
-    translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
-                                  target_lang="de", config=TranslatorConfig(policy="ssbd", beta=0.2))
+    translator = StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang="de",
+        config=TranslatorConfig(policy="ssbd", beta=0.2),
+    )
     partials = list(read_partials(args.data))
     stream = itertools.chain.from_iterable(itertools.repeat(partials))
     samples, start = [], time.perf_counter()
     for n, update in enumerate(stream_translate(translator, stream), 1):
         if n % args.every == 0 or n == 1:
-            samples.append({"update": n, "caption": update.caption, "rss_mb": round(rss_mb(), 1),
-                            "mlx_active_mb": round(mx.get_active_memory() / 2**20, 1),
-                            "kv_tokens": len(translator.cache), "kv_mb": round(translator.cache.nbytes / 2**20, 2),
-                            "elapsed_s": round(time.perf_counter() - start, 1)})
+            samples.append(
+                {
+                    "update": n,
+                    "caption": update.caption,
+                    "rss_mb": round(rss_mb(), 1),
+                    "mlx_active_mb": round(mx.get_active_memory() / 2**20, 1),
+                    "kv_tokens": len(translator.cache),
+                    "kv_mb": round(translator.cache.nbytes / 2**20, 2),
+                    "elapsed_s": round(time.perf_counter() - start, 1),
+                }
+            )
             print(json.dumps(samples[-1]), flush=True)
         if n >= args.updates:
             break
     first, last = samples[1] if len(samples) > 1 else samples[0], samples[-1]
-    result = {"model": loaded.name, "updates": args.updates, "samples": samples, "machine": machine_info(),
-              "rss_growth_mb_after_warmup": round(last["rss_mb"] - first["rss_mb"], 1),
-              "mlx_active_growth_mb_after_warmup": round(last["mlx_active_mb"] - first["mlx_active_mb"], 1)}
+    result = {
+        "model": loaded.name,
+        "updates": args.updates,
+        "samples": samples,
+        "machine": machine_info(),
+        "rss_growth_mb_after_warmup": round(last["rss_mb"] - first["rss_mb"], 1),
+        "mlx_active_growth_mb_after_warmup": round(last["mlx_active_mb"] - first["mlx_active_mb"], 1),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "longform_memory.json").write_text(json.dumps(result, indent=2))
     _plot(samples, args.out / "longform_memory.png")

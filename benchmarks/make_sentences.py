@@ -29,18 +29,29 @@ def main() -> int:
     out_dir = HERE / "udhr-sentences"
     out_dir.mkdir(exist_ok=True)
     for tgt in ("de", "zh", "ja"):
-        pairs = [json.loads(line) for line in (HERE / "udhr" / f"en-{tgt}.jsonl").read_text().splitlines() if line.strip()]
+        pairs = [
+            json.loads(line)
+            for line in (HERE / "udhr" / f"en-{tgt}.jsonl").read_text().splitlines()
+            if line.strip()
+        ]
         rows, dropped = [], 0
         for pair in pairs:
             src, ref = sentences(pair["src"], "en"), sentences(pair["ref"], tgt)
             if len(src) != len(ref):
                 dropped += 1
                 continue
-            rows += [{"id": f"{pair['id']}-s{i + 1}", "src": s, "ref": r} for i, (s, r) in enumerate(zip(src, ref))]
-        (out_dir / f"en-{tgt}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+            rows += [
+                {"id": f"{pair['id']}-s{i + 1}", "src": s, "ref": r} for i, (s, r) in enumerate(zip(src, ref))
+            ]
+        (out_dir / f"en-{tgt}.jsonl").write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+        )
         words = [len(r["src"].split()) for r in rows]
-        print(f"en-{tgt}: {len(rows)} sentences from {len(pairs) - dropped} paragraphs ({dropped} left out), "
-              f"{sum(words) / len(words):.1f} words on average ({min(words)}-{max(words)})", file=sys.stderr)
+        print(
+            f"en-{tgt}: {len(rows)} sentences from {len(pairs) - dropped} paragraphs ({dropped} left out), "
+            f"{sum(words) / len(words):.1f} words on average ({min(words)}-{max(words)})",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -43,26 +43,46 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    modes = {"sgemm only": {"MLX_SSBD_GEMV": "0"}, "sgemv, 1 row": {"MLX_SSBD_GEMV": "1", "MLX_SSBD_FEW_ROWS": "1"},
-             "shim": {"MLX_SSBD_GEMV": "1", "MLX_SSBD_FEW_ROWS": "8"}}
+    modes = {
+        "sgemm only": {"MLX_SSBD_GEMV": "0"},
+        "sgemv, 1 row": {"MLX_SSBD_GEMV": "1", "MLX_SSBD_FEW_ROWS": "1"},
+        "shim": {"MLX_SSBD_GEMV": "1", "MLX_SSBD_FEW_ROWS": "8"},
+    }
     runs: dict[str, list[dict]] = {name: [] for name in modes}
     for _ in range(args.rounds):
         for name, env in modes.items():
-            text = subprocess.run([sys.executable, "-c", PROBE, args.rows], env={**os.environ, **env},
-                                  capture_output=True, text=True, check=True).stdout
+            text = subprocess.run(
+                [sys.executable, "-c", PROBE, args.rows],
+                env={**os.environ, **env},
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             runs[name].append(json.loads(text.strip().splitlines()[-1]))
             print(name, runs[name][-1], flush=True)
     rows = [int(v) for v in args.rows.split(",")]
-    median = {name: {m: statistics.median(r["ms"][str(m)] for r in rs) for m in rows} for name, rs in runs.items()}
+    median = {
+        name: {m: statistics.median(r["ms"][str(m)] for r in rs) for m in rows} for name, rs in runs.items()
+    }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "matmul_rows.json").write_text(json.dumps({"rounds": args.rounds, "runs": runs, "median_ms": median}, indent=2))
+    (args.out / "matmul_rows.json").write_text(
+        json.dumps({"rounds": args.rounds, "runs": runs, "median_ms": median}, indent=2)
+    )
     one = median["shim"][1]
-    lines = [f"# One weight product, rows x 1536 @ 1536 x 8960 fp32 (median of {args.rounds} rounds x 15)", "",
-             f"shim as it ships: {runs['shim'][0]['gemv']}.", "",
-             "| rows | sgemm only, ms | sgemv for 1 row, else sgemm, ms | shim (few-rows kernel), ms | "
-             "shim: x one row |", "|---|---|---|---|---|"]
-    lines += [f"| {m} | {median['sgemm only'][m]:.2f} | {median['sgemv, 1 row'][m]:.2f} | {median['shim'][m]:.2f} | "
-              f"{median['shim'][m] / one:.2f} |" for m in rows]
+    lines = [
+        f"# One weight product, rows x 1536 @ 1536 x 8960 fp32 (median of {args.rounds} rounds x 15)",
+        "",
+        f"shim as it ships: {runs['shim'][0]['gemv']}.",
+        "",
+        "| rows | sgemm only, ms | sgemv for 1 row, else sgemm, ms | shim (few-rows kernel), ms | "
+        "shim: x one row |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {m} | {median['sgemm only'][m]:.2f} | {median['sgemv, 1 row'][m]:.2f} | {median['shim'][m]:.2f} | "
+        f"{median['shim'][m] / one:.2f} |"
+        for m in rows
+    ]
     (args.out / "matmul_rows.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -24,8 +24,8 @@ from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_pairs
-from mlx_ssbd.live.multistream import MultiStreamTranslator
 from mlx_ssbd.live.methods import method_config
+from mlx_ssbd.live.multistream import MultiStreamTranslator
 from mlx_ssbd.models.loading import load_model
 
 
@@ -38,9 +38,17 @@ def lanes_for(items, n_streams: int) -> list[list[tuple[str, bool]]]:
 
 def run(loaded, items, n_streams: int, method: str, beta: float, target: str, batched: bool) -> dict:
     lanes = lanes_for(items, n_streams)
-    translators = [StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
-                                    target_lang=target, config=method_config(method, beta=beta))
-                   for _ in range(n_streams)]
+    translators = [
+        StreamTranslator(
+            loaded.model,
+            loaded.tokenizer,
+            family=loaded.family,
+            source_lang="en",
+            target_lang=target,
+            config=method_config(method, beta=beta),
+        )
+        for _ in range(n_streams)
+    ]
     multi = MultiStreamTranslator(translators) if batched else None
 
     def step(sources):
@@ -71,11 +79,17 @@ def run(loaded, items, n_streams: int, method: str, beta: float, target: str, ba
                 updates += 1
     wall = time.perf_counter() - start
     latencies.sort()
-    return {"method": method, "mode": "batched" if batched else "sequential", "streams": n_streams,
-            "updates": updates, "wall_s": round(wall, 2), "output_tok_per_s": round(tokens / wall, 2),
-            "updates_per_s": round(updates / wall, 3),
-            "median_update_latency_s": round(statistics.median(latencies), 3),
-            "p90_update_latency_s": round(latencies[int(0.9 * (len(latencies) - 1))], 3)}
+    return {
+        "method": method,
+        "mode": "batched" if batched else "sequential",
+        "streams": n_streams,
+        "updates": updates,
+        "wall_s": round(wall, 2),
+        "output_tok_per_s": round(tokens / wall, 2),
+        "updates_per_s": round(updates / wall, 3),
+        "median_update_latency_s": round(statistics.median(latencies), 3),
+        "p90_update_latency_s": round(latencies[int(0.9 * (len(latencies) - 1))], 3),
+    }
 
 
 def main() -> None:
@@ -101,20 +115,35 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     base = {r["method"]: r for r in rows if r["mode"] == "sequential"}
     for row in rows:
-        row["throughput_vs_sequential"] = round(row["output_tok_per_s"] / base[row["method"]]["output_tok_per_s"], 2)
+        row["throughput_vs_sequential"] = round(
+            row["output_tok_per_s"] / base[row["method"]]["output_tok_per_s"], 2
+        )
     args.out.mkdir(parents=True, exist_ok=True)
-    result = {"model": loaded.name, "beta": args.beta, "items": args.items, "rows": rows, "machine": machine_info()}
+    result = {
+        "model": loaded.name,
+        "beta": args.beta,
+        "items": args.items,
+        "rows": rows,
+        "machine": machine_info(),
+    }
     (args.out / "multistream.json").write_text(json.dumps(result, indent=2))
     machine = result["machine"]
-    lines = [f"# Concurrent streams ({loaded.name}, {args.items} UDHR paragraphs, lag 3, SSBD β={args.beta})", "",
-             f"{machine['device']}, {machine['compute_dtype']}, BLAS {machine['blas']}, {machine['cpus']} CPUs. "
-             "sequential: one translator per stream, updates run one after another; batched: one forward per "
-             "step for all streams. Latency: what a viewer of one stream waits per update.", "",
-             "| method | mode | streams | output tok/s | x sequential | updates/s | median latency s | p90 s |",
-             "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['method']} | {r['mode']} | {r['streams']} | {r['output_tok_per_s']} | "
-              f"{r['throughput_vs_sequential']} | {r['updates_per_s']} | {r['median_update_latency_s']} | "
-              f"{r['p90_update_latency_s']} |" for r in rows]
+    lines = [
+        f"# Concurrent streams ({loaded.name}, {args.items} UDHR paragraphs, lag 3, SSBD β={args.beta})",
+        "",
+        f"{machine['device']}, {machine['compute_dtype']}, BLAS {machine['blas']}, {machine['cpus']} CPUs. "
+        "sequential: one translator per stream, updates run one after another; batched: one forward per "
+        "step for all streams. Latency: what a viewer of one stream waits per update.",
+        "",
+        "| method | mode | streams | output tok/s | x sequential | updates/s | median latency s | p90 s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['method']} | {r['mode']} | {r['streams']} | {r['output_tok_per_s']} | "
+        f"{r['throughput_vs_sequential']} | {r['updates_per_s']} | {r['median_update_latency_s']} | "
+        f"{r['p90_update_latency_s']} |"
+        for r in rows
+    ]
     (args.out / "multistream.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     _plot(rows, args.out / "multistream.png")
@@ -125,15 +154,25 @@ def _plot(rows, path: Path) -> None:
     if plt is None:
         return
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
-    for method, colour in zip(dict.fromkeys(r["method"] for r in rows), ("tab:gray", "tab:blue", "tab:green")):
+    for method, colour in zip(
+        dict.fromkeys(r["method"] for r in rows), ("tab:gray", "tab:blue", "tab:green")
+    ):
         batched = [r for r in rows if r["method"] == method and r["mode"] == "batched"]
         sequential = next(r for r in rows if r["method"] == method and r["mode"] == "sequential")
         n = [r["streams"] for r in batched]
         ax1.plot(n, [r["output_tok_per_s"] for r in batched], "o-", color=colour, label=f"{method} batched")
         ax1.axhline(sequential["output_tok_per_s"], color=colour, ls=":", lw=1, label=f"{method} sequential")
-        ax2.plot(n, [r["median_update_latency_s"] for r in batched], "o-", color=colour, label=f"{method} batched")
-        ax2.plot([sequential["streams"]], [sequential["median_update_latency_s"]], "x", color=colour, ms=9,
-                 label=f"{method} sequential")
+        ax2.plot(
+            n, [r["median_update_latency_s"] for r in batched], "o-", color=colour, label=f"{method} batched"
+        )
+        ax2.plot(
+            [sequential["streams"]],
+            [sequential["median_update_latency_s"]],
+            "x",
+            color=colour,
+            ms=9,
+            label=f"{method} sequential",
+        )
     for ax, ylabel in ((ax1, "total output tokens/s"), (ax2, "median update latency (s)")):
         ax.set_xlabel("concurrent streams")
         ax.set_ylabel(ylabel)

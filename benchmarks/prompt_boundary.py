@@ -48,9 +48,14 @@ def run_pair(loaded, pair: str, items: int) -> dict:
     result = {"pair": pair, "items": len(pairs)}
     outputs = {}
     for variant in VARIANTS:
-        translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
-                                      source_lang=source_lang, target_lang=target_lang,
-                                      config=TranslatorConfig(policy="rt"))
+        translator = StreamTranslator(
+            loaded.model,
+            loaded.tokenizer,
+            family=loaded.family,
+            source_lang=source_lang,
+            target_lang=target_lang,
+            config=TranslatorConfig(policy="rt"),
+        )
         if variant == "split":
             translator.prompts = SplitBoundary(loaded.tokenizer, loaded.family, source_lang, target_lang)
         start = time.perf_counter()
@@ -72,8 +77,14 @@ def run_speed(loaded, items: int, rounds: int) -> dict:
     totals = {v: {"wall_s": 0.0, "output_tokens": 0, "forward_passes": 0, "updates": 0} for v in variants}
     for _ in range(rounds):
         for variant in variants:
-            translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
-                                          target_lang="de", config=TranslatorConfig(policy="ssbd", beta=0.2))
+            translator = StreamTranslator(
+                loaded.model,
+                loaded.tokenizer,
+                family=loaded.family,
+                source_lang="en",
+                target_lang="de",
+                config=TranslatorConfig(policy="ssbd", beta=0.2),
+            )
             if variant == "split":
                 translator.prompts = SplitBoundary(loaded.tokenizer, loaded.family, "en", "de")
             if variant.endswith("drops the full stop"):  # the old rule: a ".\n" token leaves nothing
@@ -97,15 +108,22 @@ def run_speed(loaded, items: int, rounds: int) -> dict:
 
 
 def write_speed_report(out: Path, data: dict) -> None:
-    lines = [f"# Prompt boundary, the cost side: {data['model']}", "",
-             f"SSBD β=0.2 over lag-3 streams of the first {data['items']} UDHR en-de paragraphs, the variants "
-             f"alternating, {data['rounds']} rounds, one run (`prompt_boundary.py --speed`). `split`: the old prompt; "
-             "`canonical`: the tokenizer's own tokenization (now the default); the third keeps the new prompt with "
-             "the old stop rule (a `.\\n` token leaves nothing).", "",
-             "| variant | updates | output tokens | forward passes | wall s | tok/s | s/pass |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {k} | {v['updates']} | {v['output_tokens']} | {v['forward_passes']} | {v['wall_s']} | "
-              f"{v['tok_per_s']} | {v['s_per_pass']} |" for k, v in data["totals"].items()]
+    lines = [
+        f"# Prompt boundary, the cost side: {data['model']}",
+        "",
+        f"SSBD β=0.2 over lag-3 streams of the first {data['items']} UDHR en-de paragraphs, the variants "
+        f"alternating, {data['rounds']} rounds, one run (`prompt_boundary.py --speed`). `split`: the old prompt; "
+        "`canonical`: the tokenizer's own tokenization (now the default); the third keeps the new prompt with "
+        "the old stop rule (a `.\\n` token leaves nothing).",
+        "",
+        "| variant | updates | output tokens | forward passes | wall s | tok/s | s/pass |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {k} | {v['updates']} | {v['output_tokens']} | {v['forward_passes']} | {v['wall_s']} | "
+        f"{v['tok_per_s']} | {v['s_per_pass']} |"
+        for k, v in data["totals"].items()
+    ]
     (out / "prompt_speed.md").write_text("\n".join(lines) + "\n")
 
 
@@ -117,7 +135,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--speed", action="store_true", help="measure cost instead of quality (see above)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--speed-report", action="store_true", help="only rewrite prompt_speed.md from the JSON in --out")
+    parser.add_argument(
+        "--speed-report", action="store_true", help="only rewrite prompt_speed.md from the JSON in --out"
+    )
     args = parser.parse_args()
     if args.speed_report:
         write_speed_report(args.out, json.loads((args.out / "prompt_speed.json").read_text()))
@@ -126,16 +146,25 @@ def main() -> None:
     if args.speed:
         totals = run_speed(loaded, args.items, args.rounds)
         args.out.mkdir(parents=True, exist_ok=True)
-        data = {"model": loaded.name, "machine": machine_info(), "items": args.items, "rounds": args.rounds,
-                "totals": totals}
+        data = {
+            "model": loaded.name,
+            "machine": machine_info(),
+            "items": args.items,
+            "rounds": args.rounds,
+            "totals": totals,
+        }
         (args.out / "prompt_speed.json").write_text(json.dumps(data, indent=2))
         write_speed_report(args.out, data)
         return
     rows = [run_pair(loaded, pair, args.items) for pair in args.pairs.split(",")]
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "prompt_boundary.json").write_text(json.dumps(
-        {"model": loaded.name, "machine": machine_info(), "data": "benchmarks/data/udhr", "rows": rows},
-        indent=2, ensure_ascii=False))
+    (args.out / "prompt_boundary.json").write_text(
+        json.dumps(
+            {"model": loaded.name, "machine": machine_info(), "data": "benchmarks/data/udhr", "rows": rows},
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
     lines = [
         f"# Prompt boundary: {loaded.name}",
         "",
@@ -148,10 +177,16 @@ def main() -> None:
     ]
     for r in rows:
         s, c = r["split"], r["canonical"]
-        lines.append(f"| {r['pair']} | {r['items']} | {s['bleu']} | {c['bleu']} | {s['chrf']} | {c['chrf']} "
-                     f"| {r['changed_outputs']} |")
-    lines += ["", f"BLEU signature (de): `{rows[0]['split']['bleu_signature']}`; "
-              f"chrF++: `{rows[0]['split']['chrf_signature']}`.", ""]
+        lines.append(
+            f"| {r['pair']} | {r['items']} | {s['bleu']} | {c['bleu']} | {s['chrf']} | {c['chrf']} "
+            f"| {r['changed_outputs']} |"
+        )
+    lines += [
+        "",
+        f"BLEU signature (de): `{rows[0]['split']['bleu_signature']}`; "
+        f"chrF++: `{rows[0]['split']['chrf_signature']}`.",
+        "",
+    ]
     (args.out / "prompt_boundary.md").write_text("\n".join(lines))
     print("\n".join(lines))
 

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
-
-import mlx.core as mx  # noqa: E402, I001
 from mlx_ssbd.evaluation.bench import cpu_model, machine_info
 from mlx_ssbd.platform.quantized import kernel, kernel_status
+
+import mlx.core as mx
 
 SHAPES = {"mlp up/gate (8960 x 1536)": (8960, 1536), "mlp down (1536 x 8960)": (1536, 8960)}
 
@@ -34,6 +34,18 @@ def median_ms(fn, repeats: int) -> float:
         mx.eval(fn())
         times.append(time.perf_counter() - start)
     return 1000 * statistics.median(times)
+
+
+def times(ours, x, q, s, b, dense, bits: int, repeats: int) -> dict:
+    """Median ms of one product through the kernel, MLX's quantized_matmul and fp32 BLAS."""
+    return {
+        "kernel_ms": median_ms(lambda: ours.quantized_matmul(x, q, s, b, 32, bits), repeats),
+        "mlx_quantized_ms": median_ms(
+            lambda: mx.quantized_matmul(x, q, s, b, transpose=True, group_size=32, bits=bits),
+            max(3, repeats // 3),
+        ),
+        "fp32_blas_ms": median_ms(lambda: x @ dense.T, repeats),
+    }
 
 
 def main() -> None:
@@ -57,12 +69,10 @@ def main() -> None:
                 x = mx.random.normal((m, k), key=mx.random.key(m))
                 mx.eval(x)
                 row = {
-                    "shape": label, "bits": bits, "rows": m,
-                    "kernel_ms": median_ms(lambda: ours.quantized_matmul(x, q, s, b, 32, bits), args.repeats),
-                    "mlx_quantized_ms": median_ms(
-                        lambda: mx.quantized_matmul(x, q, s, b, transpose=True, group_size=32, bits=bits),
-                        max(3, args.repeats // 3)),
-                    "fp32_blas_ms": median_ms(lambda: x @ dense.T, args.repeats),
+                    "shape": label,
+                    "bits": bits,
+                    "rows": m,
+                    **times(ours, x, q, s, b, dense, bits, args.repeats),
                 }
                 rows.append(row)
                 print(json.dumps(row), flush=True)

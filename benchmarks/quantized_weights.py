@@ -34,12 +34,11 @@ PATHS = ("quantized", "dense")
 def measure(model: str, sentences: int, repeats: int) -> dict:
     """In this process: load, time forward passes, translate sentences (run with the env set)."""
     import mlx_ssbd  # noqa: F401  (backend policy first)
-
-    from sacrebleu.metrics import CHRF
-
     from mlx_ssbd import StreamTranslator, TranslatorConfig
     from mlx_ssbd.evaluation.passes import pass_timings
     from mlx_ssbd.models.loading import load_model
+
+    from sacrebleu.metrics import CHRF
 
     start = time.perf_counter()
     loaded = load_model(model)
@@ -56,8 +55,14 @@ def measure(model: str, sentences: int, repeats: int) -> dict:
         outputs, wall = [], 0.0
         for item in items:
             words = item["src"].split()
-            tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
-                                  target_lang="de", config=TranslatorConfig(**cfg))
+            tr = StreamTranslator(
+                loaded.model,
+                loaded.tokenizer,
+                family=loaded.family,
+                source_lang="en",
+                target_lang="de",
+                config=TranslatorConfig(**cfg),
+            )
             t = time.perf_counter()
             for shown in range(3, len(words) + 3, 3):
                 update = tr.update(" ".join(words[:shown]), final=shown >= len(words))
@@ -66,16 +71,32 @@ def measure(model: str, sentences: int, repeats: int) -> dict:
         score = chrf.corpus_score(outputs, [[item["ref"] for item in items]]).score
         methods[method] = {"chrf": round(score, 2), "wall_s": round(wall, 2), "outputs": outputs}
     return {
-        "model": loaded.name, "weights": loaded.weights, "load_s": round(load_s, 2),
-        "rss_after_load_bytes": rss_loaded, "passes_s": passes, "methods": methods,
+        "model": loaded.name,
+        "weights": loaded.weights,
+        "load_s": round(load_s, 2),
+        "rss_after_load_bytes": rss_loaded,
+        "passes_s": passes,
+        "methods": methods,
     }
 
 
 def translate_rss(model: str, weights: str, text: Path) -> dict:
     """Peak RSS and wall time of the whole ``translate --stream`` command (its own rusage)."""
     env = dict(os.environ, MLX_SSBD_WEIGHTS=weights)
-    cmd = [sys.executable, "-m", "mlx_ssbd_cli", "translate", "--stream", str(text), "-t", "de",
-           "-m", model, "--format", "text"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlx_ssbd_cli",
+        "translate",
+        "--stream",
+        str(text),
+        "-t",
+        "de",
+        "-m",
+        model,
+        "--format",
+        "text",
+    ]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
@@ -100,19 +121,33 @@ def main() -> None:
         print(json.dumps(measure(args.child, args.sentences, args.repeats)))
         return
 
-    from mlx_ssbd.evaluation.bench import cpu_model, machine_info
+    from mlx_ssbd.evaluation.bench import machine_info
 
     args.out.mkdir(parents=True, exist_ok=True)
     text = args.out / "short-talk.txt"
-    text.write_text("Good afternoon, my name is Anna and I work as a nurse.\n"
-                    "Today I will explain how we plan our night shifts.\n")
+    text.write_text(
+        "Good afternoon, my name is Anna and I work as a nurse.\n"
+        "Today I will explain how we plan our night shifts.\n"
+    )
     rows = []
     for model in args.models.split(","):
         for weights in PATHS:
             env = dict(os.environ, MLX_SSBD_WEIGHTS=weights)
             child = subprocess.run(
-                [sys.executable, __file__, "--child", model, "--sentences", str(args.sentences),
-                 "--repeats", str(args.repeats)], env=env, capture_output=True, text=True)
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    model,
+                    "--sentences",
+                    str(args.sentences),
+                    "--repeats",
+                    str(args.repeats),
+                ],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
             if child.returncode != 0:
                 raise SystemExit(f"{model} {weights} failed:\n{child.stderr[-2000:]}")
             row = json.loads(child.stdout.strip().splitlines()[-1])
@@ -120,15 +155,19 @@ def main() -> None:
             row["translate_stream"] = translate_rss(model, weights, text)
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "methods"}), flush=True)
-    result = {"rows": rows, "sentences": args.sentences, "data": str(SENTENCES.relative_to(ROOT)),
-              "machine": machine_info()}
+    result = {
+        "rows": rows,
+        "sentences": args.sentences,
+        "data": str(SENTENCES.relative_to(ROOT)),
+        "machine": machine_info(),
+    }
     (args.out / "quantized_weights.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
     (args.out / "quantized_weights.md").write_text(report(result))
     print(report(result))
 
 
 def report(result: dict) -> str:
-    gb = lambda n: f"{n / 1e9:.2f}"  # noqa: E731
+    gb = lambda n: f"{n / 1e9:.2f}"
     lines = [
         "# Quantized weights vs the dense fp32 path",
         "",
@@ -148,7 +187,11 @@ def report(result: dict) -> str:
             f"{m['rt']['chrf']} / {m['rt']['wall_s']} | {m['ssbd']['chrf']} / {m['ssbd']['wall_s']} | "
             f"{gb(t['peak_rss_bytes']) if 'peak_rss_bytes' in t else 'failed'} |"
         )
-    lines += ["", "| model | decode step: dense / quantized | 16-token pass | 64-token pass |", "|---|---|---|---|"]
+    lines += [
+        "",
+        "| model | decode step: dense / quantized | 16-token pass | 64-token pass |",
+        "|---|---|---|---|",
+    ]
     by = {(r["model"], r["path"]): r for r in result["rows"]}
     for model in dict.fromkeys(r["model"] for r in result["rows"]):
         q, d = by.get((model, "quantized")), by.get((model, "dense"))

@@ -15,7 +15,8 @@ Two reference sessions replay ASR-like partials in real time (``service_faults.G
 
 The attackers run in a process of their own, so that they do not slow the reference clients'
 event loop, and at a fixed pace (``PACE``: frames per second per attacker), since on a 2-core
-machine an attacker spinning on the server's own cores would measure only the contention. Reported: what the reference sessions lost (commits not in the store, errors, drops;
+machine an attacker spinning on the server's own cores would measure only the contention. Reported: what the
+reference sessions lost (commits not in the store, errors, drops;
 their lag p95 against the baseline), what was refused, and the server's resident memory (peak,
 sampled every 0.25 s) in each run.
 
@@ -35,10 +36,10 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from service_faults import BAD, Good, stored, streams  # noqa: E402
-from service_load import rss_mb, start_server  # noqa: E402
+from mlx_ssbd.evaluation.bench import machine_info
 
-from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
+from service_faults import BAD, Good, stored, streams
+from service_load import rss_mb, start_server
 
 MAX_SESSIONS = 8
 PACE = 500  # frames a second, per flooder and per slow reader
@@ -84,7 +85,7 @@ def slow_reader(url: str, stop, counts: dict) -> None:
 
     client = ClientProtocol(parse_uri(url.replace("http", "ws", 1) + "/v1/stream"))
     client.send_request(client.connect())
-    with socket.create_connection(url[len("http://"):].split(":")) as sock:
+    with socket.create_connection(url[len("http://") :].split(":")) as sock:
         sock.settimeout(5)
         sock.sendall(b"".join(client.data_to_send()))
         while client.state is State.CONNECTING:
@@ -152,8 +153,13 @@ async def memory(pid: int, stop: asyncio.Event, peak: list) -> None:
 
 def attack(url: str, sid: str, idle_sockets: int, viewers: int, stop, out) -> None:
     """The attackers (a process of their own): until ``stop``, then their counts into ``out``."""
-    counts = {"junk_sent": 0, "errors_received": 0, "flood_closes": {}, "slow_readers_dropped": 0,
-              "slow_readers_never_dropped": 0}
+    counts = {
+        "junk_sent": 0,
+        "errors_received": 0,
+        "flood_closes": {},
+        "slow_readers_dropped": 0,
+        "slow_readers_never_dropped": 0,
+    }
 
     async def main():
         loop_stop = asyncio.Event()
@@ -163,7 +169,9 @@ def attack(url: str, sid: str, idle_sockets: int, viewers: int, stop, out) -> No
             await asyncio.sleep(0.1)
         tasks.append(asyncio.create_task(viewer(url, sid, [], refused)))  # one more than the bound allows
         tasks += [asyncio.create_task(flood(url, loop_stop, counts)) for _ in range(2)]
-        tasks += [asyncio.create_task(asyncio.to_thread(slow_reader, url, loop_stop, counts)) for _ in range(2)]
+        tasks += [
+            asyncio.create_task(asyncio.to_thread(slow_reader, url, loop_stop, counts)) for _ in range(2)
+        ]
         await asyncio.sleep(1.0)
         tasks += [asyncio.create_task(idle(url, idles)) for _ in range(idle_sockets)]
         while not stop.is_set():
@@ -173,8 +181,16 @@ def attack(url: str, sid: str, idle_sockets: int, viewers: int, stop, out) -> No
         return watched, refused, idles
 
     watched, refused, idles = asyncio.run(main())
-    out.put({**counts, "idle_sockets": idle_sockets, "idle_answers": idles, "viewers": viewers,
-             "viewers_refused": refused, "viewer_commits": watched})
+    out.put(
+        {
+            **counts,
+            "idle_sockets": idle_sockets,
+            "idle_answers": idles,
+            "viewers": viewers,
+            "viewers_refused": refused,
+            "viewer_commits": watched,
+        }
+    )
 
 
 async def attacked(url: str, pid: int, good: list[Good], args) -> dict:
@@ -186,7 +202,9 @@ async def attacked(url: str, pid: int, good: list[Good], args) -> dict:
     references = [asyncio.create_task(g.run(url)) for g in good]
     while not all(g.sessions for g in good):
         await asyncio.sleep(0.05)
-    attackers = context.Process(target=attack, args=(url, good[0].sessions[0], args.idle, args.viewers, stop, out))
+    attackers = context.Process(
+        target=attack, args=(url, good[0].sessions[0], args.idle, args.viewers, stop, out)
+    )
     attackers.start()
     await asyncio.gather(*references)
     stop.set()
@@ -196,13 +214,17 @@ async def attacked(url: str, pid: int, good: list[Good], args) -> dict:
     await sampler
     received = sorted((c, t) for s, c, t in good[0].commits)
     watched = result.pop("viewer_commits")
-    return {"peak_rss_mb": round(peak[0]), **result,
-            "viewers_with_every_commit": sum(sorted(w) == received for w in watched)}
+    return {
+        "peak_rss_mb": round(peak[0]),
+        **result,
+        "viewers_with_every_commit": sum(sorted(w) == received for w in watched),
+    }
 
 
 def run(model: str, scratch: Path, args) -> dict:
-    proc, url = start_server(model, scratch / "base.sqlite3", MAX_SESSIONS,
-                             ["--max-viewers", str(args.viewers + 50)])
+    proc, url = start_server(
+        model, scratch / "base.sqlite3", MAX_SESSIONS, ["--max-viewers", str(args.viewers + 50)]
+    )
     try:
         base = [Good(p) for p in streams(2, args.seconds, 5)]
         stop, peak = asyncio.Event(), [0.0]
@@ -222,12 +244,22 @@ def run(model: str, scratch: Path, args) -> dict:
         proc.wait(timeout=60)
     in_store = stored(scratch / "base.sqlite3")
     received = {c for g in good for c in g.commits}
-    return {"baseline": {"peak_rss_mb": round(peak[0]), "commits": sum(len(g.commits) for g in base),
-                         "lag_p95_s": [g.p95() for g in base]},
-            "attacked": {**attack, "server_alive": alive, "reference_commits": len(received),
-                         "reference_commits_lost": len(received - in_store),
-                         "reference_errors": sum(g.errors for g in good), "reference_drops": sum(g.drops for g in good),
-                         "lag_p95_s": [g.p95() for g in good]}}
+    return {
+        "baseline": {
+            "peak_rss_mb": round(peak[0]),
+            "commits": sum(len(g.commits) for g in base),
+            "lag_p95_s": [g.p95() for g in base],
+        },
+        "attacked": {
+            **attack,
+            "server_alive": alive,
+            "reference_commits": len(received),
+            "reference_commits_lost": len(received - in_store),
+            "reference_errors": sum(g.errors for g in good),
+            "reference_drops": sum(g.drops for g in good),
+            "lag_p95_s": [g.p95() for g in good],
+        },
+    }
 
 
 def main() -> None:
@@ -242,29 +274,39 @@ def main() -> None:
         raise SystemExit("--seconds, --idle and --viewers must be positive")
     started = time.time()
     with tempfile.TemporaryDirectory() as scratch:
-        result = {"model": args.model, "seconds": args.seconds, "machine": machine_info(),
-                  **run(args.model, Path(scratch), args), "wall_s": round(time.time() - started)}
+        result = {
+            "model": args.model,
+            "seconds": args.seconds,
+            "machine": machine_info(),
+            **run(args.model, Path(scratch), args),
+            "wall_s": round(time.time() - started),
+        }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "service_abuse.json").write_text(json.dumps(result, indent=2))
     b, a = result["baseline"], result["attacked"]
-    lines = [f"# Hostile clients: {args.model}", "",
-             f"2 reference sessions replay {args.seconds:g} s of ASR-like partials in real time, alone and then beside "
-             "the attackers (see the script's docstring).", "",
-             "| | alone | beside the attackers |", "|---|---|---|",
-             f"| server peak RSS (MB) | {b['peak_rss_mb']} | {a['peak_rss_mb']} |",
-             f"| reference commits (lost: not in the store) | {b['commits']} | {a['reference_commits']} "
-             f"({a['reference_commits_lost']} lost) |",
-             f"| reference errors / drops | 0 / 0 | {a['reference_errors']} / {a['reference_drops']} |",
-             f"| reference lag p95 (s) | {b['lag_p95_s']} | {a['lag_p95_s']} |",
-             f"| 2 junk flooders ({PACE}/s each): frames sent / errors read / connections the server closed, by close "
-             f"code (1008: too many bad messages; 1013: busy) | | {a['junk_sent']} / {a['errors_received']} / "
-             f"{a['flood_closes']} |",
-             f"| 2 slow readers ({PACE} frames/s each, never read): dropped by the server | | "
-             f"{a['slow_readers_dropped']} of 2 |",
-             f"| {a['idle_sockets']} idle sockets: answers | | {a['idle_answers']} |",
-             f"| {a['viewers']} SSE viewers of one session: with every commit; refused beyond | | "
-             f"{a['viewers_with_every_commit']}; {a['viewers_refused']} |",
-             f"| server alive after | | {a['server_alive']} |"]
+    lines = [
+        f"# Hostile clients: {args.model}",
+        "",
+        f"2 reference sessions replay {args.seconds:g} s of ASR-like partials in real time, alone and then beside "
+        "the attackers (see the script's docstring).",
+        "",
+        "| | alone | beside the attackers |",
+        "|---|---|---|",
+        f"| server peak RSS (MB) | {b['peak_rss_mb']} | {a['peak_rss_mb']} |",
+        f"| reference commits (lost: not in the store) | {b['commits']} | {a['reference_commits']} "
+        f"({a['reference_commits_lost']} lost) |",
+        f"| reference errors / drops | 0 / 0 | {a['reference_errors']} / {a['reference_drops']} |",
+        f"| reference lag p95 (s) | {b['lag_p95_s']} | {a['lag_p95_s']} |",
+        f"| 2 junk flooders ({PACE}/s each): frames sent / errors read / connections the server closed, by close "
+        f"code (1008: too many bad messages; 1013: busy) | | {a['junk_sent']} / {a['errors_received']} / "
+        f"{a['flood_closes']} |",
+        f"| 2 slow readers ({PACE} frames/s each, never read): dropped by the server | | "
+        f"{a['slow_readers_dropped']} of 2 |",
+        f"| {a['idle_sockets']} idle sockets: answers | | {a['idle_answers']} |",
+        f"| {a['viewers']} SSE viewers of one session: with every commit; refused beyond | | "
+        f"{a['viewers_with_every_commit']}; {a['viewers_refused']} |",
+        f"| server alive after | | {a['server_alive']} |",
+    ]
     (args.out / "service_abuse.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -37,11 +37,11 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from service_faults import Good, streams  # noqa: E402
-from service_load import rss_mb, start_server  # noqa: E402
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.service.deploy import haproxy_config
 
-from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
-from mlx_ssbd.service.deploy import haproxy_config  # noqa: E402
+from service_faults import Good, streams
+from service_load import rss_mb, start_server
 
 TERMS = 200
 
@@ -71,7 +71,9 @@ async def _flood(url: str, stop: asyncio.Event, counts: dict) -> None:
         await ws.recv()
         n = 0
         while not stop.is_set():
-            await ws.send(json.dumps({"type": "source.update", "segment": f"f{n}", "text": text, "final": True}))
+            await ws.send(
+                json.dumps({"type": "source.update", "segment": f"f{n}", "text": text, "final": True})
+            )
             counts["flood_finals"] += 1
             n += 1
             with contextlib.suppress(asyncio.TimeoutError):
@@ -82,13 +84,24 @@ async def _flood(url: str, stop: asyncio.Event, counts: dict) -> None:
 
 def lag_summary(good: Good) -> dict:
     lags = sorted(good.lags)
-    return {"commits": len(good.commits), "errors": good.errors, "drops": good.drops,
-            "lag_median_s": round(statistics.median(lags), 2) if lags else None, "lag_p95_s": good.p95()}
+    return {
+        "commits": len(good.commits),
+        "errors": good.errors,
+        "drops": good.drops,
+        "lag_median_s": round(statistics.median(lags), 2) if lags else None,
+        "lag_p95_s": good.p95(),
+    }
 
 
-async def reference_run(url: str, pid: int, seconds: float, flood: bool, sigterm: subprocess.Popen | None = None):
-    good, stop, peak, counts = Good(streams(1, seconds, 11)[0]), asyncio.Event(), [rss_mb(pid)], {
-        "flood_finals": 0, "flood_commits": 0}
+async def reference_run(
+    url: str, pid: int, seconds: float, flood: bool, sigterm: subprocess.Popen | None = None
+):
+    good, stop, peak, counts = (
+        Good(streams(1, seconds, 11)[0]),
+        asyncio.Event(),
+        [rss_mb(pid)],
+        {"flood_finals": 0, "flood_commits": 0},
+    )
 
     async def sample():
         while not stop.is_set():
@@ -174,7 +187,9 @@ def through_haproxy(url: str, scratch: Path) -> float | str:
     # Every socket here comes from 127.0.0.1: the per-client cap (100) would refuse the 101st at
     # once, /health included; raised above them, the request-head timeout alone is measured.
     config.write_text(haproxy_config(listen, [url.removeprefix("http://")], per_client=1000))
-    proxy = subprocess.Popen(["haproxy", "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proxy = subprocess.Popen(
+        ["haproxy", "-db", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         import httpx
 
@@ -206,8 +221,13 @@ def run(model: str, scratch: Path, seconds: float) -> dict:
     finally:
         if proc.poll() is None:
             proc.kill()
-    return {"alone": alone, "flooded": flooded, "drain": {k: drain[k] for k in ("sigterm_exit_s", "exit_status")},
-            **dropped, "health_beside_150_slow_header_sockets_s": slow}
+    return {
+        "alone": alone,
+        "flooded": flooded,
+        "drain": {k: drain[k] for k in ("sigterm_exit_s", "exit_status")},
+        **dropped,
+        "health_beside_150_slow_header_sockets_s": slow,
+    }
 
 
 def main() -> None:
@@ -218,31 +238,43 @@ def main() -> None:
     args = parser.parse_args()
     started = time.time()
     with tempfile.TemporaryDirectory() as scratch:
-        result = {"model": args.model, "seconds": args.seconds, "machine": machine_info(),
-                  **run(args.model, Path(scratch), args.seconds), "wall_s": round(time.time() - started)}
+        result = {
+            "model": args.model,
+            "seconds": args.seconds,
+            "machine": machine_info(),
+            **run(args.model, Path(scratch), args.seconds),
+            "wall_s": round(time.time() - started),
+        }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "service_attacks.json").write_text(json.dumps(result, indent=2))
     a, f, slow = result["alone"], result["flooded"], result["health_beside_150_slow_header_sockets_s"]
-    ratio = lambda key: f"{f[key] / a[key]:.2f}x" if a[key] and f[key] else "-"  # noqa: E731
-    lines = [f"# Attacks that once held the model: {args.model}", "",
-             f"A reference session replays {args.seconds:g} s of ASR-like partials in real time (see the script's "
-             "docstring for each attack).", "",
-             "| | alone | beside the glossary flood | flood / alone |", "|---|---|---|---|",
-             f"| reference commits / errors / drops | {a['commits']} / {a['errors']} / {a['drops']} | "
-             f"{f['commits']} / {f['errors']} / {f['drops']} | |",
-             f"| reference caption lag, median (s) | {a['lag_median_s']} | {f['lag_median_s']} | {ratio('lag_median_s')} |",
-             f"| reference caption lag, p95 (s) | {a['lag_p95_s']} | {f['lag_p95_s']} | {ratio('lag_p95_s')} |",
-             f"| server peak RSS (MB; before the run) | {a['peak_rss_mb']} ({a['rss_before_mb']}) | "
-             f"{f['peak_rss_mb']} ({f['rss_before_mb']}) | +{f['peak_rss_mb'] - a['rss_before_mb']} MB |",
-             f"| flood: finals of {TERMS} terms sent / committed | | {f['flood_finals']} / {f['flood_commits']} | |",
-             "", "| attack | result |", "|---|---|",
-             f"| SIGTERM during the flood: seconds to exit (drain timeout 30 s), status | "
-             f"{result['drain']['sigterm_exit_s']}, {result['drain']['exit_status']} |",
-             f"| a client gone after a 4,000-character final and session.close: seconds until its session is gone | "
-             f"{result['session_gone_s']} |",
-             f"| session.resume with the session id alone | {result['resume_by_id_alone']} |",
-             f"| /health beside 150 slow-header sockets, straight at the replica (s) | {slow['direct']} |",
-             f"| /health beside 150 slow-header sockets, through HAProxy (s) | {slow['through_haproxy']} |"]
+    ratio = lambda key: f"{f[key] / a[key]:.2f}x" if a[key] and f[key] else "-"
+    lines = [
+        f"# Attacks that once held the model: {args.model}",
+        "",
+        f"A reference session replays {args.seconds:g} s of ASR-like partials in real time (see the script's "
+        "docstring for each attack).",
+        "",
+        "| | alone | beside the glossary flood | flood / alone |",
+        "|---|---|---|---|",
+        f"| reference commits / errors / drops | {a['commits']} / {a['errors']} / {a['drops']} | "
+        f"{f['commits']} / {f['errors']} / {f['drops']} | |",
+        f"| reference caption lag, median (s) | {a['lag_median_s']} | {f['lag_median_s']} | {ratio('lag_median_s')} |",
+        f"| reference caption lag, p95 (s) | {a['lag_p95_s']} | {f['lag_p95_s']} | {ratio('lag_p95_s')} |",
+        f"| server peak RSS (MB; before the run) | {a['peak_rss_mb']} ({a['rss_before_mb']}) | "
+        f"{f['peak_rss_mb']} ({f['rss_before_mb']}) | +{f['peak_rss_mb'] - a['rss_before_mb']} MB |",
+        f"| flood: finals of {TERMS} terms sent / committed | | {f['flood_finals']} / {f['flood_commits']} | |",
+        "",
+        "| attack | result |",
+        "|---|---|",
+        f"| SIGTERM during the flood: seconds to exit (drain timeout 30 s), status | "
+        f"{result['drain']['sigterm_exit_s']}, {result['drain']['exit_status']} |",
+        f"| a client gone after a 4,000-character final and session.close: seconds until its session is gone | "
+        f"{result['session_gone_s']} |",
+        f"| session.resume with the session id alone | {result['resume_by_id_alone']} |",
+        f"| /health beside 150 slow-header sockets, straight at the replica (s) | {slow['direct']} |",
+        f"| /health beside 150 slow-header sockets, through HAProxy (s) | {slow['through_haproxy']} |",
+    ]
     (args.out / "service_attacks.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -35,10 +35,10 @@ import mlx_ssbd  # noqa: F401  (backend policy first)
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
+from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
+
 from postgres import MISSING, postgres_server  # noqa: E402
 from service_faults import Good, fault_arguments, replicas_behind_haproxy, streams  # noqa: E402
-
-from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
 
 
 async def view(url: str, speaker: Good, seen: list, stop: asyncio.Event) -> int:
@@ -98,7 +98,9 @@ def run(model: str, seconds: float, kill_after: float, scratch: Path) -> dict:
 
                 async def killer():
                     await asyncio.sleep(kill_after)
-                    owners = {s["session"]: s["replica"] for s in httpx.get(f"{url}/v1/sessions").json()["sessions"]}
+                    owners = {
+                        s["session"]: s["replica"] for s in httpx.get(f"{url}/v1/sessions").json()["sessions"]
+                    }
                     victim = owners[speakers[0].sessions[0]]
                     replica_of[victim].send_signal(signal.SIGKILL)
                     now = time.monotonic()
@@ -120,19 +122,31 @@ def run(model: str, seconds: float, kill_after: float, scratch: Path) -> dict:
     kept = {(sid, c, t) for sid, rows in in_store.items() for c, t in rows}
     resume_s = [t for s in resumed for t in s.resume_s]
     return {
-        "sessions": len(speakers), "resumed_sessions": len(resumed),
+        "sessions": len(speakers),
+        "resumed_sessions": len(resumed),
         "resumed": sum(bool(s.resume_s) for s in resumed),
-        "resume_s": {"median": round(statistics.median(resume_s), 3) if resume_s else None,
-                     "max": round(max(resume_s), 3) if resume_s else None},
-        "commits_received": len(received), "commits_lost": len(received - kept),
-        "numbered_without_gaps": all([c for c, _ in in_store.get(s.sessions[0], [])] ==
-                                     list(range(len(in_store.get(s.sessions[0], [])))) for s in speakers),
-        "viewer_commits_missed": sum(len({c for c, _ in in_store.get(s.sessions[0], [])} - set(seen[i]))
-                                     for i, s in enumerate(speakers)),
+        "resume_s": {
+            "median": round(statistics.median(resume_s), 3) if resume_s else None,
+            "max": round(max(resume_s), 3) if resume_s else None,
+        },
+        "commits_received": len(received),
+        "commits_lost": len(received - kept),
+        "numbered_without_gaps": all(
+            [c for c, _ in in_store.get(s.sessions[0], [])]
+            == list(range(len(in_store.get(s.sessions[0], []))))
+            for s in speakers
+        ),
+        "viewer_commits_missed": sum(
+            len({c for c, _ in in_store.get(s.sessions[0], [])} - set(seen[i]))
+            for i, s in enumerate(speakers)
+        ),
         "viewer_commits_repeated": sum(len(v) - len(set(v)) for v in seen),
         "viewer_connections": connections,
-        "undisturbed": {"sessions": len(undisturbed), "drops": sum(s.drops for s in undisturbed),
-                        "errors": sum(s.errors for s in undisturbed)},
+        "undisturbed": {
+            "sessions": len(undisturbed),
+            "drops": sum(s.drops for s in undisturbed),
+            "errors": sum(s.errors for s in undisturbed),
+        },
         "killed_after_s": kill_after,
     }
 
@@ -142,25 +156,34 @@ def main() -> None:
     if MISSING or shutil.which("haproxy") is None:
         raise SystemExit(f"this benchmark needs PostgreSQL's server and haproxy: {MISSING or 'no haproxy'}")
     with tempfile.TemporaryDirectory() as scratch:
-        result = {"model": args.model, "seconds": args.seconds, "machine": machine_info(),
-                  **run(args.model, args.seconds, args.kill_after, Path(scratch))}
+        result = {
+            "model": args.model,
+            "seconds": args.seconds,
+            "machine": machine_info(),
+            **run(args.model, args.seconds, args.kill_after, Path(scratch)),
+        }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "service_failover.json").write_text(json.dumps(result, indent=2))
     r = result
-    lines = [f"# Failover of replicas on PostgreSQL: {args.model}", "",
-             f"2 replicas, one PostgreSQL, HAProxy; 4 sessions replay {args.seconds:g} s of ASR-like partials in real "
-             f"time, one SSE viewer each; one replica killed (SIGKILL) after {r['killed_after_s']:g} s. See the "
-             "script's docstring.", "",
-             "| figure | value |", "|---|---|",
-             f"| sessions of the killed replica resumed on the other | {r['resumed']}/{r['resumed_sessions']} |",
-             f"| resume time (kill to session.resumed), median / max | {r['resume_s']['median']} s / "
-             f"{r['resume_s']['max']} s |",
-             f"| commits received by clients / lost | {r['commits_received']} / {r['commits_lost']} |",
-             f"| transcripts numbered without a gap | {'yes' if r['numbered_without_gaps'] else 'NO'} |",
-             f"| viewer commits missed / repeated | {r['viewer_commits_missed']} / {r['viewer_commits_repeated']} |",
-             f"| viewer connections (reconnects with Last-Event-ID) | {r['viewer_connections']} |",
-             f"| the other replica's sessions: drops / errors | {r['undisturbed']['drops']} / "
-             f"{r['undisturbed']['errors']} |"]
+    lines = [
+        f"# Failover of replicas on PostgreSQL: {args.model}",
+        "",
+        f"2 replicas, one PostgreSQL, HAProxy; 4 sessions replay {args.seconds:g} s of ASR-like partials in real "
+        f"time, one SSE viewer each; one replica killed (SIGKILL) after {r['killed_after_s']:g} s. See the "
+        "script's docstring.",
+        "",
+        "| figure | value |",
+        "|---|---|",
+        f"| sessions of the killed replica resumed on the other | {r['resumed']}/{r['resumed_sessions']} |",
+        f"| resume time (kill to session.resumed), median / max | {r['resume_s']['median']} s / "
+        f"{r['resume_s']['max']} s |",
+        f"| commits received by clients / lost | {r['commits_received']} / {r['commits_lost']} |",
+        f"| transcripts numbered without a gap | {'yes' if r['numbered_without_gaps'] else 'NO'} |",
+        f"| viewer commits missed / repeated | {r['viewer_commits_missed']} / {r['viewer_commits_repeated']} |",
+        f"| viewer connections (reconnects with Last-Event-ID) | {r['viewer_connections']} |",
+        f"| the other replica's sessions: drops / errors | {r['undisturbed']['drops']} / "
+        f"{r['undisturbed']['errors']} |",
+    ]
     (args.out / "service_failover.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

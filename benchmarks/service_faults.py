@@ -37,15 +37,22 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from live_replay import DATA, asr_partials, speech  # noqa: E402
-from service_load import start_server  # noqa: E402
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.service.deploy import haproxy_config
 
-from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
-from mlx_ssbd.service.deploy import haproxy_config  # noqa: E402
+from live_replay import DATA, asr_partials, speech
+from service_load import start_server
 
-BAD = ["not json", "[1]", '{"type": "nope"}', '{"type": "source.update", "text": 5}',
-       '{"type": "source.update", "text": "x", "final": "yes"}', '{"type": "session.update", "target": "xx"}',
-       '{"type": "session.update", "method": "turbo"}', "x" * 70000]
+BAD = [
+    "not json",
+    "[1]",
+    '{"type": "nope"}',
+    '{"type": "source.update", "text": 5}',
+    '{"type": "source.update", "text": "x", "final": "yes"}',
+    '{"type": "session.update", "target": "xx"}',
+    '{"type": "session.update", "method": "turbo"}',
+    "x" * 70000,
+]
 
 
 def streams(n: int, seconds: float, seed: int):
@@ -53,7 +60,7 @@ def streams(n: int, seconds: float, seed: int):
     out = []
     for i in range(n):
         rng = random.Random(seed + i)
-        words, _ = speech(pairs[(7 * i) % len(pairs):] + pairs, int(seconds * 2.5) + 20, 2.5, rng)
+        words, _ = speech(pairs[(7 * i) % len(pairs) :] + pairs, int(seconds * 2.5) + 20, 2.5, rng)
         out.append([(t, p) for t, p in asr_partials(words, rng) if t <= seconds])
     return out
 
@@ -78,11 +85,20 @@ class Good:
         t0, index = time.monotonic(), 0
         while index < len(self.partials):
             try:
-                async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
+                async with websockets.connect(
+                    url.replace("http", "ws", 1) + "/v1/stream", max_size=None
+                ) as ws:
                     created = json.loads(await ws.recv())
                     if self.resume and self.sessions:
-                        await ws.send(json.dumps({"type": "session.resume", "session": self.sessions[0],
-                                                  "resume_token": self.resume_token}))
+                        await ws.send(
+                            json.dumps(
+                                {
+                                    "type": "session.resume",
+                                    "session": self.sessions[0],
+                                    "resume_token": self.resume_token,
+                                }
+                            )
+                        )
                     else:
                         self.sessions.append(created["session"])
                         self.resume_token = self.resume_token or created["resume_token"]
@@ -99,9 +115,18 @@ class Good:
                         while index < len(self.partials):
                             due, p = self.partials[index]
                             await asyncio.sleep(max(0.0, due - (time.monotonic() - t0)))
-                            await ws.send(json.dumps({"type": "source.update", "segment": p.segment_id,
-                                                      "text": p.text, "final": p.final, "start": p.start,
-                                                      "end": p.end}))
+                            await ws.send(
+                                json.dumps(
+                                    {
+                                        "type": "source.update",
+                                        "segment": p.segment_id,
+                                        "text": p.text,
+                                        "final": p.final,
+                                        "start": p.start,
+                                        "end": p.end,
+                                    }
+                                )
+                            )
                             index += 1
                         await ws.send(json.dumps({"type": "session.close"}))
 
@@ -146,7 +171,11 @@ async def chaos(url: str, rounds: int, droppers: int) -> dict:
     for i in range(droppers):
         async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream") as ws:
             await ws.recv()
-            await ws.send(json.dumps({"type": "source.update", "text": "so today we talk about the rules " * (1 + i % 3)}))
+            await ws.send(
+                json.dumps(
+                    {"type": "source.update", "text": "so today we talk about the rules " * (1 + i % 3)}
+                )
+            )
             await asyncio.sleep(random.Random(i).uniform(0.0, 1.0))
         # leaving without session.close, maybe mid-update
     return {"bad_messages": rounds, "errors_answered": answered, "dropped_clients": droppers}
@@ -158,9 +187,13 @@ def stored(store: Path) -> set:
 
 
 def good_summary(clients) -> dict:
-    return {"sessions": len(clients), "commits": sum(len(c.commits) for c in clients),
-            "errors": sum(c.errors for c in clients), "drops": sum(c.drops for c in clients),
-            "lag_p95_s": [c.p95() for c in clients]}
+    return {
+        "sessions": len(clients),
+        "commits": sum(len(c.commits) for c in clients),
+        "errors": sum(c.errors for c in clients),
+        "drops": sum(c.drops for c in clients),
+        "lag_p95_s": [c.p95() for c in clients],
+    }
 
 
 async def gather(*coros):
@@ -178,8 +211,12 @@ def scenario_bad_clients(model: str, scratch: Path, seconds: float) -> dict:
         proc.terminate()
         proc.wait(timeout=30)
     lost = {c for g in good for c in g.commits} - stored(scratch / "a.sqlite3")
-    return {"baseline": good_summary(base), "with_chaos": good_summary(good), **chaos_result,
-            "commits_lost": len(lost)}
+    return {
+        "baseline": good_summary(base),
+        "with_chaos": good_summary(good),
+        **chaos_result,
+        "commits_lost": len(lost),
+    }
 
 
 def scenario_kill_9(model: str, scratch: Path, seconds: float, kill_after: float) -> dict:
@@ -203,13 +240,20 @@ def scenario_kill_9(model: str, scratch: Path, seconds: float, kill_after: float
     restart = time.monotonic() - start
     try:
         received = {c for g in clients for c in g.commits}
-        served = {(s, c["caption"], c["text"]) for s in {s for g in clients for s in g.sessions}
-                  for c in _transcript(url, s)}
+        served = {
+            (s, c["caption"], c["text"])
+            for s in {s for g in clients for s in g.sessions}
+            for c in _transcript(url, s)
+        }
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    return {"commits_received": len(received), "commits_lost": len(received - served),
-            "restart_s": round(restart, 1), "killed_after_s": kill_after}
+    return {
+        "commits_received": len(received),
+        "commits_lost": len(received - served),
+        "restart_s": round(restart, 1),
+        "killed_after_s": kill_after,
+    }
 
 
 def _transcript(url: str, sid: str) -> list[dict]:
@@ -227,8 +271,9 @@ def replicas_behind_haproxy(model: str, stores: list, scratch: Path):
         s.bind(("127.0.0.1", 0))
         listen = f"127.0.0.1:{s.getsockname()[1]}"
     (scratch / "h.cfg").write_text(haproxy_config(listen, [u.removeprefix("http://") for _, u in servers]))
-    proxy = subprocess.Popen(["haproxy", "-db", "-f", str(scratch / "h.cfg")], stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    proxy = subprocess.Popen(
+        ["haproxy", "-db", "-f", str(scratch / "h.cfg")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     time.sleep(2)  # first health checks
     try:
         yield servers, f"http://{listen}"
@@ -244,7 +289,11 @@ def scenario_replica_loss(model: str, scratch: Path, seconds: float, kill_after:
     if shutil.which("haproxy") is None:
         return {"skipped": "haproxy is not installed"}
     clients = [Good(p, reconnect=True) for p in streams(4, seconds, 21)]
-    with replicas_behind_haproxy(model, [scratch / f"r{i}.sqlite3" for i in range(2)], scratch) as (servers, url):
+    with replicas_behind_haproxy(model, [scratch / f"r{i}.sqlite3" for i in range(2)], scratch) as (
+        servers,
+        url,
+    ):
+
         async def run_and_kill():
             async def killer():
                 await asyncio.sleep(kill_after)
@@ -256,11 +305,16 @@ def scenario_replica_loss(model: str, scratch: Path, seconds: float, kill_after:
     in_stores = stored(scratch / "r0.sqlite3") | stored(scratch / "r1.sqlite3")
     received = {c for g in clients for c in g.commits}
     undisturbed = [g for g in clients if g.drops == 0]
-    return {"sessions": len(clients), "undisturbed_sessions": len(undisturbed),
-            "reconnected_sessions": sum(g.drops > 0 for g in clients),
-            "errors_in_undisturbed": sum(g.errors for g in undisturbed),
-            "commits_received": len(received), "commits_lost": len(received - in_stores),
-            "lag_p95_s": [g.p95() for g in clients], "killed_after_s": kill_after}
+    return {
+        "sessions": len(clients),
+        "undisturbed_sessions": len(undisturbed),
+        "reconnected_sessions": sum(g.drops > 0 for g in clients),
+        "errors_in_undisturbed": sum(g.errors for g in undisturbed),
+        "commits_received": len(received),
+        "commits_lost": len(received - in_stores),
+        "lag_p95_s": [g.p95() for g in clients],
+        "killed_after_s": kill_after,
+    }
 
 
 def fault_arguments(doc: str, seconds: float, kill_after: float) -> argparse.Namespace:
@@ -277,30 +331,41 @@ def main() -> None:
     args = fault_arguments(__doc__, 40.0, 15.0)
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        result = {"model": args.model, "seconds": args.seconds, "machine": machine_info(),
-                  "bad_clients": scenario_bad_clients(args.model, root, args.seconds),
-                  "kill_9": scenario_kill_9(args.model, root, args.seconds, args.kill_after),
-                  "replica_loss": scenario_replica_loss(args.model, root, args.seconds, args.kill_after)}
+        result = {
+            "model": args.model,
+            "seconds": args.seconds,
+            "machine": machine_info(),
+            "bad_clients": scenario_bad_clients(args.model, root, args.seconds),
+            "kill_9": scenario_kill_9(args.model, root, args.seconds, args.kill_after),
+            "replica_loss": scenario_replica_loss(args.model, root, args.seconds, args.kill_after),
+        }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "service_faults.json").write_text(json.dumps(result, indent=2))
     b, k, r = result["bad_clients"], result["kill_9"], result["replica_loss"]
-    lines = [f"# Service faults: {args.model}", "",
-             f"Sessions replay {args.seconds:g} s of ASR-like partials in real time; see the script's docstring.", "",
-             "| scenario | result |", "|---|---|",
-             f"| bad clients beside 3 good sessions | {b['errors_answered']}/{b['bad_messages']} malformed messages "
-             f"answered with an error; {b['dropped_clients']} clients dropped mid-update; good sessions: "
-             f"{b['with_chaos']['errors']} errors, {b['with_chaos']['drops']} drops, {b['with_chaos']['commits']} "
-             f"commits, lag p95 {b['with_chaos']['lag_p95_s']} s (alone: {b['baseline']['lag_p95_s']} s); "
-             f"commits lost {b['commits_lost']} |",
-             f"| kill -9 after {k['killed_after_s']:g} s | {k['commits_received']} commits received, "
-             f"{k['commits_lost']} lost; restarted on the same store in {k['restart_s']} s |"]
+    lines = [
+        f"# Service faults: {args.model}",
+        "",
+        f"Sessions replay {args.seconds:g} s of ASR-like partials in real time; see the script's docstring.",
+        "",
+        "| scenario | result |",
+        "|---|---|",
+        f"| bad clients beside 3 good sessions | {b['errors_answered']}/{b['bad_messages']} malformed messages "
+        f"answered with an error; {b['dropped_clients']} clients dropped mid-update; good sessions: "
+        f"{b['with_chaos']['errors']} errors, {b['with_chaos']['drops']} drops, {b['with_chaos']['commits']} "
+        f"commits, lag p95 {b['with_chaos']['lag_p95_s']} s (alone: {b['baseline']['lag_p95_s']} s); "
+        f"commits lost {b['commits_lost']} |",
+        f"| kill -9 after {k['killed_after_s']:g} s | {k['commits_received']} commits received, "
+        f"{k['commits_lost']} lost; restarted on the same store in {k['restart_s']} s |",
+    ]
     if "skipped" in r:
         lines.append(f"| loss of a replica | skipped: {r['skipped']} |")
     else:
-        lines.append(f"| loss of 1 of 2 replicas after {r['killed_after_s']:g} s | {r['undisturbed_sessions']}/"
-                     f"{r['sessions']} sessions undisturbed ({r['errors_in_undisturbed']} errors), "
-                     f"{r['reconnected_sessions']} reconnected and went on; {r['commits_received']} commits received, "
-                     f"{r['commits_lost']} lost |")
+        lines.append(
+            f"| loss of 1 of 2 replicas after {r['killed_after_s']:g} s | {r['undisturbed_sessions']}/"
+            f"{r['sessions']} sessions undisturbed ({r['errors_in_undisturbed']} errors), "
+            f"{r['reconnected_sessions']} reconnected and went on; {r['commits_received']} commits received, "
+            f"{r['commits_lost']} lost |"
+        )
     (args.out / "service_faults.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -31,31 +31,60 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first)
 
 sys.path.insert(0, str(Path(__file__).parent))
-from live_replay import DATA, asr_partials, speech  # noqa: E402
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.report import pyplot, save_figure
 
-from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402
-from mlx_ssbd.evaluation.report import pyplot, save_figure  # noqa: E402
+from live_replay import DATA, asr_partials, speech
 
 
 def server_code(cwd: Path) -> str:
     """The commit of the ``mlx_ssbd`` a server started in ``cwd`` runs (``+changes`` when its tree
     has uncommitted ones): ``PYTHONPATH`` picks it, e.g. a git worktree of an older commit."""
-    where = subprocess.run([sys.executable, "-c", "import mlx_ssbd, pathlib; print(pathlib.Path(mlx_ssbd.__file__).parent.parent)"],
-                           cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
-    git = lambda *a: subprocess.run(["git", "-C", where, *a], capture_output=True, text=True).stdout.strip()  # noqa: E731
+    where = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import mlx_ssbd, pathlib; print(pathlib.Path(mlx_ssbd.__file__).parent.parent)",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    git = lambda *a: subprocess.run(["git", "-C", where, *a], capture_output=True, text=True).stdout.strip()
     commit = git("rev-parse", "--short", "HEAD") or "unknown"
-    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no", "--", "mlx_ssbd") else "")
+    return commit + (
+        "+changes" if git("status", "--porcelain", "--untracked-files=no", "--", "mlx_ssbd") else ""
+    )
 
 
-def start_server(model: str, store: Path | str, max_sessions: int, extra: Sequence[str] = (), *,
-                 cwd: Path | None = None):
+def start_server(
+    model: str, store: Path | str, max_sessions: int, extra: Sequence[str] = (), *, cwd: Path | None = None
+):
     """``store``: a SQLite file (the server starts in its directory) or a PostgreSQL URL (give ``cwd``)."""
     # Started in a scratch directory: with ``-m`` Python puts the working directory first on
     # sys.path, which would shadow a PYTHONPATH worktree with the checkout it runs from.
-    proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model, "--port", "0",
-                             "--store", str(store), "--max-sessions", str(max_sessions), *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            cwd=cwd or Path(store).parent)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlx_ssbd_cli",
+            "serve",
+            "--model",
+            model,
+            "--port",
+            "0",
+            "--store",
+            str(store),
+            "--max-sessions",
+            str(max_sessions),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=cwd or Path(store).parent,
+    )
     url = proc.stdout.readline().strip()
     if not url.startswith("http"):
         proc.kill()
@@ -70,8 +99,9 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-async def client(url: str, method: str, partials, seconds: float, lags: list, counts: dict,
-                 late: list, gaps: list) -> None:
+async def client(
+    url: str, method: str, partials, seconds: float, lags: list, counts: dict, late: list, gaps: list
+) -> None:
     import websockets
 
     async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
@@ -85,8 +115,18 @@ async def client(url: str, method: str, partials, seconds: float, lags: list, co
                 if due > seconds:
                     break
                 await asyncio.sleep(max(0.0, due - (time.monotonic() - t0)))
-                await ws.send(json.dumps({"type": "source.update", "segment": p.segment_id, "text": p.text,
-                                          "final": p.final, "start": p.start, "end": p.end}))
+                await ws.send(
+                    json.dumps(
+                        {
+                            "type": "source.update",
+                            "segment": p.segment_id,
+                            "text": p.text,
+                            "final": p.final,
+                            "start": p.start,
+                            "end": p.end,
+                        }
+                    )
+                )
                 counts["partials"] += 1
             await ws.send(json.dumps({"type": "session.close"}))
 
@@ -122,8 +162,10 @@ async def chat_client(url: str, tokens: int, seconds: float, answers: list) -> N
     async with httpx.AsyncClient(base_url=url, timeout=600) as http:
         while time.monotonic() - t0 < seconds:
             start = time.monotonic()
-            reply = await http.post("/v1/chat/completions", json={
-                "messages": [{"role": "user", "content": CHAT_PROMPT}], "max_tokens": tokens})
+            reply = await http.post(
+                "/v1/chat/completions",
+                json={"messages": [{"role": "user", "content": CHAT_PROMPT}], "max_tokens": tokens},
+            )
             reply.raise_for_status()
             answers.append((time.monotonic() - start, reply.json()["usage"]["completion_tokens"]))
 
@@ -136,21 +178,39 @@ def run_load(url: str, method: str, n: int, seconds: float, streams, chat_tokens
 
     async def all_clients():
         chat = [chat_client(url, chat_tokens, seconds, answers)] if chat_tokens else []
-        await asyncio.gather(*(client(url, method, streams[i], seconds, lags, counts, late, gaps) for i in range(n)),
-                             *chat)
+        await asyncio.gather(
+            *(client(url, method, streams[i], seconds, lags, counts, late, gaps) for i in range(n)), *chat
+        )
 
     start = time.monotonic()
     asyncio.run(all_clients())
     lags.sort()
-    q = lambda f: lags[min(len(lags) - 1, int(f * len(lags)))] if lags else float("nan")  # noqa: E731
-    return {"method": method, "sessions": n, "seconds": seconds, "wall_s": round(time.monotonic() - start, 1),
-            "events": len(lags), "lag_p50_s": round(q(0.5), 2), "lag_p95_s": round(q(0.95), 2),
-            "lag_max_s": round(lags[-1], 2) if lags else None, **counts,
-            **({"longest_gap_s": round(max(gaps), 2) if gaps else None, "events_after_replay": len(late),
+    q = lambda f: lags[min(len(lags) - 1, int(f * len(lags)))] if lags else float("nan")
+    return {
+        "method": method,
+        "sessions": n,
+        "seconds": seconds,
+        "wall_s": round(time.monotonic() - start, 1),
+        "events": len(lags),
+        "lag_p50_s": round(q(0.5), 2),
+        "lag_p95_s": round(q(0.95), 2),
+        "lag_max_s": round(lags[-1], 2) if lags else None,
+        **counts,
+        **(
+            {
+                "longest_gap_s": round(max(gaps), 2) if gaps else None,
+                "events_after_replay": len(late),
                 "lag_max_all_s": round(max(lags + late), 2) if lags + late else None,
-                "chat_answers": len(answers), "chat_tokens": sum(t for _, t in answers),
-                "chat_s_median": round(sorted(s for s, _ in answers)[len(answers) // 2], 1) if answers else None}
-               if chat_tokens else {})}
+                "chat_answers": len(answers),
+                "chat_tokens": sum(t for _, t in answers),
+                "chat_s_median": round(sorted(s for s, _ in answers)[len(answers) // 2], 1)
+                if answers
+                else None,
+            }
+            if chat_tokens
+            else {}
+        ),
+    }
 
 
 def main() -> None:
@@ -160,9 +220,15 @@ def main() -> None:
     parser.add_argument("--sessions", default="1,2,4,8")
     parser.add_argument("--seconds", type=float, default=90.0, help="speech replayed per session")
     parser.add_argument("--target-p95", type=float, default=2.0, help="lag target, seconds")
-    parser.add_argument("--chat-tokens", type=int, default=0, help="a chat client beside: answers of N tokens")
-    parser.add_argument("--caption-rounds", type=int, default=None,
-                        help="the server's --caption-rounds (default: the server's default)")
+    parser.add_argument(
+        "--chat-tokens", type=int, default=0, help="a chat client beside: answers of N tokens"
+    )
+    parser.add_argument(
+        "--caption-rounds",
+        type=int,
+        default=None,
+        help="the server's --caption-rounds (default: the server's default)",
+    )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.chat_tokens < 0:
@@ -175,7 +241,7 @@ def main() -> None:
     streams = []
     for i in range(max(counts)):  # each session its own talk: another start in the text, another ASR
         rng = random.Random(100 + i)
-        words, _ = speech(pairs[i % len(pairs):] + pairs, int(args.seconds * 2.5) + 20, 2.5, rng)
+        words, _ = speech(pairs[i % len(pairs) :] + pairs, int(args.seconds * 2.5) + 20, 2.5, rng)
         streams.append(asr_partials(words, rng))
     rows, memory = [], []
     with tempfile.TemporaryDirectory() as scratch:
@@ -203,43 +269,79 @@ def main() -> None:
     methods = args.methods.split(",")
     best = most_sessions(rows, methods, args.target_p95)
     bounds = sorted({args.target_p95, *BOUNDS})
-    result = {"model": args.model, "seconds_per_run": args.seconds, "target_p95_s": args.target_p95,
-              "chat_tokens": args.chat_tokens, "caption_rounds": args.caption_rounds, "server_code": code,
-              "most_sessions_within_target": best, "rows": rows, "server_rss_mb": memory, "machine": machine_info()}
+    result = {
+        "model": args.model,
+        "seconds_per_run": args.seconds,
+        "target_p95_s": args.target_p95,
+        "chat_tokens": args.chat_tokens,
+        "caption_rounds": args.caption_rounds,
+        "server_code": code,
+        "most_sessions_within_target": best,
+        "rows": rows,
+        "server_rss_mb": memory,
+        "machine": machine_info(),
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "service_load.json").write_text(json.dumps(result, indent=2))
     m = result["machine"]
-    lines = [f"# Service load: {args.model}, concurrent sessions at speaking rate", "",
-             f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one server process "
-             f"(`mlx-ssbd serve`), N WebSocket clients each replaying its own ASR-like stream (~2.5 words/s) in real "
-             f"time for {args.seconds:g} s; lag = event arrival minus the speech time of the newest word translated. "
-             f"Server code: commit {code}"
-             + (f", `--caption-rounds {args.caption_rounds}`." if args.caption_rounds else ".") , "",
-             "| method | sessions | partials | updates | commits | errors | lag p50 s | lag p95 s | lag max s |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['method']} | {r['sessions']} | {r['partials']} | {r['translation.update']} | "
-              f"{r['translation.commit']} | {r['errors']} | {r['lag_p50_s']} | {r['lag_p95_s']} | {r['lag_max_s']} |"
-              for r in rows]
+    lines = [
+        f"# Service load: {args.model}, concurrent sessions at speaking rate",
+        "",
+        f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one server process "
+        f"(`mlx-ssbd serve`), N WebSocket clients each replaying its own ASR-like stream (~2.5 words/s) in real "
+        f"time for {args.seconds:g} s; lag = event arrival minus the speech time of the newest word translated. "
+        f"Server code: commit {code}"
+        + (f", `--caption-rounds {args.caption_rounds}`." if args.caption_rounds else "."),
+        "",
+        "| method | sessions | partials | updates | commits | errors | lag p50 s | lag p95 s | lag max s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['method']} | {r['sessions']} | {r['partials']} | {r['translation.update']} | "
+        f"{r['translation.commit']} | {r['errors']} | {r['lag_p50_s']} | {r['lag_p95_s']} | {r['lag_max_s']} |"
+        for r in rows
+    ]
     if args.chat_tokens:
-        lines += ["", f"Beside the sessions, one client asked for chat completions of {args.chat_tokens} tokens back "
-                  "to back (`--chat-tokens`). Lag is measured on the events that come, and a held session sends "
-                  "none, so here are also the longest wait between a session's caption events during the replay, "
-                  "and the events held past its end (+5 s), with the largest lag of any event:", "",
-                  "| method | sessions | chat answers | their tokens | median answer s | longest wait between captions s | "
-                  "events after the replay | lag max, every event, s |", "|---|---|---|---|---|---|---|---|"]
-        lines += [f"| {r['method']} | {r['sessions']} | {r['chat_answers']} | {r['chat_tokens']} | {r['chat_s_median']} | "
-                  f"{r['longest_gap_s']} | {r['events_after_replay']} | {r['lag_max_all_s']} |" for r in rows]
-    lines += ["", "Most sessions with p95 lag under {:g} s: ".format(args.target_p95)
-              + ", ".join(f"{k} **{v}**" for k, v in best.items()) + ".", "",
-              "Most sessions served (of those tried) with p95 lag under each bound:", "",
-              "| p95 lag under | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]
-    lines += [f"| {bound:g} s | " + " | ".join(str(most_sessions(rows, methods, bound)[m]) for m in methods) + " |"
-              for bound in bounds]
-    lines += ["",
-              f"Server memory (RSS): {memory[0][1] if memory else 'n/a'} MB after 1 s, "
-              f"{max(v for _, v in memory) if memory else 'n/a'} MB at most, "
-              f"{memory[-1][1] if memory else 'n/a'} MB at the end ({len(memory)} samples over the run).", "",
-              "![lag](service_load.png)", ""]
+        lines += [
+            "",
+            f"Beside the sessions, one client asked for chat completions of {args.chat_tokens} tokens back "
+            "to back (`--chat-tokens`). Lag is measured on the events that come, and a held session sends "
+            "none, so here are also the longest wait between a session's caption events during the replay, "
+            "and the events held past its end (+5 s), with the largest lag of any event:",
+            "",
+            "| method | sessions | chat answers | their tokens | median answer s | longest wait between captions s | "
+            "events after the replay | lag max, every event, s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['method']} | {r['sessions']} | {r['chat_answers']} | {r['chat_tokens']} | {r['chat_s_median']} | "
+            f"{r['longest_gap_s']} | {r['events_after_replay']} | {r['lag_max_all_s']} |"
+            for r in rows
+        ]
+    lines += [
+        "",
+        f"Most sessions with p95 lag under {args.target_p95:g} s: "
+        + ", ".join(f"{k} **{v}**" for k, v in best.items())
+        + ".",
+        "",
+        "Most sessions served (of those tried) with p95 lag under each bound:",
+        "",
+        "| p95 lag under | " + " | ".join(methods) + " |",
+        "|---|" + "---|" * len(methods),
+    ]
+    lines += [
+        f"| {bound:g} s | " + " | ".join(str(most_sessions(rows, methods, bound)[m]) for m in methods) + " |"
+        for bound in bounds
+    ]
+    lines += [
+        "",
+        f"Server memory (RSS): {memory[0][1] if memory else 'n/a'} MB after 1 s, "
+        f"{max(v for _, v in memory) if memory else 'n/a'} MB at most, "
+        f"{memory[-1][1] if memory else 'n/a'} MB at the end ({len(memory)} samples over the run).",
+        "",
+        "![lag](service_load.png)",
+        "",
+    ]
     (args.out / "service_load.md").write_text("\n".join(lines))
     print("\n".join(lines))
     plot(rows, memory, args.out / "service_load.png", args.target_p95)
@@ -250,8 +352,10 @@ BOUNDS = (2.0, 5.0, 10.0, 20.0)  # p95 lag bounds of the "most sessions served" 
 
 def most_sessions(rows, methods, bound: float) -> dict:
     """Per method, the most sessions tried whose p95 lag stayed under ``bound`` (0: none)."""
-    return {m: max([r["sessions"] for r in rows if r["method"] == m and r["lag_p95_s"] < bound] or [0])
-            for m in methods}
+    return {
+        m: max([r["sessions"] for r in rows if r["method"] == m and r["lag_p95_s"] < bound] or [0])
+        for m in methods
+    }
 
 
 def plot(rows, memory, path: Path, target: float) -> None:

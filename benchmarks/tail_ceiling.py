@@ -84,13 +84,21 @@ def update_costs(record: dict, cost: PassCost, guessed: float = 0.0, wasted: int
 def draft_model_guesses(records: list[dict]) -> list[dict]:
     """Per method that guessed tails with a draft model (``Job.guess``): tokens guessed and held."""
     methods = sorted({r["config"] for r in records if r.get("tail_guessed")})
-    return [{"method": m, "guessed": sum(r["tail_guessed"] for r in records if r["config"] == m),
-             "held": sum(r["tail_accepted"] for r in records if r["config"] == m)} for m in methods]
+    return [
+        {
+            "method": m,
+            "guessed": sum(r["tail_guessed"] for r in records if r["config"] == m),
+            "held": sum(r["tail_accepted"] for r in records if r["config"] == m),
+        }
+        for m in methods
+    ]
 
 
 def lookup_passes(tail: Sequence[int], history: Sequence[int], pools: list[list[int]], n: int, max_len: int):
     """(tokens fed per pass, tokens accepted from guesses) to decode ``tail`` after ``history``."""
-    propose = Proposer(pools=pools, n=n, pool_len=max_len, max_attempts=len(tail))  # the engine's lookup, uncapped
+    propose = Proposer(
+        pools=pools, n=n, pool_len=max_len, max_attempts=len(tail)
+    )  # the engine's lookup, uncapped
     widths: list[int] = []
     accepted = done = 0
     while done < len(tail):
@@ -107,8 +115,12 @@ def lookup_passes(tail: Sequence[int], history: Sequence[int], pools: list[list[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path, help="a bench output directory (with results.jsonl)")
-    parser.add_argument("--method", default="ssbd-b0.2", help="the SSBD config in results.jsonl (without proposals)")
-    parser.add_argument("--model", required=True, help="the model (card or directory) whose tokenizer the run used")
+    parser.add_argument(
+        "--method", default="ssbd-b0.2", help="the SSBD config in results.jsonl (without proposals)"
+    )
+    parser.add_argument(
+        "--model", required=True, help="the model (card or directory) whose tokenizer the run used"
+    )
     parser.add_argument("--costs", type=Path, required=True, help="a verify_cost.json of the same model")
     parser.add_argument("--target", type=float, default=2.5, help="the speedup over RT sought")
     parser.add_argument("-n", type=int, default=2, help="tokens matched by the n-gram lookup")
@@ -119,7 +131,9 @@ def main() -> None:
         raise SystemExit("-n and --max-len must be at least 1")
     try:
         card, location = resolve(args.model)
-        records = [json.loads(line) for line in (args.run / "results.jsonl").read_text().splitlines() if line.strip()]
+        records = [
+            json.loads(line) for line in (args.run / "results.jsonl").read_text().splitlines() if line.strip()
+        ]
         costs = json.loads(args.costs.read_text())
     except (OSError, ValueError, ModelError) as error:  # ValueError: not JSON
         raise SystemExit(f"tail_ceiling: {type(error).__name__}: {error}") from None
@@ -146,53 +160,91 @@ def main() -> None:
         """Guesses fed after the draft less its last ``c`` tokens, for each ``c`` in ``cuts`` (a
         tree of lines in one pass): each as long as the tail and right, but one can only help an
         update that diverges exactly where it sits; the others' tokens are fed in vain."""
+
         def fits(r: dict) -> bool:
             at = diverged_before_end(r)
             return at in cuts and (r["draft_tokens"] > at or at == 0)
 
         helped = [r for r in ssbd if fits(r)]
-        steps = sum(update_costs(r, cost, 1.0 if fits(r) else 0.0,
-                                 decoded_one_by_one(r) * (len(cuts) - fits(r))) for r in ssbd)
+        steps = sum(
+            update_costs(r, cost, 1.0 if fits(r) else 0.0, decoded_one_by_one(r) * (len(cuts) - fits(r)))
+            for r in ssbd
+        )
         share = sum(map(decoded_one_by_one, helped)) / decoded
-        return {"cuts": list(cuts), "updates": len(helped), "share": round(share, 3),
-                "speedup": round(rt_steps / steps, 3)}
-    result = {"run": args.run.name, "method": args.method, "updates": len(ssbd), "costs": args.costs.parent.name,
-              "measured_speedup": round(measured, 3), "modeled_speedup": round(speedup(0.0), 3),
-              "rt_steps": round(rt_steps, 1), "decoded_one_by_one": decoded,
-              "draft_model_guesses": draft_model_guesses(greedy),
-              "verify_guess": {str(f): round(speedup(f), 3) for f in FRACTIONS},
-              "fraction_for_target": needed, "target": args.target,
-              "placed": [placed(cuts) for cuts in ((0,), (1,), (0, 1))],
-              "pools": pool_rows(args, ssbd, cost, rt_steps)}
-    drafted = [f"A draft model's guesses in the same run (`{g['method']}`): {g['guessed']} tokens guessed, {g['held']} "
-               f"held, {100 * g['held'] / decoded:.0f}% of the tokens {args.method} decoded one by one.\n"
-               for g in result["draft_model_guesses"]]
-    lines = [f"# What guessing the new tail could save: `{args.run.name}` ({args.method} against RT, "
-             f"{len(ssbd)} updates, pass costs from `{args.costs.parent.name}`)", "",
-             f"Cost model: RT {rt_steps:.0f} decode steps; speedup modeled {result['modeled_speedup']:.2f}x, "
-             f"measured {measured:.2f}x (wall time of the run). SSBD decoded {decoded} tokens one by one "
-             f"({decoded / len(ssbd):.1f} per update).", "",
-             *drafted,
-             "**A guess fed in the verify pass**, right for the first fraction f of those tokens:", "",
-             "| f | " + " | ".join(f"{f:g}" for f in FRACTIONS) + " |", "|---|" + "---|" * len(FRACTIONS),
-             "| speedup over RT (modeled) | " + " | ".join(f"{speedup(f):.2f}x" for f in FRACTIONS) + " |", "",
-             f"{args.target}x needs f >= {needed:.2f}." if needed is not None else f"{args.target}x is out of reach even with f = 1.",
-             "", "A guess rides on one line of the draft: fed after the whole draft (what `Job.guess` does) it "
-             "helps only updates that keep the whole draft (or have none yet); after the draft less its last token, "
-             "only those that diverge there. Priced as guesses as long as the tail and always right, on one line or "
-             "on two (a tree in one pass), the tokens of a line that cannot help fed in vain:", "",
-             "| guess fed after | updates it can help | their share of the tokens decoded | speedup over RT (modeled) |",
-             "|---|---|---|---|"]
+        return {
+            "cuts": list(cuts),
+            "updates": len(helped),
+            "share": round(share, 3),
+            "speedup": round(rt_steps / steps, 3),
+        }
+
+    result = {
+        "run": args.run.name,
+        "method": args.method,
+        "updates": len(ssbd),
+        "costs": args.costs.parent.name,
+        "measured_speedup": round(measured, 3),
+        "modeled_speedup": round(speedup(0.0), 3),
+        "rt_steps": round(rt_steps, 1),
+        "decoded_one_by_one": decoded,
+        "draft_model_guesses": draft_model_guesses(greedy),
+        "verify_guess": {str(f): round(speedup(f), 3) for f in FRACTIONS},
+        "fraction_for_target": needed,
+        "target": args.target,
+        "placed": [placed(cuts) for cuts in ((0,), (1,), (0, 1))],
+        "pools": pool_rows(args, ssbd, cost, rt_steps),
+    }
+    drafted = [
+        f"A draft model's guesses in the same run (`{g['method']}`): {g['guessed']} tokens guessed, {g['held']} "
+        f"held, {100 * g['held'] / decoded:.0f}% of the tokens {args.method} decoded one by one.\n"
+        for g in result["draft_model_guesses"]
+    ]
+    lines = [
+        f"# What guessing the new tail could save: `{args.run.name}` ({args.method} against RT, "
+        f"{len(ssbd)} updates, pass costs from `{args.costs.parent.name}`)",
+        "",
+        f"Cost model: RT {rt_steps:.0f} decode steps; speedup modeled {result['modeled_speedup']:.2f}x, "
+        f"measured {measured:.2f}x (wall time of the run). SSBD decoded {decoded} tokens one by one "
+        f"({decoded / len(ssbd):.1f} per update).",
+        "",
+        *drafted,
+        "**A guess fed in the verify pass**, right for the first fraction f of those tokens:",
+        "",
+        "| f | " + " | ".join(f"{f:g}" for f in FRACTIONS) + " |",
+        "|---|" + "---|" * len(FRACTIONS),
+        "| speedup over RT (modeled) | " + " | ".join(f"{speedup(f):.2f}x" for f in FRACTIONS) + " |",
+        "",
+        f"{args.target}x needs f >= {needed:.2f}."
+        if needed is not None
+        else f"{args.target}x is out of reach even with f = 1.",
+        "",
+        "A guess rides on one line of the draft: fed after the whole draft (what `Job.guess` does) it "
+        "helps only updates that keep the whole draft (or have none yet); after the draft less its last token, "
+        "only those that diverge there. Priced as guesses as long as the tail and always right, on one line or "
+        "on two (a tree in one pass), the tokens of a line that cannot help fed in vain:",
+        "",
+        "| guess fed after | updates it can help | their share of the tokens decoded | speedup over RT (modeled) |",
+        "|---|---|---|---|",
+    ]
     names = {0: "the whole draft", 1: "the draft less its last token"}
     for row in result["placed"]:
         where = " and ".join(names[cut] for cut in row["cuts"])
-        lines.append(f"| {where} | {row['updates']} of {len(ssbd)} | {100 * row['share']:.0f}% | {row['speedup']:.2f}x |")
-    lines += ["", f"**n-gram pools while decoding** (n={args.n}, up to {args.max_len} tokens a guess):", "",
-             "| pool | decoded one by one (re-tokenized) | passes | guesses | tokens accepted | per guess | "
-             "decode cost, steps | speedup over RT (modeled) |", "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {where} | {row['updates']} of {len(ssbd)} | {100 * row['share']:.0f}% | {row['speedup']:.2f}x |"
+        )
+    lines += [
+        "",
+        f"**n-gram pools while decoding** (n={args.n}, up to {args.max_len} tokens a guess):",
+        "",
+        "| pool | decoded one by one (re-tokenized) | passes | guesses | tokens accepted | per guess | "
+        "decode cost, steps | speedup over RT (modeled) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for row in result["pools"]:
-        lines.append(f"| {row['pool']} | {row['decoded']} | {row['passes']} | {row['guesses']} | {row['accepted']} | "
-                     f"{row['per_guess']:.2f} | {row['decode_steps']:.0f} | {row['speedup']:.2f}x |")
+        lines.append(
+            f"| {row['pool']} | {row['decoded']} | {row['passes']} | {row['guesses']} | {row['accepted']} | "
+            f"{row['per_guess']:.2f} | {row['decode_steps']:.0f} | {row['speedup']:.2f}x |"
+        )
     stem = f"tail_ceiling-{args.method}"
     (args.run / f"{stem}.md").write_text("\n".join(lines) + "\n")
     (args.run / f"{stem}.json").write_text(json.dumps(result, indent=2))
@@ -204,7 +256,7 @@ def pool_rows(args, ssbd: list[dict], cost: PassCost, rt_steps: float) -> list[d
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
-    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
     items: dict[str, list[dict]] = {}
     for record in ssbd:
         items.setdefault(record["item"], []).append(record)
@@ -212,7 +264,9 @@ def pool_rows(args, ssbd: list[dict], cost: PassCost, rt_steps: float) -> list[d
     kinds: dict[str, Callable[[dict], list[list[int]]]] = {
         "none": lambda r: [],
         "source": lambda r: [encode(r["source"])],
-        "this sentence": lambda r: [encode(u["output"]) for u in reversed(items[r["item"]]) if u["update"] < r["update"]],
+        "this sentence": lambda r: [
+            encode(u["output"]) for u in reversed(items[r["item"]]) if u["update"] < r["update"]
+        ],
         "session": lambda r: [finals[item] for item in reversed(order[: order.index(r["item"])])],
     }
     kinds["all"] = lambda r: [p for kind in ("this sentence", "session", "source") for p in kinds[kind](r)]
@@ -228,9 +282,18 @@ def pool_rows(args, ssbd: list[dict], cost: PassCost, rt_steps: float) -> list[d
             decoded, widths, accepted = decoded + len(tail), widths + used, accepted + hit
         guesses = sum(width > 1 for width in widths)
         steps = sum(cost(width) for width in widths)
-        rows.append({"pool": name, "decoded": decoded, "passes": len(widths), "guesses": guesses, "accepted": accepted,
-                     "per_guess": accepted / guesses if guesses else 0.0, "decode_steps": round(steps, 1),
-                     "speedup": round(rt_steps / (sum(first) + steps), 3)})
+        rows.append(
+            {
+                "pool": name,
+                "decoded": decoded,
+                "passes": len(widths),
+                "guesses": guesses,
+                "accepted": accepted,
+                "per_guess": accepted / guesses if guesses else 0.0,
+                "decode_steps": round(steps, 1),
+                "speedup": round(rt_steps / (sum(first) + steps), 3),
+            }
+        )
     return rows
 
 

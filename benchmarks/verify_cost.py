@@ -16,8 +16,7 @@ import json
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
-
-from mlx_ssbd.evaluation.bench import machine_info  # noqa: E402, I001
+from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.passes import pass_timings
 from mlx_ssbd.models.loading import load_model
 
@@ -35,7 +34,10 @@ def main() -> None:
     prompt_tokens, rows = pass_timings(loaded, sizes, args.repeats)
     step = rows[1]
     result = {
-        "model": loaded.name, "dtype": loaded.dtype, "prompt_tokens": prompt_tokens, "repeats": args.repeats,
+        "model": loaded.name,
+        "dtype": loaded.dtype,
+        "prompt_tokens": prompt_tokens,
+        "repeats": args.repeats,
         "decode_step_s": round(step, 5),
         "pass_s": {str(n): round(t, 5) for n, t in rows.items()},
         "pass_over_step": {str(n): round(t / step, 3) for n, t in rows.items()},
@@ -43,9 +45,14 @@ def main() -> None:
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "verify_cost.json").write_text(json.dumps(result, indent=2))
-    lines = [f"# Verify pass cost vs one decode step ({loaded.name}, {loaded.dtype}, median of {args.repeats})", "",
-             f"BLAS {result['machine']['blas']}; sgemv shim: {result['machine']['gemv']}.", "",
-             "| tokens in one pass | ms | x decode step |", "|---|---|---|"]
+    lines = [
+        f"# Verify pass cost vs one decode step ({loaded.name}, {loaded.dtype}, median of {args.repeats})",
+        "",
+        f"BLAS {result['machine']['blas']}; sgemv shim: {result['machine']['gemv']}.",
+        "",
+        "| tokens in one pass | ms | x decode step |",
+        "|---|---|---|",
+    ]
     lines += [f"| {n} | {1000 * t:.1f} | {t / step:.2f} |" for n, t in rows.items()]
     (args.out / "verify_cost.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

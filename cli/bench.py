@@ -6,8 +6,6 @@ import shutil
 import sys
 from pathlib import Path
 
-import click
-
 from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.bench import (
     items_from_pairs,
@@ -22,6 +20,8 @@ from mlx_ssbd.evaluation.report import write_report
 from mlx_ssbd.evaluation.scorers import COMET_PYTHON_ENV, DEFAULT_COMET, SEMSIM_LABEL, Comet, add_scores
 from mlx_ssbd.evaluation.streams import DEFAULT_LAG, detect_format, read_partials
 from mlx_ssbd.live.methods import METHODS
+
+import click
 
 from .common import check_languages, draft_model_option, load, load_draft, user_errors
 
@@ -58,8 +58,16 @@ def parse_words(text: str | None) -> tuple[int, int] | None:
     return int(low), int(high)
 
 
-def load_items(data: str, lag: int, limit: int | None, words: tuple[int, int] | None = None, *,
-               source: str = "en", target: str = "de", flores_dir: str | None = None):
+def load_items(
+    data: str,
+    lag: int,
+    limit: int | None,
+    words: tuple[int, int] | None = None,
+    *,
+    source: str = "en",
+    target: str = "de",
+    flores_dir: str | None = None,
+):
     """The benchmark items of ``--data``: sentence pairs (a JSONL file, FLORES+, a sacrebleu test
     set: ``datasets.load_pairs``) revealed ``lag`` words at a time, or a file of ASR partials."""
     if Path(data).is_file() and detect_format(data) != "pairs":
@@ -75,51 +83,140 @@ def load_items(data: str, lag: int, limit: int | None, words: tuple[int, int] | 
 def comet_options(command):
     """``--comet`` and ``--comet-python`` (COMET runs in an environment of its own)."""
     command = click.option(
-        "--comet-python", default=None, metavar="PYTHON", envvar=COMET_PYTHON_ENV, show_envvar=True,
-        help="The Python of an environment with unbabel-comet (it cannot share mlx-lm's).")(command)
+        "--comet-python",
+        default=None,
+        metavar="PYTHON",
+        envvar=COMET_PYTHON_ENV,
+        show_envvar=True,
+        help="The Python of an environment with unbabel-comet (it cannot share mlx-lm's).",
+    )(command)
     return click.option(
-        "--comet", "comet", default=None, metavar="MODEL|CKPT",
+        "--comet",
+        "comet",
+        default=None,
+        metavar="MODEL|CKPT",
         help=f"Score final outputs with COMET: a hub name ({DEFAULT_COMET}, the paper's) or a local "
-             "checkpoint (.../checkpoints/model.ckpt).")(command)
+        "checkpoint (.../checkpoints/model.ckpt).",
+    )(command)
 
 
-DATA_HELP = ("Pairs JSONL {id,src,ref}, ASR partials JSONL {id,text,final}, flores[:dev|devtest] "
-             "(FLORES+), or sacrebleu:NAME (a WMT test set, e.g. sacrebleu:wmt22).")
+DATA_HELP = (
+    "Pairs JSONL {id,src,ref}, ASR partials JSONL {id,text,final}, flores[:dev|devtest] "
+    "(FLORES+), or sacrebleu:NAME (a WMT test set, e.g. sacrebleu:wmt22)."
+)
 
 
 @click.command(short_help="Compare decoding methods on a data set (NE, speed, quality).")
 @click.option("--data", required=True, help=DATA_HELP)
-@click.option("--flores-dir", type=click.Path(file_okay=False), default=None,
-              help="A local copy of FLORES+ (SPLIT/CODE.parquet or .jsonl). [default: $MLX_SSBD_FLORES, else the hub]")
-@click.option("--model", "-m", default=None, help="Model name, directory or HF id. [default: qwen2.5-coder-1.5b]")
+@click.option(
+    "--flores-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="A local copy of FLORES+ (SPLIT/CODE.parquet or .jsonl). [default: $MLX_SSBD_FLORES, else the hub]",
+)
+@click.option(
+    "--model", "-m", default=None, help="Model name, directory or HF id. [default: qwen2.5-coder-1.5b]"
+)
 @click.option("--source", "-s", default="en", show_default=True)
 @click.option("--target", "-t", default="de", show_default=True)
-@click.option("--methods", default="rt,ssbd", show_default=True, help="Comma list of: " + "; ".join(f"{name}: {m.about}" for name, m in METHODS.items()) + ".")
-@click.option("--beta", "betas", default=None, help="One beta or a sweep: 0,0.1,0.2,0.5,1. [default: each method's own]")
-@click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True, help="Draft mask-k (the paper's ablation).")
+@click.option(
+    "--methods",
+    default="rt,ssbd",
+    show_default=True,
+    help="Comma list of: " + "; ".join(f"{name}: {m.about}" for name, m in METHODS.items()) + ".",
+)
+@click.option(
+    "--beta", "betas", default=None, help="One beta or a sweep: 0,0.1,0.2,0.5,1. [default: each method's own]"
+)
+@click.option(
+    "--mask-k",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Draft mask-k (the paper's ablation).",
+)
 @click.option("--display-mask-k", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--lag", type=click.IntRange(1), default=DEFAULT_LAG, show_default=True)
 @click.option("--limit", type=click.IntRange(1), default=None, help="Use the first N items.")
-@click.option("--words", default=None, metavar="MIN-MAX",
-              help="Only pairs whose source has MIN to MAX words (e.g. 10-25: ordinary sentences); before --limit.")
+@click.option(
+    "--words",
+    default=None,
+    metavar="MIN-MAX",
+    help="Only pairs whose source has MIN to MAX words (e.g. 10-25: ordinary sentences); before --limit.",
+)
 @draft_model_option()
-@click.option("--word-s", type=click.FloatRange(0.0), default=0.3, show_default=True, help="Seconds per source word for lagging.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory (resumable).")
+@click.option(
+    "--word-s",
+    type=click.FloatRange(0.0),
+    default=0.3,
+    show_default=True,
+    help="Seconds per source word for lagging.",
+)
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory (resumable)."
+)
 @click.option("--fresh", is_flag=True, help="Discard results already in --out.")
 @click.option("--semsim", is_flag=True, help=f"Add a semantic similarity score ({SEMSIM_LABEL}).")
 @comet_options
-@click.option("--temperature", "temperatures", default="0", show_default=True,
-              help="0: greedy; > 0: sampling. A list (0,0.7) runs every method at each temperature.")
-@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True,
-              help="Nucleus mass kept when sampling.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed (each configuration's own PRNG).")
-@click.option("--data-note", default=None, help="What the data is, for the report. [default: from the file name]")
-@click.option("--agree", default="0", show_default=True,
-              help="Stable-text agreement n, or a list (0,2): each n > 0 adds '-agree<n>' variants of the methods.")
-@click.option("--context", default="0", show_default=True,
-              help="Context token budget, or a list (0,256): each > 0 adds '-ctx<n>' variants (items in document order).")
-def bench(data, flores_dir, model, source, target, methods, betas, mask_k, display_mask_k, lag, limit, words,
-          draft_model, word_s, out_dir, fresh, semsim, comet, comet_python, temperatures, top_p, seed, data_note, agree, context):
+@click.option(
+    "--temperature",
+    "temperatures",
+    default="0",
+    show_default=True,
+    help="0: greedy; > 0: sampling. A list (0,0.7) runs every method at each temperature.",
+)
+@click.option(
+    "--top-p",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Nucleus mass kept when sampling.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="Sampling seed (each configuration's own PRNG)."
+)
+@click.option(
+    "--data-note", default=None, help="What the data is, for the report. [default: from the file name]"
+)
+@click.option(
+    "--agree",
+    default="0",
+    show_default=True,
+    help="Stable-text agreement n, or a list (0,2): each n > 0 adds '-agree<n>' variants of the methods.",
+)
+@click.option(
+    "--context",
+    default="0",
+    show_default=True,
+    help="Context token budget, or a list (0,256): each > 0 adds '-ctx<n>' variants (items in document order).",
+)
+def bench(
+    data,
+    flores_dir,
+    model,
+    source,
+    target,
+    methods,
+    betas,
+    mask_k,
+    display_mask_k,
+    lag,
+    limit,
+    words,
+    draft_model,
+    word_s,
+    out_dir,
+    fresh,
+    semsim,
+    comet,
+    comet_python,
+    temperatures,
+    top_p,
+    seed,
+    data_note,
+    agree,
+    context,
+):
     """Benchmark decoding policies on one data set, every method in one run.
 
     \b
@@ -139,38 +236,74 @@ def bench(data, flores_dir, model, source, target, methods, betas, mask_k, displ
     if fresh and out.exists():
         shutil.rmtree(out)
     with user_errors():
-        items = load_items(data, lag, limit, parse_words(words), source=source, target=target, flores_dir=flores_dir)
+        items = load_items(
+            data, lag, limit, parse_words(words), source=source, target=target, flores_dir=flores_dir
+        )
     if not items:
         raise click.ClickException(f"{data}: no items")
 
-    with user_errors():  # settings that do not go together (a ratio rule with sampling), before the model loads
-        configs = make_configs(method_list, beta_list, draft_mask_k=mask_k, display_mask_k=display_mask_k,
-                               temperatures=temperature_list, top_p=top_p, seed=seed,
-                               agreements=parse_list(int, agree, bounds=(0, 64), what="agreement"),
-                               contexts=parse_list(int, context, bounds=(0, 100_000), what="context"))
+    with (
+        user_errors()
+    ):  # settings that do not go together (a ratio rule with sampling), before the model loads
+        configs = make_configs(
+            method_list,
+            beta_list,
+            draft_mask_k=mask_k,
+            display_mask_k=display_mask_k,
+            temperatures=temperature_list,
+            top_p=top_p,
+            seed=seed,
+            agreements=parse_list(int, agree, bounds=(0, 64), what="agreement"),
+            contexts=parse_list(int, context, bounds=(0, 100_000), what="context"),
+        )
     loaded = load(model)
     needs_draft = any(config.tail_guess for config in configs.values())
     drafter = load_draft(draft_model, loaded, needed=needs_draft)
     translators = {
-        label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
-                                target_lang=target, config=config,
-                                draft_model=drafter if config.tail_guess else None)
+        label: StreamTranslator(
+            loaded.model,
+            loaded.tokenizer,
+            family=loaded.family,
+            source_lang=source,
+            target_lang=target,
+            config=config,
+            draft_model=drafter if config.tail_guess else None,
+        )
         for label, config in configs.items()
     }
     note = data_note or (UDHR_NOTE if "udhr" in str(Path(data).resolve()).lower() else describe(data))
-    facts = {"data": portable(data), "data_name": describe(data), "data_note": note,
-             "model": loaded.name, "source": source, "target": target, "configs": list(translators),
-             "lag": lag, "display_mask_k": display_mask_k, "word_s": word_s, "items": len(items),
-             "temperatures": temperature_list, "top_p": top_p, "seed": seed}
+    facts = {
+        "data": portable(data),
+        "data_name": describe(data),
+        "data_note": note,
+        "model": loaded.name,
+        "source": source,
+        "target": target,
+        "configs": list(translators),
+        "lag": lag,
+        "display_mask_k": display_mask_k,
+        "word_s": word_s,
+        "items": len(items),
+        "temperatures": temperature_list,
+        "top_p": top_p,
+        "seed": seed,
+    }
     if words:  # only when set, so runs made before these options still resume
         facts["words"] = words
     if needs_draft:
         facts["draft_model"] = draft_model
 
-    with click.progressbar(length=len(items), label="Benchmarking", file=sys.stderr, show_eta=True,
-                           item_show_func=lambda i: i.id if i else "") as bar:
+    with click.progressbar(
+        length=len(items),
+        label="Benchmarking",
+        file=sys.stderr,
+        show_eta=True,
+        item_show_func=lambda i: i.id if i else "",
+    ) as bar:
         with user_errors():
-            records = run_bench(translators, items, out, run_facts=facts, on_item=lambda item: bar.update(1, item))
+            records = run_bench(
+                translators, items, out, run_facts=facts, on_item=lambda item: bar.update(1, item)
+            )
 
     summary = summarize(records, target_lang=target, word_s=word_s, labels=list(translators))
     summary.update(run=facts, machine=machine_info(), notes=[])

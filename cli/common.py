@@ -6,10 +6,10 @@ import contextlib
 import sys
 import time
 
-import click
-
 from mlx_ssbd.engine.tail import same_vocabulary
 from mlx_ssbd.live.languages import language_name
+
+import click
 
 STAGE_LABELS = {
     "download": "Downloading weight packages",
@@ -42,8 +42,11 @@ class StageProgress:
             self._stage, self._done = stage, 0
             unit = STAGE_UNITS.get(stage, "bytes")
             self._bar = click.progressbar(
-                length=max(total, 1), label=STAGE_LABELS.get(stage, stage), file=self._file,
-                show_eta=True, show_percent=True,
+                length=max(total, 1),
+                label=STAGE_LABELS.get(stage, stage),
+                file=self._file,
+                show_eta=True,
+                show_percent=True,
                 item_show_func=lambda done: amount(done or 0, self._bar.length, unit),
             )
             self._bar.__enter__()
@@ -78,9 +81,12 @@ def load(model: str | None, family: str | None = None):
 
 
 def draft_model_option():
-    return click.option("--draft-model", default=None,
-                        help="A smaller model with the same tokenizer for the tail guess of the *-tail methods "
-                             "(qwen2.5-coder-0.5b for the default 1.5B).")
+    return click.option(
+        "--draft-model",
+        default=None,
+        help="A smaller model with the same tokenizer for the tail guess of the *-tail methods "
+        "(qwen2.5-coder-0.5b for the default 1.5B).",
+    )
 
 
 def load_draft(name: str | None, loaded, needed: bool):
@@ -115,8 +121,10 @@ def check_languages(source: str, target: str, max_targets: int = 1) -> tuple[str
     if source.lower() in targets:
         raise click.BadParameter(f"the source language {source} is also a target", param_hint="--target")
     if len(targets) > max_targets:
-        raise click.BadParameter(f"{len(targets)} target languages; the limit is {max_targets} (--max-targets)",
-                                 param_hint="--target")
+        raise click.BadParameter(
+            f"{len(targets)} target languages; the limit is {max_targets} (--max-targets)",
+            param_hint="--target",
+        )
     return targets
 
 
@@ -151,22 +159,52 @@ def caption_options(methods: tuple[str, ...]):
     from mlx_ssbd.live.methods import DEFAULT_METHOD, METHODS
 
     options = [
-        click.option("--target", "-t", default="de", show_default=True,
-                     help="Target language (ISO code), or several separated by commas (de,fr,ja): each a row of "
-                          "the same batched forward passes."),
-        click.option("--max-targets", type=click.IntRange(1), default=DEFAULT_MAX_TARGETS, show_default=True,
-                     help="Target languages at most."),
-        click.option("--glossary", type=click.Path(dir_okay=False), default=None, callback=_load_glossary,
-                     help="A glossary the translation follows: TSV whose first line names the languages "
-                          "(en<TAB>de<TAB>fr, then one term per line) or JSON {\"de\": {\"term\": \"rendering\"}}."),
-        click.option("--output", "-o", default=None, metavar="PATTERN",
-                     help="Write to this file instead of stdout; {lang} in it: one file per language "
-                          "(e.g. -o talk.{lang}.srt), as subtitles in several languages need."),
-        click.option("--method", type=click.Choice(methods), default=DEFAULT_METHOD, show_default=True,
-                     help="; ".join(f"{name}: {METHODS[name].about}" for name in methods) + "."),
+        click.option(
+            "--target",
+            "-t",
+            default="de",
+            show_default=True,
+            help="Target language (ISO code), or several separated by commas (de,fr,ja): each a row of "
+            "the same batched forward passes.",
+        ),
+        click.option(
+            "--max-targets",
+            type=click.IntRange(1),
+            default=DEFAULT_MAX_TARGETS,
+            show_default=True,
+            help="Target languages at most.",
+        ),
+        click.option(
+            "--glossary",
+            type=click.Path(dir_okay=False),
+            default=None,
+            callback=_load_glossary,
+            help="A glossary the translation follows: TSV whose first line names the languages "
+            '(en<TAB>de<TAB>fr, then one term per line) or JSON {"de": {"term": "rendering"}}.',
+        ),
+        click.option(
+            "--output",
+            "-o",
+            default=None,
+            metavar="PATTERN",
+            help="Write to this file instead of stdout; {lang} in it: one file per language "
+            "(e.g. -o talk.{lang}.srt), as subtitles in several languages need.",
+        ),
+        click.option(
+            "--method",
+            type=click.Choice(methods),
+            default=DEFAULT_METHOD,
+            show_default=True,
+            help="; ".join(f"{name}: {METHODS[name].about}" for name in methods) + ".",
+        ),
         beta_option(),
-        click.option("--mask-k", type=click.IntRange(0), default=0, show_default=True,
-                     help="Hide the last k tokens of a non-final caption (display only)."),
+        click.option(
+            "--mask-k",
+            type=click.IntRange(0),
+            default=0,
+            show_default=True,
+            help="Hide the last k tokens of a non-final caption (display only).",
+        ),
     ]
 
     def apply(command):
@@ -180,6 +218,10 @@ def caption_options(methods: tuple[str, ...]):
 def beta_option():
     from mlx_ssbd.live.methods import DEFAULT_BETA, RATIO_BETA
 
-    return click.option("--beta", type=click.FloatRange(0.0, 1.0), default=None,
-                        help="Bias towards the previous translation (the ssbd methods), in [0, 1]. [default: the "
-                             f"method's own: {RATIO_BETA:g} for ssbd-ratio, {DEFAULT_BETA:g} for the others]")
+    return click.option(
+        "--beta",
+        type=click.FloatRange(0.0, 1.0),
+        default=None,
+        help="Bias towards the previous translation (the ssbd methods), in [0, 1]. [default: the "
+        f"method's own: {RATIO_BETA:g} for ssbd-ratio, {DEFAULT_BETA:g} for the others]",
+    )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 
-import click
-
 from mlx_ssbd import backend_info
 from mlx_ssbd.asr.recognizer import asr_status
 from mlx_ssbd.models.registry import cards, is_prepared, models_home
 from mlx_ssbd.platform import backend, gemv
+
+import click
 
 
 def matmul_probe(seconds: float = 1.0, n: int = 1024) -> float:
@@ -27,8 +27,12 @@ def matmul_probe(seconds: float = 1.0, n: int = 1024) -> float:
 
 
 @click.command(short_help="Check the backend, the CPU kernel, models and speech.")
-@click.option("--build", is_flag=True, help="Build the decode kernel (the sgemv shim) for this machine and exit; "
-              "any mlx-ssbd command does it on its first run.")
+@click.option(
+    "--build",
+    is_flag=True,
+    help="Build the decode kernel (the sgemv shim) for this machine and exit; "
+    "any mlx-ssbd command does it on its first run.",
+)
 def doctor(build):
     """Check the backend: MLX, device, BLAS speed, dtype policy, prepared models, speech recognition."""
     if build:
@@ -44,8 +48,11 @@ def doctor(build):
     click.echo(f"mlx            {info.mlx_version}")
     click.echo(f"platform       {info.platform}")
     click.echo(f"device         {info.device}")
-    click.echo(f"blas           {info.blas}" + (f" ({info.blas_path})" if info.blas_path else "") +
-               (f" - {info.blas_note}" if info.blas_note else ""))
+    click.echo(
+        f"blas           {info.blas}"
+        + (f" ({info.blas_path})" if info.blas_path else "")
+        + (f" - {info.blas_note}" if info.blas_note else "")
+    )
     click.echo(f"gemv           {info.gemv}")
     gflops = matmul_probe()
     verdict = "ok" if gflops > 20 else "slow: install libopenblas0-pthread or set MLX_SSBD_BLAS"

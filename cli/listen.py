@@ -7,22 +7,23 @@ import os
 import sys
 import time
 
-import click
-
 from mlx_ssbd import StreamTranslator
 from mlx_ssbd.asr.audio import Replay, microphone, pcm_chunks, read_audio
 from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
 from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
 from mlx_ssbd.evaluation.streams import partial_json
+from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import LiveSession
-from mlx_ssbd.live.methods import method_config
+
+import click
 
 from .common import caption_options, check_languages, load, user_errors
 from .sinks import SINK_FORMATS, make_sink
 from .translate import METHODS, STREAM_METHODS, run_stream
 
-# Methods that need no draft model (the *-tail ones do, and do not pay here: benchmarks/results/*/sentences-1.5b).
+# Methods that need no draft model (the *-tail ones do, and do not pay here:
+# benchmarks/results/*/sentences-1.5b).
 LISTEN_METHODS = tuple(m for m in STREAM_METHODS if not dict(METHODS[m].features).get("tail_guess"))
 
 
@@ -65,28 +66,91 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
 
 @click.command(short_help="Caption speech from a recording or a microphone.")
 @click.argument("audio", required=False, metavar="AUDIO|-")
-@click.option("--mic", is_flag=True, help="Listen to the default input device (needs PortAudio) until Ctrl-C.")
-@click.option("--asr-only", is_flag=True, help="Only recognise: write the ASR partials as JSONL (the partials input of translate --stream).")
+@click.option(
+    "--mic", is_flag=True, help="Listen to the default input device (needs PortAudio) until Ctrl-C."
+)
+@click.option(
+    "--asr-only",
+    is_flag=True,
+    help="Only recognise: write the ASR partials as JSONL (the partials input of translate --stream).",
+)
 @click.option("--model", "-m", default=None, help="Translation model. [default: qwen2.5-coder-1.5b]")
 @click.option("--asr-model", default=None, help="ASR model card. [default: whisper-tiny.en]")
 @caption_options(LISTEN_METHODS)
-@click.option("--format", "fmt", type=click.Choice(SINK_FORMATS), default="auto", show_default=True,
-              help="auto: live view on a terminal, plain text when piped; srt/vtt: subtitle cues timed by the speech.")
-@click.option("--pace", type=click.Choice(PACES), default="offline", show_default=True,
-              help="A file: offline: recognised in one pass, captions only (fastest, most accurate); fast: "
-                   "through the live policy (partials, re-decoding every --step) as fast as it goes; realtime: "
-                   "the live policy at the speed it was spoken. Stdin and --mic are always live.")
-@click.option("--live-updates/--commits-only", default=True, show_default=True,
-              help="Translate every partial, or only finished captions.")
-@click.option("--step", "step_s", type=click.FloatRange(0.2, 10.0), default=StreamingConfig.step_s, show_default=True,
-              help="Seconds of new audio between two recognitions of the buffer.")
-@click.option("--asr-threads", type=click.IntRange(0), default=0, show_default=True, help="CPU threads of the ASR (0: all cores).")
-@click.option("--max-words", type=click.IntRange(0), default=SegmenterConfig.max_words, show_default=True,
-              help="Commit stable words once more than this many are open (0: never).")
-@click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
-              help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
-def listen(audio, mic, asr_only, model, asr_model, target, max_targets, glossary, output, method, beta, mask_k, fmt, pace,
-           live_updates, step_s, asr_threads, max_words, context_tokens):
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(SINK_FORMATS),
+    default="auto",
+    show_default=True,
+    help="auto: live view on a terminal, plain text when piped; srt/vtt: subtitle cues timed by the speech.",
+)
+@click.option(
+    "--pace",
+    type=click.Choice(PACES),
+    default="offline",
+    show_default=True,
+    help="A file: offline: recognised in one pass, captions only (fastest, most accurate); fast: "
+    "through the live policy (partials, re-decoding every --step) as fast as it goes; realtime: "
+    "the live policy at the speed it was spoken. Stdin and --mic are always live.",
+)
+@click.option(
+    "--live-updates/--commits-only",
+    default=True,
+    show_default=True,
+    help="Translate every partial, or only finished captions.",
+)
+@click.option(
+    "--step",
+    "step_s",
+    type=click.FloatRange(0.2, 10.0),
+    default=StreamingConfig.step_s,
+    show_default=True,
+    help="Seconds of new audio between two recognitions of the buffer.",
+)
+@click.option(
+    "--asr-threads",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="CPU threads of the ASR (0: all cores).",
+)
+@click.option(
+    "--max-words",
+    type=click.IntRange(0),
+    default=SegmenterConfig.max_words,
+    show_default=True,
+    help="Commit stable words once more than this many are open (0: never).",
+)
+@click.option(
+    "--context",
+    "context_tokens",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).",
+)
+def listen(
+    audio,
+    mic,
+    asr_only,
+    model,
+    asr_model,
+    target,
+    max_targets,
+    glossary,
+    output,
+    method,
+    beta,
+    mask_k,
+    fmt,
+    pace,
+    live_updates,
+    step_s,
+    asr_threads,
+    max_words,
+    context_tokens,
+):
     """Caption speech: AUDIO (any file ffmpeg reads, e.g. WAV), - (16 kHz mono s16le PCM or WAV
     on stdin) or --mic, recognised by Whisper and translated live. A file is recognised in one pass
     unless --pace says otherwise.
@@ -108,13 +172,25 @@ def listen(audio, mic, asr_only, model, asr_model, target, max_targets, glossary
         recognizer = load_recognizer(card.name, threads=asr_threads)
         chunks = audio_chunks(audio, mic, step_s, pace)
     streaming = mic or audio == "-" or pace != "offline"
-    asr = StreamingRecognizer(recognizer, StreamingConfig(step_s=step_s)) if streaming else OnePass(recognizer)
+    asr = (
+        StreamingRecognizer(recognizer, StreamingConfig(step_s=step_s)) if streaming else OnePass(recognizer)
+    )
     session = sink = None
     if not asr_only:
         sink = ComputeTally(make_sink(fmt, targets, output))
-        session = _session(model, card.language, targets, method, beta, mask_k, live=streaming,
-                           live_updates=live_updates, max_words=max_words, context_tokens=context_tokens,
-                           glossary=glossary)
+        session = _session(
+            model,
+            card.language,
+            targets,
+            method,
+            beta,
+            mask_k,
+            live=streaming,
+            live_updates=live_updates,
+            max_words=max_words,
+            context_tokens=context_tokens,
+            glossary=glossary,
+        )
     started = time.monotonic()  # the models are loaded: from here on, the speech
     try:
         with user_errors():
@@ -124,20 +200,46 @@ def listen(audio, mic, asr_only, model, asr_model, target, max_targets, glossary
             else:
                 run_stream(session, asr.timed(chunks) if streaming else asr.run(chunks), sink)
     except KeyboardInterrupt:
-        click.echo("interrupted: " + ("the partials so far are above" if asr_only else
-                                      "the committed translations are above"), err=True)
+        click.echo(
+            "interrupted: "
+            + ("the partials so far are above" if asr_only else "the committed translations are above"),
+            err=True,
+        )
         sys.stdout.flush()
         os._exit(130)  # as translate does: a reader thread may still block in a read
-    click.echo(summary(asr, None if sink is None else sink.translation_s, time.monotonic() - started), err=True)
+    click.echo(
+        summary(asr, None if sink is None else sink.translation_s, time.monotonic() - started), err=True
+    )
 
 
-def _session(model, source, targets, method, beta, mask_k, *, live, live_updates, max_words, context_tokens,
-             glossary=None):
+def _session(
+    model,
+    source,
+    targets,
+    method,
+    beta,
+    mask_k,
+    *,
+    live,
+    live_updates,
+    max_words,
+    context_tokens,
+    glossary=None,
+):
     loaded = load(model)
     config = method_config(method, beta=beta, display_mask_k=mask_k, context_tokens=context_tokens)
-    translators = {target: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
-                                            target_lang=target, config=config, glossary=glossary)
-                   for target in targets}
+    translators = {
+        target: StreamTranslator(
+            loaded.model,
+            loaded.tokenizer,
+            family=loaded.family,
+            source_lang=source,
+            target_lang=target,
+            config=config,
+            glossary=glossary,
+        )
+        for target in targets
+    }
     # The ASR ends sentences itself; a pause in the speech (on the audio's clock) commits while it streams.
     segmenter = SegmenterConfig(max_words=max_words, pause_s=SegmenterConfig.pause_s if live else None)
     return LiveSession(translators, segmenter=segmenter, latest_wins=True, live_updates=live_updates)

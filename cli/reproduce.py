@@ -7,8 +7,6 @@ import re
 import sys
 from pathlib import Path
 
-import click
-
 from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation import paper
 from mlx_ssbd.evaluation.bench import machine_info, run_bench, summarize
@@ -16,6 +14,8 @@ from mlx_ssbd.evaluation.datasets import describe
 from mlx_ssbd.evaluation.metrics import ne_tokenizer
 from mlx_ssbd.evaluation.report import write_report
 from mlx_ssbd.evaluation.scorers import Comet, add_scores
+
+import click
 
 from .bench import DATA_HELP, comet_options, load_items, parse_list, parse_words, portable
 from .common import load, user_errors
@@ -47,17 +47,33 @@ def _ne_tokenizer(target: str) -> str | None:
 
 
 @click.command()
-@click.option("--models", default=DEFAULT_MODELS, show_default=True,
-              help="Comma list of models (names, directories or hub ids), standing in for the paper's in order.")
-@click.option("--pairs", default=",".join(paper.PAIRS), show_default=True, help="Comma list of language pairs.")
-@click.option("--data", default="flores:devtest", show_default=True,
-              help=DATA_HELP + " A path may hold {pair} (en-de), filled per pair.")
-@click.option("--flores-dir", type=click.Path(file_okay=False), default=None,
-              help="A local copy of FLORES+ (SPLIT/CODE.parquet or .jsonl).")
+@click.option(
+    "--models",
+    default=DEFAULT_MODELS,
+    show_default=True,
+    help="Comma list of models (names, directories or hub ids), standing in for the paper's in order.",
+)
+@click.option(
+    "--pairs", default=",".join(paper.PAIRS), show_default=True, help="Comma list of language pairs."
+)
+@click.option(
+    "--data",
+    default="flores:devtest",
+    show_default=True,
+    help=DATA_HELP + " A path may hold {pair} (en-de), filled per pair.",
+)
+@click.option(
+    "--flores-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="A local copy of FLORES+ (SPLIT/CODE.parquet or .jsonl).",
+)
 @click.option("--limit", type=click.IntRange(1), default=None, help="Use the first N sentences per pair.")
 @click.option("--words", default=None, metavar="MIN-MAX", help="Keep sentences with MIN-MAX source words.")
 @comet_options
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory (resumable).")
+@click.option(
+    "--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory (resumable)."
+)
 def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python, out_dir):
     """Run the SSBD paper's grid and write its tables beside ours.
 
@@ -78,8 +94,18 @@ def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python
             raise click.BadParameter(f"{pair!r} is not a language pair like en-de", param_hint="--pairs")
     word_range = parse_words(words)
     with user_errors():  # every pair's data before any model loads
-        items = {pair: load_items(_for_pair(data, pair), paper.LAG, limit, word_range, source=pair[:2],
-                                  target=pair[3:], flores_dir=flores_dir) for pair in pair_list}
+        items = {
+            pair: load_items(
+                _for_pair(data, pair),
+                paper.LAG,
+                limit,
+                word_range,
+                source=pair[:2],
+                target=pair[3:],
+                flores_dir=flores_dir,
+            )
+            for pair in pair_list
+        }
     sweep_position, sweep_pair = paper.sweep_run()
     scorer = Comet(comet, python=comet_python) if comet else None
     out, runs, tokenizers = Path(out_dir), {}, set()
@@ -89,23 +115,56 @@ def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python
         for pair in pair_list:
             source, target = pair.split("-")
             configs = paper.paper_grid(sweep=(position, pair) == (sweep_position, sweep_pair))
-            translators = {label: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family,
-                                                   source_lang=source, target_lang=target, config=config)
-                           for label, config in configs.items()}
+            translators = {
+                label: StreamTranslator(
+                    loaded.model,
+                    loaded.tokenizer,
+                    family=loaded.family,
+                    source_lang=source,
+                    target_lang=target,
+                    config=config,
+                )
+                for label, config in configs.items()
+            }
             spec = _for_pair(data, pair)
-            facts = {"data": _data_label(spec), "data_name": describe(spec), "data_note": _data_label(spec),
-                     "model": loaded.name, "source": source, "target": target, "configs": list(configs),
-                     "lag": paper.LAG, "display_mask_k": 0, "word_s": WORD_S, "items": len(items[pair]),
-                     "temperatures": [0.0], "top_p": 1.0, "seed": 0}
+            facts = {
+                "data": _data_label(spec),
+                "data_name": describe(spec),
+                "data_note": _data_label(spec),
+                "model": loaded.name,
+                "source": source,
+                "target": target,
+                "configs": list(configs),
+                "lag": paper.LAG,
+                "display_mask_k": 0,
+                "word_s": WORD_S,
+                "items": len(items[pair]),
+                "temperatures": [0.0],
+                "top_p": 1.0,
+                "seed": 0,
+            }
             if word_range:
                 facts["words"] = word_range
             run_dir = out / _slug(name) / pair
-            with click.progressbar(length=len(items[pair]), label=f"{name} {pair}", file=sys.stderr,
-                                   item_show_func=lambda i: i.id if i else "") as bar, user_errors():
-                records = run_bench(translators, items[pair], run_dir, run_facts=facts,
-                                    on_item=lambda item: bar.update(1, item))
-            summary = summarize(records, target_lang=target, word_s=WORD_S, ne_tok=_ne_tokenizer(target),
-                                labels=list(configs))
+            with (
+                click.progressbar(
+                    length=len(items[pair]),
+                    label=f"{name} {pair}",
+                    file=sys.stderr,
+                    item_show_func=lambda i: i.id if i else "",
+                ) as bar,
+                user_errors(),
+            ):
+                records = run_bench(
+                    translators,
+                    items[pair],
+                    run_dir,
+                    run_facts=facts,
+                    on_item=lambda item: bar.update(1, item),
+                )
+            summary = summarize(
+                records, target_lang=target, word_s=WORD_S, ne_tok=_ne_tokenizer(target), labels=list(configs)
+            )
             summary.update(run=facts, machine=machine_info(), notes=[])
             add_scores(summary, records, comet=scorer)
             write_report(run_dir, summary, records)
@@ -115,15 +174,24 @@ def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python
     counts = sorted({len(v) for v in items.values()})
     report_facts = {
         "backend": f"MLX on {machine['device']} ({machine['compute_dtype']}, BLAS {machine['blas']}), "
-                   f"{machine['cpus']} CPUs, {machine.get('os', machine['platform'])}",
-        "data": _data_label(data) + (f", sentences of {word_range[0]}-{word_range[1]} words" if word_range else ""),
+        f"{machine['cpus']} CPUs, {machine.get('os', machine['platform'])}",
+        "data": _data_label(data)
+        + (f", sentences of {word_range[0]}-{word_range[1]} words" if word_range else ""),
         "items": f"{'/'.join(map(str, counts))} sentences per pair",
-        "ne_tokenizer": "/".join(sorted(tokenizers)), "comet": scorer.label if scorer else None,
+        "ne_tokenizer": "/".join(sorted(tokenizers)),
+        "comet": scorer.label if scorer else None,
     }
     (out / "paper.md").write_text(paper.side_by_side(runs, model_list, report_facts))
-    (out / "paper.json").write_text(json.dumps(
-        {"facts": report_facts, "models": model_list,
-         "runs": {f"{model_list[pos]} {pair}": s["configs"] for (pos, pair), s in runs.items()}},
-        indent=2, ensure_ascii=False))
+    (out / "paper.json").write_text(
+        json.dumps(
+            {
+                "facts": report_facts,
+                "models": model_list,
+                "runs": {f"{model_list[pos]} {pair}": s["configs"] for (pos, pair), s in runs.items()},
+            },
+            indent=2,
+            ensure_ascii=False,
+        )
+    )
     click.echo((out / "paper.md").read_text())
     click.echo(f"wrote paper.md, paper.json and one bench run per model and pair to {out}", err=True)

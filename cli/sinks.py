@@ -18,10 +18,10 @@ import shutil
 import sys
 import unicodedata
 
-import click
-
 from mlx_ssbd.live import subtitles
 from mlx_ssbd.live.session import CaptionCommit, CaptionUpdate
+
+import click
 
 CLEAR = "\r\033[K"
 UP = "\033[1A"
@@ -34,8 +34,10 @@ def printable(text: str) -> str:
 
 def display_width(text: str) -> int:
     """Terminal columns of ``text``: wide (CJK) characters take two, combining marks none."""
-    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
-               for ch in text)
+    return sum(
+        0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+        for ch in text
+    )
 
 
 def tail_to_width(text: str, width: int) -> str:
@@ -102,18 +104,39 @@ class TextSink:
 def update_event(event: CaptionUpdate | CaptionCommit) -> dict:
     """The JSONL ``update`` event (a commit's final update too)."""
     u = event.update
-    return {"type": "update", "target": event.target, "caption": event.caption, "segment": event.segment,
-            "seq": event.seq,
-            "source": u.source, "output": u.output, "display": u.display, "stable": u.stable, "unstable": u.unstable,
-            "final": u.final, "coalesced": event.coalesced, "at": round(event.at, 3),
-            "stats": u.stats.to_dict()}
+    return {
+        "type": "update",
+        "target": event.target,
+        "caption": event.caption,
+        "segment": event.segment,
+        "seq": event.seq,
+        "source": u.source,
+        "output": u.output,
+        "display": u.display,
+        "stable": u.stable,
+        "unstable": u.unstable,
+        "final": u.final,
+        "coalesced": event.coalesced,
+        "at": round(event.at, 3),
+        "stats": u.stats.to_dict(),
+    }
 
 
 def commit_event(event: CaptionCommit) -> dict:
-    return {"type": "commit", "target": event.target, "caption": event.caption, "segment": event.segment,
-            "seq": event.seq,
-            "output": event.text, "source": event.source, "start": round(event.start, 3), "end": round(event.end, 3),
-            "timed_by": event.timed_by, "reason": event.reason, "at": round(event.at, 3)}
+    return {
+        "type": "commit",
+        "target": event.target,
+        "caption": event.caption,
+        "segment": event.segment,
+        "seq": event.seq,
+        "output": event.text,
+        "source": event.source,
+        "start": round(event.start, 3),
+        "end": round(event.end, 3),
+        "timed_by": event.timed_by,
+        "reason": event.reason,
+        "at": round(event.at, 3),
+    }
 
 
 class JsonlSink(TextSink):
@@ -187,7 +210,9 @@ class LiveSink(TextSink):
             label = f"{target}: " if self.labelled else ""
             shown = tail_to_width(stable + unstable, width - len(label))
             cut = max(0, len(shown) - len(unstable)) if unstable else len(shown)  # stable part of what fits
-            self.out.write(label + click.style(shown[:cut], bold=True) + click.style(shown[cut:], dim=True) + "\n")
+            self.out.write(
+                label + click.style(shown[:cut], bold=True) + click.style(shown[cut:], dim=True) + "\n"
+            )
         self.out.flush()
         self.err.write(click.style(tail_to_width(self.totals.line(), width), dim=True))
         self.err.flush()
@@ -244,17 +269,21 @@ def make_sink(fmt: str, targets: tuple[str, ...] = ("de",), output: str | None =
         fmt = "live" if sys.stdout.isatty() and output is None else "text"
     if output is None:
         if several and fmt in ("srt", "vtt"):
-            raise click.UsageError(f"{fmt} subtitles in several languages go to one file each: "
-                                   f"-o PATTERN with {LANG}, e.g. -o talk.{LANG}.{fmt}")
+            raise click.UsageError(
+                f"{fmt} subtitles in several languages go to one file each: "
+                f"-o PATTERN with {LANG}, e.g. -o talk.{LANG}.{fmt}"
+            )
         return SINKS[fmt](labelled=several)
     if fmt == "live":
-        raise click.UsageError("the live view is for a terminal; with -o choose --format text, jsonl, srt or vtt")
+        raise click.UsageError(
+            "the live view is for a terminal; with -o choose --format text, jsonl, srt or vtt"
+        )
     if several and LANG not in output:
         raise click.UsageError(f"several languages need {LANG} in the -o pattern, e.g. -o talk.{LANG}.{fmt}")
     files = {}
     try:
         for target in targets:
-            files[target] = open(output.replace(LANG, target), "w", encoding="utf-8")  # noqa: SIM115 (closed by the sink)
+            files[target] = open(output.replace(LANG, target), "w", encoding="utf-8")
     except OSError as error:
         for file in files.values():
             file.close()

@@ -8,10 +8,9 @@ import threading
 import time
 from collections.abc import Iterator
 
-import click
-
 from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.streams import DEFAULT_LAG, INPUT_KINDS, check_stream_path, open_updates
+from mlx_ssbd.live.methods import DEFAULT_AGREEMENT, METHODS, method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import (
     CaptionCommit,
@@ -19,8 +18,9 @@ from mlx_ssbd.live.session import (
     LiveSession,
     SessionError,
 )
-from mlx_ssbd.live.methods import DEFAULT_AGREEMENT, METHODS, method_config
 from mlx_ssbd.live.source import SourceUpdate
+
+import click
 
 from .common import caption_options, check_languages, draft_model_option, load, load_draft, user_errors
 from .sinks import SINK_FORMATS, make_sink
@@ -44,8 +44,9 @@ def paced(updates: Iterator[SourceUpdate], words_per_second: float) -> Iterator[
         yield update
 
 
-def run_stream(session: LiveSession, updates: Iterator[SourceUpdate] | Iterator[tuple[float, SourceUpdate | None]],
-               sink) -> int:
+def run_stream(
+    session: LiveSession, updates: Iterator[SourceUpdate] | Iterator[tuple[float, SourceUpdate | None]], sink
+) -> int:
     """Push ``updates`` into the session from a reader thread while this thread runs the model
     and writes the session's events to ``sink``. Returns the number of committed captions.
     Updates are partials (timed by their arrival) or ``(heard, partial or None)`` pairs on the
@@ -100,46 +101,152 @@ def run_stream(session: LiveSession, updates: Iterator[SourceUpdate] | Iterator[
 def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
     """The open caption's latest translation, committed as it stands (on Ctrl-C)."""
     u = event.update
-    return CaptionCommit(event.caption, event.seq + 1, u.output, u.source, event.pushed_at, now, "clock",
-                         "interrupted", u, 0, event.speech_end, now)
+    return CaptionCommit(
+        event.caption,
+        event.seq + 1,
+        u.output,
+        u.source,
+        event.pushed_at,
+        now,
+        "clock",
+        "interrupted",
+        u,
+        0,
+        event.speech_end,
+        now,
+    )
 
 
 @click.command()
 @click.argument("text", required=False)
-@click.option("--stream", "stream_path", metavar="FILE|-",
-              help="Stream source updates from FILE (text lines, ASR-partial or pair JSONL), or - for stdin.")
-@click.option("--model", "-m", default=None, help="Model name, local mlx-lm directory or HF id. [default: qwen2.5-coder-1.5b]")
+@click.option(
+    "--stream",
+    "stream_path",
+    metavar="FILE|-",
+    help="Stream source updates from FILE (text lines, ASR-partial or pair JSONL), or - for stdin.",
+)
+@click.option(
+    "--model",
+    "-m",
+    default=None,
+    help="Model name, local mlx-lm directory or HF id. [default: qwen2.5-coder-1.5b]",
+)
 @click.option("--source", "-s", default="en", show_default=True, help="Source language (ISO code).")
 @caption_options(STREAM_METHODS)
-@click.option("--lag", type=click.IntRange(1), default=DEFAULT_LAG, show_default=True,
-              help="Words revealed per update when streaming text lines or pairs.")
+@click.option(
+    "--lag",
+    type=click.IntRange(1),
+    default=DEFAULT_LAG,
+    show_default=True,
+    help="Words revealed per update when streaming text lines or pairs.",
+)
 @click.option("--input", "input_kind", type=click.Choice(INPUT_KINDS), default="auto", show_default=True)
-@click.option("--format", "fmt", type=click.Choice(SINK_FORMATS), default="auto", show_default=True,
-              help="auto: live view on a terminal, plain text when piped; srt/vtt: subtitle cues.")
-@click.option("--temperature", type=click.FloatRange(0.0), default=0.0, show_default=True,
-              help="0 decodes greedily; > 0 samples (biased speculative sampling of drafts).")
-@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True,
-              help="With --temperature > 0: sample from the smallest set of tokens whose probabilities add up to P.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(SINK_FORMATS),
+    default="auto",
+    show_default=True,
+    help="auto: live view on a terminal, plain text when piped; srt/vtt: subtitle cues.",
+)
+@click.option(
+    "--temperature",
+    type=click.FloatRange(0.0),
+    default=0.0,
+    show_default=True,
+    help="0 decodes greedily; > 0 samples (biased speculative sampling of drafts).",
+)
+@click.option(
+    "--top-p",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="With --temperature > 0: sample from the smallest set of tokens whose probabilities add up to P.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling seed.")
-@click.option("--realtime", is_flag=True,
-              help="Replay a file in real time (ASR 'end' times, else --wps); implies --latest-wins.")
-@click.option("--wps", type=click.FloatRange(0.1), default=2.5, show_default=True, help="Words per second for --realtime.")
-@click.option("--latest-wins/--every-partial", default=None,
-              help="Translate only the newest partial when the engine is busy. [default: on for stdin and --realtime, off for files]")
-@click.option("--agree", type=click.IntRange(0), default=0, show_default=True,
-              help=f"Lock caption text once it stood in N consecutive updates (LocalAgreement-N; {DEFAULT_AGREEMENT} is usual); 0: off.")
-@click.option("--auto-commit/--no-auto-commit", default=True, show_default=True,
-              help="Commit without 'final': at stable sentence ends, after --max-words, after --pause.")
-@click.option("--max-words", type=click.IntRange(0), default=SegmenterConfig.max_words, show_default=True,
-              help="Commit stable words once more than this many are open (0: never).")
-@click.option("--pause", type=click.FloatRange(0.0), default=SegmenterConfig.pause_s, show_default=True,
-              help="Commit when the source has not changed for this many seconds (0: never; live input only).")
-@click.option("--context", "context_tokens", type=click.IntRange(0), default=0, show_default=True,
-              help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).")
+@click.option(
+    "--realtime",
+    is_flag=True,
+    help="Replay a file in real time (ASR 'end' times, else --wps); implies --latest-wins.",
+)
+@click.option(
+    "--wps",
+    type=click.FloatRange(0.1),
+    default=2.5,
+    show_default=True,
+    help="Words per second for --realtime.",
+)
+@click.option(
+    "--latest-wins/--every-partial",
+    default=None,
+    help="Translate only the newest partial when the engine is busy. "
+    "[default: on for stdin and --realtime, off for files]",
+)
+@click.option(
+    "--agree",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help=f"Lock caption text once it stood in N consecutive updates "
+    f"(LocalAgreement-N; {DEFAULT_AGREEMENT} is usual); 0: off.",
+)
+@click.option(
+    "--auto-commit/--no-auto-commit",
+    default=True,
+    show_default=True,
+    help="Commit without 'final': at stable sentence ends, after --max-words, after --pause.",
+)
+@click.option(
+    "--max-words",
+    type=click.IntRange(0),
+    default=SegmenterConfig.max_words,
+    show_default=True,
+    help="Commit stable words once more than this many are open (0: never).",
+)
+@click.option(
+    "--pause",
+    type=click.FloatRange(0.0),
+    default=SegmenterConfig.pause_s,
+    show_default=True,
+    help="Commit when the source has not changed for this many seconds (0: never; live input only).",
+)
+@click.option(
+    "--context",
+    "context_tokens",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).",
+)
 @draft_model_option()
-def translate(text, stream_path, model, source, target, max_targets, glossary, output, method, beta, mask_k, lag, input_kind, fmt,
-              temperature, top_p, seed, realtime, wps, latest_wins, agree, auto_commit, max_words, pause,
-              context_tokens, draft_model):
+def translate(
+    text,
+    stream_path,
+    model,
+    source,
+    target,
+    max_targets,
+    glossary,
+    output,
+    method,
+    beta,
+    mask_k,
+    lag,
+    input_kind,
+    fmt,
+    temperature,
+    top_p,
+    seed,
+    realtime,
+    wps,
+    latest_wins,
+    agree,
+    auto_commit,
+    max_words,
+    pause,
+    context_tokens,
+    draft_model,
+):
     """Translate TEXT, or stream live captions from a file or stdin.
 
     \b
@@ -156,13 +263,31 @@ def translate(text, stream_path, model, source, target, max_targets, glossary, o
     with user_errors():  # a wrong path or settings that do not go together, before the model loads
         if stream_path is not None:
             check_stream_path(stream_path)
-        config = method_config(method, beta=beta, display_mask_k=mask_k, temperature=temperature, top_p=top_p,
-                               seed=seed, agreement=agree, context_tokens=context_tokens)
+        config = method_config(
+            method,
+            beta=beta,
+            display_mask_k=mask_k,
+            temperature=temperature,
+            top_p=top_p,
+            seed=seed,
+            agreement=agree,
+            context_tokens=context_tokens,
+        )
     loaded = load(model)
     draft = load_draft(draft_model, loaded, needed=bool(config.tail_guess))
-    translators = {lang: StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang=source,
-                                          target_lang=lang, config=config, draft_model=draft, glossary=glossary)
-                   for lang in targets}
+    translators = {
+        lang: StreamTranslator(
+            loaded.model,
+            loaded.tokenizer,
+            family=loaded.family,
+            source_lang=source,
+            target_lang=lang,
+            config=config,
+            draft_model=draft,
+            glossary=glossary,
+        )
+        for lang in targets
+    }
     translator = translators[targets[0]]
     if text is not None:
         with user_errors():
@@ -175,8 +300,11 @@ def translate(text, stream_path, model, source, target, max_targets, glossary, o
         latest_wins = live_input
     try:
         with user_errors():
-            segmenter = SegmenterConfig(sentence_end=auto_commit, max_words=max_words if auto_commit else 0,
-                                        pause_s=pause if auto_commit and live_input and pause > 0 else None)
+            segmenter = SegmenterConfig(
+                sentence_end=auto_commit,
+                max_words=max_words if auto_commit else 0,
+                pause_s=pause if auto_commit and live_input and pause > 0 else None,
+            )
             # Without automatic commits a whole line is one segment: vet it before its first update.
             check = None if segmenter.max_words else translator.check
             updates = open_updates(stream_path, lag=lag, kind=input_kind, check=check)

@@ -6,14 +6,24 @@ nothing and writes nothing.
 """
 
 from .platform import backend  # noqa: F401  (must come first)
-from .platform.backend import backend_info
+
+# isort: split
+from .live.methods import (
+    DEFAULT_BETA,
+    DEFAULT_METHOD,
+    DEFAULT_POLICY,
+    METHODS,
+    POLICIES,
+    TranslatorConfig,
+    method_config,
+)
 from .live.multistream import MultiStreamTranslator
 from .live.segmenter import SegmenterConfig
 from .live.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
-from .live.methods import DEFAULT_BETA, DEFAULT_METHOD, DEFAULT_POLICY, METHODS, POLICIES, TranslatorConfig, method_config
 from .live.source import SourceUpdate
 from .live.translator import StreamTranslator, stream_translate, translate
 from .live.updates import Update, UpdateStats
+from .platform.backend import backend_info
 
 __version__ = "0.1.0"
 

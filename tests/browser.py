@@ -19,7 +19,9 @@ async def chromium():
     from playwright.async_api import async_playwright
 
     async with async_playwright() as driver:
-        browser = await driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        browser = await driver.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"]
+        )
         try:
             yield browser
         finally:
@@ -32,7 +34,9 @@ def sync_chromium(*args: str):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", *args])
+        browser = driver.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", *args]
+        )
         try:
             yield browser
         finally:

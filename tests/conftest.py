@@ -17,9 +17,19 @@ sys.path.insert(0, os.path.dirname(__file__))  # for `from tiny import ...`
 import pytest  # noqa: E402
 
 # Modules that start real servers, browsers, PostgreSQL, speech or benchmark scripts: all slow.
-SLOW_MODULES = {"test_benchmark_scripts", "test_deployment", "test_real_model", "test_service", "test_service_fuzz",
-                "test_service_languages", "test_service_limits", "test_service_replicas", "test_speaker_page",
-                "test_speech", "test_store"}
+SLOW_MODULES = {
+    "test_benchmark_scripts",
+    "test_deployment",
+    "test_real_model",
+    "test_service",
+    "test_service_fuzz",
+    "test_service_languages",
+    "test_service_limits",
+    "test_service_replicas",
+    "test_speaker_page",
+    "test_speech",
+    "test_store",
+}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -30,13 +40,29 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
 
 
+@pytest.fixture(scope="module")
+def tok():
+    """The byte-level tokenizer of the tiny models."""
+    from tiny import byte_tokenizer
+
+    return byte_tokenizer()
+
+
+@pytest.fixture(scope="module", params=["llama", "qwen2"])
+def model(request):
+    """A tiny random-weight model of each plain-attention family the engine tests run on."""
+    from tiny import tiny_model
+
+    return tiny_model(request.param, seed=7)
+
+
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory):
     """A tiny random-weight qwen2 model directory, converted from GGUF the way real models are."""
+    from mlx_ssbd.models.gguf_import import convert_gguf
+
     from test_gguf_import import write_gguf
     from tiny import tiny_model
-
-    from mlx_ssbd.models.gguf_import import convert_gguf
 
     root = tmp_path_factory.mktemp("tiny")
     write_gguf(root / "m.gguf", tiny_model("qwen2", seed=11), "qwen2")

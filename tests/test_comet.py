@@ -14,19 +14,22 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from mlx_ssbd.evaluation.scorers import Comet, add_scores
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = os.environ.get("MLX_SSBD_COMET_PYTHON") or str(ROOT / ".venv-comet" / "bin" / "python")
-pytestmark = pytest.mark.skipif(not Path(PYTHON).is_file(),
-                                reason="no COMET environment (.venv-comet; see docs/development.md)")
+pytestmark = pytest.mark.skipif(
+    not Path(PYTHON).is_file(), reason="no COMET environment (.venv-comet; see docs/development.md)"
+)
 
 WORDS = "so today we talk about rules heute reden wir über regeln new people all".split()
-SEGMENTS = [("so today we talk", "heute reden wir", "heute reden wir"),
-            ("about rules", "über Regeln", "über die Regeln"),
-            ("new rules for all", "neue Regeln für alle", "neue Regeln für alle Menschen")]
+SEGMENTS = [
+    ("so today we talk", "heute reden wir", "heute reden wir"),
+    ("about rules", "über Regeln", "über die Regeln"),
+    ("new rules for all", "neue Regeln für alle", "neue Regeln für alle Menschen"),
+]
 
 
 BUILD = """
@@ -55,7 +58,8 @@ folder = root / "tiny-comet"
 torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
             "pytorch-lightning_version": pl.__version__, "epoch": 0, "global_step": 0},
            folder / "checkpoints" / "model.ckpt")
-(folder / "hparams.yaml").write_text(yaml.safe_dump({**dict(model.hparams), "class_identifier": "regression_metric"}))
+(folder / "hparams.yaml").write_text(yaml.safe_dump({**dict(model.hparams), "class_identifier":
+"regression_metric"}))
 """
 
 
@@ -65,7 +69,9 @@ def checkpoint(tmp_path_factory):
     MODEL/checkpoints/model.ckpt, whose encoder is a local tiny BERT (config and vocabulary),
     built in the COMET environment."""
     root = tmp_path_factory.mktemp("comet")
-    done = subprocess.run([PYTHON, "-c", BUILD, str(root), " ".join(WORDS)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [PYTHON, "-c", BUILD, str(root), " ".join(WORDS)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return root / "tiny-comet" / "checkpoints" / "model.ckpt"
 
@@ -84,20 +90,29 @@ def test_a_checkpoint_scores_every_segment_in_batches(checkpoint, tmp_path):
 
 
 def test_scores_are_cached_per_segment(checkpoint, tmp_path):
-    first = Comet(str(checkpoint), python=PYTHON, cache_dir=tmp_path, progress=False).scores(*columns(SEGMENTS[:2]))
+    first = Comet(str(checkpoint), python=PYTHON, cache_dir=tmp_path, progress=False).scores(
+        *columns(SEGMENTS[:2])
+    )
     cached = Comet(str(checkpoint), python=str(tmp_path / "no-python"), cache_dir=tmp_path)
     assert cached.scores(*columns(SEGMENTS[:2])) == first  # from the cache: no COMET run at all
     with pytest.raises(ValueError, match="cannot run the COMET environment's Python"):
         cached.scores(*columns(SEGMENTS))  # a new segment needs COMET
-    both = Comet(str(checkpoint), python=PYTHON, cache_dir=tmp_path, progress=False).scores(*columns(SEGMENTS))
+    both = Comet(str(checkpoint), python=PYTHON, cache_dir=tmp_path, progress=False).scores(
+        *columns(SEGMENTS)
+    )
     assert both[:2] == first and len(json.loads(cached.cache_path.read_text())) == 3
 
 
 def test_comet_in_a_benchmark_summary(checkpoint, tmp_path):
-    records = [{"config": label, "final": True, "source": s, "output": h, "ref": r}
-               for label in ("rt", "ssbd-b0.2") for s, h, r in SEGMENTS]
+    records = [
+        {"config": label, "final": True, "source": s, "output": h, "ref": r}
+        for label in ("rt", "ssbd-b0.2")
+        for s, h, r in SEGMENTS
+    ]
     summary = {"configs": {"rt": {}, "ssbd-b0.2": {}}, "notes": []}
-    add_scores(summary, records, comet=Comet(str(checkpoint), python=PYTHON, cache_dir=tmp_path, progress=False))
+    add_scores(
+        summary, records, comet=Comet(str(checkpoint), python=PYTHON, cache_dir=tmp_path, progress=False)
+    )
     assert summary["configs"]["rt"]["comet"] == summary["configs"]["ssbd-b0.2"]["comet"]  # same outputs
     assert summary["configs"]["rt"]["comet_model"] == "local checkpoint tiny-comet" and not summary["notes"]
 
@@ -105,9 +120,11 @@ def test_comet_in_a_benchmark_summary(checkpoint, tmp_path):
 def test_what_cannot_score_is_a_clear_note(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     records = [{"config": "rt", "final": True, "source": "a", "output": "b", "ref": "c"}]
-    for model, python, message in ((str(tmp_path / "none" / "model.ckpt"), PYTHON, "not found"),
-                                   ("no-such/comet-model", PYTHON, "could not be downloaded"),
-                                   ("Unbabel/wmt22-comet-da", sys.executable, "unbabel-comet is not installed")):
+    for model, python, message in (
+        (str(tmp_path / "none" / "model.ckpt"), PYTHON, "not found"),
+        ("no-such/comet-model", PYTHON, "could not be downloaded"),
+        ("Unbabel/wmt22-comet-da", sys.executable, "unbabel-comet is not installed"),
+    ):
         summary = {"configs": {"rt": {}}, "notes": []}
         add_scores(summary, records, comet=Comet(model, python=python, cache_dir=tmp_path, progress=False))
         assert "comet" not in summary["configs"]["rt"] and message in summary["notes"][0]

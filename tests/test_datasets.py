@@ -7,23 +7,44 @@ import subprocess
 import sys
 import tarfile
 
+from mlx_ssbd.evaluation.datasets import DataUnavailable, describe, flores_pairs, load_pairs
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mlx_ssbd.evaluation.datasets import DataUnavailable, describe, flores_pairs, load_pairs
-
-ENGLISH = ["On Monday, scientists announced a new test.", "The river rose overnight.", "Tickets sell out fast."]
-GERMAN = ["Am Montag kündigten Forscher einen neuen Test an.", "Der Fluss stieg über Nacht.", "Karten sind schnell weg."]
+ENGLISH = [
+    "On Monday, scientists announced a new test.",
+    "The river rose overnight.",
+    "Tickets sell out fast.",
+]
+GERMAN = [
+    "Am Montag kündigten Forscher einen neuen Test an.",
+    "Der Fluss stieg über Nacht.",
+    "Karten sind schnell weg.",
+]
 
 
 def write_flores(root, split="devtest", fmt="parquet", german_ids=(0, 1, 2)):
     """FLORES+ as the hub holds it: SPLIT/CODE.parquet with the dataset's columns."""
     (root / split).mkdir(parents=True, exist_ok=True)
     for code, texts, ids in (("eng_Latn", ENGLISH, (0, 1, 2)), ("deu_Latn", GERMAN, german_ids)):
-        rows = [{"id": i, "iso_639_3": code[:3], "iso_15924": code[4:], "glottocode": "x", "text": texts[i],
-                 "url": "https://example.org", "domain": "wikinews", "topic": "t", "has_image": False,
-                 "has_hyperlink": False, "last_updated": "2.1"} for i in ids]
+        rows = [
+            {
+                "id": i,
+                "iso_639_3": code[:3],
+                "iso_15924": code[4:],
+                "glottocode": "x",
+                "text": texts[i],
+                "url": "https://example.org",
+                "domain": "wikinews",
+                "topic": "t",
+                "has_image": False,
+                "has_hyperlink": False,
+                "last_updated": "2.1",
+            }
+            for i in ids
+        ]
         if fmt == "parquet":
             pq.write_table(pa.Table.from_pylist(rows), root / split / f"{code}.parquet")
         else:
@@ -59,15 +80,21 @@ def test_flores_offline_names_what_to_download(tmp_path, monkeypatch):
         load_pairs("flores", "en", "ja")
     message = str(error.value)
     assert "huggingface.co/datasets/openlanguagedata/flores_plus" in message
-    assert "devtest/eng_Latn.parquet" in message and "devtest/jpn_Jpan.parquet" in message and "--flores-dir" in message
+    assert (
+        "devtest/eng_Latn.parquet" in message
+        and "devtest/jpn_Jpan.parquet" in message
+        and "--flores-dir" in message
+    )
 
 
 WMT_XML = """<?xml version="1.0" encoding="utf-8"?>
 <dataset id="wmttest2022">
   <collection id="general">
     <doc id="doc1" origlang="en">
-      <src lang="en"><p><seg id="1">The council met on Tuesday.</seg><seg id="2">It  voted   twice.</seg></p></src>
-      <ref lang="de" translator="A"><p><seg id="1">Der Rat tagte am Dienstag.</seg><seg id="2">Er stimmte zweimal ab.</seg></p></ref>
+      <src lang="en"><p><seg id="1">The council met on Tuesday.</seg><seg id="2">It  voted
+      twice.</seg></p></src>
+      <ref lang="de" translator="A"><p><seg id="1">Der Rat tagte am Dienstag.</seg><seg id="2">Er stimmte
+      zweimal ab.</seg></p></ref>
     </doc>
   </collection>
 </dataset>
@@ -86,11 +113,16 @@ def write_sacrebleu_wmt22(home):
 
 def load_in_subprocess(spec, pair, home):
     """``$SACREBLEU`` is read when sacrebleu is imported: ask a fresh process."""
-    code = ("import json, sys; from mlx_ssbd.evaluation.datasets import load_pairs\n"
-            "try:\n    print(json.dumps([[p.id, p.src, p.ref] for p in load_pairs(sys.argv[1], *sys.argv[2].split('-'))]))\n"
-            "except ValueError as e:\n    print('ERROR', e)")
+    code = (
+        "import json, sys; from mlx_ssbd.evaluation.datasets import load_pairs\n"
+        "try:\n    pairs = load_pairs(sys.argv[1], *sys.argv[2].split('-'))\n"
+        "    print(json.dumps([[p.id, p.src, p.ref] for p in pairs]))\n"
+        "except ValueError as e:\n    print('ERROR', e)"
+    )
     env = {**os.environ, "SACREBLEU": str(home)}
-    done = subprocess.run([sys.executable, "-c", code, spec, pair], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code, spec, pair], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -98,8 +130,10 @@ def load_in_subprocess(spec, pair, home):
 def test_a_wmt_test_set_through_sacrebleus_cache(tmp_path):
     write_sacrebleu_wmt22(tmp_path)
     pairs = json.loads(load_in_subprocess("sacrebleu:wmt22", "en-de", tmp_path))
-    assert pairs == [["wmt22-0", "The council met on Tuesday.", "Der Rat tagte am Dienstag."],
-                     ["wmt22-1", "It voted twice.", "Er stimmte zweimal ab."]]
+    assert pairs == [
+        ["wmt22-0", "The council met on Tuesday.", "Der Rat tagte am Dienstag."],
+        ["wmt22-1", "It voted twice.", "Er stimmte zweimal ab."],
+    ]
     assert describe("sacrebleu:wmt22") == "wmt22 (sacrebleu)"
 
 
@@ -109,21 +143,57 @@ def test_a_wmt_set_that_cannot_be_had_says_what_to_do(tmp_path):
     (tmp_path / "wmt22" / "raw").mkdir(parents=True)
     (tmp_path / "wmt22" / "raw" / "wmt22.v1.1.tar.gz").write_bytes(b"x")  # a cache copied without its files
     message = load_in_subprocess("sacrebleu:wmt22", "en-de", tmp_path)
-    assert message.startswith("ERROR sacrebleu could not get wmt22 en-de") and "sacrebleu -t wmt22 -l en-de" in message
+    assert (
+        message.startswith("ERROR sacrebleu could not get wmt22 en-de")
+        and "sacrebleu -t wmt22 -l en-de" in message
+    )
 
 
 def test_bench_reads_flores_from_a_local_copy(model_dir, tmp_path):
-    from click.testing import CliRunner
     from mlx_ssbd_cli.main import cli
+
+    from click.testing import CliRunner
 
     write_flores(tmp_path / "flores")
     out = tmp_path / "out"
-    result = CliRunner().invoke(cli, ["bench", "--data", "flores", "--flores-dir", str(tmp_path / "flores"), "-t", "de",
-                                      "--methods", "rt", "--limit", "2", "--model", model_dir, "--out", str(out)],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            "--data",
+            "flores",
+            "--flores-dir",
+            str(tmp_path / "flores"),
+            "-t",
+            "de",
+            "--methods",
+            "rt",
+            "--limit",
+            "2",
+            "--model",
+            model_dir,
+            "--out",
+            str(out),
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
     assert summary["run"]["data_name"] == "FLORES+ devtest" and summary["configs"]["rt"]["items"] == 2
-    missing = CliRunner().invoke(cli, ["bench", "--data", "flores", "--flores-dir", str(tmp_path / "flores"), "-t", "ja",
-                                       "--model", "no-such-model", "--out", str(out)])
+    missing = CliRunner().invoke(
+        cli,
+        [
+            "bench",
+            "--data",
+            "flores",
+            "--flores-dir",
+            str(tmp_path / "flores"),
+            "-t",
+            "ja",
+            "--model",
+            "no-such-model",
+            "--out",
+            str(out),
+        ],
+    )
     assert missing.exit_code == 1 and "devtest/jpn_Jpan.parquet" in missing.output  # before any model loads

@@ -11,17 +11,19 @@ import socket
 import subprocess
 import time
 
+from mlx_ssbd.service.deploy import haproxy_config
+
 import httpx
 import pytest
 import websockets
-
-from mlx_ssbd.service.deploy import haproxy_config
 from browser import MISSING as BROWSER_MISSING
 from browser import chromium
 from postgres import MISSING
 from test_service import server, source, ws_url
 
-pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy is not installed (apt-get install haproxy)")
+pytestmark = pytest.mark.skipif(
+    shutil.which("haproxy") is None, reason="haproxy is not installed (apt-get install haproxy)"
+)
 
 
 def free_port() -> int:
@@ -123,8 +125,9 @@ async def page_lines(page, count: int, timeout_s: float = 60) -> list[str]:
 
 @pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 @pytest.mark.skipif(BROWSER_MISSING is not None, reason=str(BROWSER_MISSING))
-def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replicas_sessions(model_dir, postgres,
-                                                                                          tmp_path):
+def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replicas_sessions(
+    model_dir, postgres, tmp_path
+):
     """Two replicas on one PostgreSQL behind HAProxy, everything through the proxy: 4 sessions, a
     viewer of each (SSE, reconnecting as a browser does) and its caption page in headless Chromium,
     whichever replica they reach; then one replica is killed with SIGKILL: its clients resume their
@@ -135,10 +138,16 @@ def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replic
 
     store = postgres.new_database()
     with contextlib.ExitStack() as stack:
-        replicas = [stack.enter_context(server(model_dir, store, log=tmp_path / f"r{i}.log")) for i in range(2)]
+        replicas = [
+            stack.enter_context(server(model_dir, store, log=tmp_path / f"r{i}.log")) for i in range(2)
+        ]
         listen = f"127.0.0.1:{free_port()}"
-        log = stack.enter_context(haproxy(haproxy_config(listen, [u.removeprefix("http://") for u, _ in replicas]),
-                                          tmp_path / "haproxy.cfg"))
+        log = stack.enter_context(
+            haproxy(
+                haproxy_config(listen, [u.removeprefix("http://") for u, _ in replicas]),
+                tmp_path / "haproxy.cfg",
+            )
+        )
         proxy = f"http://{listen}"
         wait_healthy(proxy, log)
         texts = ["so today we talk.", "about the new rules.", "and why we made them."]
@@ -150,9 +159,12 @@ def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replic
         async def talk(browser):
             opened_sessions = [await opened(proxy) for _ in range(4)]
             assert [httpx.get(u + "/health").json()["sessions"] for u, _ in replicas] == [2, 2]
-            viewers = [stack.enter_context(contextlib.closing(Viewer(f"{proxy}/v1/sessions/{sid}/events",
-                                                                     reconnect=True)))
-                       for _, sid in opened_sessions]
+            viewers = [
+                stack.enter_context(
+                    contextlib.closing(Viewer(f"{proxy}/v1/sessions/{sid}/events", reconnect=True))
+                )
+                for _, sid in opened_sessions
+            ]
             sockets = [ws for ws, _ in opened_sessions]
             sids = [sid for _, sid in opened_sessions]
             committed = {sid: [] for sid in sids}
@@ -170,7 +182,9 @@ def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replic
                 pages.append(await browser.new_page())
                 await pages[-1].goto(f"{proxy}/captions/{sid}?lines=5")
                 assert await page_lines(pages[-1], 2) == committed[sid]
-            owners = {s["session"]: s["replica"] for s in httpx.get(f"{proxy}/v1/sessions").json()["sessions"]}
+            owners = {
+                s["session"]: s["replica"] for s in httpx.get(f"{proxy}/v1/sessions").json()["sessions"]
+            }
             processes = {httpx.get(url + "/health").json()["replica"]: proc for url, proc in replicas}
             assert set(owners.values()) == set(processes)
             victim = processes[owners[sids[0]]]
@@ -183,7 +197,7 @@ def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replic
                 sockets[i], took, _ = await resumed(proxy, sids[i])
                 assert took["captions"] == 2
             resume_s = time.monotonic() - started
-            for i, (ws, sid) in enumerate(zip(sockets, sids)):
+            for ws, sid in zip(sockets, sids):
                 event = await commit(ws, texts[2], "s2")
                 assert event["caption"] == 2  # numbering goes on, on either replica
                 committed[sid].append(event["text"])
@@ -199,15 +213,15 @@ def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replic
 
         sids, committed, viewers, lost, resume_s = asyncio.run(scenario())
         for sid, viewer in zip(sids, viewers):
-            assert [(c[0], c[1], c[2]) for c in viewer.commits()] == \
-                [(str(n), n, text) for n, text in enumerate(committed[sid])]  # each once, in order
+            assert [(c[0], c[1], c[2]) for c in viewer.commits()] == [
+                (str(n), n, text) for n, text in enumerate(committed[sid])
+            ]  # each once, in order
         # least connections put viewers on both replicas: those on the killed one reconnected
         assert sum(v.connections for v in viewers) > len(viewers), [v.connections for v in viewers]
         for sid in sids:
             doc = httpx.get(f"{proxy}/v1/sessions/{sid}/transcript.json").json()
             assert [c["text"] for c in doc["captions"]] == committed[sid]
         print(f"resumed {len(lost)} sessions of the killed replica in {resume_s:.2f} s")
-
 
 
 def test_a_silent_talk_keeps_its_viewers_through_the_proxy(model_dir, tmp_path):
@@ -230,11 +244,16 @@ def test_a_silent_talk_keeps_its_viewers_through_the_proxy(model_dir, tmp_path):
     results = {}
     for keepalive in ("0.5", "30"):
         with contextlib.ExitStack() as stack:
-            url, _ = stack.enter_context(server(model_dir, tmp_path / f"k{keepalive}.sqlite3", "--keepalive",
-                                                keepalive))
+            url, _ = stack.enter_context(
+                server(model_dir, tmp_path / f"k{keepalive}.sqlite3", "--keepalive", keepalive)
+            )
             listen = f"127.0.0.1:{free_port()}"
-            log = stack.enter_context(haproxy(haproxy_config(listen, [url.removeprefix("http://")], http_timeout="2s"),
-                                              tmp_path / f"k{keepalive}.cfg"))
+            log = stack.enter_context(
+                haproxy(
+                    haproxy_config(listen, [url.removeprefix("http://")], http_timeout="2s"),
+                    tmp_path / f"k{keepalive}.cfg",
+                )
+            )
             wait_healthy(f"http://{listen}", log)
             results[keepalive] = asyncio.run(pause_then_commit(f"http://{listen}", float(keepalive)))
     kept, cut = results["0.5"], results["30"]
@@ -304,17 +323,37 @@ def test_the_proxy_cuts_slow_header_sockets_and_caps_connections_per_client(mode
 
 
 def test_the_deploy_command_writes_a_configuration_haproxy_accepts(tmp_path):
-    from click.testing import CliRunner
-
     from mlx_ssbd_cli.main import cli
 
-    result = CliRunner().invoke(cli, ["deploy", "haproxy", "--listen", "127.0.0.1:9000", "--replica", "10.0.0.11:8000",
-                                      "--replica", "10.0.0.12:8000", "--http-timeout", "90s", "--per-client", "300"])
+    from click.testing import CliRunner
+
+    result = CliRunner().invoke(
+        cli,
+        [
+            "deploy",
+            "haproxy",
+            "--listen",
+            "127.0.0.1:9000",
+            "--replica",
+            "10.0.0.11:8000",
+            "--replica",
+            "10.0.0.12:8000",
+            "--http-timeout",
+            "90s",
+            "--per-client",
+            "300",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "server r2 10.0.0.12:8000 check" in result.output and "timeout server 90s" in result.output
     assert "timeout http-request 10s" in result.output and "sc0_conn_cur gt 300" in result.output
     (tmp_path / "h.cfg").write_text(result.output)
     subprocess.run(["haproxy", "-c", "-q", "-f", str(tmp_path / "h.cfg")], check=True)
-    for bad in (["--replica", "nope"], ["--replica", "h:70000"], ["--replica", "h:1", "--http-timeout", "soon"], []):
+    for bad in (
+        ["--replica", "nope"],
+        ["--replica", "h:70000"],
+        ["--replica", "h:1", "--http-timeout", "soon"],
+        [],
+    ):
         refused = CliRunner().invoke(cli, ["deploy", "haproxy", *bad])
         assert refused.exit_code == 2 and "Error" in refused.output, refused.output

@@ -4,11 +4,11 @@ it really serves them."""
 
 import shutil
 
+from mlx_ssbd.platform import backend, gemv
+
 import mlx.core as mx
 import numpy as np
 import pytest
-
-from mlx_ssbd.platform import backend, gemv
 
 
 def products():
@@ -32,16 +32,31 @@ def products():
     for m in (2, 5, 8, 9):  # 9 rows: plain sgemm
         yield f"{m} rows @ weight.T", mx.array(many[:m]) @ W.T, many[:m].astype(np.float64) @ w.T
     odd = rng.standard_normal((98, 37)).astype(np.float32)  # N not a multiple of the 4-row blocks, K odd
-    yield "4 rows @ 98 x 37 weight.T", mx.array(many[:4, :37]) @ mx.array(odd).T, many[:4, :37].astype(np.float64) @ odd.T
-    yield "rows of a wider matrix (lda > K)", mx.array(many[:3])[:, :37] @ mx.array(odd).T, \
-        many[:3, :37].astype(np.float64) @ odd.T
-    yield "beta = 1 on 2 rows: addmm", mx.addmm(mx.ones((2, 96)), mx.array(many[:2]), W.T), \
-        1.0 + many[:2].astype(np.float64) @ w.T
-    yield "2 rows @ contiguous K x N (plain sgemm)", mx.array(many[:2]) @ mx.array(w.T.copy()), \
-        many[:2].astype(np.float64) @ w.T
+    yield (
+        "4 rows @ 98 x 37 weight.T",
+        mx.array(many[:4, :37]) @ mx.array(odd).T,
+        many[:4, :37].astype(np.float64) @ odd.T,
+    )
+    yield (
+        "rows of a wider matrix (lda > K)",
+        mx.array(many[:3])[:, :37] @ mx.array(odd).T,
+        many[:3, :37].astype(np.float64) @ odd.T,
+    )
+    yield (
+        "beta = 1 on 2 rows: addmm",
+        mx.addmm(mx.ones((2, 96)), mx.array(many[:2]), W.T),
+        1.0 + many[:2].astype(np.float64) @ w.T,
+    )
+    yield (
+        "2 rows @ contiguous K x N (plain sgemm)",
+        mx.array(many[:2]) @ mx.array(w.T.copy()),
+        many[:2].astype(np.float64) @ w.T,
+    )
 
 
-@pytest.mark.parametrize("name,result,reference", list(products()), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name,result,reference", list(products()), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_products_match_numpy(name, result, reference):
     np.testing.assert_allclose(np.array(result), reference, rtol=1e-4, atol=1e-4)
 
@@ -72,8 +87,13 @@ def test_a_compiler_without_the_tuned_flags_gets_a_plain_build(monkeypatch):
     assert library.is_file() and "no OpenMP" in note
 
 
-@pytest.mark.parametrize("value,note", [("1", "no few-rows kernel (MLX_SSBD_FEW_ROWS=1)"),
-                                        ("abc", "MLX_SSBD_FEW_ROWS='abc' is not a number: the default")])
+@pytest.mark.parametrize(
+    "value,note",
+    [
+        ("1", "no few-rows kernel (MLX_SSBD_FEW_ROWS=1)"),
+        ("abc", "MLX_SSBD_FEW_ROWS='abc' is not a number: the default"),
+    ],
+)
 def test_the_few_rows_setting_is_said_in_the_note(value, note):
     import os
     import subprocess
@@ -82,6 +102,11 @@ def test_the_few_rows_setting_is_said_in_the_note(value, note):
     if backend.BLAS.name != "openblas" or not backend.GEMV.active:
         pytest.skip("the shim is not in use here")
     probe = "import mlx_ssbd; from mlx_ssbd.platform.backend import backend_info; print(backend_info().gemv)"
-    out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "MLX_SSBD_FEW_ROWS": value},
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        env={**os.environ, "MLX_SSBD_FEW_ROWS": value},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert note in out

@@ -3,13 +3,6 @@ it back, and compare logits with the original model. No downloads."""
 
 import json
 
-import mlx.core as mx
-import numpy as np
-import pytest
-from mlx.utils import tree_flatten
-from tiny import CHATML_TEMPLATE, SPECIALS, tiny_model
-from transformers.convert_slow_tokenizer import bytes_to_unicode
-
 from mlx_ssbd.models.gguf_import import (
     COMPLETE_MARKER,
     UnsupportedGGUF,
@@ -17,18 +10,34 @@ from mlx_ssbd.models.gguf_import import (
     mlx_name,
 )
 
-GGUF_NAMES = {v: k for k, v in {
-    "token_embd.weight": "model.embed_tokens.weight",
-    "output_norm.weight": "model.norm.weight",
-    "output.weight": "lm_head.weight",
-}.items()}
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx.utils import tree_flatten
+from tiny import CHATML_TEMPLATE, SPECIALS, tiny_model
+from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+GGUF_NAMES = {
+    v: k
+    for k, v in {
+        "token_embd.weight": "model.embed_tokens.weight",
+        "output_norm.weight": "model.norm.weight",
+        "output.weight": "lm_head.weight",
+    }.items()
+}
 LAYER = {
-    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
-    "self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias",
-    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
-    "self_attn.o_proj.weight": "attn_output.weight", "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight", "mlp.down_proj.weight": "ffn_down.weight",
+    "input_layernorm.weight": "attn_norm.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
 }
 
 
@@ -83,7 +92,9 @@ def test_round_trip_gives_the_same_logits(tmp_path, arch):
     model = tiny_model(arch, seed=3, logit_scale=1.0)
     write_gguf(tmp_path / "m.gguf", model, arch)
     steps = []
-    out = convert_gguf(tmp_path / "m.gguf", tmp_path / "out", dtype="float32", progress=lambda d, n: steps.append(d))
+    out = convert_gguf(
+        tmp_path / "m.gguf", tmp_path / "out", dtype="float32", progress=lambda d, n: steps.append(d)
+    )
     assert steps[-1] == len(tree_flatten(model.parameters()))
     assert (out / COMPLETE_MARKER).is_file() and not (tmp_path / "out.partial").exists()
     config = json.loads((out / "config.json").read_text())

@@ -5,6 +5,15 @@ pattern occurs; the ``gguf`` package's own dequantizer is the reference."""
 
 import json
 
+from mlx_ssbd.models.gguf_import import UnsupportedGGUF, convert_gguf, converted_tensors
+from mlx_ssbd.models.gguf_quant import (
+    EXACT_TYPES,
+    dequantize,
+    pack_codes,
+    to_affine,
+    unpack_codes,
+)
+
 import mlx.core as mx
 import numpy as np
 import pytest
@@ -16,19 +25,20 @@ from mlx.utils import tree_flatten
 from test_gguf_import import gguf_name, write_gguf
 from tiny import tiny_model
 
-from mlx_ssbd.models.gguf_import import UnsupportedGGUF, convert_gguf, converted_tensors
-from mlx_ssbd.models.gguf_quant import (
-    EXACT_TYPES,
-    dequantize,
-    pack_codes,
-    to_affine,
-    unpack_codes,
-)
-
 ROWS, COLS = 6, 512
 # Where each type keeps its fp16 scales (byte offsets in a block); every other byte is random.
-SCALE_BYTES = {"Q4_0": [0], "Q4_1": [0, 2], "Q5_0": [0], "Q5_1": [0, 2], "Q8_0": [0],
-               "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [-2], "Q3_K": [-2], "Q2_K": [-4, -2]}
+SCALE_BYTES = {
+    "Q4_0": [0],
+    "Q4_1": [0, 2],
+    "Q5_0": [0],
+    "Q5_1": [0, 2],
+    "Q8_0": [0],
+    "Q4_K": [0, 2],
+    "Q5_K": [0, 2],
+    "Q6_K": [-2],
+    "Q3_K": [-2],
+    "Q2_K": [-4, -2],
+}
 
 
 def random_blocks(kind, rows=ROWS, cols=COLS, seed=0):
@@ -38,7 +48,7 @@ def random_blocks(kind, rows=ROWS, cols=COLS, seed=0):
     for offset in SCALE_BYTES[kind]:
         scale = rng.uniform(1e-3, 5e-2, size=len(raw)).astype(np.float16).view(np.uint8).reshape(-1, 2)
         start = offset % size
-        raw[:, start:start + 2] = scale
+        raw[:, start : start + 2] = scale
     return raw.reshape(rows, -1)
 
 
@@ -92,9 +102,8 @@ def test_packing_is_mlx_layout(bits):
 
 def write_quantized_gguf(path, model, kinds):
     """A GGUF of ``model`` whose 2-D weights are quantized by the gguf package (kinds by position)."""
-    from gguf import GGUFWriter
-
     import test_gguf_import as helper
+    from gguf import GGUFWriter
 
     class Writer(GGUFWriter):
         count = 0
@@ -129,7 +138,11 @@ def test_a_quantized_gguf_becomes_a_quantized_mlx_model(tmp_path):
     config = json.loads((out / "config.json").read_text())
     quantization = config["quantization"]
     assert quantization["group_size"] == 32 and quantization["mode"] == "affine"
-    assert {v["bits"] for v in quantization.values() if isinstance(v, dict)} | {quantization["bits"]} == {4, 5, 8}
+    assert {v["bits"] for v in quantization.values() if isinstance(v, dict)} | {quantization["bits"]} == {
+        4,
+        5,
+        8,
+    }
     marker = json.loads((out / "mlx-ssbd-conversion.json").read_text())
     assert marker["format"] == 2 and marker["requantized_layers"] == {}
 

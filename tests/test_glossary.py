@@ -2,21 +2,35 @@
 
 import json
 
+from mlx_ssbd.live.glossary import (
+    MAX_TERM_CHARS,
+    MAX_TERMS,
+    GlossaryError,
+    load_glossary,
+    parse_json,
+    parse_tsv,
+    term_accuracy,
+)
+
 import pytest
 
-from mlx_ssbd.live.glossary import (MAX_TERM_CHARS, MAX_TERMS, GlossaryError, load_glossary, parse_json, parse_tsv,
-                                    term_accuracy)
-
-TSV = "en\tde\tfr\n# a comment\nweather station\tWetterstation\tstation météo\n\nSSBD\tSSBD\t\nC++\tC++\tC++\n"
+TSV = (
+    "en\tde\tfr\n# a comment\nweather station\tWetterstation\tstation météo\n\nSSBD\tSSBD\t\nC++\tC++\tC++\n"
+)
 
 
 def test_tsv_and_json_give_the_same_glossary(tmp_path):
     tsv = parse_tsv(TSV)
     assert tsv.source == "en" and tsv.targets == ["de", "fr"] and len(tsv) == 5
-    assert tsv.entries["fr"] == {"weather station": "station météo", "C++": "C++"}  # an empty cell: none required
+    assert tsv.entries["fr"] == {
+        "weather station": "station météo",
+        "C++": "C++",
+    }  # an empty cell: none required
     (tmp_path / "g.json").write_text(json.dumps(tsv.to_json()))
     (tmp_path / "g.tsv").write_text(TSV)
-    assert load_glossary(tmp_path / "g.json").entries == load_glossary(tmp_path / "g.tsv").entries == tsv.entries
+    assert (
+        load_glossary(tmp_path / "g.json").entries == load_glossary(tmp_path / "g.tsv").entries == tsv.entries
+    )
 
 
 def test_matching_is_case_insensitive_and_by_whole_words():
@@ -27,20 +41,26 @@ def test_matching_is_case_insensitive_and_by_whole_words():
     assert glossary.matches("SSBD is fast", "fr") == []  # no French rendering required
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "g.tsv:1: empty"),
-    ("en\n", "g.tsv:1: the first line names the source language and at least one target"),
-    ("en\tde\tde\n", "g.tsv:1: a language is named twice"),
-    ("en\tklingon\n", "g.tsv:1: unknown language code 'klingon'; known: "),
-    ("en\tde\nstation\n", "g.tsv:2: 1 columns; the first line names 2"),
-    ("en\tde\n\t\tStation\n", "g.tsv:2: 3 columns"),
-    ("en\tde\n \tStation\n", "g.tsv:2: the source term is empty"),
-    ("en\tde\tfr\nstation\t\t\n", "g.tsv:2: the term 'station' has no rendering"),
-    ("en\tde\nstation\tStation\n# x\nStation\tHaltestelle\n", "g.tsv:4: the term 'Station' is already"),
-    ("en\tde\nstation\tSta\x07tion\n", "g.tsv:2: the de rendering holds a control character"),
-    ("en\tde\n" + "x" * (MAX_TERM_CHARS + 1) + "\ty\n", f"the limit is {MAX_TERM_CHARS}"),
-    ("en\tde\n" + "".join(f"t{i}\tu{i}\n" for i in range(MAX_TERMS + 1)), f"g.tsv:{MAX_TERMS + 2}: more than"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "g.tsv:1: empty"),
+        ("en\n", "g.tsv:1: the first line names the source language and at least one target"),
+        ("en\tde\tde\n", "g.tsv:1: a language is named twice"),
+        ("en\tklingon\n", "g.tsv:1: unknown language code 'klingon'; known: "),
+        ("en\tde\nstation\n", "g.tsv:2: 1 columns; the first line names 2"),
+        ("en\tde\n\t\tStation\n", "g.tsv:2: 3 columns"),
+        ("en\tde\n \tStation\n", "g.tsv:2: the source term is empty"),
+        ("en\tde\tfr\nstation\t\t\n", "g.tsv:2: the term 'station' has no rendering"),
+        ("en\tde\nstation\tStation\n# x\nStation\tHaltestelle\n", "g.tsv:4: the term 'Station' is already"),
+        ("en\tde\nstation\tSta\x07tion\n", "g.tsv:2: the de rendering holds a control character"),
+        ("en\tde\n" + "x" * (MAX_TERM_CHARS + 1) + "\ty\n", f"the limit is {MAX_TERM_CHARS}"),
+        (
+            "en\tde\n" + "".join(f"t{i}\tu{i}\n" for i in range(MAX_TERMS + 1)),
+            f"g.tsv:{MAX_TERMS + 2}: more than",
+        ),
+    ],
+)
 def test_bad_tsv_says_where(tmp_path, text, message):
     (tmp_path / "g.tsv").write_text(text)
     with pytest.raises(GlossaryError) as error:
@@ -48,11 +68,16 @@ def test_bad_tsv_says_where(tmp_path, text, message):
     assert str(error.value).startswith(str(tmp_path / "g.tsv")) and message in str(error.value)
 
 
-@pytest.mark.parametrize("obj, message", [
-    ([], "a JSON glossary is an object"), ({"de": ["x"]}, "the de entries must be an object"),
-    ({"de": {"": "x"}}, "a source term is empty"), ({"de": {"x": 5}}, "a rendering must be text"),
-    ({"<script>": {"x": "y"}}, "unknown language code '<script>'"),
-])
+@pytest.mark.parametrize(
+    "obj, message",
+    [
+        ([], "a JSON glossary is an object"),
+        ({"de": ["x"]}, "the de entries must be an object"),
+        ({"de": {"": "x"}}, "a source term is empty"),
+        ({"de": {"x": 5}}, "a rendering must be text"),
+        ({"<script>": {"x": "y"}}, "unknown language code '<script>'"),
+    ],
+)
 def test_bad_json_says_what(obj, message):
     with pytest.raises(GlossaryError, match=message):
         parse_json(obj)
@@ -68,9 +93,11 @@ def test_a_file_that_is_not_json_says_where(tmp_path):
 
 def test_term_accuracy_counts_caption_term_pairs():
     glossary = parse_tsv(TSV)
-    captions = [("the weather station and SSBD", "die Wetterstation und SSBD"),  # 2 pairs, 2 hits
-                ("a weather station", "eine Wetter-Station"),  # 1 pair, missed
-                ("nothing here", "nichts")]  # no pair
+    captions = [
+        ("the weather station and SSBD", "die Wetterstation und SSBD"),  # 2 pairs, 2 hits
+        ("a weather station", "eine Wetter-Station"),  # 1 pair, missed
+        ("nothing here", "nichts"),
+    ]  # no pair
     assert term_accuracy(glossary, "de", captions) == (2, 3)
     assert term_accuracy(glossary, "fr", captions) == (0, 2)
 
@@ -84,8 +111,15 @@ def test_the_terms_go_after_the_source_and_the_prefix_stays_cached(model_dir):
 
     loaded = load_model(model_dir)
     glossary = parse_tsv(TSV)
-    tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang="de",
-                          config=method_config("rt"), glossary=glossary)
+    tr = StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang="de",
+        config=method_config("rt"),
+        glossary=glossary,
+    )
     built = []
     build = tr.prompts.build
     tr.prompts.build = lambda *args: built.append(build(*args)) or built[-1]
@@ -110,11 +144,24 @@ def test_the_terms_named_in_a_prompt_fit_a_token_budget_in_the_order_they_occur(
     terms = {f"term{i:03d}": "x" * 90 for i in range(200)}
     flood = Glossary({"de": terms})
     source = " ".join(reversed(list(terms)))  # the last term occurs first
-    plain = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
-                             target_lang="de", config=method_config("rt"))
+    plain = StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang="de",
+        config=method_config("rt"),
+    )
     for budget in (0, 256, 1024):
-        tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang="de",
-                              config=method_config("rt", glossary_tokens=budget), glossary=flood)
+        tr = StreamTranslator(
+            loaded.model,
+            loaded.tokenizer,
+            family=loaded.family,
+            source_lang="en",
+            target_lang="de",
+            config=method_config("rt", glossary_tokens=budget),
+            glossary=flood,
+        )
         named = tr._terms(source)
         extra = len(tr.prompts.build(source, (), named).ids) - len(plain.prompts.build(source).ids)
         assert extra <= budget + 40  # the template's words around the entries
@@ -123,12 +170,19 @@ def test_the_terms_named_in_a_prompt_fit_a_token_budget_in_the_order_they_occur(
 
 
 def test_a_bad_glossary_file_exits_1_naming_the_line(model_dir, tmp_path):
-    from click.testing import CliRunner
     from mlx_ssbd_cli.main import cli
 
+    from click.testing import CliRunner
+
     (tmp_path / "g.tsv").write_text("en\tde\nstation\n")
-    result = CliRunner().invoke(cli, ["translate", "hello", "--model", model_dir, "--glossary", str(tmp_path / "g.tsv")])
+    result = CliRunner().invoke(
+        cli, ["translate", "hello", "--model", model_dir, "--glossary", str(tmp_path / "g.tsv")]
+    )
     assert result.exit_code == 1 and f"{tmp_path / 'g.tsv'}:2: 1 columns" in result.output
     (tmp_path / "ok.tsv").write_text("en\tde\nhello\tHallo\n")
-    assert CliRunner().invoke(cli, ["translate", "hello", "--model", model_dir, "--glossary",
-                                    str(tmp_path / "ok.tsv")]).exit_code == 0
+    assert (
+        CliRunner()
+        .invoke(cli, ["translate", "hello", "--model", model_dir, "--glossary", str(tmp_path / "ok.tsv")])
+        .exit_code
+        == 0
+    )

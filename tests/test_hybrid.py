@@ -3,22 +3,17 @@ SSBD's reuse through checkpoints: tiny random models of every cache kind mlx-lm 
 
 import random
 
-import mlx.core as mx
-import pytest
-from mlx_lm.models.cache import ArraysCache, KVCache, RotatingKVCache
-from test_translator import make, random_stream
-from tiny import HYBRIDS, byte_tokenizer, tiny_model
-
 from mlx_ssbd import MultiStreamTranslator
 from mlx_ssbd.engine.cache import TokenCache
 from mlx_ssbd.engine.checkpoints import Checkpoints
 
+import mlx.core as mx
+import pytest
+from mlx_lm.models.cache import ArraysCache, KVCache, RotatingKVCache
+from test_translator import make, random_stream
+from tiny import HYBRIDS, tiny_model
+
 RECURRENT = [arch for arch in HYBRIDS if arch != "gemma3_text"]
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return byte_tokenizer()
 
 
 @pytest.fixture(scope="module", params=HYBRIDS)
@@ -33,8 +28,11 @@ def streams(seed: int, count: int) -> list[list[str]]:
 
 def run(tr, stream_list) -> list:
     """Every update of every stream (the last prefix of each final)."""
-    return [tr.update(prefix, final=i == len(prefixes) - 1)
-            for prefixes in stream_list for i, prefix in enumerate(prefixes)]
+    return [
+        tr.update(prefix, final=i == len(prefixes) - 1)
+        for prefixes in stream_list
+        for i, prefix in enumerate(prefixes)
+    ]
 
 
 def rebuilding(tr):
@@ -99,7 +97,9 @@ def test_one_stream_equals_the_same_stream_in_a_batch(hybrid, tok):
                 together[i].append(update)
     for i in range(len(data)):
         assert [u.output_ids for u in together[i]] == [u.output_ids for u in alone[i]], (arch, i)
-        assert [u.stats.tokens_fed for u in together[i]] == [u.stats.tokens_fed for u in alone[i]]  # chunks: more passes
+        assert [u.stats.tokens_fed for u in together[i]] == [
+            u.stats.tokens_fed for u in alone[i]
+        ]  # chunks: more passes
     batched.remove(mine[0])  # leaves with its cache and checkpoints: goes on alone
     assert mine[0].update("so we").output_ids and mine[0].cache.checkpoints is not None
 

@@ -1,11 +1,11 @@
 """Resync and n-gram pool drafts (source, earlier outputs): proposals, and losslessness at beta = 0."""
 
-import pytest
-from test_translator import SMALL, assert_same_outputs_on_random_streams
-from tiny import byte_tokenizer, tiny_model
-
 from mlx_ssbd import StreamTranslator, method_config
 from mlx_ssbd.engine.lookahead import History, Proposer, find_last, find_unique
+
+import pytest
+from test_translator import SMALL, assert_same_outputs_on_random_streams
+from tiny import tiny_model
 
 
 def test_find_unique_and_last():
@@ -58,17 +58,18 @@ def test_history_keeps_the_newest_outputs_of_the_segment_then_of_committed_segme
     assert h.pools() == [(9,), (8,)]
 
 
-@pytest.fixture(scope="module")
-def tok():
-    return byte_tokenizer()
-
-
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 @pytest.mark.parametrize("method", ["ssbd-resync", "ssbd-ngram", "ssbd-plus", "ssbd-pool"])
 def test_lookahead_at_beta0_is_token_identical_to_rt(tok, arch, method):
     model = tiny_model(arch, seed=21)
-    make = lambda m, **k: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
-                                           config=method_config(m, **SMALL, **k))
+    make = lambda m, **k: StreamTranslator(
+        model,
+        tok,
+        family="chatml",
+        source_lang="en",
+        target_lang="de",
+        config=method_config(m, **SMALL, **k),
+    )
     stats = assert_same_outputs_on_random_streams(make("rt"), make(method, beta=0.0), streams=25, seed=99)
     proposed = sum(s.proposals for s in stats)
     accepted = sum(s.resynced + s.ngram_accepted for s in stats)
@@ -80,8 +81,14 @@ def test_history_proposals_alone_are_accepted_and_lossless(tok):
     """Pools of earlier outputs only (no source): a random model repeats its own n-grams, so
     proposals from them are accepted, and the outputs still equal RT's at beta = 0."""
     model = tiny_model("qwen2", seed=21)
-    make = lambda m, **k: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
-                                           config=method_config(m, **SMALL, **k))
+    make = lambda m, **k: StreamTranslator(
+        model,
+        tok,
+        family="chatml",
+        source_lang="en",
+        target_lang="de",
+        config=method_config(m, **SMALL, **k),
+    )
     pooled = make("ssbd", beta=0.0, history_drafts=True, ngram_len=2)
     stats = assert_same_outputs_on_random_streams(make("rt"), pooled, streams=25, seed=99)
     assert sum(s.ngram_accepted for s in stats) > 0
@@ -92,9 +99,17 @@ def test_pool_guesses_at_their_own_beta_leave_a_biased_update_unchanged(tok):
     """ssbd-pool checks its guesses at beta 0: at beta 0.3 its outputs are plain SSBD's at 0.3,
     token for token, while the guesses are accepted (fewer passes for the same text)."""
     model = tiny_model("qwen2", seed=21)
-    make = lambda m, **k: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
-                                           config=method_config(m, **SMALL, **k))
-    stats = assert_same_outputs_on_random_streams(make("ssbd", beta=0.3), make("ssbd-pool", beta=0.3), streams=25, seed=7)
+    make = lambda m, **k: StreamTranslator(
+        model,
+        tok,
+        family="chatml",
+        source_lang="en",
+        target_lang="de",
+        config=method_config(m, **SMALL, **k),
+    )
+    stats = assert_same_outputs_on_random_streams(
+        make("ssbd", beta=0.3), make("ssbd-pool", beta=0.3), streams=25, seed=7
+    )
     assert sum(s.ngram_accepted for s in stats) > 0
 
 
@@ -127,8 +142,15 @@ def greedy(model, prompt, n):
 def copy_job(prompt, proposal_source):
     from mlx_ssbd.engine.update import Job
 
-    return Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=40, stops=lambda t: None,
-               proposer=Proposer(pools=[proposal_source], max_attempts=10))
+    return Job(
+        head=prompt,
+        locked=(),
+        draft=[],
+        beta=0.0,
+        max_new=40,
+        stops=lambda t: None,
+        proposer=Proposer(pools=[proposal_source], max_attempts=10),
+    )
 
 
 @pytest.mark.parametrize("batched", [False, True])
@@ -141,7 +163,9 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok, batched)
     from mlx_ssbd.engine.update import run
 
     model = tiny_model("qwen2", seed=5)
-    prompts = [tok.encode(f"<|im_start|>user\n{t}<|im_end|>\n", add_special_tokens=False) for t in ("so today", "we")]
+    prompts = [
+        tok.encode(f"<|im_start|>user\n{t}<|im_end|>\n", add_special_tokens=False) for t in ("so today", "we")
+    ]
     references = [greedy(model, p, 40) for p in prompts]
     jobs = [copy_job(prompts[0], references[0]), copy_job(prompts[1], [])]
     if batched:

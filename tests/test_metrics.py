@@ -1,7 +1,5 @@
 """Metrics on hand-computed examples."""
 
-import pytest
-
 from mlx_ssbd.evaluation.metrics import (
     erasure,
     laal,
@@ -11,6 +9,8 @@ from mlx_ssbd.evaluation.metrics import (
     quality,
     ratio,
 )
+
+import pytest
 
 
 def test_normalized_erasure_on_a_table1_like_stream():

@@ -2,36 +2,44 @@
 
 import random
 
-import mlx.core as mx
-import pytest
-from test_translator import SMALL, random_stream
-from tiny import byte_tokenizer, tiny_model
-
 from mlx_ssbd import StreamTranslator, TranslatorConfig
 from mlx_ssbd.engine.batch import BatchCache
 from mlx_ssbd.engine.cache import TokenCache
 from mlx_ssbd.engine.update import Feed
 from mlx_ssbd.live.multistream import MultiStreamTranslator
 
-
-@pytest.fixture(scope="module")
-def tok():
-    return byte_tokenizer()
+import mlx.core as mx
+import pytest
+from test_translator import SMALL, random_stream
+from tiny import tiny_model
 
 
 def make(model, tok, **cfg):
-    return StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
-                            config=TranslatorConfig(**{**SMALL, **cfg}))
+    return StreamTranslator(
+        model,
+        tok,
+        family="chatml",
+        source_lang="en",
+        target_lang="de",
+        config=TranslatorConfig(**{**SMALL, **cfg}),
+    )
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-@pytest.mark.parametrize("cfg", [
-    dict(policy="ssbd", beta=0.0), dict(policy="ssbd", beta=0.3), dict(policy="rt"), dict(policy="cd"),
-    dict(policy="ssbd", beta=0.3, temperature=1.0, top_p=0.9), dict(policy="rt", temperature=0.8),
-    dict(policy="ssbd", beta=0.0, resync=True, ngram_drafts=True),
-    dict(policy="ssbd", beta=0.3, resync=True, ngram_drafts=True, temperature=1.0),
-    dict(policy="ssbd", beta=0.5, accept_rule="ratio", exact_tail=1),
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(policy="ssbd", beta=0.0),
+        dict(policy="ssbd", beta=0.3),
+        dict(policy="rt"),
+        dict(policy="cd"),
+        dict(policy="ssbd", beta=0.3, temperature=1.0, top_p=0.9),
+        dict(policy="rt", temperature=0.8),
+        dict(policy="ssbd", beta=0.0, resync=True, ngram_drafts=True),
+        dict(policy="ssbd", beta=0.3, resync=True, ngram_drafts=True, temperature=1.0),
+        dict(policy="ssbd", beta=0.5, accept_rule="ratio", exact_tail=1),
+    ],
+)
 def test_batched_streams_equal_single_streams(tok, arch, cfg):
     assert_batched_equals_single(tok, arch, cfg)
 
@@ -47,7 +55,9 @@ def assert_batched_equals_single(tok, arch, cfg):
     model = tiny_model(arch, seed=8)
     rng = random.Random(5)
     n = 4
-    streams = [[(p, i == len(ps) - 1) for i, p in enumerate(ps)] for ps in (random_stream(rng) for _ in range(n))]
+    streams = [
+        [(p, i == len(ps) - 1) for i, p in enumerate(ps)] for ps in (random_stream(rng) for _ in range(n))
+    ]
     streams[1] = streams[1][:2]  # streams of different lengths: some sit out later steps
     batched = MultiStreamTranslator([make(model, tok, **cfg, seed=i) for i in range(n)], chunk=None)
     alone = [make(model, tok, **cfg, seed=i) for i in range(n)]
@@ -63,7 +73,9 @@ def assert_batched_equals_single(tok, arch, cfg):
             single = alone[i].update(item[0], final=item[1])
             assert results[i].output_ids == single.output_ids, (i, step)
             assert results[i].stats.accepted == single.stats.accepted
-            assert results[i].stats.forward_passes == single.stats.forward_passes  # counted per job by the runner
+            assert (
+                results[i].stats.forward_passes == single.stats.forward_passes
+            )  # counted per job by the runner
             if cfg.get("temperature"):
                 differs |= single.output_ids != greedy[i].update(item[0], final=item[1]).output_ids
     assert differs or not cfg.get("temperature")
@@ -107,7 +119,7 @@ def test_streams_join_and_leave_between_updates(tok):
     streams = [random_stream(rng) for _ in range(3)]
     alone = [make(model, tok, policy="ssbd", beta=0.3) for _ in range(3)]
     mine = [make(model, tok, policy="ssbd", beta=0.3) for _ in range(3)]
-    expect = lambda i, step: alone[i].update(streams[i][step]).output_ids  # noqa: E731
+    expect = lambda i, step: alone[i].update(streams[i][step]).output_ids
     assert mine[2].update(streams[2][0]).output_ids == expect(2, 0)  # stream 2 starts alone
     batched = MultiStreamTranslator(mine[:2])
     for step in range(len(streams[0]) - 1):
@@ -116,7 +128,9 @@ def test_streams_join_and_leave_between_updates(tok):
         if step == 2:
             batched.remove(mine[0])  # leaves, goes on alone
             assert mine[0].update(streams[0][step]).output_ids == expect(0, step)
-        sources = [(streams[i][step + (i == 2)], False) for i, tr in enumerate(mine) if tr in batched.translators]
+        sources = [
+            (streams[i][step + (i == 2)], False) for i, tr in enumerate(mine) if tr in batched.translators
+        ]
         results = batched.update(sources)
         ids = [i for i, tr in enumerate(mine) if tr in batched.translators]
         for i, result in zip(ids, results):
@@ -125,12 +139,20 @@ def test_streams_join_and_leave_between_updates(tok):
 
 def test_batched_mode_runs_a_sliding_window_on_its_own_and_refuses_what_it_cannot_batch(tok):
     model = tiny_model("qwen2")
-    window = lambda: StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",  # noqa: E731
-                                      max_kv_size=64)
+    window = lambda: StreamTranslator(
+        model,
+        tok,
+        family="chatml",
+        source_lang="en",
+        target_lang="de",
+        max_kv_size=64,
+    )
     alone, mine = window(), window()
     multi = MultiStreamTranslator([mine, make(model, tok)])  # a model call of its own in each round
     for prefix in ["so today", "so today I want", "so we made it"]:
-        assert multi.update([(prefix, False), (prefix, False)])[0].output_ids == alone.update(prefix).output_ids
+        assert (
+            multi.update([(prefix, False), (prefix, False)])[0].output_ids == alone.update(prefix).output_ids
+        )
     with pytest.raises(ValueError, match="share one model"):
         MultiStreamTranslator([make(model, tok), make(tiny_model("qwen2", seed=1), tok)])
     multi = MultiStreamTranslator([make(model, tok), make(model, tok)])
@@ -172,8 +194,9 @@ def test_updates_join_while_others_are_under_way(tok, cfg):
         batched.round()
     for i, stream in enumerate(streams):
         alone = make(model, tok, **cfg)
-        assert got[i] == [alone.update(text, final=n == len(stream) - 1).output_ids
-                          for n, text in enumerate(stream)], i
+        assert got[i] == [
+            alone.update(text, final=n == len(stream) - 1).output_ids for n, text in enumerate(stream)
+        ], i
     assert joined_mid_way > 0 and overtaken > 0
     with pytest.raises(ValueError, match="under way"):
         batched.submit(batched.translators[0], "so today", False, print)
@@ -234,7 +257,10 @@ def test_a_stream_removed_mid_update_abandons_it(tok):
     mine, ref = make(model, tok, policy="ssbd", beta=0.3), make(model, tok, policy="ssbd", beta=0.3)
     other = make(model, tok, policy="ssbd", beta=0.3)
     batched = MultiStreamTranslator([mine, other])
-    assert batched.update([(stream[0], False), ("so today", False)])[0].output_ids == ref.update(stream[0]).output_ids
+    assert (
+        batched.update([(stream[0], False), ("so today", False)])[0].output_ids
+        == ref.update(stream[0]).output_ids
+    )
     ended = []
     batched.submit(mine, stream[1], False, ended.append)
     batched.submit(other, "so today we talk", False, ended.append)

@@ -3,11 +3,11 @@
 
 import json
 
-import pytest
-from click.testing import CliRunner
+from mlx_ssbd.evaluation import paper
 from mlx_ssbd_cli.main import cli
 
-from mlx_ssbd.evaluation import paper
+import pytest
+from click.testing import CliRunner
 
 # The paper's tables (Zeng et al.), as published: FLORES, lag 3, beta 0.2.
 MAIN = """
@@ -37,7 +37,10 @@ def test_the_shipped_numbers_are_the_papers_tables():
     assert mask["k"] == [3, 5] and mask["beta"] == 0.2
     assert mask["draft"] == {"ne": [0.52, 0.34], "speedup": [1.42, 1.39]}
     assert mask["display"] == {"ne": [0.53, 0.35], "speedup": [1.48, 1.48]}
-    assert [numbers["models"][k]["hub"] for k in paper.paper_models()] == ["Unbabel/Tower-Plus-2B", "Qwen/Qwen3-4B"]
+    assert [numbers["models"][k]["hub"] for k in paper.paper_models()] == [
+        "Unbabel/Tower-Plus-2B",
+        "Qwen/Qwen3-4B",
+    ]
 
 
 def test_the_grid_is_the_papers():
@@ -46,12 +49,22 @@ def test_the_grid_is_the_papers():
     assert list(main) == ["rt", "ssbd-b0.2"]
     assert main["rt"].policy == "rt" and (main["ssbd-b0.2"].policy, main["ssbd-b0.2"].beta) == ("ssbd", 0.2)
     full = paper.paper_grid(sweep=True)
-    assert {c.beta for label, c in full.items() if label.startswith("ssbd-b") and "-" not in label[6:]} == \
-        {0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 1.0}
+    assert {c.beta for label, c in full.items() if label.startswith("ssbd-b") and "-" not in label[6:]} == {
+        0.0,
+        0.1,
+        0.2,
+        0.3,
+        0.4,
+        0.5,
+        1.0,
+    }
     assert full["cd"].policy == "cd"
     for k in (3, 5):
         assert (full[f"ssbd-b0.2-mask{k}"].draft_mask_k, full[f"ssbd-b0.2-mask{k}"].display_mask_k) == (k, 0)
-        assert (full[f"ssbd-b0.2-display{k}"].draft_mask_k, full[f"ssbd-b0.2-display{k}"].display_mask_k) == (0, k)
+        assert (full[f"ssbd-b0.2-display{k}"].draft_mask_k, full[f"ssbd-b0.2-display{k}"].display_mask_k) == (
+            0,
+            k,
+        )
     assert all(c.accept_rule == "mixture" and c.temperature == 0 for c in full.values())
     assert paper.sweep_run() == (0, "en-zh")
 
@@ -59,13 +72,29 @@ def test_the_grid_is_the_papers():
 @pytest.mark.slow
 def test_reproduce_writes_the_papers_tables_beside_ours(model_dir, tmp_path):
     for pair, ref in (("en-de", "heute reden wir"), ("en-zh", "今天我们谈谈")):
-        (tmp_path / f"{pair}.jsonl").write_text("".join(json.dumps(p, ensure_ascii=False) + "\n" for p in [
-            {"id": "a", "src": "so today we talk about rules", "ref": ref},
-            {"id": "b", "src": "we made new rules", "ref": ref},
-        ]))
+        (tmp_path / f"{pair}.jsonl").write_text(
+            "".join(
+                json.dumps(p, ensure_ascii=False) + "\n"
+                for p in [
+                    {"id": "a", "src": "so today we talk about rules", "ref": ref},
+                    {"id": "b", "src": "we made new rules", "ref": ref},
+                ]
+            )
+        )
     out = tmp_path / "out"
-    args = ["reproduce", "--models", model_dir, "--pairs", "en-de,en-zh", "--data", str(tmp_path / "{pair}.jsonl"),
-            "--limit", "1", "--out", str(out)]
+    args = [
+        "reproduce",
+        "--models",
+        model_dir,
+        "--pairs",
+        "en-de,en-zh",
+        "--data",
+        str(tmp_path / "{pair}.jsonl"),
+        "--limit",
+        "1",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     report = (out / "paper.md").read_text()
@@ -86,11 +115,31 @@ def test_reproduce_writes_the_papers_tables_beside_ours(model_dir, tmp_path):
 
 
 def test_reproduce_checks_its_data_before_loading_a_model(tmp_path):
-    result = CliRunner().invoke(cli, ["reproduce", "--models", "no-such-model", "--data", str(tmp_path / "none-{pair}.jsonl"),
-                                      "--out", str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "reproduce",
+            "--models",
+            "no-such-model",
+            "--data",
+            str(tmp_path / "none-{pair}.jsonl"),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert result.exit_code == 1 and "none-en-de.jsonl" in result.output
-    result = CliRunner().invoke(cli, ["reproduce", "--models", "no-such-model", "--data", str(tmp_path / "{x}-{pair}.jsonl"),
-                                      "--out", str(tmp_path / "o")])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "reproduce",
+            "--models",
+            "no-such-model",
+            "--data",
+            str(tmp_path / "{x}-{pair}.jsonl"),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert result.exit_code == 1 and "{x}-en-de.jsonl" in result.output  # other braces are only text
     result = CliRunner().invoke(cli, ["reproduce", "--pairs", "english-german", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "not a language pair" in result.output

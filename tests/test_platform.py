@@ -5,11 +5,13 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from mlx_ssbd.platform import backend
 
-PROBE = "import mlx_ssbd; from mlx_ssbd.platform import backend; print(backend.GEMV.active, backend.GEMV.note)"
+import pytest
+
+PROBE = (
+    "import mlx_ssbd; from mlx_ssbd.platform import backend; print(backend.GEMV.active, backend.GEMV.note)"
+)
 
 
 def fresh_home(tmp_path):
@@ -28,7 +30,9 @@ def fresh_home(tmp_path):
 
 def test_importing_the_library_compiles_nothing_and_writes_nothing(tmp_path):
     env, home, mark = fresh_home(tmp_path)
-    result = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert not mark.exists(), "a compiler ran at import"
     assert sorted(p.relative_to(home).as_posix() for p in home.rglob("*")) == []
@@ -43,14 +47,20 @@ def test_the_command_line_builds_the_kernel_once_and_imports_load_it(tmp_path):
     later import loads it, without a compiler."""
     env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
     env["MLX_SSBD_HOME"] = str(tmp_path / "cache")
-    built = subprocess.run([sys.executable, "-m", "mlx_ssbd_cli", "doctor", "--build"], env=env,
-                           capture_output=True, text=True, timeout=300)
+    built = subprocess.run(
+        [sys.executable, "-m", "mlx_ssbd_cli", "doctor", "--build"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert built.returncode == 0 and "decode kernel" in built.stdout, built.stderr
     assert list((tmp_path / "cache" / "native").glob("libmlx_ssbd_gemv-*.so"))
     no_compiler, _, mark = fresh_home(tmp_path / "later")
     no_compiler["MLX_SSBD_HOME"] = env["MLX_SSBD_HOME"]
-    loaded = subprocess.run([sys.executable, "-c", PROBE], env=no_compiler, capture_output=True, text=True,
-                            timeout=300)
+    loaded = subprocess.run(
+        [sys.executable, "-c", PROBE], env=no_compiler, capture_output=True, text=True, timeout=300
+    )
     assert loaded.stdout.startswith("True one-row fp32 products through sgemv"), loaded.stdout + loaded.stderr
     assert not mark.exists()
 
@@ -60,8 +70,9 @@ def test_the_command_line_builds_the_kernel_once_and_imports_load_it(tmp_path):
 def test_the_first_command_run_builds_the_kernel_and_runs_with_it(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
     env["MLX_SSBD_HOME"] = str(tmp_path / "cache")
-    first = subprocess.run([sys.executable, "-m", "mlx_ssbd_cli", "doctor"], env=env, capture_output=True,
-                           text=True, timeout=300)
+    first = subprocess.run(
+        [sys.executable, "-m", "mlx_ssbd_cli", "doctor"], env=env, capture_output=True, text=True, timeout=300
+    )
     assert first.returncode == 0, first.stderr
     assert "building the decode kernel" in first.stderr
     assert "one-row fp32 products through sgemv" in first.stdout  # the restarted process loaded it

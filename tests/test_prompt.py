@@ -1,9 +1,9 @@
 """Prompt building: families, family detection, the sentinel split, context turns (no model)."""
 
+from mlx_ssbd.live.prompt import FAMILIES, PromptBuilder, detect_family
+
 import pytest
 from tiny import GEMMA_TEMPLATE, bpe_tokenizer, byte_tokenizer
-
-from mlx_ssbd.live.prompt import FAMILIES, PromptBuilder, detect_family
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,8 @@ def test_chatml_prompt_renders_the_template_around_the_source(chatml):
     assert text(chatml, prompt.ids) == (
         "<|im_start|>system\nTranslate the English source text to German. Return only the translation, "
         "without any additional explanations or commentary.<|im_end|>\n"
-        "<|im_start|>user\nEnglish: so today<|im_end|>\n<|im_start|>assistant\n")
+        "<|im_start|>user\nEnglish: so today<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert len(prompt) == len(prompt.ids)
 
 
@@ -44,10 +45,14 @@ def test_tower_has_no_system_role_so_the_instruction_joins_the_user_turn():
     assert "system" not in rendered and rendered.endswith("English: hi<end_of_turn>\n<start_of_turn>model\n")
 
 
-@pytest.mark.parametrize("template,family", [
-    ("{{ '<|im_start|>' }}", "chatml"), ("<|im_start|>{% if x %}<think>{% endif %}", "qwen3"),
-    (GEMMA_TEMPLATE, "tower"),
-])
+@pytest.mark.parametrize(
+    "template,family",
+    [
+        ("{{ '<|im_start|>' }}", "chatml"),
+        ("<|im_start|>{% if x %}<think>{% endif %}", "qwen3"),
+        (GEMMA_TEMPLATE, "tower"),
+    ],
+)
 def test_detect_family(template, family):
     assert detect_family(template) == family and family in FAMILIES
 
@@ -66,7 +71,9 @@ def test_unknown_family_and_a_template_that_drops_the_user_text(chatml):
     with pytest.raises(ValueError, match="unknown prompt family"):
         PromptBuilder(chatml, "nope", "en", "de")
     with pytest.raises(ValueError, match="exactly once"):
-        PromptBuilder(byte_tokenizer("{% for m in messages %}{{ m['role'] }}{% endfor %}"), "chatml", "en", "de")
+        PromptBuilder(
+            byte_tokenizer("{% for m in messages %}{{ m['role'] }}{% endfor %}"), "chatml", "en", "de"
+        )
 
 
 def test_context_turns_are_the_ids_that_were_fed(chatml):
@@ -78,7 +85,8 @@ def test_context_turns_are_the_ids_that_were_fed(chatml):
     assert second.ids[: len(first.ids) + len(answer)] == [*first.ids, *answer]
     assert text(chatml, second.ids).endswith(
         "English: so today<|im_end|>\n<|im_start|>assistant\nAlso heute<|im_end|>\n"
-        "<|im_start|>user\nEnglish: we made it<|im_end|>\n<|im_start|>assistant\n")
+        "<|im_start|>user\nEnglish: we made it<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert builder.context_ids([]) == ()
 
 
@@ -97,4 +105,3 @@ def test_prompt_ids_are_the_tokenizers_own_tokenization_of_the_rendered_text(fam
         assert prompt.prefix == builder.prefix
     assert tok.decode([builder.build("so today").source[0]]) == " so"
     assert not tok.decode(list(builder.suffix)).endswith(" ")
-

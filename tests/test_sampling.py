@@ -3,14 +3,14 @@
 
 import math
 
+from mlx_ssbd.engine.cache import TokenCache
+from mlx_ssbd.engine.sampling import Sampler, sampling_probs
+from mlx_ssbd.engine.update import Job, run
+
 import mlx.core as mx
 import numpy as np
 import pytest
 from tiny import byte_tokenizer, tiny_model
-
-from mlx_ssbd.engine.cache import TokenCache
-from mlx_ssbd.engine.sampling import Sampler, sampling_probs
-from mlx_ssbd.engine.update import Job, run
 
 N = 3000
 TEMPERATURE, TOP_P = 1.0, 0.95
@@ -38,7 +38,9 @@ def assert_matches(samples, expected, what):
 def setup():
     tok = byte_tokenizer()
     model = tiny_model("qwen2", seed=4, logit_scale=3.0)
-    prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)
+    prompt = tok.encode(
+        "<|im_start|>user\nso today<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False
+    )
     logits = TokenCache(model).forward(prompt)[-1]
     p1 = np.array(sampling_probs(logits, TEMPERATURE, TOP_P), dtype=np.float64)
     # Exact second-token marginal: sum_a p1(a) p(. | prompt, a), all a in one batch.
@@ -55,7 +57,9 @@ def sample_two(model, prompt, draft, beta, seed):
     cache = TokenCache(model)
     firsts, seconds, accepted = [], [], 0
     for _ in range(N):  # the engine's update: verify the draft, then sample the rest
-        job = Job(head=prompt, locked=(), draft=draft, beta=beta, max_new=2, stops=lambda t: None, sampler=sampler)
+        job = Job(
+            head=prompt, locked=(), draft=draft, beta=beta, max_new=2, stops=lambda t: None, sampler=sampler
+        )
         outcome = run(cache, [(cache, job)])[0]
         accepted += outcome.accepted
         firsts.append(outcome.output[0])

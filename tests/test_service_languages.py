@@ -7,15 +7,18 @@ import json
 import httpx
 import pytest
 import websockets
-
 from browser import MISSING as BROWSER_MISSING
 from browser import chromium
 from test_service import server, ws_url
 from test_service_replicas import Viewer, expect
 
-PARTIALS = [("so today we", False, "a"), ("so today we talk about", False, "a"),
-            ("so today we talk about the new rules.", True, "a"), ("and why we", False, "b"),
-            ("and why we made them.", True, "b")]
+PARTIALS = [
+    ("so today we", False, "a"),
+    ("so today we talk about", False, "a"),
+    ("so today we talk about the new rules.", True, "a"),
+    ("and why we", False, "b"),
+    ("and why we made them.", True, "b"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +37,17 @@ async def lockstep(url: str, settings: dict, partials=PARTIALS):
         targets = (await expect(ws, "session.updated"))["targets"]
         seen = {target: [] for target in targets}
         for text, final, segment in partials:
-            await ws.send(json.dumps({"type": "source.update", "text": text, "final": final, "segment": segment}))
+            await ws.send(
+                json.dumps({"type": "source.update", "text": text, "final": final, "segment": segment})
+            )
             answered = set()
             while answered != set(targets):
                 event = json.loads(await asyncio.wait_for(ws.recv(), 60))
                 assert event["type"] != "error", event
                 if event["type"] == "translation.update":
-                    seen[event["target"]].append(("update", event["caption"], event["stable"] + event["unstable"]))
+                    seen[event["target"]].append(
+                        ("update", event["caption"], event["stable"] + event["unstable"])
+                    )
                 elif event["type"] == "translation.commit":
                     seen[event["target"]].append(("commit", event["caption"], event["text"]))
                 else:
@@ -76,11 +83,17 @@ def test_viewers_and_transcripts_per_language(url, tmp_path):
     assert [c[2] for c in default.commits()] == commits["de"]
     doc = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
     assert doc["targets"] == ["de", "fr"] and len(doc["captions"]) == 4
-    assert {(c["target"], c["text"]) for c in doc["captions"]} == {(t, x) for t in commits for x in commits[t]}
-    for missing in (f"/v1/sessions/{sid}/events?lang=ja", f"/v1/sessions/{sid}/transcript.ja.srt",
-                    f"/captions/{sid}?lang=ja"):
+    assert {(c["target"], c["text"]) for c in doc["captions"]} == {
+        (t, x) for t in commits for x in commits[t]
+    }
+    for missing in (
+        f"/v1/sessions/{sid}/events?lang=ja",
+        f"/v1/sessions/{sid}/transcript.ja.srt",
+        f"/captions/{sid}?lang=ja",
+    ):
         assert httpx.get(url + missing).status_code == 404
     if BROWSER_MISSING is None:
+
         async def page_lines():
             async with chromium() as browser:
                 page = await browser.new_page()
@@ -91,15 +104,18 @@ def test_viewers_and_transcripts_per_language(url, tmp_path):
         assert asyncio.run(page_lines()) == commits["fr"]
 
 
-@pytest.mark.parametrize("update, code", [
-    ({"targets": ["de", "fr", "ja", "es", "it"]}, "too_many_targets"),
-    ({"targets": ["de", "de"]}, "invalid_message"),
-    ({"targets": []}, "invalid_message"),
-    ({"targets": "de"}, "invalid_message"),
-    ({"targets": ["de", "xx"]}, "unknown_language"),
-    ({"target": "de", "targets": ["fr"]}, "invalid_message"),
-    ({"targets": ["de", "en"]}, "source_in_targets"),
-])
+@pytest.mark.parametrize(
+    "update, code",
+    [
+        ({"targets": ["de", "fr", "ja", "es", "it"]}, "too_many_targets"),
+        ({"targets": ["de", "de"]}, "invalid_message"),
+        ({"targets": []}, "invalid_message"),
+        ({"targets": "de"}, "invalid_message"),
+        ({"targets": ["de", "xx"]}, "unknown_language"),
+        ({"target": "de", "targets": ["fr"]}, "invalid_message"),
+        ({"targets": ["de", "en"]}, "source_in_targets"),
+    ],
+)
 def test_bad_language_lists_get_an_error_and_change_nothing(url, update, code):
     async def scenario():
         async with websockets.connect(ws_url(url)) as ws:
@@ -117,16 +133,31 @@ def test_a_glossary_in_session_update(url):
     async def settings(glossary):
         async with websockets.connect(ws_url(url)) as ws:
             await expect(ws, "session.created")
-            await ws.send(json.dumps({"type": "session.update", "targets": ["de", "fr"], "glossary": glossary}))
+            await ws.send(
+                json.dumps({"type": "session.update", "targets": ["de", "fr"], "glossary": glossary})
+            )
             event = json.loads(await asyncio.wait_for(ws.recv(), 10))
             return event
 
     as_tsv = asyncio.run(settings("en\tde\tfr\nnew rules\tneue Regeln\tnouvelles règles\n"))
-    as_json = asyncio.run(settings({"de": {"new rules": "neue Regeln"}, "fr": {"new rules": "nouvelles règles"}}))
+    as_json = asyncio.run(
+        settings({"de": {"new rules": "neue Regeln"}, "fr": {"new rules": "nouvelles règles"}})
+    )
     assert as_tsv["type"] == as_json["type"] == "session.updated"
-    assert as_tsv["glossary"] == as_json["glossary"] == {"de": {"new rules": "neue Regeln"},
-                                                         "fr": {"new rules": "nouvelles règles"}}
-    for bad, message in (("en\tde\nnew rules\n", "glossary:2: 1 columns"), ({"de": {"x": ""}}, "a rendering is empty"),
-                         ("{not json", "not JSON"), ([1], "a JSON glossary is an object")):
+    assert (
+        as_tsv["glossary"]
+        == as_json["glossary"]
+        == {"de": {"new rules": "neue Regeln"}, "fr": {"new rules": "nouvelles règles"}}
+    )
+    for bad, message in (
+        ("en\tde\nnew rules\n", "glossary:2: 1 columns"),
+        ({"de": {"x": ""}}, "a rendering is empty"),
+        ("{not json", "not JSON"),
+        ([1], "a JSON glossary is an object"),
+    ):
         refused = asyncio.run(settings(bad))
-        assert refused["type"] == "error" and refused["code"] == "invalid_glossary" and message in refused["message"]
+        assert (
+            refused["type"] == "error"
+            and refused["code"] == "invalid_glossary"
+            and message in refused["message"]
+        )

@@ -11,12 +11,6 @@ import subprocess
 import sys
 import time
 
-import httpx
-import numpy as np
-import pytest
-import websockets
-from test_service import SENTENCE, server, session_events, source, ws_url
-
 from mlx_ssbd.live import subtitles
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.service import protocol
@@ -26,25 +20,34 @@ from mlx_ssbd.service.scheduler import Busy, Scheduler
 from mlx_ssbd.service.store import open_store
 from mlx_ssbd.service.viewers import Viewers
 
+import httpx
+import numpy as np
+import pytest
+import websockets
+from test_service import SENTENCE, server, session_events, source, ws_url
 
-@pytest.mark.parametrize("raw,code", [
-    ('{"type": "source.update", "text": "a", "final": true, "start": NaN}', "invalid_json"),
-    ('{"type": "source.update", "text": "a", "end": Infinity}', "invalid_json"),
-    ('{"type": "source.update", "text": "a", "end": 1e999}', "invalid_json"),
-    ("[" * 50000 + "]" * 50000, "message_too_large"),
-    ("[" * 20000 + "]" * 20000, "invalid_json"),  # too deep for Python's parser: refused, not a crash
-    ('{"type": "source.update", "text": "a", "start": -1}', "invalid_message"),
-    ('{"type": "source.update", "text": "a", "start": 2, "end": 1}', "invalid_message"),
-    ('{"type": "source.update", "text": "a", "end": 1e300}', "invalid_message"),
-    ('{"type": "source.update", "text": "a\\u0000b"}', "invalid_message"),
-    ('{"type": "source.update", "text": "a\\ud800"}', "invalid_message"),
-    ('{"type": "source.update", "text": "a", "segment": "' + "s" * 200 + '"}', "invalid_message"),
-    ('{"type": "source.update", "text": "a", "segment": "s\\n1"}', "invalid_message"),
-    ('{"type": "source.update", "text": "a", "segment": -3}', "invalid_message"),
-    ('{"type": "session.update", "mask_k": 100000000000}', "invalid_message"),
-    ('{"type": "session.update", "target": "' + "d" * 5000 + '"}', "invalid_message"),
-    ('{"type": "session.update", "beta": [0.2]}', "invalid_message"),
-])
+
+@pytest.mark.parametrize(
+    "raw,code",
+    [
+        ('{"type": "source.update", "text": "a", "final": true, "start": NaN}', "invalid_json"),
+        ('{"type": "source.update", "text": "a", "end": Infinity}', "invalid_json"),
+        ('{"type": "source.update", "text": "a", "end": 1e999}', "invalid_json"),
+        ("[" * 50000 + "]" * 50000, "message_too_large"),
+        ("[" * 20000 + "]" * 20000, "invalid_json"),  # too deep for Python's parser: refused, not a crash
+        ('{"type": "source.update", "text": "a", "start": -1}', "invalid_message"),
+        ('{"type": "source.update", "text": "a", "start": 2, "end": 1}', "invalid_message"),
+        ('{"type": "source.update", "text": "a", "end": 1e300}', "invalid_message"),
+        ('{"type": "source.update", "text": "a\\u0000b"}', "invalid_message"),
+        ('{"type": "source.update", "text": "a\\ud800"}', "invalid_message"),
+        ('{"type": "source.update", "text": "a", "segment": "' + "s" * 200 + '"}', "invalid_message"),
+        ('{"type": "source.update", "text": "a", "segment": "s\\n1"}', "invalid_message"),
+        ('{"type": "source.update", "text": "a", "segment": -3}', "invalid_message"),
+        ('{"type": "session.update", "mask_k": 100000000000}', "invalid_message"),
+        ('{"type": "session.update", "target": "' + "d" * 5000 + '"}', "invalid_message"),
+        ('{"type": "session.update", "beta": [0.2]}', "invalid_message"),
+    ],
+)
 def test_every_field_is_checked(raw, code):
     with pytest.raises(ProtocolError) as error:
         protocol.parse(raw, Limits())
@@ -52,7 +55,9 @@ def test_every_field_is_checked(raw, code):
 
 
 def test_valid_times_and_text_pass_the_checks():
-    message = protocol.parse('{"type": "source.update", "text": "line one\\nline two\\tend", "start": 0, "end": 0}')
+    message = protocol.parse(
+        '{"type": "source.update", "text": "line one\\nline two\\tend", "start": 0, "end": 0}'
+    )
     assert message.text == "line one\nline two\tend" and message.start == message.end == 0.0
 
 
@@ -61,7 +66,10 @@ def test_a_method_without_a_beta_runs_at_its_own():
 
     assert protocol.parse('{"type": "session.update", "method": "ssbd-ratio"}').changes["beta"] == RATIO_BETA
     assert protocol.parse('{"type": "session.update", "method": "ssbd"}').changes["beta"] == DEFAULT_BETA
-    assert protocol.parse('{"type": "session.update", "method": "ssbd-ratio", "beta": 0.3}').changes["beta"] == 0.3
+    assert (
+        protocol.parse('{"type": "session.update", "method": "ssbd-ratio", "beta": 0.3}').changes["beta"]
+        == 0.3
+    )
     assert "beta" not in protocol.parse('{"type": "session.update", "target": "fr"}').changes
 
 
@@ -116,6 +124,7 @@ def test_subtitle_cues_stay_valid_whatever_the_model_writes():
 
 # -- the scheduler, in process (this thread owns the model, as the server's main thread does) --
 
+
 @pytest.fixture(scope="module")
 def loaded(model_dir):
     return load_model(model_dir)
@@ -150,8 +159,10 @@ def test_a_store_that_fails_mid_session_loses_no_caption(loaded, tmp_path, monke
         if failure == "read-only":  # SQLite's own refusal: "attempt to write a readonly database"
             store._writer.execute(f"PRAGMA query_only={'ON' if broken else 'OFF'}")
         else:
+
             def failing(*args):
                 raise sqlite3.OperationalError("database is locked")
+
             monkeypatch.setattr(store, "add_caption", failing if broken else add)
 
     def on_event(event, session):
@@ -159,12 +170,15 @@ def test_a_store_that_fails_mid_session_loses_no_caption(loaded, tmp_path, monke
             break_store(event["caption"] == 0)
 
     scheduler = Scheduler(loaded, store=store)
-    session, events = run_session(scheduler, ["so today we talk.", "about the new rules.", "for all people."],
-                                  on_event)
+    session, events = run_session(
+        scheduler, ["so today we talk.", "about the new rules.", "for all people."], on_event
+    )
     commits = [e for e in events if e["type"] == "translation.commit"]
     assert [c["stored"] for c in commits] == [True, False, True]
     kinds = [e["type"] for e in events]
-    assert kinds.index("error") < kinds.index("translation.commit", kinds.index("error"))  # told before the commit
+    assert kinds.index("error") < kinds.index(
+        "translation.commit", kinds.index("error")
+    )  # told before the commit
     assert next(e for e in events if e["type"] == "error")["code"] == "store_failed"
     assert next(e for e in events if e["type"] == "transcript.stored")["captions"] == [1]
     assert kinds[-1] == "session.closed" and kinds.index("transcript.stored") < len(kinds) - 1
@@ -196,7 +210,10 @@ def test_a_failing_round_closes_the_sessions_in_it_and_the_scheduler_goes_on(loa
     assert [e["type"] for e in first] == ["error", "session.closed"]
     assert first[0]["code"] == "internal_error" and first[1]["reason"] == "error"
     assert "a bug" not in first[0]["message"]  # what failed is in the server's log, not sent out
-    assert [e["type"] for e in second] == ["translation.commit", "session.closed"] and scheduler.batch is not broken
+    assert [e["type"] for e in second] == [
+        "translation.commit",
+        "session.closed",
+    ] and scheduler.batch is not broken
 
 
 def test_a_session_failing_on_its_own_leaves_the_others(loaded, monkeypatch):
@@ -288,10 +305,10 @@ class _FakeSession:
 def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
     """One session's audio makes the recognizer fail: that session gets ``asr_failed``; the other
     session's speech is recognised on, by the same worker thread; audio beyond the bound is refused."""
-    from test_asr import ScriptedRecognizer
-
     from mlx_ssbd.asr.recognizer import SAMPLE_RATE
     from mlx_ssbd.service.speech import SpeechWorker
+
+    from test_asr import ScriptedRecognizer
 
     class Fussy(ScriptedRecognizer):
         def transcribe(self, audio, prompt=""):
@@ -330,36 +347,68 @@ def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
 
 # -- real servers ------------------------------------------------------------------------------
 
+
 def test_api_key_and_origins(model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("MLX_SSBD_API_KEY", "sekret")
     key = {"Authorization": "Bearer sekret"}
 
     async def opens(base, *, query="", headers=None, origin=None):
         try:
-            async with websockets.connect(ws_url(base) + query, additional_headers=headers, origin=origin) as ws:
+            async with websockets.connect(
+                ws_url(base) + query, additional_headers=headers, origin=origin
+            ) as ws:
                 return json.loads(await ws.recv())["type"]
         except websockets.InvalidStatus as refused:
             return refused.response.status_code
 
     with server(model_dir, tmp_path / "t.sqlite3", "--allow-origin", "https://captions.example") as (base, _):
         own = base  # the server's own origin: http://127.0.0.1:PORT
-        results = [asyncio.run(opens(base, **kw)) for kw in (
-            {}, {"headers": key}, {"query": "?api_key=sekret"}, {"query": "?api_key=wrong"},
-            {"headers": {"Authorization": "Bearer wrong"}},
-            {"headers": key, "origin": "https://evil.example"}, {"headers": key, "origin": "https://captions.example"},
-            {"query": "?api_key=sekret", "origin": own})]
-        assert results == [401, "session.created", "session.created", 401, 401, 403, "session.created",
-                           "session.created"]
+        results = [
+            asyncio.run(opens(base, **kw))
+            for kw in (
+                {},
+                {"headers": key},
+                {"query": "?api_key=sekret"},
+                {"query": "?api_key=wrong"},
+                {"headers": {"Authorization": "Bearer wrong"}},
+                {"headers": key, "origin": "https://evil.example"},
+                {"headers": key, "origin": "https://captions.example"},
+                {"query": "?api_key=sekret", "origin": own},
+            )
+        ]
+        assert results == [
+            401,
+            "session.created",
+            "session.created",
+            401,
+            401,
+            403,
+            "session.created",
+            "session.created",
+        ]
         chat = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
-        post = lambda **kw: httpx.post(base + "/v1/chat/completions", timeout=60, **kw)  # noqa: E731
+        post = lambda **kw: httpx.post(base + "/v1/chat/completions", timeout=60, **kw)
         assert post(json=chat).status_code == 401
         assert post(json=chat, headers=key).status_code == 200
-        assert post(content=json.dumps(chat), headers={**key, "Content-Type": "text/plain"}).status_code == 415
+        assert (
+            post(content=json.dumps(chat), headers={**key, "Content-Type": "text/plain"}).status_code == 415
+        )
         assert post(json=chat, headers={**key, "Origin": "https://evil.example"}).status_code == 403
-        assert post(content=b"{" * (2 << 20), headers={**key, "Content-Type": "application/json"}).status_code == 413
+        assert (
+            post(content=b"{" * (2 << 20), headers={**key, "Content-Type": "application/json"}).status_code
+            == 413
+        )
         assert post(json={**chat, "max_tokens": 10**6}, headers=key).status_code == 400
-        assert post(content=b'{"messages": NaN}', headers={**key, "Content-Type": "application/json"}).status_code == 400
-        assert httpx.get(base + "/v1/models").status_code == 401 and httpx.get(base + "/health").status_code == 200
+        assert (
+            post(
+                content=b'{"messages": NaN}', headers={**key, "Content-Type": "application/json"}
+            ).status_code
+            == 400
+        )
+        assert (
+            httpx.get(base + "/v1/models").status_code == 401
+            and httpx.get(base + "/health").status_code == 200
+        )
 
         async def session_with_key():
             async with websockets.connect(ws_url(base), additional_headers=key) as ws:
@@ -385,13 +434,20 @@ def test_only_known_hosts_are_answered_and_a_public_server_needs_a_key(model_dir
     Host; the server answers loopback names, IP addresses and --allow-host names only."""
     with server(model_dir, tmp_path / "t.sqlite3", "--allow-host", "captions.example") as (base, _):
         port = base.rsplit(":", 1)[1]
-        get = lambda path, host: httpx.get(base + path, headers={"Host": host})  # noqa: E731
+        get = lambda path, host: httpx.get(base + path, headers={"Host": host})
         for host in ("evil.example", f"evil.example:{port}", "127.0.0.1.evil.example", "[::1", "localhost:x"):
             refused = get("/v1/sessions", host)
             assert refused.status_code == 400 and refused.json()["error"]["code"] == "host_not_allowed", host
         assert get("/", "evil.example").status_code == 400
-        for host in (f"localhost:{port}", f"127.0.0.1:{port}", "[::1]", "10.1.2.3", "captions.example",
-                     "CAPTIONS.example:443", "app.localhost"):
+        for host in (
+            f"localhost:{port}",
+            f"127.0.0.1:{port}",
+            "[::1]",
+            "10.1.2.3",
+            "captions.example",
+            "CAPTIONS.example:443",
+            "app.localhost",
+        ):
             assert get("/v1/sessions", host).status_code == 200, host
         assert get("/health", "evil.example").status_code == 200  # load balancers probe by address
 
@@ -409,20 +465,46 @@ def test_only_known_hosts_are_answered_and_a_public_server_needs_a_key(model_dir
         for seed in (-1, 2**64):
             refused = httpx.post(base + "/v1/chat/completions", json={**chat, "seed": seed}, timeout=60)
             assert refused.status_code == 400 and "seed" in refused.text
-        sid = asyncio.run(session_events(base, [source(SENTENCE, final=True), {"type": "session.close"}]))[0]["session"]
-        replayed = httpx.get(f"{base}/v1/sessions/{sid}/events", headers={"Last-Event-ID": str(2**63)}, timeout=30)
-        assert replayed.status_code == 200 and "translation.commit" in replayed.text  # an id not ours: all of it
+        sid = asyncio.run(session_events(base, [source(SENTENCE, final=True), {"type": "session.close"}]))[0][
+            "session"
+        ]
+        replayed = httpx.get(
+            f"{base}/v1/sessions/{sid}/events", headers={"Last-Event-ID": str(2**63)}, timeout=30
+        )
+        assert (
+            replayed.status_code == 200 and "translation.commit" in replayed.text
+        )  # an id not ours: all of it
         page, caption_page = httpx.get(base + "/"), httpx.get(f"{base}/captions/{sid}")
         assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
         for response in (page, caption_page, replayed, httpx.get(base + "/health")):
             assert response.headers["x-content-type-options"] == "nosniff"
         policy = caption_page.headers["content-security-policy"]
         assert "script-src 'self'" in policy and "connect-src 'self'" in policy and "ws:" not in policy
-    public = subprocess.run([sys.executable, "-m", "mlx_ssbd_cli", "serve", "--model", model_dir, "--host", "0.0.0.0",
-                             "--port", "0", "--store", str(tmp_path / "p.sqlite3")],
-                            capture_output=True, text=True, timeout=120,
-                            env={k: v for k, v in os.environ.items() if k != "MLX_SSBD_API_KEY"})
-    assert public.returncode == 2 and "--public-without-key" in public.stderr and "Traceback" not in public.stderr
+    public = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlx_ssbd_cli",
+            "serve",
+            "--model",
+            model_dir,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--store",
+            str(tmp_path / "p.sqlite3"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={k: v for k, v in os.environ.items() if k != "MLX_SSBD_API_KEY"},
+    )
+    assert (
+        public.returncode == 2
+        and "--public-without-key" in public.stderr
+        and "Traceback" not in public.stderr
+    )
 
 
 def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path):
@@ -453,7 +535,9 @@ def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path
             with pytest.raises(websockets.ConnectionClosed) as closed:
                 while True:
                     errors += json.loads(await asyncio.wait_for(junk.recv(), timeout=10))["type"] == "error"
-            assert errors == 51 and closed.value.rcvd.code == 1008 and "bad messages" in closed.value.rcvd.reason
+            assert (
+                errors == 51 and closed.value.rcvd.code == 1008 and "bad messages" in closed.value.rcvd.reason
+            )
 
     def without_reading(base, message, count, first=None):
         """``count`` copies of ``message`` from a client that never reads a byte after the
@@ -465,7 +549,7 @@ def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path
 
         client = ClientProtocol(parse_uri(ws_url(base)))
         client.send_request(client.connect())
-        with socket.create_connection(base[len("http://"):].split(":")) as sock:
+        with socket.create_connection(base[len("http://") :].split(":")) as sock:
             sock.settimeout(10)
             sock.sendall(b"".join(client.data_to_send()))
             while client.state is State.CONNECTING:  # the handshake's answer: the last bytes it reads
@@ -488,7 +572,10 @@ def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path
                 time.sleep(0.05)
         return None
 
-    with server(model_dir, tmp_path / "t.sqlite3", "--handshake-timeout", "1", "--max-viewers", "2") as (base, _):
+    with server(model_dir, tmp_path / "t.sqlite3", "--handshake-timeout", "1", "--max-viewers", "2") as (
+        base,
+        _,
+    ):
         asyncio.run(scenario(base))
         deadline = time.monotonic() + 10
         while httpx.get(base + "/health").json()["sessions"] and time.monotonic() < deadline:
@@ -566,7 +653,9 @@ def test_signals_are_acted_on_at_once_even_while_the_model_thread_is_busy(monkey
 
     start, drains, exits = run(1, drain_s=0.5)
     assert len(drains) == 1 and drains[0][0] - start < 1.0 and drains[0][1] == 0.5  # at once
-    assert [status for _, status in exits] == [1] and exits[0][0] - start >= 0.5 + server_mod.EXIT_GRACE_S - 0.1
+    assert [status for _, status in exits] == [1] and exits[0][
+        0
+    ] - start >= 0.5 + server_mod.EXIT_GRACE_S - 0.1
     start, drains, exits = run(2, drain_s=30.0)
     assert len(drains) == 2 and [status for _, status in exits] == [1]
     assert exits[0][0] - start < 0.2 + server_mod.EXIT_GRACE_S + 5  # not the 30 s drain

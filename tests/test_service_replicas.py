@@ -11,7 +11,6 @@ import time
 import httpx
 import pytest
 import websockets
-
 from test_service import server, source, ws_url
 
 
@@ -117,7 +116,9 @@ async def resumed(url: str, sid: str, timeout: float = 60):
         with contextlib.suppress(OSError, websockets.WebSocketException, asyncio.TimeoutError):
             ws = await websockets.connect(ws_url(url), open_timeout=5)
             placeholder = (await expect(ws, "session.created", 10))["session"]
-            await ws.send(json.dumps({"type": "session.resume", "session": sid, "resume_token": RESUME_TOKENS[sid]}))
+            await ws.send(
+                json.dumps({"type": "session.resume", "session": sid, "resume_token": RESUME_TOKENS[sid]})
+            )
             event = json.loads(await asyncio.wait_for(ws.recv(), 10))
             if event["type"] == "session.resumed":
                 return ws, event, placeholder
@@ -172,7 +173,9 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
         token = RESUME_TOKENS[sid]
         await other.send(json.dumps({"type": "session.resume", "session": sid, "resume_token": token}))
         refused = await expect(other, "error")
-        await other.send(json.dumps({"type": "session.resume", "session": "sess_nope", "resume_token": token}))
+        await other.send(
+            json.dumps({"type": "session.resume", "session": "sess_nope", "resume_token": token})
+        )
         unknown = await expect(other, "error")
         await other.send(json.dumps({"type": "session.resume", "session": sid}))  # the id alone
         no_token = await expect(other, "error")
@@ -181,7 +184,9 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
         # whoever knows the id (every viewer does) but not the token gets nothing
         thief, _ = await opened(url)
         for _ in range(20):  # over the time the server takes to notice the drop
-            await thief.send(json.dumps({"type": "session.resume", "session": sid, "resume_token": token[::-1]}))
+            await thief.send(
+                json.dumps({"type": "session.resume", "session": sid, "resume_token": token[::-1]})
+            )
             stolen = await expect(thief, "error")
             assert stolen["code"] == "not_found", stolen
             await asyncio.sleep(0.1)
@@ -200,8 +205,14 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
         await closed.close()
         return sid, before, (refused, unknown, no_token, ended), event, after, viewer, placeholder
 
-    sid, before, (refused, unknown, no_token, ended), took, after, viewer, placeholder = asyncio.run(scenario())
-    assert refused["code"] == "session_live" and unknown["code"] == "not_found" and ended["code"] == "session_ended"
+    sid, before, (refused, unknown, no_token, ended), took, after, viewer, placeholder = asyncio.run(
+        scenario()
+    )
+    assert (
+        refused["code"] == "session_live"
+        and unknown["code"] == "not_found"
+        and ended["code"] == "session_ended"
+    )
     assert no_token["code"] == "invalid_message" and "resume_token" in no_token["message"]
     assert (took["session"], took["captions"], took["target"], took["method"]) == (sid, 2, "fr", "rt")
     assert after["caption"] == 2  # numbering goes on
@@ -217,12 +228,15 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
 
 
 @pytest.mark.skipif(__import__("postgres").MISSING is not None, reason=str(__import__("postgres").MISSING))
-def test_postgresql_going_away_mid_session_loses_nothing_and_the_replica_goes_on(model_dir, postgres, tmp_path):
+def test_postgresql_going_away_mid_session_loses_nothing_and_the_replica_goes_on(
+    model_dir, postgres, tmp_path
+):
     """The database is killed mid-session: the client is told (``store_failed``), its commit comes
     with ``stored: false``, the replica answers on; once the database is back the commit is
     written (``transcript.stored``) and the transcript holds every caption."""
     store = postgres.new_database()
     with server(model_dir, store, log=tmp_path / "r.log") as (url, _):
+
         async def scenario():
             ws, sid = await opened(url)
             first = await commit(ws, "so today we talk.", "a")
@@ -261,12 +275,29 @@ def test_a_resumed_session_goes_on_with_its_numbers_settings_and_clock():
     from mlx_ssbd.service.store.bus import LocalBus
 
     sent = []
-    session = ServiceSession("sess_new", Settings(), sent.append, SegmenterConfig(), Journal(None), LocalBus())
-    session.resume(SessionInfo("sess_old", 0.0, "m", {"target": "ja", "method": "rt", "future": 1}, "r", None, None,
-                               "live", 3, 12.5), "its token")
+    session = ServiceSession(
+        "sess_new", Settings(), sent.append, SegmenterConfig(), Journal(None), LocalBus()
+    )
+    session.resume(
+        SessionInfo(
+            "sess_old",
+            0.0,
+            "m",
+            {"target": "ja", "method": "rt", "future": 1},
+            "r",
+            None,
+            None,
+            "live",
+            3,
+            12.5,
+        ),
+        "its token",
+    )
     assert (session.id, session.settings.target, session.settings.method) == ("sess_old", "ja", "rt")
     assert session.resume_token == "its token"
-    session.hear(SourceUpdate("so today", False, "a", 0.5, 1.0, (Word("so", 0.5, 0.7), Word("today", 0.7, 1.0))), 1.0)
+    session.hear(
+        SourceUpdate("so today", False, "a", 0.5, 1.0, (Word("so", 0.5, 0.7), Word("today", 0.7, 1.0))), 1.0
+    )
     heard = sent[-1]
     assert (heard["type"], heard["start"], heard["end"]) == ("transcription.update", 13.0, 13.5)
     item = session.live.take()

@@ -4,19 +4,18 @@ import random
 import threading
 import time
 
-import pytest
-from test_translator import make, model, random_stream, tok  # noqa: F401  (fixtures)
-from tiny import tiny_model
-
 from mlx_ssbd.live.multistream import MultiStreamTranslator
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import (
     CaptionCommit,
-    CaptionUpdate,
     LiveSession,
     SessionError,
 )
 from mlx_ssbd.live.source import SourceUpdate
+
+import pytest
+from test_translator import make, random_stream
+from tiny import tiny_model
 
 MANUAL = SegmenterConfig(sentence_end=False, max_words=0, pause_s=None)  # commits only at final/segment/end
 
@@ -32,11 +31,15 @@ def run_all(session, partials):
 def test_latest_partial_wins_but_finals_and_segment_ends_are_never_skipped(model, tok):
     session = LiveSession(make(model, tok, policy="ssbd"), segmenter=MANUAL)
     engine = session.run()
-    push = lambda *partials: [session.push(p) for p in partials]  # noqa: E731  (while the engine is busy)
+    push = lambda *partials: [session.push(p) for p in partials]
     push(SourceUpdate("so", segment_id="a"), SourceUpdate("so to", segment_id="a"))
     first = next(engine)
-    push(SourceUpdate("so today", segment_id="a"), SourceUpdate("so today we", final=True, segment_id="a"),
-         SourceUpdate("it", segment_id="b"), SourceUpdate("it works", segment_id="b"))
+    push(
+        SourceUpdate("so today", segment_id="a"),
+        SourceUpdate("so today we", final=True, segment_id="a"),
+        SourceUpdate("it", segment_id="b"),
+        SourceUpdate("it works", segment_id="b"),
+    )
     second, third = next(engine), next(engine)
     push(SourceUpdate("and", segment_id="c"))  # segment b ends without final: still committed
     push(SourceUpdate("and then", segment_id="c"))
@@ -66,8 +69,10 @@ def test_beta0_through_the_session_is_token_identical_to_rt(model, tok):
     partials = []
     for index in range(12):
         prefixes = random_stream(rng)
-        partials += [SourceUpdate(p, final=i == len(prefixes) - 1 and index % 3 > 0, segment_id=f"s{index}")
-                     for i, p in enumerate(prefixes)]
+        partials += [
+            SourceUpdate(p, final=i == len(prefixes) - 1 and index % 3 > 0, segment_id=f"s{index}")
+            for i, p in enumerate(prefixes)
+        ]
     outputs = {}
     for policy in ("rt", "ssbd"):
         session = LiveSession(make(model, tok, policy=policy, beta=0.0), segmenter=MANUAL, latest_wins=False)
@@ -90,7 +95,9 @@ def test_an_unchanged_partial_costs_no_forward_pass(model, tok):
     rest = list(engine)
     assert [(type(e).__name__, e.update.source) for e in rest] == [("CaptionCommit", "so today")]
     assert session.unchanged == 1 and session.coalesced == 1
-    assert translator.cache.forward_calls - calls == rest[0].update.stats.forward_passes  # only the commit ran
+    assert (
+        translator.cache.forward_calls - calls == rest[0].update.stats.forward_passes
+    )  # only the commit ran
 
 
 def test_a_pause_commits_the_open_caption(model, tok):
@@ -124,7 +131,9 @@ def test_a_pause_on_the_inputs_clock_commits_only_when_the_input_says_so(model, 
     # A recognizer that was behind and heard 3 s at once: new words are no pause, however late.
     session.push(SourceUpdate("so today we talk", segment_id="b"), at=4.0)
     session.push(SourceUpdate("so today we talk about it", segment_id="b"), at=9.0)
-    assert [(i.job.text, i.job.final) for i in iter(session.take, None)] == [("so today we talk about it", False)]
+    assert [(i.job.text, i.job.final) for i in iter(session.take, None)] == [
+        ("so today we talk about it", False)
+    ]
 
 
 def test_arrival_times_commit_a_pause_before_the_next_partial_even_while_the_engine_is_busy(model, tok):
@@ -141,8 +150,13 @@ def test_arrival_times_commit_a_pause_before_the_next_partial_even_while_the_eng
 
 def test_a_rejected_job_is_an_error_event_and_the_session_goes_on(model, tok):
     session = LiveSession(make(model, tok), segmenter=MANUAL)
-    events = run_all(session, [SourceUpdate("word " * 3000, final=True, segment_id="a"),
-                               SourceUpdate("so today", final=True, segment_id="b")])
+    events = run_all(
+        session,
+        [
+            SourceUpdate("word " * 3000, final=True, segment_id="a"),
+            SourceUpdate("so today", final=True, segment_id="b"),
+        ],
+    )
     assert isinstance(events[0], SessionError) and "context" in events[0].message
     assert isinstance(events[1], CaptionCommit) and events[1].update.source == "so today"
 
@@ -183,7 +197,10 @@ def test_context_is_in_the_prompt_and_its_kv_is_reused(model, tok):
 
 def test_context_keeps_beta0_identity_and_stays_within_budget(model, tok):
     rng = random.Random(2)
-    rt, ssbd = make(model, tok, policy="rt", context_tokens=120), make(model, tok, beta=0.0, context_tokens=120)
+    rt, ssbd = (
+        make(model, tok, policy="rt", context_tokens=120),
+        make(model, tok, beta=0.0, context_tokens=120),
+    )
     for _ in range(8):
         prefixes = random_stream(rng)
         for i, p in enumerate(prefixes):
@@ -195,8 +212,10 @@ def test_context_keeps_beta0_identity_and_stays_within_budget(model, tok):
 def test_batched_streams_keep_locked_text_like_single_streams(tok):
     model = tiny_model("qwen2", seed=8)
     rng = random.Random(9)
-    streams = [(lambda ps: ps + [ps[-1] + " and more", ps[-1] + " and more words"])(random_stream(rng))
-               for _ in range(3)]
+    streams = [
+        (lambda ps: ps + [ps[-1] + " and more", ps[-1] + " and more words"])(random_stream(rng))
+        for _ in range(3)
+    ]
     batched = MultiStreamTranslator([make(model, tok, agreement=2) for _ in streams])
     alone = [make(model, tok, agreement=2) for _ in streams]
     locked = 0

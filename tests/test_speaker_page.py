@@ -9,7 +9,6 @@ import shutil
 
 import httpx
 import pytest
-
 from browser import MISSING, sync_chromium
 from test_service import server
 
@@ -103,9 +102,11 @@ def test_errors_from_the_server_are_shown_on_the_page(url):
         assert "no_text" in page.get_by_role("alert").text_content()
 
 
-TALK = ["Thank you all for coming this afternoon.",
-        "I am going to show you how our team builds a small weather station for the school garden.",
-        "First we choose a sensor that measures temperature and humidity."]
+TALK = [
+    "Thank you all for coming this afternoon.",
+    "I am going to show you how our team builds a small weather station for the school garden.",
+    "First we choose a sensor that measures temperature and humidity.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -143,8 +144,11 @@ def check_german_captions(page, url) -> list[str]:
 @pytest.mark.integration
 def test_a_talk_into_the_microphone_becomes_german_captions(talk, tmp_path):
     wav, url = talk
-    fake_microphone = ["--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-                       f"--use-file-for-fake-audio-capture={wav}%noloop"]
+    fake_microphone = [
+        "--use-fake-ui-for-media-stream",
+        "--use-fake-device-for-media-stream",
+        f"--use-file-for-fake-audio-capture={wav}%noloop",
+    ]
     with sync_chromium(*fake_microphone) as browser:
         context = browser.new_context(permissions=["microphone"], viewport={"width": 900, "height": 900})
         page = context.new_page()

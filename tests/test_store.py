@@ -7,10 +7,11 @@ import sys
 import threading
 import time
 
-import pytest
-
 from mlx_ssbd.service.store import SCHEMA_VERSION, Caption, NotResumable, open_store
 from mlx_ssbd.service.store.base import MIGRATIONS
+
+import psycopg
+import pytest
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -36,8 +37,15 @@ def until(condition, timeout=10.0):
 
 
 def caption(n, text=None, end=None):
-    return Caption(n, f"s{n}", text or f"caption {n}", f"source {n}", float(n), end if end is not None else n + 0.5,
-                   "final")
+    return Caption(
+        n,
+        f"s{n}",
+        text or f"caption {n}",
+        f"source {n}",
+        float(n),
+        end if end is not None else n + 0.5,
+        "final",
+    )
 
 
 def test_sessions_and_captions(location):
@@ -51,8 +59,13 @@ def test_sessions_and_captions(location):
         assert [c.text for c in store.captions("a")] == ["caption 0", "fixed", "caption 2"]
         assert [c.caption for c in store.captions("a", after=0)] == [1, 2]
         info = store.session("a")
-        assert (info.model, info.settings, info.state, info.captions, info.next_start) == ("m", {"target": "de"},
-                                                                                         "live", 3, 2.5)
+        assert (info.model, info.settings, info.state, info.captions, info.next_start) == (
+            "m",
+            {"target": "de"},
+            "live",
+            3,
+            2.5,
+        )
         assert info.replica == store.replica and store.session("nope") is None
         store.open_session("a", "m", {"target": "fr"})  # recorded again: new settings, same captions
         assert store.session("a").settings == {"target": "fr"} and store.session("a").captions == 3
@@ -81,16 +94,26 @@ def test_replicas_see_each_other_and_claim_only_what_no_live_replica_serves(loca
         with pytest.raises(NotResumable) as refused:
             one.claim("s", "secret", served_here=True)
         assert refused.value.code == "session_live"
-        assert one.claim("s", "secret").state == "live"  # its own replica, not serving it any more (client gone)
-        for sid, token in (("unknown", "secret"), ("s", "guess"), ("s", "")):  # unknown, or not its token: alike
+        assert (
+            one.claim("s", "secret").state == "live"
+        )  # its own replica, not serving it any more (client gone)
+        for sid, token in (
+            ("unknown", "secret"),
+            ("s", "guess"),
+            ("s", ""),
+        ):  # unknown, or not its token: alike
             with pytest.raises(NotResumable) as refused:
                 two.claim(sid, token)
             assert refused.value.code == "not_found" and "guess" not in str(refused.value)
         one.close()  # the replica is gone: its session is detached, and another replica takes it over
         until(lambda: two.session("s").state == "detached")
         claimed = two.claim("s", "secret")
-        assert (claimed.replica, claimed.captions, claimed.next_start, claimed.settings) == (two.replica, 1, 4.0,
-                                                                                            {"target": "de"})
+        assert (claimed.replica, claimed.captions, claimed.next_start, claimed.settings) == (
+            two.replica,
+            1,
+            4.0,
+            {"target": "de"},
+        )
         assert two.session("s").state == "live"
         two.end_session("s", "closed")
         with pytest.raises(NotResumable) as refused:
@@ -178,8 +201,9 @@ sys.stdin.read()
 def test_a_commit_survives_kill_9_of_the_writer(location):
     """Each ``add_caption`` returns once its transaction is durable: a writer killed right after
     leaves every caption it reported written, and its session detached."""
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, location], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, location], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert [proc.stdout.readline().strip() for _ in range(5)] == [str(n) for n in range(5)]
     finally:
@@ -226,8 +250,10 @@ def test_a_viewer_is_interrupted_when_the_listener_is_lost_and_served_again(loca
     try:
         two.bus.subscribe("s", got.append)
         with psycopg.connect(location, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
-                          (f"mlx-ssbd {two.replica}",))
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+                (f"mlx-ssbd {two.replica}",),
+            )
         until(lambda: None in got)
         deadline = time.monotonic() + 10
         while not any(isinstance(e, dict) for e in got) and time.monotonic() < deadline:
@@ -264,7 +290,7 @@ def test_the_database_crashing_loses_no_commit_and_the_store_reconnects(postgres
             store.add_caption("c", caption(n))
         postgres.stop("immediate")
         started = time.monotonic()
-        with pytest.raises(Exception):
+        with pytest.raises(psycopg.Error):  # a refused connection, or the pool's timeout
             store.add_caption("c", caption(3))
         assert time.monotonic() - started < 15
         postgres.start()
@@ -279,21 +305,31 @@ def _writes(store, item) -> bool:
     try:
         store.add_caption("c", item)
         return True
-    except Exception:  # noqa: BLE001
+    except Exception:
         return False
 
 
 def test_serve_refuses_a_store_it_cannot_open_before_loading_a_model(tmp_path):
     """A wrong store fails at once, with exit 1 and a message (the password masked), no traceback."""
-    from click.testing import CliRunner
-
     from mlx_ssbd_cli.main import cli
 
-    unreachable = CliRunner().invoke(cli, ["serve", "--model", "no-such-model", "--store",
-                                           "postgresql://captions:hunter2@127.0.0.1:1/captions"])
+    from click.testing import CliRunner
+
+    unreachable = CliRunner().invoke(
+        cli,
+        [
+            "serve",
+            "--model",
+            "no-such-model",
+            "--store",
+            "postgresql://captions:hunter2@127.0.0.1:1/captions",
+        ],
+    )
     assert unreachable.exit_code == 1 and "cannot open the transcript store" in unreachable.output
     assert "hunter2" not in unreachable.output and "captions:***@" in unreachable.output
     assert "Traceback" not in unreachable.output
     (tmp_path / "dir").mkdir()
-    directory = CliRunner().invoke(cli, ["serve", "--model", "no-such-model", "--store", str(tmp_path / "dir")])
+    directory = CliRunner().invoke(
+        cli, ["serve", "--model", "no-such-model", "--store", str(tmp_path / "dir")]
+    )
     assert directory.exit_code == 1 and "cannot open the transcript store" in directory.output

@@ -1,7 +1,5 @@
 """Stream readers: lag-k reveal, partials, plain text, bad input with line numbers."""
 
-import pytest
-
 from mlx_ssbd.evaluation.streams import (
     StreamError,
     detect_format,
@@ -10,6 +8,8 @@ from mlx_ssbd.evaluation.streams import (
     read_partials,
     read_text,
 )
+
+import pytest
 
 
 def test_lag3_reveal():
@@ -23,21 +23,26 @@ def test_lag3_reveal():
 
 def test_partials_may_shrink_and_revise(tmp_path):
     f = tmp_path / "p.jsonl"
-    f.write_text('{"id": 1, "text": "so to", "final": false}\n\n{"id": 1, "text": "so", "final": false}\n'
-                 '{"id": 1, "text": "so today", "final": true}\n')
+    f.write_text(
+        '{"id": 1, "text": "so to", "final": false}\n\n{"id": 1, "text": "so", "final": false}\n'
+        '{"id": 1, "text": "so today", "final": true}\n'
+    )
     ups = list(read_partials(str(f)))
     assert [u.text for u in ups] == ["so to", "so", "so today"] and ups[-1].final and ups[0].segment_id == "1"
 
 
-@pytest.mark.parametrize("content,match", [
-    (b'{"id": 1, "text": "a"}\n{"id": 1}\n', ":2: missing field 'text'"),
-    (b'{"id": 1, "text": 5}\n', ":1: field 'text' must be str, got int"),
-    (b'{"id": 1, "text": "a", "final": "yes"}\n', ":1: field 'final' must be bool"),
-    (b'{"id": 1, "text": "a"}\n{oops\n', ":2: malformed JSON"),
-    (b'[1, 2]\n', ":1: expected a JSON object"),
-    (b'{"id": 1, "text": "a"}\n\xff\xfe\n', ":2: invalid UTF-8"),
-    (b'\x00\x01\x02', ":1: binary data"),
-])
+@pytest.mark.parametrize(
+    "content,match",
+    [
+        (b'{"id": 1, "text": "a"}\n{"id": 1}\n', ":2: missing field 'text'"),
+        (b'{"id": 1, "text": 5}\n', ":1: field 'text' must be str, got int"),
+        (b'{"id": 1, "text": "a", "final": "yes"}\n', ":1: field 'final' must be bool"),
+        (b'{"id": 1, "text": "a"}\n{oops\n', ":2: malformed JSON"),
+        (b"[1, 2]\n", ":1: expected a JSON object"),
+        (b'{"id": 1, "text": "a"}\n\xff\xfe\n', ":2: invalid UTF-8"),
+        (b"\x00\x01\x02", ":1: binary data"),
+    ],
+)
 def test_bad_partials_name_the_line(tmp_path, content, match):
     f = tmp_path / "bad.jsonl"
     f.write_bytes(content)
@@ -65,7 +70,11 @@ def test_plain_text_skips_blank_lines(tmp_path):
     f = tmp_path / "t.txt"
     f.write_text("one two three four\n\n   \nfive\n")
     ups = list(read_text(str(f), lag=3))
-    assert [(u.text, u.final) for u in ups] == [("one two three", False), ("one two three four", True), ("five", True)]
+    assert [(u.text, u.final) for u in ups] == [
+        ("one two three", False),
+        ("one two three four", True),
+        ("five", True),
+    ]
 
 
 def test_pairs_and_format_detection(tmp_path):
@@ -90,18 +99,30 @@ def test_whisper_streaming_chunks_append_until_is_final(tmp_path):
     from mlx_ssbd.evaluation.streams import open_updates
 
     f = tmp_path / "asr.jsonl"
-    f.write_text(_lines(
-        {"start": 0.0, "end": 1.2, "text": " So today", "is_final": False, "emission_time": 1.5},
-        {"start": 1.2, "end": 2.0, "text": " I want", "is_final": False,
-         "words": [{"word": " I", "start": 1.2, "end": 1.4}, {"word": " want", "start": 1.5, "end": 2.0}]},
-        {"start": 2.0, "end": 2.6, "text": " to talk.", "is_final": True},
-        {"start": 3.0, "end": 3.5, "text": "Thanks", "is_final": True},
-    ))
+    f.write_text(
+        _lines(
+            {"start": 0.0, "end": 1.2, "text": " So today", "is_final": False, "emission_time": 1.5},
+            {
+                "start": 1.2,
+                "end": 2.0,
+                "text": " I want",
+                "is_final": False,
+                "words": [
+                    {"word": " I", "start": 1.2, "end": 1.4},
+                    {"word": " want", "start": 1.5, "end": 2.0},
+                ],
+            },
+            {"start": 2.0, "end": 2.6, "text": " to talk.", "is_final": True},
+            {"start": 3.0, "end": 3.5, "text": "Thanks", "is_final": True},
+        )
+    )
     assert detect_format(str(f)) == "whisper"
     ups = list(open_updates(str(f)))
     assert [(u.text, u.final, u.segment_id, u.start, u.end) for u in ups] == [
-        ("So today", False, "w0", 0.0, 1.2), ("So today I want", False, "w0", 0.0, 2.0),
-        ("So today I want to talk.", True, "w0", 0.0, 2.6), ("Thanks", True, "w1", 3.0, 3.5),
+        ("So today", False, "w0", 0.0, 1.2),
+        ("So today I want", False, "w0", 0.0, 2.0),
+        ("So today I want to talk.", True, "w0", 0.0, 2.6),
+        ("Thanks", True, "w1", 3.0, 3.5),
     ]
     assert [(w.text, w.start) for w in ups[1].words] == [("I", 1.2), ("want", 1.5)]
 
@@ -110,26 +131,44 @@ def test_confirmed_text_given_whole_or_as_pieces(tmp_path):
     from mlx_ssbd.evaluation.streams import open_updates
 
     f = tmp_path / "c.jsonl"
-    f.write_text(_lines(
-        {"text": "", "unconfirmed_text": "so to"},
-        {"text": "so", "unconfirmed_text": "today we"},
-        {"text": "so today", "unconfirmed_text": "we made"},  # confirmed part given whole
-        {"text": "we", "unconfirmed_text": "made it"},  # ... or only the newly confirmed piece
-        {"text": "made it", "unconfirmed_text": "", "is_final": True},
-        {"text": "next", "unconfirmed_text": "one"},
-    ))
+    f.write_text(
+        _lines(
+            {"text": "", "unconfirmed_text": "so to"},
+            {"text": "so", "unconfirmed_text": "today we"},
+            {"text": "so today", "unconfirmed_text": "we made"},  # confirmed part given whole
+            {"text": "we", "unconfirmed_text": "made it"},  # ... or only the newly confirmed piece
+            {"text": "made it", "unconfirmed_text": "", "is_final": True},
+            {"text": "next", "unconfirmed_text": "one"},
+        )
+    )
     assert detect_format(str(f)) == "confirmed"
     ups = list(open_updates(str(f)))
     assert [(u.text, u.final, u.segment_id) for u in ups] == [
-        ("so to", False, "c0"), ("so today we", False, "c0"), ("so today we made", False, "c0"),
-        ("so today we made it", False, "c0"), ("so today we made it", True, "c0"), ("next one", False, "c1"),
+        ("so to", False, "c0"),
+        ("so today we", False, "c0"),
+        ("so today we made", False, "c0"),
+        ("so today we made it", False, "c0"),
+        ("so today we made it", True, "c0"),
+        ("next one", False, "c1"),
     ]
 
 
 def test_partials_with_timing_and_bad_word_timestamps(tmp_path):
     f = tmp_path / "p.jsonl"
-    f.write_text(_lines({"id": 1, "text": "so today", "start": 0.5, "end": 1.5,
-                         "words": [{"word": "so", "start": 0.5, "end": 0.8}, {"text": "today", "start": 0.9, "end": 1.5}]}))
+    f.write_text(
+        _lines(
+            {
+                "id": 1,
+                "text": "so today",
+                "start": 0.5,
+                "end": 1.5,
+                "words": [
+                    {"word": "so", "start": 0.5, "end": 0.8},
+                    {"text": "today", "start": 0.9, "end": 1.5},
+                ],
+            }
+        )
+    )
     (u,) = read_partials(str(f))
     assert (u.start, u.end, [w.text for w in u.words]) == (0.5, 1.5, ["so", "today"])
     f.write_text(_lines({"id": 1, "text": "a"}, {"id": 1, "text": "so", "words": [{"word": "so"}]}))

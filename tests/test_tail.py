@@ -4,29 +4,31 @@ fewer passes when the guess holds, batched = single, clear errors."""
 import random
 from dataclasses import replace
 
-import pytest
-from test_lookahead import greedy
-from test_translator import SMALL, assert_same_outputs_on_random_streams, random_stream
-from tiny import bpe_tokenizer, byte_tokenizer, tiny_model
-
 from mlx_ssbd import StreamTranslator, method_config
 from mlx_ssbd.engine.cache import TokenCache
 from mlx_ssbd.engine.tail import TailDrafter
 from mlx_ssbd.engine.update import Job, run
 from mlx_ssbd.live.multistream import MultiStreamTranslator
 
-
-@pytest.fixture(scope="module")
-def tok():
-    return byte_tokenizer()
+import pytest
+from test_lookahead import greedy
+from test_translator import SMALL, assert_same_outputs_on_random_streams, random_stream
+from tiny import bpe_tokenizer, tiny_model
 
 
 def make(model, tok, method, draft=None, **settings):
     config = method_config(method, **{**SMALL, **{k: v for k, v in settings.items() if k != "tail_guess"}})
     if "tail_guess" in settings:
         config = replace(config, tail_guess=settings["tail_guess"])
-    tr = StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de", config=config,
-                          draft_model=(draft, tok) if draft is not None else None)
+    tr = StreamTranslator(
+        model,
+        tok,
+        family="chatml",
+        source_lang="en",
+        target_lang="de",
+        config=config,
+        draft_model=(draft, tok) if draft is not None else None,
+    )
     if tr.proposals.drafter is not None:
         tr.proposals.drafter.min_prob = 0.0  # random tiny models: guess every time
     return tr
@@ -36,9 +38,12 @@ def make(model, tok, method, draft=None, **settings):
 @pytest.mark.parametrize("method", ["ssbd-tail"])
 def test_tail_guesses_at_beta0_are_token_identical_to_rt(tok, arch, method):
     model, drafter = tiny_model(arch, seed=7), tiny_model(arch, seed=8)  # a drafter that is often wrong
-    stats = assert_same_outputs_on_random_streams(make(model, tok, "rt"), make(model, tok, method, drafter, beta=0.0),
-                                                  streams=25, seed=3)
-    assert sum(s.tail_guessed for s in stats) > sum(s.tail_accepted for s in stats)  # guesses were rejected too
+    stats = assert_same_outputs_on_random_streams(
+        make(model, tok, "rt"), make(model, tok, method, drafter, beta=0.0), streams=25, seed=3
+    )
+    assert sum(s.tail_guessed for s in stats) > sum(
+        s.tail_accepted for s in stats
+    )  # guesses were rejected too
 
 
 def test_a_good_drafter_saves_passes_and_changes_nothing_at_beta_above_0(tok):
@@ -70,9 +75,14 @@ def test_a_drafted_tail_equals_plain_greedy_decoding(tok, batched, guess_kind):
     model = tiny_model("llama", seed=5)
     prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
     reference = greedy(model, prompt, 20)
-    guess = {"greedy": reference[3:9], "wrong": [(t + 1) % 256 for t in reference[3:9]],
-             "half": [*reference[3:6], (reference[6] + 1) % 256, *reference[7:9]]}[guess_kind]
-    job = Job(head=prompt, locked=(), draft=reference[:3], beta=0.0, max_new=20, stops=lambda t: None, guess=guess)
+    guess = {
+        "greedy": reference[3:9],
+        "wrong": [(t + 1) % 256 for t in reference[3:9]],
+        "half": [*reference[3:6], (reference[6] + 1) % 256, *reference[7:9]],
+    }[guess_kind]
+    job = Job(
+        head=prompt, locked=(), draft=reference[:3], beta=0.0, max_new=20, stops=lambda t: None, guess=guess
+    )
     if batched:
         store = BatchCache(model)
         row = store.join(TokenCache(model))
@@ -116,8 +126,15 @@ def test_tail_guess_needs_a_draft_model_with_the_same_vocabulary(tok):
     with pytest.raises(ValueError, match="needs a draft model"):
         make(model, tok, "ssbd-tail")
     with pytest.raises(ValueError, match="vocabulary"):
-        StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
-                         config=method_config("ssbd-tail"), draft_model=(model, bpe_tokenizer()))
+        StreamTranslator(
+            model,
+            tok,
+            family="chatml",
+            source_lang="en",
+            target_lang="de",
+            config=method_config("ssbd-tail"),
+            draft_model=(model, bpe_tokenizer()),
+        )
 
 
 def test_sampling_with_a_tail_guess_runs(tok):

@@ -3,28 +3,18 @@ checked trims, bad input."""
 
 import random
 
-import mlx.core as mx
-import numpy as np
-import pytest
-from mlx_lm.models.cache import KVCache, RotatingKVCache
-from tiny import byte_tokenizer, tiny_model
-
 from mlx_ssbd import SourceUpdate, StreamTranslator, TranslatorConfig, stream_translate
 from mlx_ssbd.engine.cache import TokenCache
 from mlx_ssbd.engine.update import Feed
 
+import mlx.core as mx
+import numpy as np
+import pytest
+from mlx_lm.models.cache import KVCache, RotatingKVCache
+from tiny import tiny_model
+
 WORDS = "so today I want to talk about the new rules we made for all people in our city and why".split()
 SMALL = dict(max_tokens_ratio=0.6, min_max_tokens=6)
-
-
-@pytest.fixture(scope="module")
-def tok():
-    return byte_tokenizer()
-
-
-@pytest.fixture(scope="module", params=["llama", "qwen2"])
-def model(request):
-    return tiny_model(request.param, seed=7)
 
 
 def make(model, tok, **cfg):
@@ -84,7 +74,9 @@ def test_pipelined_decoding_gives_the_same_outputs(model, tok, monkeypatch):
         for prefix in random_stream(rng):
             assert plain.update(prefix).output_ids == fast.update(prefix).output_ids
             assert plain_rt.update(prefix).output_ids == fast_rt.update(prefix).output_ids
-    assert_same_outputs_on_random_streams(fast_rt, make(model, tok, policy="ssbd", beta=0.0), streams=10, seed=5)
+    assert_same_outputs_on_random_streams(
+        fast_rt, make(model, tok, policy="ssbd", beta=0.0), streams=10, seed=5
+    )
 
 
 @pytest.mark.parametrize("pipelined", [False, True])
@@ -95,7 +87,7 @@ def test_a_pipelined_step_past_a_stop_token_is_trimmed_at_the_next_feed(model, t
     prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
     reference = greedy_after(model, prompt, 12)
     at = next(i for i in range(3, 12) if reference[i] not in reference[:i])
-    stops = lambda t: () if t == reference[at] else None  # noqa: E731
+    stops = lambda t: () if t == reference[at] else None
     cache = TokenCache(model)
     job = Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=12, stops=stops, pipelined=pipelined)
     assert run(cache, [(cache, job)])[0].output == list(reference[:at])
@@ -125,7 +117,7 @@ def test_beta1_and_cd_keep_every_draft_whole_and_continue_greedily(model, tok, p
         kept = previous[: u.stats.draft_tokens]  # the draft (cut only by the output budget)
         assert u.stats.accepted == len(kept) and u.output_ids[: len(kept)] == kept
         prompt = tr.prompts.build(prefix).ids
-        rest = u.output_ids[len(kept):]
+        rest = u.output_ids[len(kept) :]
         assert rest == greedy_after(model, [*prompt, *kept], len(rest))
         previous = u.output_ids
 
@@ -139,8 +131,12 @@ def assert_cache_matches_fresh_prefill(model, cache: TokenCache):
     for ours, theirs in zip(cache.layers, fresh.layers):
         n = ours.offset
         assert n == theirs.offset == len(cache.tokens)
-        np.testing.assert_allclose(np.array(ours.keys[..., :n, :]), np.array(theirs.keys[..., :n, :]), atol=1e-4, rtol=1e-4)
-        np.testing.assert_allclose(np.array(ours.values[..., :n, :]), np.array(theirs.values[..., :n, :]), atol=1e-4, rtol=1e-4)
+        np.testing.assert_allclose(
+            np.array(ours.keys[..., :n, :]), np.array(theirs.keys[..., :n, :]), atol=1e-4, rtol=1e-4
+        )
+        np.testing.assert_allclose(
+            np.array(ours.values[..., :n, :]), np.array(theirs.values[..., :n, :]), atol=1e-4, rtol=1e-4
+        )
     np.testing.assert_allclose(np.array(cached_logits), np.array(fresh_logits), atol=1e-3, rtol=1e-3)
     assert cache.rewind(len(cache.tokens) - 1) == len(cache.tokens)  # drop the probe again
 
@@ -197,7 +193,7 @@ def test_untrimmable_cache_is_rebuilt(model):
 def test_rotating_window_cache_stays_consistent(model, tok):
     """A rotating KV window that has wrapped cannot be trimmed: it goes back to a checkpoint, or
     without checkpoints is rebuilt, and the token record always matches what every layer holds."""
-    window = lambda: [RotatingKVCache(max_size=64, keep=4) for _ in model.layers]  # noqa: E731
+    window = lambda: [RotatingKVCache(max_size=64, keep=4) for _ in model.layers]
     for policy in ("ssbd", "rt"):
         for checkpoints in (True, False):
             tr = make(model, tok, policy=policy, beta=0.0)
@@ -218,7 +214,10 @@ def test_a_wrapped_rotating_window_attends_differently_in_one_pass_than_in_steps
     ids = list(range(40, 140))  # 100 tokens; the window holds 32
 
     def largest_gap(make_layers) -> float:
-        one_pass, steps = TokenCache(model, make_layers=make_layers), TokenCache(model, make_layers=make_layers)
+        one_pass, steps = (
+            TokenCache(model, make_layers=make_layers),
+            TokenCache(model, make_layers=make_layers),
+        )
         one_pass.forward(ids[:60])  # both in the same (wrapped) state
         steps.forward(ids[:60])
         rows = one_pass.forward(ids[60:])
@@ -353,9 +352,11 @@ def test_a_stop_token_keeps_what_it_holds_before_the_newline(model, tok):
     prompt = tok.encode("<|im_start|>user\nso today<|im_end|>\n", add_special_tokens=False)
     reference = greedy_after(model, prompt, 12)
     at = next(i for i in range(3, 12) if reference[i] not in reference[:i])
-    stops = lambda t: (65,) if t == reference[at] else None  # noqa: E731
+    stops = lambda t: (65,) if t == reference[at] else None
     cache = TokenCache(model)
-    outcome = run(cache, [(cache, Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=12, stops=stops))])[0]
+    outcome = run(cache, [(cache, Job(head=prompt, locked=(), draft=[], beta=0.0, max_new=12, stops=stops))])[
+        0
+    ]
     assert outcome.output == [*reference[:at], 65]
     assert cache.tokens == [*prompt, *reference[:at]]  # neither the stop token nor 65 was fed
 
@@ -364,10 +365,20 @@ def test_an_updates_passes_and_tokens_are_what_went_through_its_cache(tok):
     """The runner counts each update's model calls and tokens from the store's answers; alone,
     they are exactly what the translator's own cache saw."""
     model = tiny_model("qwen2", seed=3)
-    tr = StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de",
-                          config=TranslatorConfig(**SMALL, policy="ssbd", beta=0.3, resync=True))
-    for source, final in [("so today", False), ("so today we talk", False), ("so today we talk", True),
-                          ("why", False)]:
+    tr = StreamTranslator(
+        model,
+        tok,
+        family="chatml",
+        source_lang="en",
+        target_lang="de",
+        config=TranslatorConfig(**SMALL, policy="ssbd", beta=0.3, resync=True),
+    )
+    for source, final in [
+        ("so today", False),
+        ("so today we talk", False),
+        ("so today we talk", True),
+        ("why", False),
+    ]:
         calls, fed = tr.cache.forward_calls, tr.cache.tokens_fed
         stats = tr.update(source, final=final).stats
         assert stats.forward_passes == tr.cache.forward_calls - calls
@@ -382,4 +393,7 @@ def test_a_looping_caption_is_cut_unless_told_otherwise(tok):
     cut = make(model, tok, policy="rt").update("so today we made all", final=True)
     kept = make(model, tok, policy="rt", cut_loops=False).update("so today we made all", final=True)
     assert cut.stats.looped == 1 and kept.stats.looped == 0
-    assert len(cut.output_ids) < len(kept.output_ids) and kept.output_ids[: len(cut.output_ids)] == cut.output_ids
+    assert (
+        len(cut.output_ids) < len(kept.output_ids)
+        and kept.output_ids[: len(cut.output_ids)] == cut.output_ids
+    )

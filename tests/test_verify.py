@@ -2,11 +2,11 @@
 
 from fractions import Fraction
 
+from mlx_ssbd.engine.verify import accept_and_next, accept_mask, accept_threshold
+
 import mlx.core as mx
 import numpy as np
 import pytest
-
-from mlx_ssbd.engine.verify import accept_and_next, accept_mask, accept_threshold
 
 BETAS = ["0", "0.2", "0.5", "1"]
 
@@ -36,7 +36,9 @@ def test_fused_rule_equals_mixture_argmax_on_random_logits(beta):
         # Drafts mixing the argmax, the runner-up and random tokens.
         order = np.argsort(-probs, axis=-1)
         choice = rng.integers(0, 3, size=16)
-        draft = np.where(choice == 0, order[:, 0], np.where(choice == 1, order[:, 1], rng.integers(0, 50, 16)))
+        draft = np.where(
+            choice == 0, order[:, 0], np.where(choice == 1, order[:, 1], rng.integers(0, 50, 16))
+        )
         assert fused(probs, draft, beta) == explicit_accept(probs, draft, beta)
 
 
@@ -93,6 +95,7 @@ def test_compiled_function_follows_the_vocabulary_size():
     rng = np.random.default_rng(5)
     for vocab in (262, 40, 262, 97):
         logits = rng.normal(size=(4, vocab)).astype(np.float32)
-        d, nxt = accept_and_next(mx.array(logits), mx.array([0, 0, 0, 0], dtype=mx.uint32),
-                                 mx.array([-1.0] * 4, dtype=mx.float32)).tolist()
+        d, nxt = accept_and_next(
+            mx.array(logits), mx.array([0, 0, 0, 0], dtype=mx.uint32), mx.array([-1.0] * 4, dtype=mx.float32)
+        ).tolist()
         assert d == 0 and nxt == int(logits[0].argmax())

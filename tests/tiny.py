@@ -9,11 +9,11 @@ are ``mlx_ssbd.evaluation.random_models`` at their smallest.
 
 from __future__ import annotations
 
+from mlx_ssbd.evaluation.random_models import HYBRIDS, random_model  # noqa: F401  (HYBRIDS for tests)
+
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
 from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-from mlx_ssbd.evaluation.random_models import HYBRIDS, random_model  # noqa: F401  (HYBRIDS for tests)
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHATML_TEMPLATE = (
@@ -34,7 +34,9 @@ def byte_tokenizer(chat_template: str = CHATML_TEMPLATE) -> PreTrainedTokenizerF
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
     backend.decoder = decoders.ByteLevel()
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, chat_template=chat_template)
-    tok.add_special_tokens({"additional_special_tokens": SPECIALS + ["<bos>", "<start_of_turn>", "<end_of_turn>"]})
+    tok.add_special_tokens(
+        {"additional_special_tokens": SPECIALS + ["<bos>", "<start_of_turn>", "<end_of_turn>"]}
+    )
     tok.eos_token = "<|im_end|>"
     return tok
 
@@ -56,8 +58,12 @@ def bpe_tokenizer(chat_template: str = CHATML_TEMPLATE) -> PreTrainedTokenizerFa
     backend = Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     backend.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, special_tokens=SPECIALS, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=BPE_VOCAB,
+        special_tokens=SPECIALS,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     backend.train_from_iterator([BPE_CORPUS] * 4, trainer)
     tok = PreTrainedTokenizerFast(tokenizer_object=backend, chat_template=chat_template)
     tok.eos_token = "<|im_end|>"

@@ -88,8 +88,10 @@ def _wav_chunks(stream: BinaryIO, head: bytes, frames: int) -> Iterator[np.ndarr
         raise AsrError(f"audio stream: not a readable WAV ({error})") from None
     form = (reader.getframerate(), reader.getnchannels(), reader.getsampwidth())
     if form != (SAMPLE_RATE, 1, 2):
-        raise AsrError(f"audio stream: WAV of {form[0]} Hz, {form[1]} channel(s), {8 * form[2]}-bit; a stream must be "
-                       f"16 kHz mono 16-bit (e.g. ffmpeg -i IN -ar 16000 -ac 1 -f s16le -), or give the file's path")
+        raise AsrError(
+            f"audio stream: WAV of {form[0]} Hz, {form[1]} channel(s), {8 * form[2]}-bit; a stream must be "
+            f"16 kHz mono 16-bit (e.g. ffmpeg -i IN -ar 16000 -ac 1 -f s16le -), or give the file's path"
+        )
     while data := reader.readframes(frames):
         yield pcm_to_float(data)
 
@@ -129,9 +131,14 @@ def microphone(step_s: float, device: str | int | None = None) -> Iterator[np.nd
         raise AsrError(f"--mic: {error} (on Debian/Ubuntu: apt install libportaudio2)") from None
     chunks: queue.Queue[np.ndarray] = queue.Queue()
     try:
-        stream = sounddevice.InputStream(samplerate=SAMPLE_RATE, channels=1, dtype="float32", device=device,
-                                         blocksize=int(step_s * SAMPLE_RATE),
-                                         callback=lambda data, frames, when, status: chunks.put(data[:, 0].copy()))
+        stream = sounddevice.InputStream(
+            samplerate=SAMPLE_RATE,
+            channels=1,
+            dtype="float32",
+            device=device,
+            blocksize=int(step_s * SAMPLE_RATE),
+            callback=lambda data, frames, when, status: chunks.put(data[:, 0].copy()),
+        )
     except Exception as error:  # PortAudioError: no such device, no input channels
         raise AsrError(f"--mic: cannot open the input device ({error})") from None
     with stream:
@@ -143,6 +150,9 @@ def synthesize(text: str, path: str, words_per_minute: int = 150, voice: str = "
     """Speak ``text`` into the WAV file ``path`` with espeak-ng (22.05 kHz; ``read_audio`` resamples)."""
     if shutil.which("espeak-ng") is None:
         raise AsrError("espeak-ng is not installed (Debian/Ubuntu: apt install espeak-ng)")
-    subprocess.run(["espeak-ng", "-v", voice, "-s", str(words_per_minute), "-w", str(path), text],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["espeak-ng", "-v", voice, "-s", str(words_per_minute), "-w", str(path), text],
+        check=True,
+        capture_output=True,
+    )
     return str(path)

@@ -77,7 +77,9 @@ class Recognizer(Protocol):
 def asr_cards() -> dict[str, AsrCard]:
     """The ASR model cards, by name."""
     folder = resources.files("mlx_ssbd_models") / "asr"
-    cards = [AsrCard(**json.loads(entry.read_text())) for entry in folder.iterdir() if entry.name.endswith(".json")]
+    cards = [
+        AsrCard(**json.loads(entry.read_text())) for entry in folder.iterdir() if entry.name.endswith(".json")
+    ]
     return {card.name: card for card in sorted(cards, key=lambda c: c.name)}
 
 
@@ -94,14 +96,18 @@ def model_dir(card: AsrCard) -> Path:
     """The card's weight folder in its installed package, every file checked against its sha256."""
     spec = importlib.util.find_spec(card.module)
     if spec is None or not spec.submodule_search_locations:
-        raise AsrError(f"the {card.name} weights are not installed: {INSTALL_HINT} (brings {card.requirement})")
+        raise AsrError(
+            f"the {card.name} weights are not installed: {INSTALL_HINT} (brings {card.requirement})"
+        )
     folder = Path(next(iter(spec.submodule_search_locations))) / card.directory
     for name, expected in card.files.items():
         path = folder / name
         if not path.is_file():
             raise AsrError(f"{path} is missing; reinstall {card.requirement}")
         if _sha256(path) != expected:
-            raise AsrError(f"{path} does not match the sha256 in the {card.name} card; reinstall {card.requirement}")
+            raise AsrError(
+                f"{path} does not match the sha256 in the {card.name} card; reinstall {card.requirement}"
+            )
     return folder
 
 
@@ -136,7 +142,9 @@ def load_recognizer(name: str | None = None, *, threads: int = 0) -> Recognizer:
         from faster_whisper import WhisperModel
     except ImportError:
         raise AsrError(f"faster-whisper is not installed: {INSTALL_HINT}") from None
-    model = WhisperModel(str(folder), device="cpu", compute_type="int8", cpu_threads=threads or os.cpu_count() or 1)
+    model = WhisperModel(
+        str(folder), device="cpu", compute_type="int8", cpu_threads=threads or os.cpu_count() or 1
+    )
     return FasterWhisper(model, card.language)
 
 
@@ -153,13 +161,24 @@ class FasterWhisper:
 
     def words(self, audio: np.ndarray, prompt: str = "") -> Iterator[Word]:
         segments, _ = self.model.transcribe(  # lazy: one Whisper segment decoded per step of the loop
-            audio, language=self.language, beam_size=1, word_timestamps=True,
-            condition_on_previous_text=True, initial_prompt=prompt or None, vad_filter=False, temperature=0.0,
+            audio,
+            language=self.language,
+            beam_size=1,
+            word_timestamps=True,
+            condition_on_previous_text=True,
+            initial_prompt=prompt or None,
+            vad_filter=False,
+            temperature=0.0,
             hallucination_silence_threshold=HALLUCINATION_SILENCE_S,
         )
         for segment in segments:
-            yield from without_loops([piece for w in segment.words or ()
-                                      for piece in split_word(w.word, float(w.start), float(w.end))])
+            yield from without_loops(
+                [
+                    piece
+                    for w in segment.words or ()
+                    for piece in split_word(w.word, float(w.start), float(w.end))
+                ]
+            )
 
     def transcribe(self, audio: np.ndarray, prompt: str = "") -> list[Word]:
         return list(self.words(audio, prompt))
@@ -182,8 +201,8 @@ def without_loops(words: list[Word]) -> list[Word]:
     ``MAX_REPEATS`` times in a row."""
     out = [w for w in words if any(ch.isalnum() for ch in w.text)]
     for i in range(len(out) - MAX_REPEATS + 1):
-        if len({w.text.lower() for w in out[i:i + MAX_REPEATS]}) == 1:
-            return out[:i + 1]
+        if len({w.text.lower() for w in out[i : i + MAX_REPEATS]}) == 1:
+            return out[: i + 1]
     return out
 
 

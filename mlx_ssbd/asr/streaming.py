@@ -101,7 +101,7 @@ class StreamingRecognizer:
         heard = self._transcribe()
         agreed = _agreed(heard, self._tentative)
         self._confirm(agreed)
-        self._tentative = heard[len(agreed):]
+        self._tentative = heard[len(agreed) :]
         out = self._sentences()
         if self.buffered_s > self.config.max_buffer_s:
             out += self._force()
@@ -137,7 +137,7 @@ class StreamingRecognizer:
     # -- helpers ---------------------------------------------------------------------------
 
     def _transcribe(self) -> list[Word]:
-        prompt = " ".join(w.text for w in self._history if w.end <= self._offset)[-self.config.prompt_chars:]
+        prompt = " ".join(w.text for w in self._history if w.end <= self._offset)[-self.config.prompt_chars :]
         t0 = time.perf_counter()
         words = self.recognizer.transcribe(self._buffer, prompt)
         self.asr_s += time.perf_counter() - t0
@@ -160,13 +160,15 @@ class StreamingRecognizer:
 
     def _confirm(self, words: list[Word]) -> None:
         self._open += words
-        self._history = (self._history + words)[-4 * OVERLAP_WORDS - 50:]
+        self._history = (self._history + words)[-4 * OVERLAP_WORDS - 50 :]
 
     def _sentences(self) -> list[SourceUpdate]:
         """Final partials for the confirmed sentences of the open segment; the buffer is trimmed
         after each."""
         out = []
-        while (end := next((i + 1 for i, w in enumerate(self._open) if is_sentence_end(w.text)), None)) is not None:
+        while (
+            end := next((i + 1 for i, w in enumerate(self._open) if is_sentence_end(w.text)), None)
+        ) is not None:
             sentence, self._open = self._open[:end], self._open[end:]
             out.append(self._partial(sentence, final=True))
             self._segment, self._last_text = self._segment + 1, None
@@ -250,8 +252,14 @@ class OnePass:
 
 def partial(words: list[Word], final: bool, segment: int) -> SourceUpdate:
     """The ASR partial of ``words`` (word timestamps, first and last time) in segment ``a<n>``."""
-    return SourceUpdate(" ".join(w.text for w in words), final=final, segment_id=f"a{segment}",
-                        start=words[0].start, end=words[-1].end, words=tuple(words))
+    return SourceUpdate(
+        " ".join(w.text for w in words),
+        final=final,
+        segment_id=f"a{segment}",
+        start=words[0].start,
+        end=words[-1].end,
+        words=tuple(words),
+    )
 
 
 MIN_WORD_S = 0.1  # a word shorter than this (Whisper gives some none) is widened to it, centred

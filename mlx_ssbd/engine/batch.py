@@ -49,7 +49,7 @@ class BatchRow:
     """One stream's row: the ids it holds, and the ``store`` that serves it (its ``BatchCache``;
     a ``TokenCache`` is its own store)."""
 
-    def __init__(self, cache: TokenCache, store: "BatchCache"):
+    def __init__(self, cache: TokenCache, store: BatchCache):
         self.store = store
         self.tokens = list(cache.tokens)
         self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
@@ -58,7 +58,7 @@ class BatchRow:
 class SoloRow:
     """A stream whose cache cannot be batched: its own ``TokenCache``, fed on its own."""
 
-    def __init__(self, cache: TokenCache, store: "BatchCache"):
+    def __init__(self, cache: TokenCache, store: BatchCache):
         self.store = store
         self.cache = cache
 
@@ -68,7 +68,9 @@ class BatchCache:
 
     def __init__(self, model, chunk: int | None = PREFILL_CHUNK, side_chunk: int = SIDE_CHUNK):
         if chunk is not None and chunk < 1 or side_chunk < 1:
-            raise ValueError(f"chunk and side_chunk must be at least 1 (chunk may be None), got {chunk}, {side_chunk}")
+            raise ValueError(
+                f"chunk and side_chunk must be at least 1 (chunk may be None), got {chunk}, {side_chunk}"
+            )
         self.model = model
         self.chunk = chunk
         self.side_chunk = side_chunk if chunk is None else min(side_chunk, chunk)
@@ -95,7 +97,11 @@ class BatchCache:
         """Move ``row`` out into ``into`` (its keys, values and ids)."""
         if isinstance(row, SoloRow):
             if into is not row.cache:
-                into.layers, into.tokens, into.checkpoints = row.cache.layers, row.cache.tokens, row.cache.checkpoints
+                into.layers, into.tokens, into.checkpoints = (
+                    row.cache.layers,
+                    row.cache.tokens,
+                    row.cache.checkpoints,
+                )
             self._members.remove(row)
             return
         if row.parked is None:
@@ -140,11 +146,15 @@ class BatchCache:
 
     def feed(self, feeds) -> list[Fed]:
         """One model call for ``[(row, Feed)]`` (and one per solo row); returns a ``Fed`` per feed."""
-        if len({id(row) for row, _ in feeds}) != len(feeds) or any(row not in self._members for row, _ in feeds):
+        if len({id(row) for row, _ in feeds}) != len(feeds) or any(
+            row not in self._members for row, _ in feeds
+        ):
             raise ValueError("each feed must name a distinct row of this batch")
         limit = self._call_chunk(feeds)
         batched = [(row, feed) for row, feed in feeds if isinstance(row, BatchRow)]
-        answers = dict(zip((id(row) for row, _ in batched), self._feed_batch(batched, limit) if batched else []))
+        answers = dict(
+            zip((id(row) for row, _ in batched), self._feed_batch(batched, limit) if batched else [])
+        )
         for row, feed in feeds:
             if isinstance(row, SoloRow):
                 chunk = self._row_chunk(self._new(row, feed), feed, limit)

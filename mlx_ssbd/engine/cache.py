@@ -158,7 +158,11 @@ class TokenCache:
         start = len(self.tokens)
         if self.checkpoints is not None:
             self.checkpoints.touch(m for m in marks if m <= start)
-        marks = {m - start for m in marks if start < m <= start + len(ids)} if self.checkpoints is not None else set()
+        marks = (
+            {m - start for m in marks if start < m <= start + len(ids)}
+            if self.checkpoints is not None
+            else set()
+        )
         cuts = sorted(marks | {len(ids)})
         parts, begin = [], 0
         for end in cuts:
@@ -198,7 +202,7 @@ class TokenCache:
         return [Fed(logits, reused, new, self.rebuilds > rebuilds, calls=self.forward_calls - calls)]
 
     @property
-    def store(self) -> "TokenCache":
+    def store(self) -> TokenCache:
         """The engine store that serves this stream: the cache itself (a ``batch.BatchRow``'s is
         its batch), so a stream runs its updates on ``row.store`` wherever its KV lives."""
         return self

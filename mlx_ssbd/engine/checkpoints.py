@@ -13,7 +13,8 @@ Contract: ``Checkpoints.save(position, layers)`` keeps a copy of every untrimmab
 their saved state and the others trimmed by ``length - position``, or None when no checkpoint is at
 or before ``n`` or a layer trims short (the caller then rebuilds). Checkpoints past the position
 a cache is rewound to are forgotten (``forget_after``): the tokens they summed are gone. At most
-``limit`` checkpoints are kept, the least recently saved, marked again or restored going first; ``nbytes`` counts
+``limit`` checkpoints are kept, the least recently saved, marked again or restored going first; ``nbytes``
+counts
 their arrays.
 
 The copies are exact (the same arrays), so feeding on from a restored checkpoint gives the logits

@@ -44,8 +44,13 @@ class TailDrafter:
         min_prob: the guess ends before a token the draft model gives less than this probability.
     """
 
-    def __init__(self, model, stops: Callable[[int], tuple[int, ...] | None], max_len: int = DEFAULT_GUESS,
-                 min_prob: float = DEFAULT_MIN_PROB):
+    def __init__(
+        self,
+        model,
+        stops: Callable[[int], tuple[int, ...] | None],
+        max_len: int = DEFAULT_GUESS,
+        min_prob: float = DEFAULT_MIN_PROB,
+    ):
         if max_len < 1:
             raise ValueError(f"a tail guess needs max_len >= 1, got {max_len}")
         self.cache = TokenCache(model)

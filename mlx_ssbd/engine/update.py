@@ -22,7 +22,8 @@ for many) as ONE batched model call, ``store.feed``. A job may join
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
 ends, with what it cost (model passes, tokens fed), counted by the runner from the store's
 answers (``Fed``). A store may answer a long ``Feed`` a chunk at a time (``Fed.done`` False): the
-request then stands for the next round. ``run(store, jobs)`` runs a set of jobs to the end. A stream's outputs do not depend on how
+request then stands for the next round. ``run(store, jobs)`` runs a set of jobs to the end. A stream's outputs
+do not depend on how
 many others share its rounds, or when they joined: the same code decides them, and each stream
 draws from its own sampler in the same order either way.
 
@@ -194,7 +195,9 @@ def update_requests(job: Job) -> Requests:
             rows, ahead = ahead, None
         fed += [token]
         if proposal:
-            taken, token = yield Sync(decide(rows, proposal, job.proposer.beta(job.beta), job.sampler, rule=job.rule))
+            taken, token = yield Sync(
+                decide(rows, proposal, job.proposer.beta(job.beta), job.sampler, rule=job.rule)
+            )
             job.proposer.accepted(taken)
             fed += proposal[:taken]
             pending = [*proposal[:taken], token]

@@ -33,7 +33,6 @@ import mlx.core as mx
 
 from .sampling import Sampler
 
-
 RULES = ("mixture", "ratio")
 DEFAULT_RULE = "mixture"
 
@@ -78,8 +77,9 @@ def _accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array, re
 _compiled: dict[int, object] = {}
 
 
-def accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array,
-                    relative: mx.array | None = None) -> mx.array:
+def accept_and_next(
+    logits: mx.array, draft: mx.array, thresholds: mx.array, relative: mx.array | None = None
+) -> mx.array:
     """Compiled ``[accepted, next_token]``; see ``_accept_and_next`` for the arguments
     (``relative`` None: zeros, the ``mixture`` rule).
 
@@ -100,8 +100,14 @@ def accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array,
     return _compiled[vocab](logits, draft, thresholds, relative)
 
 
-def decide(rows: mx.array, draft: Sequence[int], beta: float, sampler: Sampler | None = None,
-           tail: int = 0, rule: str = DEFAULT_RULE) -> mx.array:
+def decide(
+    rows: mx.array,
+    draft: Sequence[int],
+    beta: float,
+    sampler: Sampler | None = None,
+    tail: int = 0,
+    rule: str = DEFAULT_RULE,
+) -> mx.array:
     """``[accepted, next_token]`` (lazy) from the m + 1 logit rows of a verify pass.
 
     Greedy: ``rule`` at ``beta``, fused and compiled; with a sampler: biased speculative sampling

@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..platform.backend import backend_info
 from ..live.methods import METHODS, method_config
 from ..live.source import SourceUpdate
 from ..live.translator import StreamTranslator
+from ..platform.backend import backend_info
 from . import metrics
 from .streams import Pair, lag_updates
 
@@ -65,9 +65,18 @@ def items_from_partials(updates: Sequence[SourceUpdate]) -> list[Item]:
     return out
 
 
-def make_configs(methods: Sequence[str], betas: Sequence[float] | None, *, draft_mask_k: int = 0,
-                 display_mask_k: int = 0, temperatures: Sequence[float] = (0.0,), top_p: float = 1.0,
-                 seed: int = 0, agreements: Sequence[int] = (0,), contexts: Sequence[int] = (0,)) -> dict:
+def make_configs(
+    methods: Sequence[str],
+    betas: Sequence[float] | None,
+    *,
+    draft_mask_k: int = 0,
+    display_mask_k: int = 0,
+    temperatures: Sequence[float] = (0.0,),
+    top_p: float = 1.0,
+    seed: int = 0,
+    agreements: Sequence[int] = (0,),
+    contexts: Sequence[int] = (0,),
+) -> dict:
     """label -> TranslatorConfig for every temperature, method (and beta for the ssbd methods;
     ``betas`` None: each method's own), stable-text agreement and context budget.
 
@@ -75,16 +84,31 @@ def make_configs(methods: Sequence[str], betas: Sequence[float] | None, *, draft
     ``ssbd-b0.2-ctx256``; a sampled configuration ends in ``-t<temperature>`` (``rt-t0.7``).
     """
     configs = {}
-    for temperature, method, agreement, context in itertools.product(temperatures, methods, agreements, contexts):
+    for temperature, method, agreement, context in itertools.product(
+        temperatures, methods, agreements, contexts
+    ):
         biased = method.startswith("ssbd")
         for beta in (betas or [METHODS[method].beta]) if biased else [0.0]:
             mask = draft_mask_k if biased or method == "cd" else 0
-            label = (method + (f"-b{beta:g}" if biased else "") + (f"-mask{mask}" if mask else "")
-                     + (f"-agree{agreement}" if agreement else "") + (f"-ctx{context}" if context else "")
-                     + (f"-t{temperature:g}" if temperature else ""))
-            configs[label] = method_config(method, beta=beta, draft_mask_k=mask, display_mask_k=display_mask_k,
-                                           temperature=temperature, top_p=top_p, seed=seed,
-                                           agreement=agreement, context_tokens=context)
+            label = (
+                method
+                + (f"-b{beta:g}" if biased else "")
+                + (f"-mask{mask}" if mask else "")
+                + (f"-agree{agreement}" if agreement else "")
+                + (f"-ctx{context}" if context else "")
+                + (f"-t{temperature:g}" if temperature else "")
+            )
+            configs[label] = method_config(
+                method,
+                beta=beta,
+                draft_mask_k=mask,
+                display_mask_k=display_mask_k,
+                temperature=temperature,
+                top_p=top_p,
+                seed=seed,
+                agreement=agreement,
+                context_tokens=context,
+            )
     return configs
 
 
@@ -102,9 +126,14 @@ def cpu_model() -> str:
 def machine_info() -> dict:
     import os
 
-    return {**backend_info().to_dict(), "machine": platform.node(), "os": platform.platform(),
-            "processor": platform.processor() or platform.machine(), "cpu_model": cpu_model(),
-            "cpus": os.cpu_count()}
+    return {
+        **backend_info().to_dict(),
+        "machine": platform.node(),
+        "os": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
+        "cpus": os.cpu_count(),
+    }
 
 
 def _load_done(out_dir: Path, labels: set[str]) -> tuple[list[dict], set[str]]:
@@ -141,7 +170,9 @@ def run_bench(
     out_dir.mkdir(parents=True, exist_ok=True)
     run_file = out_dir / RUN
     if run_file.exists() and json.loads(run_file.read_text()) != run_facts:
-        raise ValueError(f"{out_dir} holds results of a run with other settings; use another --out or --fresh")
+        raise ValueError(
+            f"{out_dir} holds results of a run with other settings; use another --out or --fresh"
+        )
     run_file.write_text(json.dumps(run_facts, indent=2))
     records, done = _load_done(out_dir, set(translators))
     with open(out_dir / RESULTS, "w") as f:  # rewrite without partial items
@@ -177,19 +208,35 @@ def _translate_item(translator: StreamTranslator, label: str, item: Item) -> lis
     out = []
     for index, update in enumerate(item.updates):
         result = translator.update(update.text, final=update.final)
-        out.append({
-            "item": item.id, "config": label, "update": index, "source": update.text,
-            "source_words": len(update.text.split()), "output": result.output, "display": result.display,
-            "stable": result.stable, "final": update.final, "ref": item.ref,
-            "temperature": translator.config.temperature, "agreement": translator.config.agreement,
-            "context_tokens": translator.config.context_tokens,
-            **result.stats.to_dict(),
-        })
+        out.append(
+            {
+                "item": item.id,
+                "config": label,
+                "update": index,
+                "source": update.text,
+                "source_words": len(update.text.split()),
+                "output": result.output,
+                "display": result.display,
+                "stable": result.stable,
+                "final": update.final,
+                "ref": item.ref,
+                "temperature": translator.config.temperature,
+                "agreement": translator.config.agreement,
+                "context_tokens": translator.config.context_tokens,
+                **result.stats.to_dict(),
+            }
+        )
     return out
 
 
-def summarize(records: Sequence[dict], *, target_lang: str, word_s: float, ne_tok: str | None = None,
-              labels: Sequence[str] | None = None) -> dict:
+def summarize(
+    records: Sequence[dict],
+    *,
+    target_lang: str,
+    word_s: float,
+    ne_tok: str | None = None,
+    labels: Sequence[str] | None = None,
+) -> dict:
     """Per-configuration metrics; see the ``metrics`` module for definitions."""
     tok_name, tokenize = metrics.ne_tokenizer(target_lang, ne_tok)
     by_config = defaultdict(lambda: defaultdict(list))
@@ -202,8 +249,11 @@ def summarize(records: Sequence[dict], *, target_lang: str, word_s: float, ne_to
         summary[label] = _config_summary(segments, tokenize, target_lang, word_s)
     # Speedup against plain prefix-cached RT (no agreement, no context) at the same temperature
     # (sampled RT for sampled methods).
-    rt_label = {s["temperature"]: label for label, s in summary.items()
-                if s["method"] == "rt" and not s["agreement"] and not s["context_tokens"]}
+    rt_label = {
+        s["temperature"]: label
+        for label, s in summary.items()
+        if s["method"] == "rt" and not s["agreement"] and not s["context_tokens"]
+    }
     for s in summary.values():
         base = summary.get(rt_label.get(s["temperature"]), {}).get("wall_s")
         s["speedup_vs"] = rt_label.get(s["temperature"]) if base else None
@@ -213,7 +263,7 @@ def summarize(records: Sequence[dict], *, target_lang: str, word_s: float, ne_to
 
 def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word_s: float) -> dict:
     flat = [r for seg in segments for r in seg]
-    total = lambda key: sum(r[key] for r in flat)  # noqa: E731
+    total = lambda key: sum(r[key] for r in flat)
     ne, ne_display, ne_stable, laal, laal_ca = [], [], [], [], []
     locks = bool(flat[0].get("agreement"))  # stable text exists before the commit; older records lack it
     for seg in segments:
@@ -222,18 +272,30 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
         ne.append(metrics.normalized_erasure(outputs))
         ne_display.append(metrics.normalized_erasure(displays))
         if locks:  # a viewer shown only the stable text; the commit is the segment's last update
-            ne_stable.append(metrics.normalized_erasure([tokenize(r["stable"]) for r in seg[:-1]] + [outputs[-1]]))
+            ne_stable.append(
+                metrics.normalized_erasure([tokenize(r["stable"]) for r in seg[:-1]] + [outputs[-1]])
+            )
         ref = seg[-1]["ref"]
-        lag = metrics.lagging(displays, [r["source_words"] for r in seg], [r["wall_s"] for r in seg],
-                              word_s=word_s, ref_len=len(tokenize(ref)) if ref else None)
+        lag = metrics.lagging(
+            displays,
+            [r["source_words"] for r in seg],
+            [r["wall_s"] for r in seg],
+            word_s=word_s,
+            ref_len=len(tokenize(ref)) if ref else None,
+        )
         laal.append(lag.laal_s)
         laal_ca.append(lag.laal_ca_s)
     finals = [seg[-1] for seg in segments]
     result = {
-        "method": flat[0]["policy"], "beta": flat[0]["beta"], "temperature": flat[0].get("temperature", 0.0),
-        "agreement": flat[0].get("agreement", 0), "context_tokens": flat[0].get("context_tokens", 0),
-        "items": len(segments), "updates": len(flat),
-        "ne": _mean(ne), "ne_display": _mean(ne_display),
+        "method": flat[0]["policy"],
+        "beta": flat[0]["beta"],
+        "temperature": flat[0].get("temperature", 0.0),
+        "agreement": flat[0].get("agreement", 0),
+        "context_tokens": flat[0].get("context_tokens", 0),
+        "items": len(segments),
+        "updates": len(flat),
+        "ne": _mean(ne),
+        "ne_display": _mean(ne_display),
         "ne_stable": _mean(ne_stable) if locks else None,
         "a_d": _round(metrics.ratio(total("accepted"), total("draft_tokens"))),
         "a_o": _round(metrics.ratio(total("accepted"), total("output_tokens"))),
@@ -244,11 +306,17 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
         "median_update_s": round(statistics.median(r["wall_s"] for r in flat), 4),
         "forward_passes_per_update": _round(total("forward_passes") / len(flat)),
         "tokens_fed_per_update": _round(total("tokens_fed") / len(flat)),
-        "draft_model_passes_per_update": _round(sum(r.get("draft_model_passes", 0) for r in flat) / len(flat)),
+        "draft_model_passes_per_update": _round(
+            sum(r.get("draft_model_passes", 0) for r in flat) / len(flat)
+        ),
         "tail_s": round(sum(r.get("tail_s", 0.0) for r in flat), 3),
-        "tail_acceptance": _round(metrics.ratio(sum(r.get("tail_accepted", 0) for r in flat),
-                                                sum(r.get("tail_guessed", 0) for r in flat))),
-        "laal_s": _mean(laal), "laal_ca_s": _mean(laal_ca),
+        "tail_acceptance": _round(
+            metrics.ratio(
+                sum(r.get("tail_accepted", 0) for r in flat), sum(r.get("tail_guessed", 0) for r in flat)
+            )
+        ),
+        "laal_s": _mean(laal),
+        "laal_ca_s": _mean(laal_ca),
         "looped_captions": sum(r.get("looped", 0) for r in finals),  # commits whose decoding loop was cut
     }
     refs = [r["ref"] for r in finals]

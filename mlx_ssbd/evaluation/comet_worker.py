@@ -30,10 +30,15 @@ def score(request: dict) -> list[float]:
             raise RuntimeError(
                 f"COMET model {request['model']!r} could not be downloaded ({type(error).__name__}): give a local "
                 "checkpoint (path/to/checkpoints/model.ckpt, with hparams.yaml beside the checkpoints folder) "
-                "or run where the Hugging Face hub is reachable") from error
+                "or run where the Hugging Face hub is reachable"
+            ) from error
     model = load_from_checkpoint(checkpoint)
-    predicted = model.predict(request["segments"], batch_size=request.get("batch_size", 16), gpus=0,
-                              progress_bar=request.get("progress", True))
+    predicted = model.predict(
+        request["segments"],
+        batch_size=request.get("batch_size", 16),
+        gpus=0,
+        progress_bar=request.get("progress", True),
+    )
     return [float(s) for s in predicted.scores]
 
 
@@ -42,7 +47,7 @@ def main() -> int:
     try:
         with contextlib.redirect_stdout(sys.stderr):  # progress bars and logs stay off the answer
             result = {"scores": score(json.load(sys.stdin))}
-    except Exception as error:  # noqa: BLE001 (every failure becomes one message for the caller)
+    except Exception as error:
         json.dump({"error": str(error)}, out)
         return 1
     json.dump(result, out)

@@ -29,10 +29,24 @@ FLORES_REPO = "openlanguagedata/flores_plus"
 FLORES_SPLITS = ("dev", "devtest")
 # ISO 639-1 (the languages ``live.languages`` knows) -> FLORES+ code (ISO 639-3 and script).
 FLORES_CODES = {
-    "ar": "arb_Arab", "cs": "ces_Latn", "de": "deu_Latn", "en": "eng_Latn", "es": "spa_Latn",
-    "fr": "fra_Latn", "hi": "hin_Deva", "it": "ita_Latn", "ja": "jpn_Jpan", "ko": "kor_Hang",
-    "nl": "nld_Latn", "pl": "pol_Latn", "pt": "por_Latn", "ru": "rus_Cyrl", "tr": "tur_Latn",
-    "uk": "ukr_Cyrl", "vi": "vie_Latn", "zh": "cmn_Hans",
+    "ar": "arb_Arab",
+    "cs": "ces_Latn",
+    "de": "deu_Latn",
+    "en": "eng_Latn",
+    "es": "spa_Latn",
+    "fr": "fra_Latn",
+    "hi": "hin_Deva",
+    "it": "ita_Latn",
+    "ja": "jpn_Jpan",
+    "ko": "kor_Hang",
+    "nl": "nld_Latn",
+    "pl": "pol_Latn",
+    "pt": "por_Latn",
+    "ru": "rus_Cyrl",
+    "tr": "tur_Latn",
+    "uk": "ukr_Cyrl",
+    "vi": "vie_Latn",
+    "zh": "cmn_Hans",
 }
 FLORES_ENV = "MLX_SSBD_FLORES"
 
@@ -68,6 +82,7 @@ def describe(spec: str) -> str:
 
 # -- FLORES+ -------------------------------------------------------------------------------------
 
+
 def flores_code(lang: str) -> str:
     code = FLORES_CODES.get(lang)
     if code is None:
@@ -75,7 +90,9 @@ def flores_code(lang: str) -> str:
     return code
 
 
-def flores_pairs(source_lang: str, target_lang: str, split: str = "devtest", root: str | None = None) -> list[Pair]:
+def flores_pairs(
+    source_lang: str, target_lang: str, split: str = "devtest", root: str | None = None
+) -> list[Pair]:
     """FLORES+ ``split`` as pairs, from ``root`` (or ``$MLX_SSBD_FLORES``) or the hub."""
     if split not in FLORES_SPLITS:
         raise ValueError(f"unknown FLORES+ split {split!r}; known: {', '.join(FLORES_SPLITS)}")
@@ -94,7 +111,8 @@ def _flores_rows(root: Path, split: str, code: str) -> dict:
             return {row["id"]: row["text"] for row in rows}
     raise DataUnavailable(
         f"FLORES+ {split}/{code} is not in {root}: download {split}/{code}.parquet from "
-        f"https://huggingface.co/datasets/{FLORES_REPO} into {root / split}")
+        f"https://huggingface.co/datasets/{FLORES_REPO} into {root / split}"
+    )
 
 
 def _read_parquet(path: Path) -> list[dict]:
@@ -115,17 +133,22 @@ def _download_flores(split: str, codes: tuple[str, str]) -> Path:
     try:
         from huggingface_hub import snapshot_download
 
-        return Path(snapshot_download(FLORES_REPO, repo_type="dataset",
-                                      allow_patterns=[f"{split}/{code}.*" for code in codes]))
+        return Path(
+            snapshot_download(
+                FLORES_REPO, repo_type="dataset", allow_patterns=[f"{split}/{code}.*" for code in codes]
+            )
+        )
     except Exception as error:  # offline, gated (terms not accepted), not logged in
         raise DataUnavailable(
             f"FLORES+ could not be downloaded ({type(error).__name__}). It is gated: accept its terms on "
             f"https://huggingface.co/datasets/{FLORES_REPO} and run `huggingface-cli login`; or download "
             f"{split}/{codes[0]}.parquet and {split}/{codes[1]}.parquet from there into a folder DIR "
-            f"(as DIR/{split}/...) and pass --flores-dir DIR (or set ${FLORES_ENV})") from error
+            f"(as DIR/{split}/...) and pass --flores-dir DIR (or set ${FLORES_ENV})"
+        ) from error
 
 
 # -- WMT and other sacrebleu test sets ------------------------------------------------------------
+
 
 def sacrebleu_pairs(name: str, source_lang: str, target_lang: str) -> list[Pair]:
     """A sacrebleu test set as pairs (its first reference), downloaded into sacrebleu's cache."""
@@ -145,5 +168,6 @@ def sacrebleu_pairs(name: str, source_lang: str, target_lang: str) -> list[Pair]
         raise DataUnavailable(
             f"sacrebleu could not get {name} {langpair} ({type(error).__name__}): run "
             f"`sacrebleu -t {name} -l {langpair} --echo src` where the network is reachable and copy "
-            f"{cache}/{name} here (or set $SACREBLEU to a copy)") from error
+            f"{cache}/{name} here (or set $SACREBLEU to a copy)"
+        ) from error
     return [Pair(f"{name}-{i}", src, ref.strip()) for i, (src, ref) in enumerate(zip(sources, refs))]

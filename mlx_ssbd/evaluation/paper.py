@@ -48,8 +48,12 @@ def paper_grid(sweep: bool) -> dict[str, TranslatorConfig]:
         configs.update({ssbd_label(beta): method_config("ssbd", beta=beta) for beta in SWEEP_BETAS})
         configs["cd"] = method_config("cd")
         for k in MASK_K:
-            configs[f"{ssbd_label(MAIN_BETA)}-mask{k}"] = method_config("ssbd", beta=MAIN_BETA, draft_mask_k=k)
-            configs[f"{ssbd_label(MAIN_BETA)}-display{k}"] = method_config("ssbd", beta=MAIN_BETA, display_mask_k=k)
+            configs[f"{ssbd_label(MAIN_BETA)}-mask{k}"] = method_config(
+                "ssbd", beta=MAIN_BETA, draft_mask_k=k
+            )
+            configs[f"{ssbd_label(MAIN_BETA)}-display{k}"] = method_config(
+                "ssbd", beta=MAIN_BETA, display_mask_k=k
+            )
     return configs
 
 
@@ -60,6 +64,7 @@ def sweep_run() -> tuple[int, str]:
 
 
 # -- the report ----------------------------------------------------------------------------------
+
 
 def _f(value, digits=2, suffix="") -> str:
     return "-" if value is None else f"{value:.{digits}f}{suffix}"
@@ -91,9 +96,15 @@ def side_by_side(runs: dict, ours: list[str], facts: dict) -> str:
         "",
         f"Ours: {facts['backend']}; data {facts['data']} ({facts['items']}); lag {LAG} words; "
         f"NE tokenizer sacrebleu `{facts['ne_tokenizer']}`; quality "
-        + (f"COMET `{facts['comet']}`." if facts.get("comet") else "chrF++ (no COMET model was given: COMET columns show chrF++, a different scale)."),
+        + (
+            f"COMET `{facts['comet']}`."
+            if facts.get("comet")
+            else "chrF++ (no COMET model was given: COMET columns show chrF++, a different scale)."
+        ),
         "",
-        "Models: " + "; ".join(f"ours `{mine}` in place of the paper's {names[i]}" for i, mine in enumerate(ours)) + ".",
+        "Models: "
+        + "; ".join(f"ours `{mine}` in place of the paper's {names[i]}" for i, mine in enumerate(ours))
+        + ".",
         "",
         "## Main table (β = 0.2)",
         "",
@@ -106,13 +117,17 @@ def side_by_side(runs: dict, ours: list[str], facts: dict) -> str:
             run = runs.get((position, pair))
             if key and pair in paper["main"].get(key, {}):
                 p = paper["main"][key][pair]
-                lines.append(f"| {names[position]} | {pair} | paper | {p['comet_rt']:.3f} | {p['comet_ssbd']:.3f} | "
-                             f"{p['ne_rt']:.2f} | {p['ne_ssbd']:.2f} | {p['a_d']:.1f} | {p['a_o']:.1f} | {p['speedup']:.2f}x |")
+                lines.append(
+                    f"| {names[position]} | {pair} | paper | {p['comet_rt']:.3f} | {p['comet_ssbd']:.3f} | "
+                    f"{p['ne_rt']:.2f} | {p['ne_ssbd']:.2f} | {p['a_d']:.1f} | {p['a_o']:.1f} | {p['speedup']:.2f}x |"
+                )
             if run:
                 rt, ssbd = run["configs"].get("rt"), run["configs"].get(ssbd_label(MAIN_BETA))
-                lines.append(f"| `{mine}` | {pair} | ours | {_quality(rt)} | {_quality(ssbd)} | "
-                             f"{_f(rt and rt['ne'])} | {_f(ssbd and ssbd['ne'])} | {_pct(ssbd and ssbd['a_d'])} | "
-                             f"{_pct(ssbd and ssbd['a_o'])} | {_f(ssbd and ssbd['speedup'], suffix='x')} |")
+                lines.append(
+                    f"| `{mine}` | {pair} | ours | {_quality(rt)} | {_quality(ssbd)} | "
+                    f"{_f(rt and rt['ne'])} | {_f(ssbd and ssbd['ne'])} | {_pct(ssbd and ssbd['a_d'])} | "
+                    f"{_pct(ssbd and ssbd['a_o'])} | {_f(ssbd and ssbd['speedup'], suffix='x')} |"
+                )
     lines += _sweep_tables(runs, ours, names)
     lines += [
         "",
@@ -121,17 +136,32 @@ def side_by_side(runs: dict, ours: list[str], facts: dict) -> str:
         "- Engine: MLX (mlx-lm models, this project's update loop) instead of llama.cpp; "
         f"{facts['backend']}. Speedups depend on what a multi-token verify pass costs against a "
         "decode step on the machine: about one step on Apple Silicon or a GPU, several on a CPU "
-        "(docs/results.md, \"what a pass costs\").",
+        '(docs/results.md, "what a pass costs").',
         f"- NE tokenizer: sacrebleu `{facts['ne_tokenizer']}`"
-        + ("." if facts["ne_tokenizer"] == "flores101" else
-           " (the paper tokenizes with flores101 SentencePiece, whose model could not be downloaded here; "
-           "NE values are on a different token scale)."),
+        + (
+            "."
+            if facts["ne_tokenizer"] == "flores101"
+            else " (the paper tokenizes with flores101 SentencePiece, whose model could not be downloaded here; "
+            "NE values are on a different token scale)."
+        ),
         f"- Data: {facts['data']}, {facts['items']}"
-        + ("." if facts["data"].startswith("FLORES+") else "; the paper uses FLORES (1,012 devtest sentences)."),
-        "- Quality: " + (f"COMET `{facts['comet']}`." if facts.get("comet")
-                         else "no COMET here: chrF++ stands in its columns, a different metric on a different scale."),
-        "- Models: " + ("the paper's." if ours == [paper["models"][k]["hub"] for k in paper_models()][: len(ours)]
-                        else "ours stand in for the paper's (above); their sizes and training differ."),
+        + (
+            "."
+            if facts["data"].startswith("FLORES+")
+            else "; the paper uses FLORES (1,012 devtest sentences)."
+        ),
+        "- Quality: "
+        + (
+            f"COMET `{facts['comet']}`."
+            if facts.get("comet")
+            else "no COMET here: chrF++ stands in its columns, a different metric on a different scale."
+        ),
+        "- Models: "
+        + (
+            "the paper's."
+            if ours == [paper["models"][k]["hub"] for k in paper_models()][: len(ours)]
+            else "ours stand in for the paper's (above); their sizes and training differ."
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -152,12 +182,18 @@ def _sweep_tables(runs: dict, ours: list[str], names: list[str]) -> list[str]:
     ]
     for i, beta in enumerate(sweep["beta"]):
         s = run.get(ssbd_label(beta))
-        lines.append(f"| {beta:g} | {sweep['comet'][i]:.3f} | {_quality(s)} | {sweep['ne'][i]:.2f} | "
-                     f"{_f(s and s['ne'])} | {sweep['speedup'][i]:.2f}x | {_f(s and s['speedup'], suffix='x')} |")
+        lines.append(
+            f"| {beta:g} | {sweep['comet'][i]:.3f} | {_quality(s)} | {sweep['ne'][i]:.2f} | "
+            f"{_f(s and s['ne'])} | {sweep['speedup'][i]:.2f}x | {_f(s and s['speedup'], suffix='x')} |"
+        )
     b1, cd = run.get(ssbd_label(1.0)), run.get("cd")
-    lines.append(f"| 1 | - | {_quality(b1)} | - | {_f(b1 and b1['ne'])} | - | {_f(b1 and b1['speedup'], suffix='x')} |")
-    lines.append(f"| CD | - | {_quality(cd)} | - | {_f(cd and cd['ne'])} | {sweep['cd_speedup']:.2f}x | "
-                 f"{_f(cd and cd['speedup'], suffix='x')} |")
+    lines.append(
+        f"| 1 | - | {_quality(b1)} | - | {_f(b1 and b1['ne'])} | - | {_f(b1 and b1['speedup'], suffix='x')} |"
+    )
+    lines.append(
+        f"| CD | - | {_quality(cd)} | - | {_f(cd and cd['ne'])} | {sweep['cd_speedup']:.2f}x | "
+        f"{_f(cd and cd['speedup'], suffix='x')} |"
+    )
     lines += [
         "",
         f"## Mask-k ablation (β = {mask['beta']:g}; {mask['note']})",
@@ -168,6 +204,8 @@ def _sweep_tables(runs: dict, ours: list[str], names: list[str]) -> list[str]:
     for kind, suffix, ne_key in (("draft", "mask", "ne"), ("display", "display", "ne_display")):
         for i, k in enumerate(mask["k"]):
             s = run.get(f"{ssbd_label(mask['beta'])}-{suffix}{k}")
-            lines.append(f"| {kind} | {k} | {mask[kind]['ne'][i]:.2f} | {_f(s and s[ne_key])} | "
-                         f"{mask[kind]['speedup'][i]:.2f}x | {_f(s and s['speedup'], suffix='x')} |")
+            lines.append(
+                f"| {kind} | {k} | {mask[kind]['ne'][i]:.2f} | {_f(s and s[ne_key])} | "
+                f"{mask[kind]['speedup'][i]:.2f}x | {_f(s and s['speedup'], suffix='x')} |"
+            )
     return lines

@@ -31,42 +31,108 @@ def model_args(arch: str, vocab_size: int, width: int = 64, layers: int | None =
     module = importlib.import_module(f"mlx_lm.models.{arch}")
     layers = layers or (2 if arch in FULL_ATTENTION else 4)
     heads = max(1, width // 16)
-    attention = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
-                     num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), vocab_size=vocab_size,
-                     max_position_embeddings=2048)
-    linear = dict(linear_num_value_heads=heads, linear_num_key_heads=max(1, heads // 2), linear_key_head_dim=16,
-                  linear_value_head_dim=16, linear_conv_kernel_dim=4, full_attention_interval=2)
+    attention = dict(
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 2),
+        vocab_size=vocab_size,
+        max_position_embeddings=2048,
+    )
+    linear = dict(
+        linear_num_value_heads=heads,
+        linear_num_key_heads=max(1, heads // 2),
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_conv_kernel_dim=4,
+        full_attention_interval=2,
+    )
     if arch in FULL_ATTENTION:
-        return module, module.ModelArgs(model_type=arch, rms_norm_eps=1e-6, tie_word_embeddings=False, **attention)
+        return module, module.ModelArgs(
+            model_type=arch, rms_norm_eps=1e-6, tie_word_embeddings=False, **attention
+        )
     if arch == "qwen3_5":
         text = dict(model_type="qwen3_5_text", tie_word_embeddings=False, head_dim=16, **attention, **linear)
         return module, module.ModelArgs(model_type="qwen3_5", text_config=text)
     if arch == "qwen3_next":
         return module, module.ModelArgs(
-            model_type="qwen3_next", head_dim=16, **attention, **linear, num_experts=0, num_experts_per_tok=0,
-            decoder_sparse_step=1, shared_expert_intermediate_size=0, mlp_only_layers=list(range(layers)),
-            moe_intermediate_size=0, rms_norm_eps=1e-6, rope_theta=10000.0, partial_rotary_factor=0.25)
+            model_type="qwen3_next",
+            head_dim=16,
+            **attention,
+            **linear,
+            num_experts=0,
+            num_experts_per_tok=0,
+            decoder_sparse_step=1,
+            shared_expert_intermediate_size=0,
+            mlp_only_layers=list(range(layers)),
+            moe_intermediate_size=0,
+            rms_norm_eps=1e-6,
+            rope_theta=10000.0,
+            partial_rotary_factor=0.25,
+        )
     if arch == "lfm2":
         return module, module.ModelArgs(
-            model_type="lfm2", vocab_size=vocab_size, hidden_size=width, num_hidden_layers=layers,
-            num_attention_heads=heads, num_key_value_heads=max(1, heads // 2), max_position_embeddings=4096,
-            norm_eps=1e-5, conv_bias=False, conv_L_cache=3, block_dim=width, block_multiple_of=16,
-            block_ffn_dim_multiplier=1.0, block_auto_adjust_ff_dim=False, block_ff_dim=2 * width,
-            full_attn_idxs=list(range(1, layers, 2)))
+            model_type="lfm2",
+            vocab_size=vocab_size,
+            hidden_size=width,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2),
+            max_position_embeddings=4096,
+            norm_eps=1e-5,
+            conv_bias=False,
+            conv_L_cache=3,
+            block_dim=width,
+            block_multiple_of=16,
+            block_ffn_dim_multiplier=1.0,
+            block_auto_adjust_ff_dim=False,
+            block_ff_dim=2 * width,
+            full_attn_idxs=list(range(1, layers, 2)),
+        )
     if arch == "mamba2":
         return module, module.ModelArgs(
-            model_type="mamba2", num_heads=heads * 2, head_dim=16, vocab_size=vocab_size, hidden_size=width // 2,
-            intermediate_size=width, state_size=16, num_hidden_layers=max(1, layers // 2), layer_norm_epsilon=1e-5,
-            conv_kernel=4, n_groups=1, use_bias=False, use_conv_bias=True, tie_word_embeddings=False,
-            time_step_limit=(0.0, float("inf")), time_step_rank=4)
+            model_type="mamba2",
+            num_heads=heads * 2,
+            head_dim=16,
+            vocab_size=vocab_size,
+            hidden_size=width // 2,
+            intermediate_size=width,
+            state_size=16,
+            num_hidden_layers=max(1, layers // 2),
+            layer_norm_epsilon=1e-5,
+            conv_kernel=4,
+            n_groups=1,
+            use_bias=False,
+            use_conv_bias=True,
+            tie_word_embeddings=False,
+            time_step_limit=(0.0, float("inf")),
+            time_step_rank=4,
+        )
     return module, module.ModelArgs(  # gemma3_text
-        model_type="gemma3_text", hidden_size=width, num_hidden_layers=max(1, layers - 1), intermediate_size=2 * width,
-        num_attention_heads=heads, head_dim=16, vocab_size=vocab_size, num_key_value_heads=1,
-        query_pre_attn_scalar=16, sliding_window=32, sliding_window_pattern=3)
+        model_type="gemma3_text",
+        hidden_size=width,
+        num_hidden_layers=max(1, layers - 1),
+        intermediate_size=2 * width,
+        num_attention_heads=heads,
+        head_dim=16,
+        vocab_size=vocab_size,
+        num_key_value_heads=1,
+        query_pre_attn_scalar=16,
+        sliding_window=32,
+        sliding_window_pattern=3,
+    )
 
 
-def random_model(arch: str, *, vocab_size: int, width: int = 64, layers: int | None = None, seed: int = 0,
-                 logit_scale: float = 30.0):
+def random_model(
+    arch: str,
+    *,
+    vocab_size: int,
+    width: int = 64,
+    layers: int | None = None,
+    seed: int = 0,
+    logit_scale: float = 30.0,
+):
     """A random-weight fp32 model of ``arch``; see the module docstring."""
     mx.random.seed(seed)
     module, args = model_args(arch, vocab_size, width, layers)

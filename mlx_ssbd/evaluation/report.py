@@ -11,6 +11,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+
 def substitutions(summary: dict) -> str:
     """What this run measured differently from the paper: the NE tokenizer, the data, COMET."""
     tok = summary["ne_tokenizer"]
@@ -22,6 +23,7 @@ def substitutions(summary: dict) -> str:
         + (f"COMET: {comet}." if comet else "no COMET model was given, so no COMET")
         + ("" if comet else "; semsim (if present) is USE-multilingual-v3 cosine similarity, NOT COMET.")
     )
+
 
 COLUMNS = [
     ("Method", lambda s: s["label"]),
@@ -76,7 +78,8 @@ def markdown(summary: dict) -> str:
         f"# mlx-ssbd benchmark: {facts['source']}->{facts['target']} on {facts['data_name']}",
         "",
         f"Model `{facts['model']}` ({machine['compute_dtype']}), {machine['device']}, BLAS {machine['blas']}"
-        + (f" (sgemv shim: {machine['gemv']})" if "gemv" in machine else "") + ", "
+        + (f" (sgemv shim: {machine['gemv']})" if "gemv" in machine else "")
+        + ", "
         f"{machine['cpus']} CPUs, machine `{machine['machine']}` ({machine.get('os', machine['platform'])}). "
         f"{facts['items']} items, lag {facts['lag']}, display mask-k {facts['display_mask_k']}, "
         f"{facts['word_s']} s per source word for lagging."
@@ -88,7 +91,8 @@ def markdown(summary: dict) -> str:
         "Speedup = RT (prefix-cached) wall time / method wall time, same run; a sampled method (T > 0) "
         "is compared with RT sampling at the same temperature. Verify s = prompt tail + "
         "verify passes (and the draft model's guess: Guess s), Decode s = token-by-token decoding "
-        "(together: Wall s). Passes/upd counts the model's passes; the draft model's are counted apart. TPS = output tokens / "
+        "(together: Wall s). Passes/upd counts the model's passes; the draft model's are counted apart. "
+        "TPS = output tokens / "
         "generation wall time. NE on raw outputs; NE disp on displayed text. LAAL-CA: "
         "computation-aware length-adaptive average lagging in seconds (see mlx_ssbd/metrics.py).",
         "",
@@ -96,7 +100,10 @@ def markdown(summary: dict) -> str:
     ]
     sig = next((s for s in summary["configs"].values() if "bleu_signature" in s), None)
     if sig:
-        out += ["", f"BLEU signature: `{sig['bleu_signature']}`; chrF++ signature: `{sig['chrf_signature']}`."]
+        out += [
+            "",
+            f"BLEU signature: `{sig['bleu_signature']}`; chrF++ signature: `{sig['chrf_signature']}`.",
+        ]
     for note in summary.get("notes", []):
         out += ["", f"Note: {note}"]
     return "\n".join(out) + "\n"
@@ -139,9 +146,14 @@ def _plots(plt, out_dir: Path, summary: dict, records: list[dict]) -> list[str]:
     configs = summary["configs"]
     written = []
     # The beta plot shows plain greedy SSBD only (labels ssbd-b<beta>), not lookahead or sampled variants.
-    ssbd = sorted(((s["beta"], s) for label, s in configs.items()
-                   if label.startswith("ssbd-b") and not s.get("temperature")),
-                  key=lambda pair: pair[0])
+    ssbd = sorted(
+        (
+            (s["beta"], s)
+            for label, s in configs.items()
+            if label.startswith("ssbd-b") and not s.get("temperature")
+        ),
+        key=lambda pair: pair[0],
+    )
     if ssbd:
         fig, ax1 = plt.subplots(figsize=(6, 4))
         betas = [b for b, _ in ssbd]

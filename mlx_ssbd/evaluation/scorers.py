@@ -59,8 +59,15 @@ class Comet:
         progress: show unbabel-comet's progress bar (on stderr).
     """
 
-    def __init__(self, model: str = DEFAULT_COMET, *, python: str | None = None, cache_dir: str | Path | None = None,
-                 batch_size: int = COMET_BATCH, progress: bool = True):
+    def __init__(
+        self,
+        model: str = DEFAULT_COMET,
+        *,
+        python: str | None = None,
+        cache_dir: str | Path | None = None,
+        batch_size: int = COMET_BATCH,
+        progress: bool = True,
+    ):
         self.model_name = model
         self.python = python or os.environ.get(COMET_PYTHON_ENV) or sys.executable
         self.batch_size = batch_size
@@ -81,8 +88,11 @@ class Comet:
         """One score per segment; only segments not in the cache go through the model."""
         keys = [_segment_key(s, h, r) for s, h, r in zip(srcs, hyps, refs, strict=True)]
         cache = self._read_cache()
-        todo = {key: {"src": s, "mt": h, "ref": r}
-                for key, s, h, r in zip(keys, srcs, hyps, refs) if key not in cache}
+        todo = {
+            key: {"src": s, "mt": h, "ref": r}
+            for key, s, h, r in zip(keys, srcs, hyps, refs)
+            if key not in cache
+        }
         if todo:
             cache.update(zip(todo, self._predict(list(todo.values()))))
             self._write_cache(cache)
@@ -96,10 +106,19 @@ class Comet:
     def _predict(self, segments: list[dict]) -> list[float]:
         """Scores from ``comet_worker.py`` in the COMET environment."""
         model = str(Path(self.model_name).resolve()) if Path(self.model_name).is_file() else self.model_name
-        request = {"model": model, "batch_size": self.batch_size, "progress": self.progress, "segments": segments}
+        request = {
+            "model": model,
+            "batch_size": self.batch_size,
+            "progress": self.progress,
+            "segments": segments,
+        }
         try:
-            done = subprocess.run([self.python, str(Path(__file__).with_name("comet_worker.py"))],
-                                  input=json.dumps(request), stdout=subprocess.PIPE, text=True)
+            done = subprocess.run(
+                [self.python, str(Path(__file__).with_name("comet_worker.py"))],
+                input=json.dumps(request),
+                stdout=subprocess.PIPE,
+                text=True,
+            )
         except OSError as error:
             raise ValueError(f"cannot run the COMET environment's Python {self.python!r}: {error}") from error
         try:
@@ -107,9 +126,14 @@ class Comet:
         except ValueError:
             answer = {"error": f"the COMET worker exited with {done.returncode} and no answer"}
         if "error" in answer:
-            hint = "" if "not installed" not in answer["error"] else (
-                f"; set ${COMET_PYTHON_ENV} (or --comet-python) to an environment with unbabel-comet: "
-                "see docs/benchmarks.md")
+            hint = (
+                ""
+                if "not installed" not in answer["error"]
+                else (
+                    f"; set ${COMET_PYTHON_ENV} (or --comet-python) to an environment with unbabel-comet: "
+                    "see docs/benchmarks.md"
+                )
+            )
             raise ValueError(f"COMET: {answer['error']}{hint}")
         return answer["scores"]
 
@@ -139,7 +163,9 @@ def _segment_key(src: str, hyp: str, ref: str) -> str:
     return hashlib.sha256(json.dumps([src, hyp, ref]).encode()).hexdigest()
 
 
-def add_scores(summary: dict, records: Sequence[dict], *, semsim: bool = False, comet: Comet | None = None) -> None:
+def add_scores(
+    summary: dict, records: Sequence[dict], *, semsim: bool = False, comet: Comet | None = None
+) -> None:
     """Add ``semsim`` and ``comet`` to each configuration of ``summary`` (from ``bench.summarize``)
     from its final outputs; a scorer that cannot run adds its message to ``summary["notes"]``.
     COMET scores every configuration's segments in one run of its model."""
@@ -147,14 +173,20 @@ def add_scores(summary: dict, records: Sequence[dict], *, semsim: bool = False, 
     for label in summary["configs"]:
         rows = [r for r in records if r["config"] == label and r["final"]]
         if rows and all(r["ref"] for r in rows):
-            finals[label] = ([r["source"] for r in rows], [r["output"] for r in rows], [r["ref"] for r in rows])
+            finals[label] = (
+                [r["source"] for r in rows],
+                [r["output"] for r in rows],
+                [r["ref"] for r in rows],
+            )
     try:
         if semsim:
             for label, (_, hyps, refs) in finals.items():
                 summary["configs"][label]["semsim"] = round(semantic_similarity(hyps, refs), 4)
                 summary["configs"][label]["semsim_label"] = SEMSIM_LABEL
         if comet is not None and finals:
-            srcs, hyps, refs = ([text for columns in finals.values() for text in columns[i]] for i in range(3))
+            srcs, hyps, refs = (
+                [text for columns in finals.values() for text in columns[i]] for i in range(3)
+            )
             scores = iter(comet.scores(srcs, hyps, refs))
             for label, (srcs, _, _) in finals.items():
                 config_scores = [next(scores) for _ in srcs]

@@ -52,9 +52,7 @@ def lag_updates(text: str, lag: int = DEFAULT_LAG, segment_id: str | None = None
     if not words:
         raise ValueError("cannot stream an empty sentence")
     cuts = list(range(lag, len(words), lag)) + [len(words)]
-    return [
-        SourceUpdate(" ".join(words[:n]), final=n == len(words), segment_id=segment_id) for n in cuts
-    ]
+    return [SourceUpdate(" ".join(words[:n]), final=n == len(words), segment_id=segment_id) for n in cuts]
 
 
 def check_stream_path(path: str) -> None:
@@ -144,12 +142,18 @@ def _timing(obj: dict, name: str, number: int) -> dict:
             raise StreamError(f"{name}:{number}: each of 'words' must be an object")
         text = item.get("word", item.get("text"))
         w_start, w_end = item.get("start"), item.get("end")
-        if not isinstance(text, str) or not all(isinstance(t, (int, float)) and not isinstance(t, bool)
-                                                for t in (w_start, w_end)):
-            raise StreamError(f"{name}:{number}: each of 'words' needs 'word' (str), 'start' and 'end' (numbers)")
+        if not isinstance(text, str) or not all(
+            isinstance(t, (int, float)) and not isinstance(t, bool) for t in (w_start, w_end)
+        ):
+            raise StreamError(
+                f"{name}:{number}: each of 'words' needs 'word' (str), 'start' and 'end' (numbers)"
+            )
         words += [Word(piece, float(w_start), float(w_end)) for piece in text.split()]
-    return {"start": None if start is None else float(start), "end": None if end is None else float(end),
-            "words": tuple(words)}
+    return {
+        "start": None if start is None else float(start),
+        "end": None if end is None else float(end),
+        "words": tuple(words),
+    }
 
 
 def parse_partials(lines: Lines, name: str) -> Iterator[SourceUpdate]:
@@ -169,7 +173,9 @@ def partial_json(update: SourceUpdate) -> dict:
     if update.start is not None and update.end is not None:
         obj.update(start=round(update.start, 3), end=round(update.end, 3))
     if update.words:
-        obj["words"] = [{"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3)} for w in update.words]
+        obj["words"] = [
+            {"word": w.text, "start": round(w.start, 3), "end": round(w.end, 3)} for w in update.words
+        ]
     return obj
 
 
@@ -186,8 +192,14 @@ def parse_whisper(lines: Lines, name: str) -> Iterator[SourceUpdate]:
             words += timing["words"]
             start = timing["start"] if start is None else start
         if texts and (text.strip() or final):
-            yield SourceUpdate(" ".join(texts), final=final, segment_id=f"w{segment}", start=start,
-                               end=timing["end"], words=tuple(words))
+            yield SourceUpdate(
+                " ".join(texts),
+                final=final,
+                segment_id=f"w{segment}",
+                start=start,
+                end=timing["end"],
+                words=tuple(words),
+            )
         if final:
             segment, texts, words, start = segment + 1, [], [], None
 
@@ -258,7 +270,9 @@ def read_text(path: str, lag: int = DEFAULT_LAG, check=None) -> Iterator[SourceU
 INPUT_KINDS = ("auto", "text", "partials", "whisper", "confirmed", "pairs")
 
 
-def open_updates(path: str, *, lag: int = DEFAULT_LAG, kind: str = "auto", check=None) -> Iterator[SourceUpdate]:
+def open_updates(
+    path: str, *, lag: int = DEFAULT_LAG, kind: str = "auto", check=None
+) -> Iterator[SourceUpdate]:
     """Source updates from a file or stdin (``-``) of any supported kind, read lazily.
 
     ``kind="auto"`` decides by the first non-empty line: a JSON object with ``src`` is pairs,
@@ -306,7 +320,7 @@ def _guess_kind(name: str, number: int, line: str) -> str:
 
 
 def detect_format(path: str) -> str:
-    """"pairs", "partials" or "text", judged by the first non-empty line of ``path``."""
+    """ "pairs", "partials" or "text", judged by the first non-empty line of ``path``."""
     first = next(((n, line) for n, line in read_lines(path) if line.strip()), None)
     if first is None:
         raise StreamError(f"{_display_name(path)}: empty file")

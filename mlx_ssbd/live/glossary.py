@@ -54,8 +54,11 @@ class Glossary:
     def matches(self, source: str, target: str) -> list[tuple[str, str]]:
         """The ``(term, rendering)`` entries of ``target`` whose term occurs in ``source``, in the
         order of their first occurrence."""
-        found = [(match.start(), term, rendering) for term, rendering in self.entries.get(target, {}).items()
-                 if (match := _pattern(term).search(source))]
+        found = [
+            (match.start(), term, rendering)
+            for term, rendering in self.entries.get(target, {}).items()
+            if (match := _pattern(term).search(source))
+        ]
         return [(term, rendering) for _, term, rendering in sorted(found, key=lambda hit: hit[0])]
 
     def to_json(self) -> dict:
@@ -84,7 +87,9 @@ def _check(text: object, what: str, where: str) -> str:
 def _language(code: object, where: str) -> str:
     code = _check(code, "a language code", where).lower()
     if code not in LANGUAGES:
-        raise GlossaryError(f"{where}: unknown language code {code[:16]!r}; known: {', '.join(sorted(LANGUAGES))}")
+        raise GlossaryError(
+            f"{where}: unknown language code {code[:16]!r}; known: {', '.join(sorted(LANGUAGES))}"
+        )
     return code
 
 
@@ -98,34 +103,48 @@ def _add(entries: dict[str, dict[str, str]], target: str, term: str, rendering: 
 
 
 def parse_tsv(text: str, origin: str = "glossary") -> Glossary:
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")]
+    lines = [
+        (n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")
+    ]
     if not lines:
         raise GlossaryError(f"{origin}:1: empty; the first line names the languages (e.g. en<TAB>de<TAB>fr)")
     head_n, head = lines[0]
     languages = [_language(cell, f"{origin}:{head_n}") for cell in head.split("\t")]
     if len(languages) < 2:
-        raise GlossaryError(f"{origin}:{head_n}: the first line names the source language and at least one target, "
-                            "separated by tabs (e.g. en<TAB>de)")
+        raise GlossaryError(
+            f"{origin}:{head_n}: the first line names the source language and at least one target, "
+            "separated by tabs (e.g. en<TAB>de)"
+        )
     if len(set(languages)) != len(languages):
         raise GlossaryError(f"{origin}:{head_n}: a language is named twice")
     entries: dict[str, dict[str, str]] = {}
     for n, line in lines[1:]:
         cells = line.split("\t")
         if len(cells) != len(languages):
-            raise GlossaryError(f"{origin}:{n}: {len(cells)} columns; the first line names {len(languages)} "
-                                f"({', '.join(languages)})")
+            raise GlossaryError(
+                f"{origin}:{n}: {len(cells)} columns; the first line names {len(languages)} "
+                f"({', '.join(languages)})"
+            )
         term = _check(cells[0], "the source term", f"{origin}:{n}")
         renderings = [(target, cell) for target, cell in zip(languages[1:], cells[1:]) if cell.strip()]
         if not renderings:
             raise GlossaryError(f"{origin}:{n}: the term {term!r} has no rendering in any language")
         for target, cell in renderings:
-            _add(entries, target, term, _check(cell, f"the {target} rendering", f"{origin}:{n}"), f"{origin}:{n}")
+            _add(
+                entries,
+                target,
+                term,
+                _check(cell, f"the {target} rendering", f"{origin}:{n}"),
+                f"{origin}:{n}",
+            )
     return Glossary(entries, languages[0])
 
 
 def parse_json(obj: object, origin: str = "glossary") -> Glossary:
     if not isinstance(obj, dict):
-        raise GlossaryError(f'{origin}: a JSON glossary is an object: {{"de": {{"source term": "rendering"}}}}')
+        raise GlossaryError(
+            f'{origin}: a JSON glossary is an object: {{"de": {{"source term": "rendering"}}}}'
+        )
     entries: dict[str, dict[str, str]] = {}
     for target, terms in obj.items():
         target = _language(target, origin)
@@ -133,7 +152,13 @@ def parse_json(obj: object, origin: str = "glossary") -> Glossary:
             raise GlossaryError(f"{origin}: the {target} entries must be an object of term: rendering")
         for term, rendering in terms.items():
             where = f"{origin}: {target}"
-            _add(entries, target, _check(term, "a source term", where), _check(rendering, "a rendering", where), where)
+            _add(
+                entries,
+                target,
+                _check(term, "a source term", where),
+                _check(rendering, "a rendering", where),
+                where,
+            )
     return Glossary(entries)
 
 

@@ -16,9 +16,10 @@ from ..engine.lookahead import DEFAULT_MAX_PROPOSAL
 from ..engine.tail import DEFAULT_GUESS as DEFAULT_TAIL_GUESS
 from ..engine.verify import DEFAULT_RULE, accept_threshold, bounds
 
-
 DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
-RATIO_BETA = 0.8  # the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/accept_rules.py)
+RATIO_BETA = (
+    0.8  # the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/accept_rules.py)
+)
 
 
 @dataclass(frozen=True)
@@ -40,18 +41,33 @@ class Method:
 METHODS = {
     "rt": Method("rt", "re-translate each update, reusing the KV of the prompt and source prefix"),
     "rt-nocache": Method("rt-nocache", "re-translate each update from an empty cache (naive reference)"),
-    "ssbd": Method("ssbd", "verify the previous output as a draft with bias beta, decode on where it diverges"),
+    "ssbd": Method(
+        "ssbd", "verify the previous output as a draft with bias beta, decode on where it diverges"
+    ),
     "cd": Method("cd", "continuous decoding: keep every draft, only extend (ssbd with beta = 1)"),
     "ssbd-resync": Method("ssbd", "ssbd, rejoining the old draft after a divergence", (("resync", True),)),
     "ssbd-ngram": Method("ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),)),
-    "ssbd-plus": Method("ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))),
-    "ssbd-pool": Method("ssbd", "ssbd, 2-token n-gram guesses from the source and the session's earlier outputs, checked at beta 0",
-                        (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2), ("ngram_beta", 0.0))),
-    "ssbd-ratio": Method("ssbd", "ssbd keeping a draft token while the model gives it at least (1 - beta) of its "
-                         "top choice's probability", (("accept_rule", "ratio"),), beta=RATIO_BETA),
+    "ssbd-plus": Method(
+        "ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))
+    ),
+    "ssbd-pool": Method(
+        "ssbd",
+        "ssbd, 2-token n-gram guesses from the source and the session's earlier outputs, checked at beta 0",
+        (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2), ("ngram_beta", 0.0)),
+    ),
+    "ssbd-ratio": Method(
+        "ssbd",
+        "ssbd keeping a draft token while the model gives it at least (1 - beta) of its "
+        "top choice's probability",
+        (("accept_rule", "ratio"),),
+        beta=RATIO_BETA,
+    ),
     "ssbd-final0": Method("ssbd", "ssbd, committing with beta = 0 (what RT commits)", (("final_beta", 0.0),)),
-    "ssbd-tail": Method("ssbd", "ssbd, a draft model guessing the new tail, checked in the same pass (needs a draft model)",
-                        (("tail_guess", DEFAULT_TAIL_GUESS),)),
+    "ssbd-tail": Method(
+        "ssbd",
+        "ssbd, a draft model guessing the new tail, checked in the same pass (needs a draft model)",
+        (("tail_guess", DEFAULT_TAIL_GUESS),),
+    ),
 }
 POLICIES = tuple(name for name, method in METHODS.items() if not method.features)
 DEFAULT_POLICY = "ssbd"
@@ -140,8 +156,15 @@ class TranslatorConfig:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        for name in ("draft_mask_k", "display_mask_k", "agreement", "context_tokens", "glossary_tokens", "tail_guess",
-                     "exact_tail"):
+        for name in (
+            "draft_mask_k",
+            "display_mask_k",
+            "agreement",
+            "context_tokens",
+            "glossary_tokens",
+            "tail_guess",
+            "exact_tail",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
@@ -169,5 +192,6 @@ def method_config(method: str = DEFAULT_METHOD, *, beta: float | None = None, **
     None: the method's own (``Method.beta``)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    return TranslatorConfig(**METHODS[method].settings(), beta=METHODS[method].beta if beta is None else beta,
-                            **settings)
+    return TranslatorConfig(
+        **METHODS[method].settings(), beta=METHODS[method].beta if beta is None else beta, **settings
+    )

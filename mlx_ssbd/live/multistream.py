@@ -37,7 +37,9 @@ from .updates import Update
 class MultiStreamTranslator:
     """Runs the updates of several translators together; see the module docstring."""
 
-    def __init__(self, translators: Sequence[StreamTranslator] = (), *, model=None, chunk: int | None = PREFILL_CHUNK):
+    def __init__(
+        self, translators: Sequence[StreamTranslator] = (), *, model=None, chunk: int | None = PREFILL_CHUNK
+    ):
         if not translators and model is None:
             raise ValueError("need at least one translator, or the model")
         self.model = model if model is not None else translators[0].model
@@ -73,8 +75,9 @@ class MultiStreamTranslator:
         """An update of ``translator`` is under way."""
         return self.runner.running(translator.row)
 
-    def submit(self, translator: StreamTranslator, text: str, final: bool,
-               done: Callable[[Update], None]) -> None:
+    def submit(
+        self, translator: StreamTranslator, text: str, final: bool, done: Callable[[Update], None]
+    ) -> None:
         """Start ``translator``'s update to ``(text, final)``; ``done(update)`` is called from the
         ``round`` in which it ends (at once when the source is unchanged). A translator runs one
         update at a time.
@@ -89,7 +92,9 @@ class MultiStreamTranslator:
         if pending.job is None:
             done(translator.finish(pending, None))
             return
-        self.runner.add(translator.row, pending.job, lambda outcome: done(translator.finish(pending, outcome)))
+        self.runner.add(
+            translator.row, pending.job, lambda outcome: done(translator.finish(pending, outcome))
+        )
 
     def round(self) -> None:
         """One round of every submitted update (one batched model call, one host sync)."""

@@ -48,7 +48,9 @@ class PromptFamily:
     """How one model family words a translation request."""
 
     name: str
-    system_role: bool | None = True  # False: the instruction is prepended to the user turn; None: as the template takes it
+    system_role: bool | None = (
+        True  # False: the instruction is prepended to the user turn; None: as the template takes it
+    )
     assistant_prefix: str = ""  # text the assistant turn opens with; may use {tgt}
 
 
@@ -72,8 +74,10 @@ def detect_family(chat_template: str | None) -> str:
     ChatML or Gemma-2 one, ``generic`` for any other; a tokenizer without one is refused."""
     template = chat_template or ""
     if not template.strip():
-        raise ValueError("this model's tokenizer has no chat template: it is not a chat model (or pass a prompt "
-                         f"family: {', '.join(FAMILIES)})")
+        raise ValueError(
+            "this model's tokenizer has no chat template: it is not a chat model (or pass a prompt "
+            f"family: {', '.join(FAMILIES)})"
+        )
     if "<|im_start|>" in template and "<|im_sep|>" not in template:
         return "qwen3" if "<think>" in template else "chatml"
     if "<start_of_turn>" in template and "first_user_prefix" not in template:
@@ -146,10 +150,16 @@ class PromptBuilder:
         """The text between an assistant reply and the next source text (end of turn, user
         turn opening, source-language tag), from the template rendered with two turns."""
         marks = [f"\u2063SSBD_{n}\u2063" for n in range(3)]
-        rendered = self._render_chat(tokenizer, src, tgt, marks[0], [
-            {"role": "assistant", "content": marks[1]},
-            {"role": "user", "content": USER_TEMPLATE.format(src=src, text=marks[2])},
-        ])
+        rendered = self._render_chat(
+            tokenizer,
+            src,
+            tgt,
+            marks[0],
+            [
+                {"role": "assistant", "content": marks[1]},
+                {"role": "user", "content": USER_TEMPLATE.format(src=src, text=marks[2])},
+            ],
+        )
         start, end = rendered.find(marks[1]), rendered.find(marks[2])
         if start < 0 or end < start:
             raise ValueError("the chat template does not render an assistant turn between user turns")
@@ -165,7 +175,9 @@ class PromptBuilder:
     def _encode(self, text: str) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=False))
 
-    def build(self, text: str, context_ids: tuple[int, ...] = (), terms: tuple[tuple[str, str], ...] = ()) -> Prompt:
+    def build(
+        self, text: str, context_ids: tuple[int, ...] = (), terms: tuple[tuple[str, str], ...] = ()
+    ) -> Prompt:
         """The prompt for one source text (already validated as non-empty), after earlier
         segments' ``context_ids`` (see ``context_ids``). ``terms``: ``(source term, required
         rendering)`` pairs (a glossary's entries found in ``text``), named after the source in
@@ -173,7 +185,9 @@ class PromptBuilder:
         suffix_text, suffix = self._suffix_text, self.suffix
         if terms:
             pairs = "; ".join(term_pair(term, rendering) for term, rendering in terms)
-            suffix_text = TERMS_TEMPLATE.format(tgt=language_name(self.target_lang), pairs=pairs) + suffix_text
+            suffix_text = (
+                TERMS_TEMPLATE.format(tgt=language_name(self.target_lang), pairs=pairs) + suffix_text
+            )
             suffix = tuple(self._encode(suffix_text))
         tail = tuple(self._encode(self._boundary + text + suffix_text))
         cut = len(tail) - len(suffix)
@@ -191,9 +205,12 @@ def _takes_system_turn(tokenizer) -> bool:
     """The chat template renders a system turn (it neither raises on one nor drops its text)."""
     mark = "\u2063SSBD_SYSTEM\u2063"
     try:
-        rendered = tokenizer.apply_chat_template([{"role": "system", "content": mark}, {"role": "user", "content": "x"}],
-                                                 tokenize=False, add_generation_prompt=True)
-    except Exception:  # noqa: BLE001 (jinja's raise_exception: "System role not supported", ...)
+        rendered = tokenizer.apply_chat_template(
+            [{"role": "system", "content": mark}, {"role": "user", "content": "x"}],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
+    except Exception:
         return False
     return mark in rendered
 
@@ -201,4 +218,4 @@ def _takes_system_turn(tokenizer) -> bool:
 def _split_trailing_spaces(text: str) -> tuple[str, str]:
     """``text`` without its trailing spaces, and those spaces."""
     kept = text.rstrip(" ")
-    return kept, text[len(kept):]
+    return kept, text[len(kept) :]

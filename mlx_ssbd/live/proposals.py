@@ -65,8 +65,13 @@ class Proposals:
         ValueError: ``tail_guess`` without a draft model.
     """
 
-    def __init__(self, config: TranslatorConfig, stops, draft_model: tuple | None = None,
-                 history: History | None = None):
+    def __init__(
+        self,
+        config: TranslatorConfig,
+        stops,
+        draft_model: tuple | None = None,
+        history: History | None = None,
+    ):
         self.config = config
         self.history = history if history is not None else History()
         self.drafter = None
@@ -81,9 +86,16 @@ class Proposals:
         cfg = self.config
         proposer = None
         if cfg.resync or cfg.ngram_drafts or cfg.history_drafts:
-            pools = [*(self.history.pools() if cfg.history_drafts else ()), *([source_ids] if cfg.ngram_drafts else ())]
-            proposer = Proposer(old_draft=draft if cfg.resync else (), pools=pools, pool_len=cfg.ngram_len,
-                                pool_beta=cfg.ngram_beta)
+            pools = [
+                *(self.history.pools() if cfg.history_drafts else ()),
+                *([source_ids] if cfg.ngram_drafts else ()),
+            ]
+            proposer = Proposer(
+                old_draft=draft if cfg.resync else (),
+                pools=pools,
+                pool_len=cfg.ngram_len,
+                pool_beta=cfg.ngram_beta,
+            )
         if self.drafter is None or len(draft) >= room:
             return Plan(proposer)
         calls, seconds = self.drafter.cache.forward_calls, self.drafter.seconds

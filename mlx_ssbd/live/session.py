@@ -10,7 +10,8 @@ translation back to ``result()`` for the event. With
 ``latest_wins`` (the default) a queued live update is *replaced* by a newer job of the same
 caption, a live one or its commit, so the engine always translates the newest partial and skips
 the ones in between (counted as ``coalesced``). Commits are never skipped or merged: the last
-partial of every caption is translated as final. A live text equal to the one just translated costs no forward pass. A job
+partial of every caption is translated as final. A live text equal to the one just translated costs no forward
+pass. A job
 the translator rejects (``ValueError``, e.g. too long for the context) becomes a
 ``SessionError``; the session goes on.
 
@@ -122,11 +123,22 @@ class LiveSession:
             counts the dropped ones as ``unshown``.
     """
 
-    def __init__(self, translator: StreamTranslator | dict[str, StreamTranslator] | None, *,
-                 segmenter: SegmenterConfig = SegmenterConfig(), latest_wins: bool = True,
-                 clock: Callable[[], float] = time.monotonic, live_updates: bool = True):
-        self.translators = translator if isinstance(translator, dict) else \
-            {translator.target_lang: translator} if translator is not None else {}
+    def __init__(
+        self,
+        translator: StreamTranslator | dict[str, StreamTranslator] | None,
+        *,
+        segmenter: SegmenterConfig = SegmenterConfig(),
+        latest_wins: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        live_updates: bool = True,
+    ):
+        self.translators = (
+            translator
+            if isinstance(translator, dict)
+            else {translator.target_lang: translator}
+            if translator is not None
+            else {}
+        )
         self.latest_wins = latest_wins
         self.live_updates = live_updates
         self._clock = clock
@@ -213,7 +225,9 @@ class LiveSession:
         # A queued live job belongs to the open caption, so a newer live job or that caption's
         # commit supersedes it.
         if self.latest_wins and last is not None and not last.job.final:
-            self._jobs[-1] = _Queued(job, now, last.first_pushed, last.coalesced + 1)  # the newer partial wins
+            self._jobs[-1] = _Queued(
+                job, now, last.first_pushed, last.coalesced + 1
+            )  # the newer partial wins
             self.coalesced += 1
         else:
             self._jobs.append(_Queued(job, now, now))
@@ -284,19 +298,43 @@ class LiveSession:
         if isinstance(outcome, ValueError):
             return SessionError(seq, str(outcome), at)
         if not job.final:
-            return CaptionUpdate(item.caption, seq, outcome, item.coalesced, item.pushed_at, job.end, at,
-                                 job.segment_id, target)
+            return CaptionUpdate(
+                item.caption,
+                seq,
+                outcome,
+                item.coalesced,
+                item.pushed_at,
+                job.end,
+                at,
+                job.segment_id,
+                target,
+            )
         timed = job.start is not None and job.end is not None
         start, end = (job.start, job.end) if timed else (item.opened_at, at)
-        return CaptionCommit(item.caption, seq, outcome.output, job.text, start, end, "asr" if timed else "clock",
-                             job.reason, outcome, item.coalesced, job.end, at, job.segment_id, item.pushed_at, target)
+        return CaptionCommit(
+            item.caption,
+            seq,
+            outcome.output,
+            job.text,
+            start,
+            end,
+            "asr" if timed else "clock",
+            job.reason,
+            outcome,
+            item.coalesced,
+            job.end,
+            at,
+            job.segment_id,
+            item.pushed_at,
+            target,
+        )
 
     def run(self) -> Iterator[Event]:
         """Translate queued jobs as they come, yielding events, until closed and drained."""
         if len(self.translators) > 1:
             yield from self._run_batched()
             return
-        (target, translator), = self.translators.items()
+        ((target, translator),) = self.translators.items()
         while (item := self._next()) is not None:
             try:
                 update = translator.update(item.job.text, final=item.job.final)
@@ -315,8 +353,12 @@ class LiveSession:
                 outcomes: dict[str, Update | ValueError] = {}
                 for target, translator in self.translators.items():
                     try:
-                        batch.submit(translator, item.job.text, item.job.final,
-                                     functools.partial(outcomes.__setitem__, target))
+                        batch.submit(
+                            translator,
+                            item.job.text,
+                            item.job.final,
+                            functools.partial(outcomes.__setitem__, target),
+                        )
                     except ValueError as error:
                         outcomes[target] = error
                 while batch.busy:

@@ -43,13 +43,13 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, replace
 
-from ..platform.backend import pipelined_decode
 from ..engine import update as engine
 from ..engine.cache import TokenCache, common_prefix_len
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule, loop_cut
 from ..engine.tail import same_vocabulary
 from ..models.loading import context_length
+from ..platform.backend import pipelined_decode
 from .glossary import Glossary
 from .methods import TranslatorConfig, method_config
 from .prompt import PromptBuilder, term_pair
@@ -94,7 +94,9 @@ class StreamTranslator:
         glossary: Glossary | None = None,
     ):
         if draft_model is not None and not same_vocabulary(tokenizer, draft_model[1]):
-            raise ValueError("the draft model's tokenizer differs from the model's: a tail guess needs the same vocabulary")
+            raise ValueError(
+                "the draft model's tokenizer differs from the model's: a tail guess needs the same vocabulary"
+            )
         self.model = model
         self.tokenizer = tokenizer
         config = method_config() if config is None else config
@@ -186,11 +188,23 @@ class StreamTranslator:
         draft = self._draft_tokens()[len(locked) : max_new] if cfg.uses_draft else []
         head = [*prompt.ids, *locked]
         plan = self.proposals.plan(prompt.source, head, draft, max_new - len(locked))
-        job = engine.Job(head=head, locked=locked, draft=draft, beta=cfg.beta_for(final),
-                         max_new=max_new, stops=self.stops, sampler=self.sampler, proposer=plan.proposer,
-                         pipelined=self.pipelined, guess=plan.guess, reuse=cfg.policy != "rt-nocache",
-                         rule=cfg.accept_rule, exact_tail=cfg.exact_tail,
-                         loop_cut=loop_cut if cfg.cut_loops else None, marks=self._marks(prompt))
+        job = engine.Job(
+            head=head,
+            locked=locked,
+            draft=draft,
+            beta=cfg.beta_for(final),
+            max_new=max_new,
+            stops=self.stops,
+            sampler=self.sampler,
+            proposer=plan.proposer,
+            pipelined=self.pipelined,
+            guess=plan.guess,
+            reuse=cfg.policy != "rt-nocache",
+            rule=cfg.accept_rule,
+            exact_tail=cfg.exact_tail,
+            loop_cut=loop_cut if cfg.cut_loops else None,
+            marks=self._marks(prompt),
+        )
         return PendingUpdate(source, final, prompt, job, start, plan)
 
     def finish(self, pending: PendingUpdate, outcome: engine.Outcome | None) -> Update:
@@ -237,7 +251,7 @@ class StreamTranslator:
             caption=self.caption,
             stats=stats,
             stable=stable,
-            unstable=display[len(stable):],
+            unstable=display[len(stable) :],
         )
         if pending.final:
             self.proposals.commit(output)
@@ -253,7 +267,11 @@ class StreamTranslator:
     def _marks(self, prompt) -> tuple[int, ...]:
         """Positions the next update is likely to return to (see the module docstring)."""
         context_end = len(prompt.prefix)
-        return (len(self.prompts.prefix), context_end, context_end + max(0, len(prompt.source) - SOURCE_SLACK))
+        return (
+            len(self.prompts.prefix),
+            context_end,
+            context_end + max(0, len(prompt.source) - SOURCE_SLACK),
+        )
 
     def _unchanged(self, source: str, final: bool) -> bool:
         """True when ``source`` repeats the last non-final source and the last output would
@@ -269,7 +287,11 @@ class StreamTranslator:
         if n:
             self._recent = [*self._recent, output][-n:]
             if len(self._recent) == n:
-                agreed = min(common_prefix_len(self._recent[0], other) for other in self._recent[1:]) if n > 1 else len(output)
+                agreed = (
+                    min(common_prefix_len(self._recent[0], other) for other in self._recent[1:])
+                    if n > 1
+                    else len(output)
+                )
                 self._locked = max(self._locked, agreed)
         return self._locked
 
@@ -279,7 +301,7 @@ class StreamTranslator:
         if not budget:
             return
         self._context.append((tuple(source_ids), tuple(output)))
-        size = lambda pairs: len(self.prompts.context_ids(pairs))  # noqa: E731
+        size = lambda pairs: len(self.prompts.context_ids(pairs))
         if size(self._context) > budget:
             while self._context and size(self._context) > budget // 2:
                 self._context.pop(0)
@@ -302,8 +324,9 @@ class StreamTranslator:
         kept, used = [], 0
         for term, rendering in self.glossary.matches(text, self.target_lang):
             if (cost := self._term_tokens.get((term, rendering))) is None:
-                cost = self._term_tokens[term, rendering] = len(self.tokenizer.encode(
-                    term_pair(term, rendering) + "; ", add_special_tokens=False))
+                cost = self._term_tokens[term, rendering] = len(
+                    self.tokenizer.encode(term_pair(term, rendering) + "; ", add_special_tokens=False)
+                )
             if used + cost > self.config.glossary_tokens:
                 break
             kept.append((term, rendering))
@@ -339,9 +362,8 @@ class StreamTranslator:
     def _decode(self, ids) -> str:
         return self.tokenizer.decode(list(ids)).strip() if ids else ""
 
-def stream_translate(
-    translator: StreamTranslator, updates: Iterable[SourceUpdate]
-) -> Iterator[Update]:
+
+def stream_translate(translator: StreamTranslator, updates: Iterable[SourceUpdate]) -> Iterator[Update]:
     """Translate a stream of source updates, yielding an ``Update`` for each.
 
     A segment that ends without a final update is committed when the next segment starts (by
@@ -369,7 +391,11 @@ def translate(
 ) -> str:
     """Translate one complete text; returns the translation."""
     translator = StreamTranslator(
-        model, tokenizer, family=family, source_lang=source_lang, target_lang=target_lang,
+        model,
+        tokenizer,
+        family=family,
+        source_lang=source_lang,
+        target_lang=target_lang,
         config=replace(config or method_config(), display_mask_k=0),
     )
     return translator.update(text, final=True).output

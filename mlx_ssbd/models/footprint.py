@@ -14,7 +14,20 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-_ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "U32": 4, "I32": 4, "U8": 1, "I8": 1, "I64": 8, "U16": 2, "I16": 2, "BOOL": 1}
+_ITEMSIZE = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "U32": 4,
+    "I32": 4,
+    "U8": 1,
+    "I8": 1,
+    "I64": 8,
+    "U16": 2,
+    "I16": 2,
+    "BOOL": 1,
+}
 _FLOATING = ("F64", "F32", "F16", "BF16")
 
 

@@ -77,7 +77,12 @@ def read_metadata(reader) -> dict:
     """The scalar metadata of a GGUF file (arrays such as the vocabulary are left out)."""
     out = {}
     for key, field in reader.fields.items():
-        if key.startswith("tokenizer.ggml.") and key.split(".")[-1] in ("tokens", "merges", "token_type", "scores"):
+        if key.startswith("tokenizer.ggml.") and key.split(".")[-1] in (
+            "tokens",
+            "merges",
+            "token_type",
+            "scores",
+        ):
             continue
         out[key] = field.contents()
     return out
@@ -90,7 +95,7 @@ def hf_config(meta: dict, tensor_names: set[str], vocab_size: int, dtype: str) -
         raise UnsupportedGGUF(
             f"GGUF architecture {arch!r} is not supported; supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
         )
-    g = lambda key, default=None: meta.get(f"{arch}.{key}", default)  # noqa: E731
+    g = lambda key, default=None: meta.get(f"{arch}.{key}", default)
     heads = int(g("attention.head_count"))
     config = {
         "model_type": arch,
@@ -148,7 +153,9 @@ def converted_tensors(reader, config: dict):
             try:
                 affine = to_affine(kind, tensor.data, shape[0], shape[1])
             except (NotImplementedError, KeyError, ValueError) as error:
-                raise UnsupportedGGUF(f"tensor {tensor.name!r} of type {kind} cannot be imported: {error}") from error
+                raise UnsupportedGGUF(
+                    f"tensor {tensor.name!r} of type {kind} cannot be imported: {error}"
+                ) from error
             if llama_qk:
                 affine.weight, affine.scales, affine.biases = (
                     _unpermute_llama(a, heads) for a in (affine.weight, affine.scales, affine.biases)
@@ -205,7 +212,11 @@ def build_tokenizer(reader, meta: dict):
     except ValueError as error:
         raise UnsupportedGGUF(str(error)) from error
     special = {}
-    for name, key in (("bos_token", "bos_token_id"), ("eos_token", "eos_token_id"), ("pad_token", "padding_token_id")):
+    for name, key in (
+        ("bos_token", "bos_token_id"),
+        ("eos_token", "eos_token_id"),
+        ("pad_token", "padding_token_id"),
+    ):
         index = meta.get(f"tokenizer.ggml.{key}")
         if index is not None:
             special[name] = tokens[int(index)]

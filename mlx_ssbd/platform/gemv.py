@@ -72,8 +72,9 @@ def install(blas_path: str) -> GemvChoice:
         few = 1
     try:
         blas = ctypes.CDLL(blas_path)  # local: only to take its functions
-        sgemm, sgemv = (ctypes.cast(getattr(blas, name), ctypes.c_void_p).value
-                        for name in ("cblas_sgemm", "cblas_sgemv"))
+        sgemm, sgemv = (
+            ctypes.cast(getattr(blas, name), ctypes.c_void_p).value for name in ("cblas_sgemm", "cblas_sgemv")
+        )
         shim = ctypes.CDLL(str(built), mode=ctypes.RTLD_GLOBAL)
         shim.mlx_ssbd_gemv_init(ctypes.c_void_p(sgemm), ctypes.c_void_p(sgemv), ctypes.c_int(few))
     except (OSError, AttributeError) as error:
@@ -117,8 +118,14 @@ def _cpu_id() -> bytes:
     """What the build is tuned for (``-march=native``): the architecture and the CPU's flags."""
     flags = b""
     with contextlib.suppress(OSError):
-        flags = next((line for line in Path("/proc/cpuinfo").read_bytes().splitlines()
-                      if line.startswith((b"flags", b"Features"))), b"")
+        flags = next(
+            (
+                line
+                for line in Path("/proc/cpuinfo").read_bytes().splitlines()
+                if line.startswith((b"flags", b"Features"))
+            ),
+            b"",
+        )
     return platform.machine().encode() + flags
 
 
@@ -135,7 +142,11 @@ def _compiled(compiler: str, flags: tuple[str, ...]) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         built = Path(tmp) / target.name
-        subprocess.run([compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(SOURCE)],
-                       check=True, capture_output=True, timeout=120)
+        subprocess.run(
+            [compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(SOURCE)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         os.replace(built, target)  # atomic: concurrent processes may build it too
     return target

@@ -66,10 +66,14 @@ CAPTION_PAGE = Path(__file__).parent / "captions.html"
 WEB = Path(__file__).parent / "web"  # the speaker's page and its script, style and audio worklet
 # Content-Security-Policy: scripts and styles from this server only, connections to it only
 # ('self' covers its own ws:/wss:); the speaker's page (microphone, Start) may not be framed.
-PAGE_POLICY = ("default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
-               "form-action 'self'; frame-ancestors 'none'")
-CAPTION_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; "
-                  "form-action 'none'")
+PAGE_POLICY = (
+    "default-src 'self'; connect-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'"
+)
+CAPTION_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; base-uri 'none'; "
+    "form-action 'none'"
+)
 
 
 def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions()):
@@ -79,24 +83,42 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     speech = SpeechWorker(scheduler, max_pending_s=options.max_audio_s)
     viewers = Viewers(options.max_viewers, options.max_viewers_per_session)
     caption_page = CAPTION_PAGE.read_text(encoding="utf-8")
-    page_config = json.dumps({"model": model, "methods": {name: METHODS[name].beta for name in STREAM_METHODS},
-                              "method": Settings.method, "beta": Settings.beta,
-                              "api_key_required": options.api_key is not None})
-    speaker_page = (WEB / "speaker.html").read_text(encoding="utf-8").replace("{{CONFIG}}",
-                                                                              page_config.replace("</", "<\\/"))
+    page_config = json.dumps(
+        {
+            "model": model,
+            "methods": {name: METHODS[name].beta for name in STREAM_METHODS},
+            "method": Settings.method,
+            "beta": Settings.beta,
+            "api_key_required": options.api_key is not None,
+        }
+    )
+    speaker_page = (
+        (WEB / "speaker.html")
+        .read_text(encoding="utf-8")
+        .replace("{{CONFIG}}", page_config.replace("</", "<\\/"))
+    )
 
     async def index(request: Request) -> HTMLResponse:
         return HTMLResponse(speaker_page, headers={"Content-Security-Policy": PAGE_POLICY})
 
     async def health(request: Request) -> JSONResponse:
-        return JSONResponse({"status": "draining" if scheduler.draining else "ok", "model": model,
-                             "replica": scheduler.store.replica if scheduler.store is not None else None,
-                             "sessions": scheduler.open_sessions, "max_sessions": scheduler.max_sessions,
-                             "completions": scheduler.completions, "viewers": viewers.total},
-                            status_code=503 if scheduler.draining else 200)
+        return JSONResponse(
+            {
+                "status": "draining" if scheduler.draining else "ok",
+                "model": model,
+                "replica": scheduler.store.replica if scheduler.store is not None else None,
+                "sessions": scheduler.open_sessions,
+                "max_sessions": scheduler.max_sessions,
+                "completions": scheduler.completions,
+                "viewers": viewers.total,
+            },
+            status_code=503 if scheduler.draining else 200,
+        )
 
     async def models(request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": model, "object": "model", "owned_by": "mlx-ssbd"}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": model, "object": "model", "owned_by": "mlx-ssbd"}]}
+        )
 
     async def stream(ws: WebSocket) -> None:
         await serve_stream(ws, scheduler, speech, options)
@@ -115,8 +137,13 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         """The language asked for (``?lang=``, or ``lang``; default: the first target), or a 404."""
         lang = (lang or request.query_params.get("lang") or targets[0]).lower()
         if lang not in targets:
-            return JSONResponse(protocol.error_event("not_found", f"this session has no {lang[:16]!r} captions; its "
-                                                     f"languages: {', '.join(targets)}"), status_code=404)
+            return JSONResponse(
+                protocol.error_event(
+                    "not_found",
+                    f"this session has no {lang[:16]!r} captions; its languages: {', '.join(targets)}",
+                ),
+                status_code=404,
+            )
         return lang
 
     # Plain (not async) handlers: Starlette runs them in its thread pool, so the store's reads
@@ -129,20 +156,32 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             live = scheduler.find(sid) is not None or info is not None and info.state == "live"
             targets = targets_of(sid, info)
             if kind not in ("json", "srt", "vtt") or targets is None:
-                return JSONResponse(protocol.error_event("not_found", f"no session {sid[:80]!r} with a "
-                                                         f"{name[:16]!r} transcript"), status_code=404)
-            chosen = language(request, targets, lang) if lang or kind != "json" or "lang" in request.query_params \
+                return JSONResponse(
+                    protocol.error_event(
+                        "not_found", f"no session {sid[:80]!r} with a {name[:16]!r} transcript"
+                    ),
+                    status_code=404,
+                )
+            chosen = (
+                language(request, targets, lang)
+                if lang or kind != "json" or "lang" in request.query_params
                 else None
+            )
             if isinstance(chosen, Response):
                 return chosen
             captions = scheduler.store.captions(sid, target=chosen) if scheduler.store is not None else []
-        except Exception as error:  # noqa: BLE001 (the store is down: the server is not)
+        except Exception as error:
             return _store_unavailable(error)
         if kind == "json":
-            return JSONResponse({"session": sid, "live": live, "targets": list(targets),
-                                 **({"model": info.model, "settings": info.settings, "state": info.state}
-                                    if info else {}),
-                                 "captions": [c.to_dict() for c in captions]})
+            return JSONResponse(
+                {
+                    "session": sid,
+                    "live": live,
+                    "targets": list(targets),
+                    **({"model": info.model, "settings": info.settings, "state": info.state} if info else {}),
+                    "captions": [c.to_dict() for c in captions],
+                }
+            )
         body = subtitles.document(kind, [(c.start, c.end, c.text) for c in captions])
         return PlainTextResponse(body, media_type="text/vtt" if kind == "vtt" else "application/x-subrip")
 
@@ -150,10 +189,12 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         sid = request.path_params["sid"]
         try:
             targets = await asyncio.to_thread(targets_of, sid)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             return _store_unavailable(error)
         if targets is None:
-            return JSONResponse(protocol.error_event("not_found", f"no session {sid[:80]!r}"), status_code=404)
+            return JSONResponse(
+                protocol.error_event("not_found", f"no session {sid[:80]!r}"), status_code=404
+            )
         if isinstance(lang := language(request, targets), Response):
             return lang
         if (refusal := viewers.enter(sid)) is not None:
@@ -164,12 +205,14 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         try:
             limit = min(1000, max(1, int(request.query_params.get("limit", "100"))))
         except ValueError:
-            return JSONResponse(protocol.error_event("invalid_request", "limit must be an integer"), status_code=400)
+            return JSONResponse(
+                protocol.error_event("invalid_request", "limit must be an integer"), status_code=400
+            )
         if scheduler.store is None:
             return JSONResponse({"sessions": []})
         try:
             return JSONResponse({"sessions": [info.to_dict() for info in scheduler.store.sessions(limit)]})
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             return _store_unavailable(error)
 
     def captions(request: Request) -> Response:
@@ -177,13 +220,16 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         try:
             if (targets := targets_of(sid)) is None:
                 return PlainTextResponse(f"no session {sid[:80]!r}", status_code=404)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             return _store_unavailable(error)
         if isinstance(lang := language(request, targets), Response):
             return lang
-        return HTMLResponse(caption_page.replace("{{EVENTS}}", html.escape(f"/v1/sessions/{sid}/events?lang={lang}"))
-                            .replace('lang="en"', f'lang="{html.escape(lang)}"'),
-                            headers={"Content-Security-Policy": CAPTION_POLICY})
+        return HTMLResponse(
+            caption_page.replace("{{EVENTS}}", html.escape(f"/v1/sessions/{sid}/events?lang={lang}")).replace(
+                'lang="en"', f'lang="{html.escape(lang)}"'
+            ),
+            headers={"Content-Security-Policy": CAPTION_POLICY},
+        )
 
     chat_engine: list[ChatEngine] = []  # built on the model's thread at the first request
 
@@ -193,18 +239,32 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             chat_engine.append(ChatEngine(scheduler.loaded))
         return chat_engine[0].rounds(request, on_text)
 
-    app = Starlette(routes=[
-        Route("/v1/chat/completions", chat_route(scheduler, complete, options), methods=["POST"]),
-        Route("/health", health), Route("/v1/models", models), WebSocketRoute("/v1/stream", stream),
-        Route("/v1/sessions", sessions), Route("/v1/sessions/{sid}/transcript.{kind}", transcript), Route("/v1/sessions/{sid}/events", events),
-        Route("/captions/{sid}", captions), Route("/", index), Mount("/static", StaticFiles(directory=WEB)),
-    ])
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_route(scheduler, complete, options), methods=["POST"]),
+            Route("/health", health),
+            Route("/v1/models", models),
+            WebSocketRoute("/v1/stream", stream),
+            Route("/v1/sessions", sessions),
+            Route("/v1/sessions/{sid}/transcript.{kind}", transcript),
+            Route("/v1/sessions/{sid}/events", events),
+            Route("/captions/{sid}", captions),
+            Route("/", index),
+            Mount("/static", StaticFiles(directory=WEB)),
+        ]
+    )
     app.router.redirect_slashes = False  # its redirect would name whatever Host the request gave
-    return Guard(app, api_key=options.api_key, allowed_origins=options.allowed_origins,
-                 allowed_hosts=options.allowed_hosts)
+    return Guard(
+        app,
+        api_key=options.api_key,
+        allowed_origins=options.allowed_origins,
+        allowed_hosts=options.allowed_hosts,
+    )
 
 
 def _store_unavailable(error: Exception) -> JSONResponse:
     log.error("the transcript store cannot be read: %s", error)
-    return JSONResponse(protocol.error_event("store_unavailable", "the transcript store cannot be read; try again "
-                                             "later"), status_code=503)
+    return JSONResponse(
+        protocol.error_event("store_unavailable", "the transcript store cannot be read; try again later"),
+        status_code=503,
+    )

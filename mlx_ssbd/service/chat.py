@@ -36,13 +36,13 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..platform.backend import on_generation_stream
 from ..engine.batch import PREFILL_CHUNK
 from ..engine.cache import TokenCache
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
 from ..engine.update import Job, Runner
 from ..models.loading import context_length
+from ..platform.backend import on_generation_stream
 from .protocol import ProtocolError
 
 DEFAULT_MAX_TOKENS = 512  # a request's max_tokens when it gives none
@@ -107,7 +107,7 @@ def parse_request(body, *, max_tokens: int = MAX_TOKENS_LIMIT) -> ChatRequest:
     prediction = body.get("prediction")
     if prediction is not None:
         if not isinstance(prediction, dict) or prediction.get("type") != "content":
-            raise _bad("'prediction' must be {\"type\": \"content\", \"content\": ...}")
+            raise _bad('\'prediction\' must be {"type": "content", "content": ...}')
         prediction = _text(prediction.get("content"), "prediction.content")
     beta = _number(body, "prediction_beta", 0.0, 0.0, 1.0)
     temperature = _number(body, "temperature", 0.0, 0.0, 2.0)
@@ -124,15 +124,25 @@ def parse_request(body, *, max_tokens: int = MAX_TOKENS_LIMIT) -> ChatRequest:
     options = body.get("stream_options") or {}
     if not isinstance(stream, bool) or not isinstance(options, dict):
         raise _bad("'stream' must be true or false and 'stream_options' an object")
-    return ChatRequest(cleaned, prediction, beta, max_tokens, temperature, top_p, seed, stream,
-                       bool(options.get("include_usage")))
+    return ChatRequest(
+        cleaned,
+        prediction,
+        beta,
+        max_tokens,
+        temperature,
+        top_p,
+        seed,
+        stream,
+        bool(options.get("include_usage")),
+    )
 
 
 def _text(content, where: str) -> str:
     if isinstance(content, str):
         return content
-    if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
-                                         and isinstance(p.get("text"), str) for p in content):
+    if isinstance(content, list) and all(
+        isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content
+    ):
         return "".join(p["text"] for p in content)
     raise _bad(f"{where} must be a string or a list of text parts")
 
@@ -159,7 +169,9 @@ class ChatEngine:
         self.context = context_length(loaded.model) or FALLBACK_CONTEXT
 
     def prompt_ids(self, request: ChatRequest) -> list[int]:
-        text = self.loaded.tokenizer.apply_chat_template(request.messages, tokenize=False, add_generation_prompt=True)
+        text = self.loaded.tokenizer.apply_chat_template(
+            request.messages, tokenize=False, add_generation_prompt=True
+        )
         return list(self.loaded.tokenizer.encode(text, add_special_tokens=False))
 
     def complete(self, request: ChatRequest, on_text: Callable[[str], None] | None = None) -> ChatResult:
@@ -171,8 +183,9 @@ class ChatEngine:
             except StopIteration as end:
                 return end.value
 
-    def rounds(self, request: ChatRequest,
-               on_text: Callable[[str], None] | None = None) -> Generator[None, None, ChatResult]:
+    def rounds(
+        self, request: ChatRequest, on_text: Callable[[str], None] | None = None
+    ) -> Generator[None, None, ChatResult]:
         """The completion, one model call per step: a prompt longer than ``prefill_chunk``
         uncached tokens is fed a chunk per step, then the rest of it with the prediction (its
         verify pass), then one decode step (or proposal) per step; returns its ``ChatResult``.
@@ -183,20 +196,36 @@ class ChatEngine:
         prompt = self.prompt_ids(request)
         draft = list(tok.encode(request.prediction, add_special_tokens=False)) if request.prediction else []
         if len(prompt) >= self.context:
-            raise _bad(f"the prompt has {len(prompt)} tokens; the model's context is {self.context}",
-                       "context_length_exceeded")
+            raise _bad(
+                f"the prompt has {len(prompt)} tokens; the model's context is {self.context}",
+                "context_length_exceeded",
+            )
         max_new = min(request.max_tokens, self.context - len(prompt))
         draft = draft[:max_new]
-        sampler = Sampler(request.temperature, request.top_p, seed=request.seed) if request.temperature > 0 else None
+        sampler = (
+            Sampler(request.temperature, request.top_p, seed=request.seed)
+            if request.temperature > 0
+            else None
+        )
         pieces = TextPieces(tok.decode, on_text) if on_text is not None else None
-        job = Job(head=prompt, locked=(), draft=draft, beta=request.beta, max_new=max_new, stops=self.stops,
-                  sampler=sampler, progress=pieces.grew if pieces else None)
+        job = Job(
+            head=prompt,
+            locked=(),
+            draft=draft,
+            beta=request.beta,
+            max_new=max_new,
+            stops=self.stops,
+            sampler=sampler,
+            progress=pieces.grew if pieces else None,
+        )
         if on_text is not None:
             on_text("")
         cached = self.cache.reuse(prompt)
         for end in range(cached + self.prefill_chunk, len(prompt), self.prefill_chunk):
             with on_generation_stream():  # a long prompt: one chunk per step, all but its last part
-                mx.eval(self.cache.forward(prompt[len(self.cache) : end], logits_from=end - len(self.cache) - 1))
+                mx.eval(
+                    self.cache.forward(prompt[len(self.cache) : end], logits_from=end - len(self.cache) - 1)
+                )
             yield
         runner, outcomes = Runner(self.cache), []
         runner.add(self.cache, job, outcomes.append)
@@ -209,9 +238,14 @@ class ChatEngine:
         if pieces is not None:
             pieces.end(text)
         return ChatResult(
-            text=text, finish_reason="length" if len(output) >= max_new else "stop",
-            prompt_tokens=len(prompt), completion_tokens=len(output), accepted=outcomes[0].accepted,
-            rejected=len(draft) - outcomes[0].accepted, cached_tokens=min(cached, outcomes[0].reused))
+            text=text,
+            finish_reason="length" if len(output) >= max_new else "stop",
+            prompt_tokens=len(prompt),
+            completion_tokens=len(output),
+            accepted=outcomes[0].accepted,
+            rejected=len(draft) - outcomes[0].accepted,
+            cached_tokens=min(cached, outcomes[0].reused),
+        )
 
 
 class TextPieces:
@@ -233,31 +267,51 @@ class TextPieces:
 
     def _send(self, text: str) -> None:
         if len(text) > len(self.sent):
-            piece, self.sent = text[len(self.sent):], text
+            piece, self.sent = text[len(self.sent) :], text
             self.on_text(piece)
 
 
 def _usage(result: ChatResult) -> dict:
-    return {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
-            "total_tokens": result.prompt_tokens + result.completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": result.cached_tokens},
-            "completion_tokens_details": {"accepted_prediction_tokens": result.accepted,
-                                          "rejected_prediction_tokens": result.rejected}}
+    return {
+        "prompt_tokens": result.prompt_tokens,
+        "completion_tokens": result.completion_tokens,
+        "total_tokens": result.prompt_tokens + result.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": result.cached_tokens},
+        "completion_tokens_details": {
+            "accepted_prediction_tokens": result.accepted,
+            "rejected_prediction_tokens": result.rejected,
+        },
+    }
 
 
 def response(request: ChatRequest, result: ChatResult, model: str) -> dict:
     """The non-streaming ``chat.completion`` object."""
-    return {"id": request.id, "object": "chat.completion", "created": request.created, "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": result.text},
-                         "finish_reason": result.finish_reason}],
-            "usage": _usage(result)}
+    return {
+        "id": request.id,
+        "object": "chat.completion",
+        "created": request.created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": result.text},
+                "finish_reason": result.finish_reason,
+            }
+        ],
+        "usage": _usage(result),
+    }
 
 
 def chunk(request: ChatRequest, model: str, delta: dict, finish_reason: str | None = None) -> dict:
     """One streaming ``chat.completion.chunk``: the first carries ``{"role": "assistant"}``, the
     content ones ``{"content": piece}``, the last an empty delta and the finish reason."""
-    return {"id": request.id, "object": "chat.completion.chunk", "created": request.created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+    return {
+        "id": request.id,
+        "object": "chat.completion.chunk",
+        "created": request.created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
 
 
 def usage_chunk(request: ChatRequest, result: ChatResult, model: str) -> dict:

@@ -36,8 +36,9 @@ def chat_route(scheduler: Scheduler, complete, options: ServiceOptions):
     async def chat_completions(request: Request) -> Response:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":
-            return openai_error("unsupported_media_type", f"the body must be application/json, not {kind[:60]!r}",
-                                415)
+            return openai_error(
+                "unsupported_media_type", f"the body must be application/json, not {kind[:60]!r}", 415
+            )
         try:
             body = protocol.loads(await _read(request, options.max_chat_bytes))
             parsed = chat.parse_request(body, max_tokens=options.max_tokens)
@@ -51,8 +52,11 @@ def chat_route(scheduler: Scheduler, complete, options: ServiceOptions):
         except ProtocolError as error:
             return openai_error(error.code, str(error), 400)
         except Busy as busy:
-            return openai_error("shutting_down" if busy.shutdown else "rate_limit_exceeded", str(busy),
-                                503 if busy.shutdown else 429)
+            return openai_error(
+                "shutting_down" if busy.shutdown else "rate_limit_exceeded",
+                str(busy),
+                503 if busy.shutdown else 429,
+            )
         return JSONResponse(chat.response(parsed, result, model))
 
     return chat_completions
@@ -132,8 +136,15 @@ async def _stream_chat(parsed: chat.ChatRequest, complete, scheduler: Scheduler,
             try:
                 result = done.result()
             except Exception as error:  # headers are sent: the error goes in the stream, as OpenAI's do
-                yield sse({"error": {"message": f"the completion failed: {error}", "type": "server_error",
-                                     "code": "completion_failed"}})
+                yield sse(
+                    {
+                        "error": {
+                            "message": f"the completion failed: {error}",
+                            "type": "server_error",
+                            "code": "completion_failed",
+                        }
+                    }
+                )
                 return
             yield sse(chat.chunk(parsed, model, {}, result.finish_reason))
             if parsed.include_usage:

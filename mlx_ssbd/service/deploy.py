@@ -22,12 +22,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def haproxy_config(listen: str, replicas: Sequence[str], *, maxconn: int = 500, tunnel_timeout: str = "1h",
-                   http_timeout: str = "60s", request_timeout: str = "10s", per_client: int = 100) -> str:
+def haproxy_config(
+    listen: str,
+    replicas: Sequence[str],
+    *,
+    maxconn: int = 500,
+    tunnel_timeout: str = "1h",
+    http_timeout: str = "60s",
+    request_timeout: str = "10s",
+    per_client: int = 100,
+) -> str:
     """``listen`` and each replica as ``host:port``. ``maxconn``: client connections at most (HAProxy
     needs about two file descriptors per connection; it refuses to start beyond ``ulimit -n``)."""
-    servers = "\n".join(f"    server r{i} {address} check inter 1s fall 2 rise 1"
-                        for i, address in enumerate(replicas, 1))
+    servers = "\n".join(
+        f"    server r{i} {address} check inter 1s fall 2 rise 1" for i, address in enumerate(replicas, 1)
+    )
     return f"""global
     maxconn {maxconn}
 

@@ -44,8 +44,14 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 class Guard:
     """See the module docstring."""
 
-    def __init__(self, app, *, api_key: str | None = None, allowed_origins: Iterable[str] = (),
-                 allowed_hosts: Iterable[str] = ()):
+    def __init__(
+        self,
+        app,
+        *,
+        api_key: str | None = None,
+        allowed_origins: Iterable[str] = (),
+        allowed_hosts: Iterable[str] = (),
+    ):
         self.app = app
         self.key = api_key.encode() if api_key else None
         self.origins = {origin.rstrip("/").lower() for origin in allowed_origins}
@@ -58,8 +64,11 @@ class Guard:
             refusal = self.refusal(scope)
             if refusal is not None:
                 status, code, message = refusal
-                response = JSONResponse(openai_error(code, message), status_code=status,
-                                        headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+                response = JSONResponse(
+                    openai_error(code, message),
+                    status_code=status,
+                    headers={"WWW-Authenticate": "Bearer"} if status == 401 else None,
+                )
                 if scope["type"] == "http":
                     await response(scope, receive, send)
                 else:
@@ -72,13 +81,25 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         host = headers.get("host")
         if host is not None and scope["path"] != "/health" and not self.host_allowed(host):
-            return 400, "host_not_allowed", (f"this server does not answer to the host {host[:100]!r}; the operator "
-                                             "can allow it with --allow-host")
+            return (
+                400,
+                "host_not_allowed",
+                (
+                    f"this server does not answer to the host {host[:100]!r}; the operator "
+                    "can allow it with --allow-host"
+                ),
+            )
         origin = headers.get("origin")
         writes = scope["type"] == "websocket" or scope.get("method", "GET") not in SAFE_METHODS
         if writes and origin is not None and not self.origin_allowed(origin, headers.get("host", "")):
-            return 403, "origin_not_allowed", (f"requests from {origin[:100]!r} are not allowed; the operator can "
-                                               "allow it with --allow-origin")
+            return (
+                403,
+                "origin_not_allowed",
+                (
+                    f"requests from {origin[:100]!r} are not allowed; the operator can "
+                    "allow it with --allow-origin"
+                ),
+            )
         if self.key is not None and scope["path"] in PROTECTED and not self.authorized(scope, headers):
             return 401, "invalid_api_key", "a valid API key is needed: Authorization: Bearer KEY"
         return None

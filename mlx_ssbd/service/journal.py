@@ -27,7 +27,9 @@ DEFAULT_RETRY_S = 1.0
 class Journal:
     """See the module docstring. ``store``: a ``store.base.TranscriptStore`` (None: nothing is kept)."""
 
-    def __init__(self, store, *, retry_s: float = DEFAULT_RETRY_S, clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, store, *, retry_s: float = DEFAULT_RETRY_S, clock: Callable[[], float] = time.monotonic
+    ):
         self.store = store
         self.retry_s = retry_s
         self.error: Exception | None = None  # the last failure, while some caption waits
@@ -62,10 +64,18 @@ class Journal:
         live = {s.id: s for s in sessions}
         for sid in dict.fromkeys(sid for sid, _ in written):
             if (session := live.get(sid)) is not None:
-                session.send({"type": "transcript.stored", "session": sid,
-                              "captions": [c.caption for other, c in written if other == sid]})
+                session.send(
+                    {
+                        "type": "transcript.stored",
+                        "session": sid,
+                        "captions": [c.caption for other, c in written if other == sid],
+                    }
+                )
         if last and self.waiting:
-            log.error("the transcript store is still failing; %d committed caption(s) were never written", self.waiting)
+            log.error(
+                "the transcript store is still failing; %d committed caption(s) were never written",
+                self.waiting,
+            )
 
     def recovered(self) -> list[tuple[str, Caption]]:
         """The captions written since the last call after failing before, in order."""
@@ -78,10 +88,13 @@ class Journal:
             session, caption = self._waiting[0]
             try:
                 self.store.add_caption(session, caption)
-            except Exception as error:  # noqa: BLE001 (any failure of the store: keep the caption)
+            except Exception as error:
                 if self.error is None:
-                    log.error("the transcript store failed (%s); %d caption(s) kept in memory", error,
-                              len(self._waiting))
+                    log.error(
+                        "the transcript store failed (%s); %d caption(s) kept in memory",
+                        error,
+                        len(self._waiting),
+                    )
                 self.error, self._failed = error, len(self._waiting)
                 return
             self._waiting.popleft()

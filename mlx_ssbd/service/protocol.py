@@ -27,7 +27,8 @@ Server events: ``session.created`` (with ``resume_token``) / ``session.updated``
 (the settings in force),
 ``translation.update`` (``target``, ``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``end``: the
 audio time of the newest word translated, when the client sent ``end``, and ``stats``),
-``translation.commit`` (``target``, ``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``,
+``translation.commit`` (``target``, ``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``,
+``reason``,
 ``stored``), ``transcript.stored`` (``captions``: commits sent with ``stored: false`` that the
 store has taken since), ``transcription.update`` (speech sessions: ``segment``, ``text``,
 ``final``, ``start``, ``end``, what the recognizer heard), ``error`` (``code``, ``message``) and
@@ -90,13 +91,22 @@ class Settings:
         return self.targets[0]
 
     def to_dict(self) -> dict:
-        return {"source": self.source, "target": self.target, "targets": list(self.targets), "method": self.method,
-                "beta": self.beta, "mask_k": self.mask_k, "glossary": self.glossary}
+        return {
+            "source": self.source,
+            "target": self.target,
+            "targets": list(self.targets),
+            "method": self.method,
+            "beta": self.beta,
+            "mask_k": self.mask_k,
+            "glossary": self.glossary,
+        }
 
     @classmethod
     def from_dict(cls, stored: dict) -> Settings:
         """The settings ``to_dict`` wrote (a stored session's), keys this version knows only."""
-        known = {key: stored[key] for key in ("source", "method", "beta", "mask_k", "glossary") if key in stored}
+        known = {
+            key: stored[key] for key in ("source", "method", "beta", "mask_k", "glossary") if key in stored
+        }
         targets = stored.get("targets") or ([stored["target"]] if "target" in stored else None)
         return cls(**known, **({"targets": tuple(targets)} if targets else {}))
 
@@ -109,7 +119,9 @@ class SessionUpdate:
         """The settings changed; raises ``ProtocolError`` when the source is among the targets."""
         changed = replace(settings, **self.changes)
         if changed.source in changed.targets:
-            raise ProtocolError("source_in_targets", f"the source language {changed.source!r} is also a target")
+            raise ProtocolError(
+                "source_in_targets", f"the source language {changed.source!r} is also a target"
+            )
         return changed
 
 
@@ -143,7 +155,9 @@ def parse(raw: str | bytes, limits: Limits = Limits()) -> Message:
     and numbers that overflow to infinity are refused, as are nesting too deep to parse, strings
     with control characters or lone surrogates, and fields of the wrong type or out of range."""
     if len(raw) > limits.max_message_bytes:
-        raise ProtocolError("message_too_large", f"message of {len(raw)} bytes; the limit is {limits.max_message_bytes}")
+        raise ProtocolError(
+            "message_too_large", f"message of {len(raw)} bytes; the limit is {limits.max_message_bytes}"
+        )
     obj = loads(raw)
     if not isinstance(obj, dict):
         raise ProtocolError("invalid_message", "a message must be a JSON object")
@@ -155,14 +169,21 @@ def parse(raw: str | bytes, limits: Limits = Limits()) -> Message:
     if kind == "session.close":
         return CloseMessage()
     if kind == "session.resume":
-        for key, what in (("session", "the id of the session to resume"),
-                          ("resume_token", "the resume_token that session.created gave")):
+        for key, what in (
+            ("session", "the id of the session to resume"),
+            ("resume_token", "the resume_token that session.created gave"),
+        ):
             if not isinstance(obj.get(key), str) or not obj[key]:
                 raise ProtocolError("invalid_message", f"{key!r} must be {what}")
-        return ResumeMessage(_string(obj, "session", "a session id", MAX_SESSION_ID_CHARS),
-                             _string(obj, "resume_token", "a resume token", MAX_SESSION_ID_CHARS))
-    raise ProtocolError("invalid_message", f"unknown message type {_clip(json.dumps(kind))}; "
-                        "known: session.update, source.update, session.close, session.resume")
+        return ResumeMessage(
+            _string(obj, "session", "a session id", MAX_SESSION_ID_CHARS),
+            _string(obj, "resume_token", "a resume token", MAX_SESSION_ID_CHARS),
+        )
+    raise ProtocolError(
+        "invalid_message",
+        f"unknown message type {_clip(json.dumps(kind))}; "
+        "known: session.update, source.update, session.close, session.resume",
+    )
 
 
 def loads(raw: str | bytes):
@@ -214,14 +235,18 @@ def _string(obj: dict, key: str, what: str, max_chars: int, *, lines: bool = Fal
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ProtocolError("invalid_message", f"{key!r} holds a lone surrogate (not valid Unicode)") from None
+        raise ProtocolError(
+            "invalid_message", f"{key!r} holds a lone surrogate (not valid Unicode)"
+        ) from None
     return value
 
 
 def _number(obj: dict, key: str, low: float, high: float, what: str, kinds: tuple = (int, float)):
     value = _field(obj, key, kinds, what)
     if value is not None and not low <= value <= high:  # NaN is never in range
-        raise ProtocolError("invalid_message", f"{key!r} must be {what} in [{low:g}, {high:g}], got {_clip(str(value))}")
+        raise ProtocolError(
+            "invalid_message", f"{key!r} must be {what} in [{low:g}, {high:g}], got {_clip(str(value))}"
+        )
     return value
 
 
@@ -249,7 +274,9 @@ def _targets(obj: dict, limits: Limits) -> tuple[str, ...] | None:
     if not isinstance(codes, list) or not codes:
         raise ProtocolError("invalid_message", "'targets' must be a non-empty list of language codes")
     if len(codes) > limits.max_targets:
-        raise ProtocolError("too_many_targets", f"{len(codes)} target languages; the limit is {limits.max_targets}")
+        raise ProtocolError(
+            "too_many_targets", f"{len(codes)} target languages; the limit is {limits.max_targets}"
+        )
     targets = tuple(_language({"targets": code}, "targets") for code in codes)
     if len(set(targets)) != len(targets):
         raise ProtocolError("invalid_message", f"a target language is repeated: {', '.join(targets)}")
@@ -263,7 +290,9 @@ def _glossary(value) -> dict | None:
             if not value.strip():
                 return None
             text = value.strip()
-            glossary = parse_json(loads(text), "glossary") if text.startswith("{") else parse_tsv(value, "glossary")
+            glossary = (
+                parse_json(loads(text), "glossary") if text.startswith("{") else parse_tsv(value, "glossary")
+            )
         else:
             glossary = parse_json(value, "glossary")
     except (GlossaryError, ProtocolError) as error:
@@ -280,7 +309,9 @@ def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
     method = _string(obj, "method", "a method name", 32)
     if method is not None:
         if method not in STREAM_METHODS:
-            raise ProtocolError("unknown_method", f"unknown method {method!r}; known: {', '.join(STREAM_METHODS)}")
+            raise ProtocolError(
+                "unknown_method", f"unknown method {method!r}; known: {', '.join(STREAM_METHODS)}"
+            )
         changes["method"] = method
     beta = _number(obj, "beta", 0.0, 1.0, "a number")
     if beta is not None:
@@ -309,8 +340,13 @@ def _source_update(obj: dict, limits: Limits) -> SourceMessage:
     end = _number(obj, "end", 0.0, limits.max_time_s, "a number of seconds")
     if start is not None and end is not None and end < start:
         raise ProtocolError("invalid_message", f"'end' ({end:g}) is before 'start' ({start:g})")
-    return SourceMessage(text, bool(final), segment, None if start is None else float(start),
-                         None if end is None else float(end))
+    return SourceMessage(
+        text,
+        bool(final),
+        segment,
+        None if start is None else float(start),
+        None if end is None else float(end),
+    )
 
 
 def error_event(code: str, message: str) -> dict:
@@ -335,41 +371,85 @@ def sse(event: dict, event_id: int | None = None) -> str:
 
 
 def settings_event(kind: str, session: str, settings: Settings, model: str, **extra) -> dict:
-    return {"type": kind, "session": session, "protocol": PROTOCOL_VERSION, "model": model, **settings.to_dict(),
-            **extra}
+    return {
+        "type": kind,
+        "session": session,
+        "protocol": PROTOCOL_VERSION,
+        "model": model,
+        **settings.to_dict(),
+        **extra,
+    }
 
 
 def update_event(segment: str | None, event) -> dict:
     """``translation.update`` from a ``session.CaptionUpdate``."""
     stats = event.update.stats
-    return {"type": "translation.update", "target": event.target, "segment": segment, "caption": event.caption,
-            "seq": event.seq, "stable": event.update.stable, "unstable": event.update.unstable,
-            "end": None if event.speech_end is None else round(event.speech_end, 3),
-            "stats": {"forward_passes": stats.forward_passes, "accepted": stats.accepted,
-                      "draft_tokens": stats.draft_tokens, "output_tokens": stats.output_tokens,
-                      "wall_s": round(stats.wall_s, 4), "coalesced": event.coalesced}}
+    return {
+        "type": "translation.update",
+        "target": event.target,
+        "segment": segment,
+        "caption": event.caption,
+        "seq": event.seq,
+        "stable": event.update.stable,
+        "unstable": event.update.unstable,
+        "end": None if event.speech_end is None else round(event.speech_end, 3),
+        "stats": {
+            "forward_passes": stats.forward_passes,
+            "accepted": stats.accepted,
+            "draft_tokens": stats.draft_tokens,
+            "output_tokens": stats.output_tokens,
+            "wall_s": round(stats.wall_s, 4),
+            "coalesced": event.coalesced,
+        },
+    }
 
 
 def commit_event(segment: str | None, event, *, stored: bool = True) -> dict:
     """``translation.commit`` from a ``session.CaptionCommit``; ``stored``: it is in the transcript
     store (False only while the store fails: it is kept in memory until written)."""
-    return {**_commit(event.target, segment, event.caption, event.text, event.start, event.end, event.reason),
-            "seq": event.seq, "stored": stored}
+    return {
+        **_commit(event.target, segment, event.caption, event.text, event.start, event.end, event.reason),
+        "seq": event.seq,
+        "stored": stored,
+    }
 
 
 def stored_commit_event(caption) -> dict:
     """``translation.commit`` from a ``store.Caption`` (a viewer's replay; no ``seq``)."""
-    return {**_commit(caption.target, caption.segment, caption.caption, caption.text, caption.start, caption.end,
-                      caption.reason), "stored": True}
+    return {
+        **_commit(
+            caption.target,
+            caption.segment,
+            caption.caption,
+            caption.text,
+            caption.start,
+            caption.end,
+            caption.reason,
+        ),
+        "stored": True,
+    }
 
 
 def transcription_event(partial) -> dict:
     """``transcription.update`` from an ASR partial (``live.translator.SourceUpdate``)."""
-    return {"type": "transcription.update", "segment": partial.segment_id, "text": partial.text,
-            "final": partial.final, "start": None if partial.start is None else round(partial.start, 3),
-            "end": None if partial.end is None else round(partial.end, 3)}
+    return {
+        "type": "transcription.update",
+        "segment": partial.segment_id,
+        "text": partial.text,
+        "final": partial.final,
+        "start": None if partial.start is None else round(partial.start, 3),
+        "end": None if partial.end is None else round(partial.end, 3),
+    }
 
 
 def _commit(target, segment, caption: int, text: str, start: float, end: float, reason: str) -> dict:
-    return {"type": "translation.commit", "target": target, "segment": segment, "caption": caption, "text": text,
-            "start": round(start, 3), "end": round(end, 3), "reason": reason}
+    return {
+        "type": "translation.commit",
+        "target": target,
+        "segment": segment,
+        "caption": caption,
+        "text": text,
+        "start": round(start, 3),
+        "end": round(end, 3),
+        "reason": reason,
+    }

@@ -52,9 +52,9 @@ from concurrent.futures import Future
 from dataclasses import replace
 
 from ..live.glossary import Glossary
+from ..live.methods import method_config
 from ..live.multistream import MultiStreamTranslator
 from ..live.segmenter import SegmenterConfig
-from ..live.methods import method_config
 from ..live.translator import StreamTranslator
 from . import protocol
 from .journal import Journal
@@ -65,7 +65,9 @@ from .store.bus import LocalBus
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_SESSIONS = 8
-DEFAULT_CAPTION_ROUNDS = 4  # batched caption rounds per step of interleaved work (service_load.py --chat-tokens)
+DEFAULT_CAPTION_ROUNDS = (
+    4  # batched caption rounds per step of interleaved work (service_load.py --chat-tokens)
+)
 DEFAULT_MAX_CALLS = 8  # interleaved works (chat completions) waiting or under way
 DEFAULT_MAX_PENDING_FINALS = 16  # a session's commits waiting to be translated
 DEFAULT_DRAIN_S = 30.0
@@ -95,10 +97,17 @@ class Scheduler:
             raises ``Busy`` beyond).
     """
 
-    def __init__(self, loaded, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
-                 segmenter: SegmenterConfig = SegmenterConfig(), store: TranscriptStore | None = None,
-                 caption_rounds: int = DEFAULT_CAPTION_ROUNDS, max_calls: int = DEFAULT_MAX_CALLS,
-                 max_pending_finals: int = DEFAULT_MAX_PENDING_FINALS):
+    def __init__(
+        self,
+        loaded,
+        *,
+        max_sessions: int = DEFAULT_MAX_SESSIONS,
+        segmenter: SegmenterConfig = SegmenterConfig(),
+        store: TranscriptStore | None = None,
+        caption_rounds: int = DEFAULT_CAPTION_ROUNDS,
+        max_calls: int = DEFAULT_MAX_CALLS,
+        max_pending_finals: int = DEFAULT_MAX_PENDING_FINALS,
+    ):
         if caption_rounds < 1:
             raise ValueError(f"caption_rounds must be at least 1, got {caption_rounds}")
         self.loaded = loaded
@@ -133,13 +142,24 @@ class Scheduler:
             if self._drain_until is not None:
                 raise Busy("the server is shutting down", shutdown=True)
             if len(self._sessions) >= self.max_sessions:
-                raise Busy(f"the server is serving its maximum of {self.max_sessions} sessions; try again later")
-            session = ServiceSession(f"sess_{uuid.uuid4().hex[:16]}", settings, send, self.segmenter, self.journal,
-                                     self.bus, resume_token=secrets.token_urlsafe(24))
+                raise Busy(
+                    f"the server is serving its maximum of {self.max_sessions} sessions; try again later"
+                )
+            session = ServiceSession(
+                f"sess_{uuid.uuid4().hex[:16]}",
+                settings,
+                send,
+                self.segmenter,
+                self.journal,
+                self.bus,
+                resume_token=secrets.token_urlsafe(24),
+            )
             self._sessions.append(session)
         if self.store is not None:
             try:
-                self.store.open_session(session.id, self.loaded.name, settings.to_dict(), session.resume_token)
+                self.store.open_session(
+                    session.id, self.loaded.name, settings.to_dict(), session.resume_token
+                )
             except Exception:
                 with self._cond:
                     self._sessions.remove(session)
@@ -167,7 +187,7 @@ class Scheduler:
                 session.resume(info, resume_token)
         try:
             self.store.forget(placeholder)
-        except Exception as error:  # noqa: BLE001 (an empty session left in the list; nothing lost)
+        except Exception as error:
             log.warning("the replaced session %s could not be removed: %s", placeholder, error)
         return info
 
@@ -178,8 +198,10 @@ class Scheduler:
             Busy: ``max_pending_finals`` of its commits wait already (the message is not queued).
         """
         if session.live.pending_finals >= self.max_pending_finals:
-            raise Busy(f"{session.live.pending_finals} captions wait to be translated; the limit is "
-                       f"{self.max_pending_finals}: this source.update is refused")
+            raise Busy(
+                f"{session.live.pending_finals} captions wait to be translated; the limit is "
+                f"{self.max_pending_finals}: this source.update is refused"
+            )
         session.push(message)
         self.wake()
 
@@ -289,11 +311,18 @@ class Scheduler:
             return True
         if time.monotonic() < deadline:
             return False
-        log.warning("drain timeout: %d session(s) and %d completion(s) ended unfinished", len(sessions), len(self._work))
+        log.warning(
+            "drain timeout: %d session(s) and %d completion(s) ended unfinished",
+            len(sessions),
+            len(self._work),
+        )
         for session in sessions:
             session.record_end(ended=False)
-            session.publish(protocol.closed_event(session.id, "shutdown"), to_client=not session.discarded,
-                            to_viewers=False)
+            session.publish(
+                protocol.closed_event(session.id, "shutdown"),
+                to_client=not session.discarded,
+                to_viewers=False,
+            )
         for _, future in self._work:
             future.set_exception(Busy("the server shut down before the completion ended", shutdown=True))
         return True
@@ -303,7 +332,7 @@ class Scheduler:
         serves the others (the failed one's state is unknown)."""
         try:
             self.batch.round()
-        except Exception as error:  # noqa: BLE001 (a bug or a model failure: the replica goes on)
+        except Exception as error:
             log.exception("a batched round failed; closing the sessions in it")
             with self._cond:
                 members = [s for s in self._sessions if s.translators]
@@ -318,8 +347,13 @@ class Scheduler:
             return
         session.failed, session.reason = True, "error"
         session.live.close()
-        session.send(protocol.error_event("internal_error", "this session failed and is closed (an error on the "
-                                          "server, in its log; nothing committed is lost)"))
+        session.send(
+            protocol.error_event(
+                "internal_error",
+                "this session failed and is closed (an error on the "
+                "server, in its log; nothing committed is lost)",
+            )
+        )
 
     def _start_work(self, fn: Callable[[], Generator], future: Future) -> None:
         if future.set_running_or_notify_cancel():
@@ -355,27 +389,39 @@ class Scheduler:
                     self._sessions.remove(session)
                 ended = not session.discarded and session.reason != "shutdown"
                 session.record_end(ended)
-                session.publish(protocol.closed_event(session.id, session.reason), to_client=not session.discarded,
-                                to_viewers=ended)
+                session.publish(
+                    protocol.closed_event(session.id, session.reason),
+                    to_client=not session.discarded,
+                    to_viewers=ended,
+                )
 
     def _admit(self, sessions) -> None:
         """Start the next job of every session that has none under way."""
         for session in sessions:
-            if self._busy(session) or session.discarded or session.failed or (item := session.live.take()) is None:
+            if (
+                self._busy(session)
+                or session.discarded
+                or session.failed
+                or (item := session.live.take()) is None
+            ):
                 continue
             try:
                 translators = self._translators(session)
-            except Exception as error:  # noqa: BLE001 (this session's failure, not the replica's)
+            except Exception as error:
                 log.exception("session %s: its translators could not be built", session.id)
                 self._fail(session, error)
                 continue
             for target, translator in translators.items():  # one row per language, in the same rounds
                 try:
-                    self.batch.submit(translator, item.job.text, item.job.final,
-                                      functools.partial(self._ended, session, item, target))
+                    self.batch.submit(
+                        translator,
+                        item.job.text,
+                        item.job.final,
+                        functools.partial(self._ended, session, item, target),
+                    )
                 except ValueError as error:
                     self._ended(session, item, target, error)
-                except Exception as error:  # noqa: BLE001 (this session's failure, not the replica's)
+                except Exception as error:
                     log.exception("session %s: a job could not start", session.id)
                     self._fail(session, error)
                     break
@@ -389,7 +435,7 @@ class Scheduler:
             return
         try:
             session.emit(session.live.result(item, outcome, target))
-        except Exception as error:  # noqa: BLE001 (this session's failure, not the replica's)
+        except Exception as error:
             log.exception("session %s: its event could not be sent", session.id)
             self._fail(session, error)
 
@@ -401,13 +447,19 @@ class Scheduler:
             config = replace(method_config(s.method, beta=s.beta), display_mask_k=s.mask_k)
             glossary = Glossary(s.glossary) if s.glossary else None
             for target in s.targets:
-                session.translators[target] = StreamTranslator(self.loaded.model, self.loaded.tokenizer,
-                                                               family=self.loaded.family, source_lang=s.source,
-                                                               target_lang=target, config=config, glossary=glossary)
+                session.translators[target] = StreamTranslator(
+                    self.loaded.model,
+                    self.loaded.tokenizer,
+                    family=self.loaded.family,
+                    source_lang=s.source,
+                    target_lang=target,
+                    config=config,
+                    glossary=glossary,
+                )
                 self.batch.add(session.translators[target])
             if self.store is not None:
                 try:
                     self.store.open_session(session.id, self.loaded.name, s.to_dict())  # the settings used
-                except Exception as error:  # noqa: BLE001 (the session goes on; its row has the first settings)
+                except Exception as error:
                     log.error("session %s: its settings could not be recorded: %s", session.id, error)
         return session.translators

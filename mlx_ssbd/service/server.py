@@ -37,18 +37,36 @@ PING_S = 10.0  # WebSocket pings: a peer gone without a word (no FIN, no RST) is
 EXIT_GRACE_S = 2.0  # past the drain's end (or a second signal), how long the model's thread has to return
 
 
-def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: int = DEFAULT_MAX_SESSIONS,
-          options: ServiceOptions = ServiceOptions(), store: TranscriptStore | None = None,
-          on_ready: Callable[[str], None] | None = None, caption_rounds: int = DEFAULT_CAPTION_ROUNDS,
-          drain_timeout_s: float = DEFAULT_DRAIN_S, segmenter: SegmenterConfig = SegmenterConfig()) -> None:
+def serve(
+    loaded,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    options: ServiceOptions = ServiceOptions(),
+    store: TranscriptStore | None = None,
+    on_ready: Callable[[str], None] | None = None,
+    caption_rounds: int = DEFAULT_CAPTION_ROUNDS,
+    drain_timeout_s: float = DEFAULT_DRAIN_S,
+    segmenter: SegmenterConfig = SegmenterConfig(),
+) -> None:
     import uvicorn
 
-    scheduler = Scheduler(loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds,
-                          segmenter=segmenter)
-    config = uvicorn.Config(create_app(scheduler, options), host=host, port=port, log_level="warning",
-                            ws_max_size=4 * options.limits.max_message_bytes, lifespan="off",
-                            limit_concurrency=max_sessions + options.max_viewers + 64, timeout_graceful_shutdown=5,
-                            ws_ping_interval=PING_S, ws_ping_timeout=PING_S)
+    scheduler = Scheduler(
+        loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds, segmenter=segmenter
+    )
+    config = uvicorn.Config(
+        create_app(scheduler, options),
+        host=host,
+        port=port,
+        log_level="warning",
+        ws_max_size=4 * options.limits.max_message_bytes,
+        lifespan="off",
+        limit_concurrency=max_sessions + options.max_viewers + 64,
+        timeout_graceful_shutdown=5,
+        ws_ping_interval=PING_S,
+        ws_ping_timeout=PING_S,
+    )
     server = uvicorn.Server(config)
     web = threading.Thread(target=server.run, name="http", daemon=True)
     web.start()
@@ -65,8 +83,9 @@ def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: in
     os.set_blocking(wake, False)
     previous = {sig: signal.signal(sig, lambda *_: None) for sig in (signal.SIGINT, signal.SIGTERM)}
     previous_fd = signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
-    threading.Thread(target=_watch_signals, args=(woken, scheduler, drain_timeout_s, returned), name="signals",
-                     daemon=True).start()
+    threading.Thread(
+        target=_watch_signals, args=(woken, scheduler, drain_timeout_s, returned), name="signals", daemon=True
+    ).start()
     try:
         scheduler.run()
         returned.set()
@@ -80,7 +99,9 @@ def serve(loaded, *, host: str = "127.0.0.1", port: int = 8000, max_sessions: in
         web.join(timeout=10)
 
 
-def _watch_signals(woken: int, scheduler: Scheduler, drain_timeout_s: float, returned: threading.Event) -> None:
+def _watch_signals(
+    woken: int, scheduler: Scheduler, drain_timeout_s: float, returned: threading.Event
+) -> None:
     """The signal thread (module docstring): the first signal drains, a second stops; past the
     deadline the process exits."""
     deadline = None
@@ -90,12 +111,16 @@ def _watch_signals(woken: int, scheduler: Scheduler, drain_timeout_s: float, ret
         if returned.is_set():
             return
         if not ready:  # the deadline passed with the model's thread still in a model call
-            log.error("the drain did not end in time (a model call is still running): exiting now; every "
-                      "committed caption is in the store")
+            log.error(
+                "the drain did not end in time (a model call is still running): exiting now; every "
+                "committed caption is in the store"
+            )
             os._exit(1)
         os.read(woken, 64)
         if deadline is None:
-            log.warning("draining: finishing every session (at most %g s; again to stop at once)", drain_timeout_s)
+            log.warning(
+                "draining: finishing every session (at most %g s; again to stop at once)", drain_timeout_s
+            )
             scheduler.drain(drain_timeout_s)
             deadline = time.monotonic() + drain_timeout_s + EXIT_GRACE_S
         else:
@@ -107,6 +132,8 @@ def _watch_signals(woken: int, scheduler: Scheduler, drain_timeout_s: float, ret
 def _wait_for_sockets(server, deadline: float) -> None:
     """Let the WebSocket handlers send their last events and close with 1001 (uvicorn's own
     shutdown would close the sockets still open with 1012)."""
-    while time.monotonic() < deadline and any("WebSocket" in type(c).__name__ or "WSProtocol" in type(c).__name__
-                                              for c in list(server.server_state.connections)):
+    while time.monotonic() < deadline and any(
+        "WebSocket" in type(c).__name__ or "WSProtocol" in type(c).__name__
+        for c in list(server.server_state.connections)
+    ):
         time.sleep(0.05)

@@ -31,8 +31,16 @@ class ServiceSession:
     """One client's session: its settings, its live session, where its events go (the client
     and any viewers), where its commits are kept."""
 
-    def __init__(self, sid: str, settings: Settings, send: Callable[[dict], None], segmenter: SegmenterConfig,
-                 journal: Journal, bus: LocalBus, resume_token: str = ""):
+    def __init__(
+        self,
+        sid: str,
+        settings: Settings,
+        send: Callable[[dict], None],
+        segmenter: SegmenterConfig,
+        journal: Journal,
+        bus: LocalBus,
+        resume_token: str = "",
+    ):
         self.id = sid
         self.resume_token = resume_token  # the client's secret for a later resume: never published
         self.settings = settings
@@ -40,8 +48,12 @@ class ServiceSession:
         self.journal = journal
         self.bus = bus
         self.live = LiveSession(None, segmenter=segmenter)
-        self.offset = 0.0  # seconds added to the recognizer's times (a resumed session goes on from its last caption)
-        self.translators: dict[str, StreamTranslator] = {}  # per target language; built on the scheduler thread
+        self.offset = (
+            0.0  # seconds added to the recognizer's times (a resumed session goes on from its last caption)
+        )
+        self.translators: dict[
+            str, StreamTranslator
+        ] = {}  # per target language; built on the scheduler thread
         self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
         self.discarded = False
         self.reason = "closed"  # what session.closed will say
@@ -64,13 +76,17 @@ class ServiceSession:
                 self.journal.store.end_session(self.id, self.reason)
             else:
                 self.journal.store.detach(self.id)
-        except Exception as error:  # noqa: BLE001 (its captions are kept; only its state is stale)
+        except Exception as error:
             log.error("session %s: its end could not be recorded: %s", self.id, error)
 
     def resume(self, info: SessionInfo, resume_token: str) -> None:
         """Become the stored session ``info`` (claimed by this replica with ``resume_token``),
         before the first source: its id, token, settings, caption numbers and clock go on."""
-        self.id, self.settings, self.resume_token = info.session, Settings.from_dict(info.settings), resume_token
+        self.id, self.settings, self.resume_token = (
+            info.session,
+            Settings.from_dict(info.settings),
+            resume_token,
+        )
         self.offset = info.next_start
         self.live.resume(info.captions, info.next_start)
 
@@ -79,8 +95,12 @@ class ServiceSession:
         when ``heard`` seconds of audio had come: the clock of the session's pause rule."""
         if self.offset and partial.start is not None and partial.end is not None:
             shift = self.offset
-            partial = replace(partial, start=partial.start + shift, end=partial.end + shift,
-                              words=tuple(replace(w, start=w.start + shift, end=w.end + shift) for w in partial.words))
+            partial = replace(
+                partial,
+                start=partial.start + shift,
+                end=partial.end + shift,
+                words=tuple(replace(w, start=w.start + shift, end=w.end + shift) for w in partial.words),
+            )
         self.live.push(partial, at=heard)
         self.publish(protocol.transcription_event(partial))
 
@@ -99,13 +119,26 @@ class ServiceSession:
         if isinstance(event, CaptionUpdate):
             self.publish(protocol.update_event(event.segment, event))
         elif isinstance(event, CaptionCommit):
-            caption = Caption(event.caption, event.segment, event.text, event.source, event.start, event.end,
-                              event.reason, event.target)
+            caption = Caption(
+                event.caption,
+                event.segment,
+                event.text,
+                event.source,
+                event.start,
+                event.end,
+                event.reason,
+                event.target,
+            )
             stored = self.journal.write(self.id, caption)
             if not stored:
-                self.send(protocol.error_event("store_failed", f"caption {event.caption} ({event.target}) could not "
-                                               f"be written to the transcript store ({self.journal.error}); it is "
-                                               "kept in memory and written when the store is back"))
+                self.send(
+                    protocol.error_event(
+                        "store_failed",
+                        f"caption {event.caption} ({event.target}) could not "
+                        f"be written to the transcript store ({self.journal.error}); it is "
+                        "kept in memory and written when the store is back",
+                    )
+                )
             self.publish(protocol.commit_event(event.segment, event, stored=stored))
         else:
             self.send(protocol.error_event("translation_failed", event.message))

@@ -13,7 +13,8 @@ then) and serves the sessions in turn: whenever one has ``step_s`` of new audio,
 its ``StreamingRecognizer`` steps, and each partial is pushed into the session's ``LiveSession``
 (the scheduler translates it exactly like a ``source.update``) and sent to the client and its
 viewers as ``transcription.update``. The session's pause rule reads the audio's clock (seconds
-heard), so a slow recognizer step is never taken for a pause of the speaker. A recognizer that cannot be loaded (no ``asr`` extra)
+heard), so a slow recognizer step is never taken for a pause of the speaker. A recognizer that cannot be
+loaded (no ``asr`` extra)
 becomes an ``asr_unavailable`` error event for each session that sends audio; the service goes on.
 A recognizer step that fails becomes an ``asr_failed`` error event for its session, whose audio so
 far is dropped (the next audio starts afresh); the worker serves the other sessions on.
@@ -46,8 +47,14 @@ class _Audio:
 class SpeechWorker:
     """See the module docstring. ``asr``: an ASR card name (None: the default card)."""
 
-    def __init__(self, scheduler, *, asr: str | None = None, config: StreamingConfig = StreamingConfig(),
-                 max_pending_s: float = DEFAULT_MAX_PENDING_S):
+    def __init__(
+        self,
+        scheduler,
+        *,
+        asr: str | None = None,
+        config: StreamingConfig = StreamingConfig(),
+        max_pending_s: float = DEFAULT_MAX_PENDING_S,
+    ):
         self.scheduler = scheduler
         self.asr_name = asr
         self.max_pending_bytes = 2 * int(max_pending_s * SAMPLE_RATE)
@@ -96,7 +103,9 @@ class SpeechWorker:
         out = []
         for stream in self._streams.values():
             if len(stream.pending) >= step or stream.ended:
-                whole = len(stream.pending) - len(stream.pending) % 2  # an odd byte waits for its sample's other half
+                whole = (
+                    len(stream.pending) - len(stream.pending) % 2
+                )  # an odd byte waits for its sample's other half
                 out.append((stream, bytes(stream.pending[:whole]), stream.ended))
                 del stream.pending[:whole]
         return out
@@ -109,7 +118,7 @@ class SpeechWorker:
             for stream, data, ended in work:
                 try:
                     self._serve(stream, data, ended)
-                except Exception as error:  # noqa: BLE001 (this session's failure; the others go on)
+                except Exception as error:
                     log.exception("session %s: speech recognition failed", stream.session.id)
                     self._failed(stream, error, ended)
 
@@ -118,8 +127,13 @@ class SpeechWorker:
         with self._cond:
             if self._streams.get(session.id) is stream:
                 del self._streams[session.id]
-        session.send(protocol.error_event("asr_failed", f"speech recognition failed ({error!r}); the audio so far "
-                                          "is dropped, the next audio starts afresh"))
+        session.send(
+            protocol.error_event(
+                "asr_failed",
+                f"speech recognition failed ({error!r}); the audio so far "
+                "is dropped, the next audio starts afresh",
+            )
+        )
         if ended:
             self.scheduler.close(session)
 
@@ -128,7 +142,9 @@ class SpeechWorker:
         if stream.asr is None and not stream.failed:
             if (recognizer := self._load()) is None:
                 stream.failed = True
-                session.send(protocol.error_event("asr_unavailable", f"speech input is not available: {self._failure}"))
+                session.send(
+                    protocol.error_event("asr_unavailable", f"speech input is not available: {self._failure}")
+                )
             else:
                 stream.asr = StreamingRecognizer(recognizer, self.config)
         if stream.asr is not None:

@@ -58,7 +58,9 @@ class Misbehaving(Exception):
     """The client broke a rule that ends its connection (too many bad messages)."""
 
 
-async def serve_stream(ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions) -> None:
+async def serve_stream(
+    ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions
+) -> None:
     await ws.accept()
     loop, sending = asyncio.get_running_loop(), []  # the sender task, once started
 
@@ -68,18 +70,31 @@ async def serve_stream(ws: WebSocket, scheduler: Scheduler, speech: SpeechWorker
 
     outbox = Outbox(options.max_outbox, on_overflow=stop_sending)
     try:
-        session = await asyncio.to_thread(scheduler.open, lambda event: loop.call_soon_threadsafe(outbox.put, event))
+        session = await asyncio.to_thread(
+            scheduler.open, lambda event: loop.call_soon_threadsafe(outbox.put, event)
+        )
     except Busy as busy:
-        await _refuse(ws, "shutting_down" if busy.shutdown else "busy", str(busy), 1001 if busy.shutdown else
-                      BUSY_CLOSE_CODE)
+        await _refuse(
+            ws,
+            "shutting_down" if busy.shutdown else "busy",
+            str(busy),
+            1001 if busy.shutdown else BUSY_CLOSE_CODE,
+        )
         return
-    except Exception as error:  # noqa: BLE001 (the store could not record the session)
+    except Exception as error:
         log.error("a session could not be opened: %s", error)
         await _refuse(ws, "store_unavailable", f"the transcript store is unavailable: {error}", 1011)
         return
     with contextlib.suppress(WebSocketDisconnect, RuntimeError):
-        await ws.send_json(protocol.settings_event("session.created", session.id, session.settings,
-                                                   scheduler.loaded.name, resume_token=session.resume_token))
+        await ws.send_json(
+            protocol.settings_event(
+                "session.created",
+                session.id,
+                session.settings,
+                scheduler.loaded.name,
+                resume_token=session.resume_token,
+            )
+        )
     receiver = asyncio.create_task(_receive(ws, session, scheduler, speech, options, outbox))
     sender = asyncio.create_task(_send_events(ws, outbox))
     sending.append(sender)
@@ -148,11 +163,17 @@ async def _send_events(ws: WebSocket, outbox: Outbox) -> None:
             return
 
 
-async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions,
-                   outbox: Outbox) -> None:
+async def _receive(
+    ws: WebSocket,
+    session,
+    scheduler: Scheduler,
+    speech: SpeechWorker,
+    options: ServiceOptions,
+    outbox: Outbox,
+) -> None:
     """Read client frames until ``session.close`` or silence; raises ``WebSocketDisconnect``, or
     ``Misbehaving``."""
-    close = lambda: speech.end(session) if session.input == "audio" else scheduler.close(session)  # noqa: E731
+    close = lambda: speech.end(session) if session.input == "audio" else scheduler.close(session)
     heard = False  # a valid message came
     last = time.monotonic()
     bad: deque[float] = deque()  # when the recent bad messages came
@@ -162,7 +183,11 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechW
         try:
             frame = await asyncio.wait_for(ws.receive(), timeout=max(0.0, last + wait - time.monotonic()))
         except asyncio.TimeoutError:
-            code, what = ("handshake_timeout", "no first message in") if handshake else ("idle_timeout", "no message for")
+            code, what = (
+                ("handshake_timeout", "no first message in")
+                if handshake
+                else ("idle_timeout", "no message for")
+            )
             outbox.put(protocol.error_event(code, f"{what} {wait:g} s; the session is closed"))
             session.reason = "idle"
             close()
@@ -171,10 +196,14 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechW
             raise WebSocketDisconnect(frame.get("code", 1000))
         try:
             error, closes = await _handle(frame, session, scheduler, speech, options, outbox)
-        except Exception as bug:  # noqa: BLE001 (a bug must not end the connection without a word)
+        except Exception:
             log.exception("session %s: a client message could not be handled", session.id)
-            error, closes = protocol.error_event("internal_error", "this message could not be handled (an error on "
-                                                 "the server, in its log)"), False
+            error, closes = (
+                protocol.error_event(
+                    "internal_error", "this message could not be handled (an error on the server, in its log)"
+                ),
+                False,
+            )
         if error is not None:
             outbox.put(error)
             now = time.monotonic()
@@ -182,7 +211,9 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechW
             while bad[0] < now - BAD_MESSAGE_WINDOW_S:
                 bad.popleft()
             if len(bad) > options.max_bad_messages:
-                raise Misbehaving(f"more than {options.max_bad_messages} bad messages in {BAD_MESSAGE_WINDOW_S:g} s")
+                raise Misbehaving(
+                    f"more than {options.max_bad_messages} bad messages in {BAD_MESSAGE_WINDOW_S:g} s"
+                )
             continue
         heard, last = True, time.monotonic()
         if closes:
@@ -190,8 +221,9 @@ async def _receive(ws: WebSocket, session, scheduler: Scheduler, speech: SpeechW
             return
 
 
-async def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions,
-                  outbox: Outbox) -> tuple[dict | None, bool]:
+async def _handle(
+    frame: dict, session, scheduler: Scheduler, speech: SpeechWorker, options: ServiceOptions, outbox: Outbox
+) -> tuple[dict | None, bool]:
     """Act on one client frame: ``(the error event it gets or None, whether it closes the session)``."""
     raw = frame.get("text")
     if raw is None:
@@ -200,8 +232,11 @@ async def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWork
             return error, False
         session.input = "audio"
         if not speech.feed(session, data):
-            return protocol.error_event("audio_backlog", f"more than {options.max_audio_s:g} s of audio wait to be "
-                                        "recognised; this frame is dropped (send audio in real time)"), False
+            return protocol.error_event(
+                "audio_backlog",
+                f"more than {options.max_audio_s:g} s of audio wait to be "
+                "recognised; this frame is dropped (send audio in real time)",
+            ), False
         return None, False
     try:
         message = protocol.parse(raw, options.limits)
@@ -209,27 +244,39 @@ async def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWork
         return protocol.error_event(error.code, str(error)), False
     if isinstance(message, ResumeMessage):
         if session.started:
-            return protocol.error_event("session_active", "only a session with no source yet can resume another"), False
+            return protocol.error_event(
+                "session_active", "only a session with no source yet can resume another"
+            ), False
         try:
             info = await asyncio.to_thread(scheduler.resume, session, message.session, message.resume_token)
         except NotResumable as refused:
             return protocol.error_event(refused.code, str(refused)), False
-        except Exception as error:  # noqa: BLE001 (the store is down: this connection's session goes on)
-            return protocol.error_event("store_unavailable", f"the session store cannot be reached: {error}"), False
-        outbox.put(protocol.settings_event("session.resumed", session.id, session.settings, scheduler.loaded.name,
-                                           captions=info.captions))
+        except Exception as error:
+            return protocol.error_event(
+                "store_unavailable", f"the session store cannot be reached: {error}"
+            ), False
+        outbox.put(
+            protocol.settings_event(
+                "session.resumed", session.id, session.settings, scheduler.loaded.name, captions=info.captions
+            )
+        )
     elif isinstance(message, SessionUpdate):
         if session.started:
-            return protocol.error_event("session_active", "settings can only change before the first source.update"), False
+            return protocol.error_event(
+                "session_active", "settings can only change before the first source.update"
+            ), False
         try:
             session.settings = message.apply(session.settings)
         except ProtocolError as error:
             return protocol.error_event(error.code, str(error)), False
-        outbox.put(protocol.settings_event("session.updated", session.id, session.settings, scheduler.loaded.name))
+        outbox.put(
+            protocol.settings_event("session.updated", session.id, session.settings, scheduler.loaded.name)
+        )
     elif isinstance(message, SourceMessage):
         if session.input == "audio":
-            return protocol.error_event("mixed_input",
-                                        "this session is fed by speech (binary frames); source.update is refused"), False
+            return protocol.error_event(
+                "mixed_input", "this session is fed by speech (binary frames); source.update is refused"
+            ), False
         try:
             scheduler.push(session, message)
         except Busy as busy:
@@ -240,11 +287,18 @@ async def _handle(frame: dict, session, scheduler: Scheduler, speech: SpeechWork
 def _audio_error(data: bytes, session, speech: SpeechWorker, options: ServiceOptions) -> dict | None:
     """The ``error`` event a binary frame gets, or None when it is audio this session takes."""
     if len(data) > options.limits.max_message_bytes:
-        return protocol.error_event("message_too_large", f"audio frame of {len(data)} bytes; the limit is "
-                                    f"{options.limits.max_message_bytes}")
+        return protocol.error_event(
+            "message_too_large",
+            f"audio frame of {len(data)} bytes; the limit is {options.limits.max_message_bytes}",
+        )
     if session.input == "text":
-        return protocol.error_event("mixed_input", "this session is fed by source.update; binary audio is refused")
+        return protocol.error_event(
+            "mixed_input", "this session is fed by source.update; binary audio is refused"
+        )
     if session.settings.source != speech.language:
-        return protocol.error_event("unsupported_language", f"speech input is {speech.language} only (the recognizer "
-                                    f"hears {speech.language}); this session's source is {session.settings.source}")
+        return protocol.error_event(
+            "unsupported_language",
+            f"speech input is {speech.language} only (the recognizer "
+            f"hears {speech.language}); this session's source is {session.settings.source}",
+        )
     return None

@@ -25,9 +25,9 @@ from collections import Counter
 from starlette.responses import StreamingResponse
 
 from . import protocol
-from .protocol import sse
 from .options import ServiceOptions
 from .outbox import Outbox, Overflow
+from .protocol import sse
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -74,11 +74,20 @@ class _Counted(StreamingResponse):
             self._on_end()
 
 
-def viewer_response(scheduler: Scheduler, sid: str, viewers: Viewers, options: ServiceOptions, target: str,
-                    last_event_id: str | None = None) -> StreamingResponse:
-    return _Counted(_viewer_events(scheduler, sid, options, target, _caption_number(last_event_id)),
-                    lambda: viewers.leave(sid), media_type="text/event-stream",
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+def viewer_response(
+    scheduler: Scheduler,
+    sid: str,
+    viewers: Viewers,
+    options: ServiceOptions,
+    target: str,
+    last_event_id: str | None = None,
+) -> StreamingResponse:
+    return _Counted(
+        _viewer_events(scheduler, sid, options, target, _caption_number(last_event_id)),
+        lambda: viewers.leave(sid),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
 
 
 MAX_CAPTION = 2**31 - 1  # caption numbers are far below; a larger id is not one of ours
@@ -109,9 +118,13 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
         replayed = after
         try:
             stored, info = await asyncio.to_thread(_replay, scheduler, sid, after, target)
-        except Exception as error:  # noqa: BLE001 (the store is down: say so, end the stream)
+        except Exception as error:
             log.error("the transcript of %s could not be read: %s", sid, error)
-            yield sse(protocol.error_event("store_unavailable", "the transcript store cannot be read; try again later"))
+            yield sse(
+                protocol.error_event(
+                    "store_unavailable", "the transcript store cannot be read; try again later"
+                )
+            )
             return
         for caption in stored:
             yield sse(protocol.stored_commit_event(caption), caption.caption)
@@ -131,8 +144,13 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
             if event.get("target", target) != target:
                 continue  # another language of the session
             if event is INTERRUPTED:
-                yield sse(protocol.error_event("events_interrupted", "the events of other replicas were interrupted; "
-                                               "reconnect (with Last-Event-ID) for what you missed"))
+                yield sse(
+                    protocol.error_event(
+                        "events_interrupted",
+                        "the events of other replicas were interrupted; "
+                        "reconnect (with Last-Event-ID) for what you missed",
+                    )
+                )
                 return
             if event["type"] == "translation.commit":
                 if event["caption"] <= replayed:

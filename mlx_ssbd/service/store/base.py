@@ -51,8 +51,8 @@ MIGRATIONS = {
     1: [  # sessions and their committed captions
         "CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, created DOUBLE PRECISION NOT NULL, "
         "model TEXT NOT NULL, settings TEXT NOT NULL)",
-        'CREATE TABLE IF NOT EXISTS captions (session TEXT NOT NULL REFERENCES sessions(id), caption INTEGER NOT NULL, '
-        'segment TEXT, text TEXT NOT NULL, source TEXT NOT NULL, start DOUBLE PRECISION NOT NULL, '
+        "CREATE TABLE IF NOT EXISTS captions (session TEXT NOT NULL REFERENCES sessions(id), caption INTEGER NOT NULL, "
+        "segment TEXT, text TEXT NOT NULL, source TEXT NOT NULL, start DOUBLE PRECISION NOT NULL, "
         '"end" DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL, committed DOUBLE PRECISION NOT NULL, '
         "PRIMARY KEY (session, caption))",
     ],
@@ -61,10 +61,11 @@ MIGRATIONS = {
         "ALTER TABLE sessions ADD COLUMN ended DOUBLE PRECISION",
         "ALTER TABLE sessions ADD COLUMN reason TEXT",
         "UPDATE sessions SET ended = created, reason = 'shutdown'",  # older stores knew no replicas
-        "CREATE TABLE replicas (id TEXT PRIMARY KEY, started DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL, "
+        "CREATE TABLE replicas (id TEXT PRIMARY KEY, started DOUBLE PRECISION NOT NULL, "
+        "seen DOUBLE PRECISION NOT NULL, "
         "host TEXT NOT NULL, pid INTEGER NOT NULL)",
-        'CREATE TABLE captions_v2 (session TEXT NOT NULL REFERENCES sessions(id), target TEXT NOT NULL, '
-        'caption INTEGER NOT NULL, segment TEXT, text TEXT NOT NULL, source TEXT NOT NULL, '
+        "CREATE TABLE captions_v2 (session TEXT NOT NULL REFERENCES sessions(id), target TEXT NOT NULL, "
+        "caption INTEGER NOT NULL, segment TEXT, text TEXT NOT NULL, source TEXT NOT NULL, "
         'start DOUBLE PRECISION NOT NULL, "end" DOUBLE PRECISION NOT NULL, reason TEXT NOT NULL, '
         "committed DOUBLE PRECISION NOT NULL, PRIMARY KEY (session, target, caption))",
         "INSERT INTO captions_v2 SELECT session, '', caption, segment, text, source, start, \"end\", reason, committed "
@@ -78,8 +79,10 @@ MIGRATIONS = {
     ],
 }
 _COUNT = "(SELECT COUNT(DISTINCT caption) FROM captions c WHERE c.session = sessions.id)"
-_SESSION = ('SELECT id, created, model, settings, replica, ended, reason, ' + _COUNT + ', '
-            '(SELECT COALESCE(MAX(c."end"), 0) FROM captions c WHERE c.session = sessions.id) FROM sessions ')
+_SESSION = (
+    "SELECT id, created, model, settings, replica, ended, reason, " + _COUNT + ", "
+    '(SELECT COALESCE(MAX(c."end"), 0) FROM captions c WHERE c.session = sessions.id) FROM sessions '
+)
 
 
 class NotResumable(Exception):
@@ -166,8 +169,10 @@ class TranscriptStore:
         row = db.execute("SELECT MAX(version) FROM schema_version").fetchone()
         version = row[0] or 0
         if version > SCHEMA_VERSION:
-            raise RuntimeError(f"the transcript store has schema version {version}; this mlx-ssbd knows versions up "
-                               f"to {SCHEMA_VERSION}: upgrade mlx-ssbd")
+            raise RuntimeError(
+                f"the transcript store has schema version {version}; this mlx-ssbd knows versions up "
+                f"to {SCHEMA_VERSION}: upgrade mlx-ssbd"
+            )
         for step in range(version + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[step]:
                 statement(db, self) if callable(statement) else db.execute(statement)
@@ -182,8 +187,13 @@ class TranscriptStore:
     def register(self) -> None:
         """Record this replica (its host and process, and that it is alive now)."""
         with self._write() as db:
-            db.execute(self._sql("INSERT INTO replicas VALUES (?, {now}, {now}, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                                 "seen = excluded.seen"), (self.replica, socket.gethostname(), os.getpid()))
+            db.execute(
+                self._sql(
+                    "INSERT INTO replicas VALUES (?, {now}, {now}, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                    "seen = excluded.seen"
+                ),
+                (self.replica, socket.gethostname(), os.getpid()),
+            )
 
     def heartbeat(self) -> None:
         with self._write() as db:
@@ -193,31 +203,57 @@ class TranscriptStore:
         """Record a session served by this replica, resumable with ``resume_token`` (again: its
         settings are updated, its token kept)."""
         with self._write() as db:
-            db.execute(self._sql("INSERT INTO sessions (id, created, model, settings, replica, resume_hash) VALUES "
-                                 "(?, {now}, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET settings = excluded.settings"),
-                       (session, model, json.dumps(settings), self.replica,
-                        None if resume_token is None else _token_hash(resume_token)))
+            db.execute(
+                self._sql(
+                    "INSERT INTO sessions (id, created, model, settings, replica, resume_hash) VALUES "
+                    "(?, {now}, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET settings = excluded.settings"
+                ),
+                (
+                    session,
+                    model,
+                    json.dumps(settings),
+                    self.replica,
+                    None if resume_token is None else _token_hash(resume_token),
+                ),
+            )
 
     def add_caption(self, session: str, caption: Caption) -> None:
         with self._write() as db:
-            db.execute(self._sql('INSERT INTO captions (session, target, caption, segment, text, source, start, "end", '
-                                 "reason, committed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) ON CONFLICT (session, "
-                                 "target, caption) DO UPDATE SET segment = excluded.segment, text = excluded.text, "
-                                 'source = excluded.source, start = excluded.start, "end" = excluded."end", '
-                                 "reason = excluded.reason, committed = excluded.committed"),
-                       (session, caption.target, caption.caption, caption.segment, caption.text, caption.source,
-                        caption.start, caption.end, caption.reason))
+            db.execute(
+                self._sql(
+                    'INSERT INTO captions (session, target, caption, segment, text, source, start, "end", '
+                    "reason, committed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, {now}) ON CONFLICT (session, "
+                    "target, caption) DO UPDATE SET segment = excluded.segment, text = excluded.text, "
+                    'source = excluded.source, start = excluded.start, "end" = excluded."end", '
+                    "reason = excluded.reason, committed = excluded.committed"
+                ),
+                (
+                    session,
+                    caption.target,
+                    caption.caption,
+                    caption.segment,
+                    caption.text,
+                    caption.source,
+                    caption.start,
+                    caption.end,
+                    caption.reason,
+                ),
+            )
 
     def end_session(self, session: str, reason: str) -> None:
         """The session ended (its client closed it, it idled, it failed)."""
         with self._write() as db:
-            db.execute(self._sql("UPDATE sessions SET ended = {now}, reason = ? WHERE id = ?"), (reason, session))
+            db.execute(
+                self._sql("UPDATE sessions SET ended = {now}, reason = ? WHERE id = ?"), (reason, session)
+            )
 
     def detach(self, session: str) -> None:
         """No replica serves the session now (the drain, or its client went away); it may be resumed."""
         with self._write() as db:
-            db.execute(self._sql("UPDATE sessions SET replica = NULL WHERE id = ? AND replica = ?"),
-                       (session, self.replica))
+            db.execute(
+                self._sql("UPDATE sessions SET replica = NULL WHERE id = ? AND replica = ?"),
+                (session, self.replica),
+            )
 
     def forget(self, session: str) -> None:
         """Delete a session that has no caption (one replaced by a resumed session)."""
@@ -230,16 +266,24 @@ class TranscriptStore:
         ended one, or one that a live replica serves (this one included, when ``served_here``)."""
         with self._write() as db:
             info = self._info(db, session, lock=True)
-            stored = db.execute(self._sql("SELECT resume_hash FROM sessions WHERE id = ?"), (session,)).fetchone()
+            stored = db.execute(
+                self._sql("SELECT resume_hash FROM sessions WHERE id = ?"), (session,)
+            ).fetchone()
             if info is None or not stored[0] or not hmac.compare_digest(stored[0], _token_hash(resume_token)):
                 raise NotResumable("not_found", f"no session {session[:80]!r} with this resume token")
             if info.state == "ended":
-                raise NotResumable("session_ended", f"session {session[:80]!r} has ended; an ended session is "
-                                   "never reopened (start a new one)")
+                raise NotResumable(
+                    "session_ended",
+                    f"session {session[:80]!r} has ended; an ended session is "
+                    "never reopened (start a new one)",
+                )
             if info.state == "live" and (info.replica != self.replica or served_here):
-                raise NotResumable("session_live", f"session {session[:80]!r} is live on "
-                                   f"{'this' if info.replica == self.replica else 'another'} replica; it cannot be "
-                                   "resumed twice")
+                raise NotResumable(
+                    "session_live",
+                    f"session {session[:80]!r} is live on "
+                    f"{'this' if info.replica == self.replica else 'another'} replica; it cannot be "
+                    "resumed twice",
+                )
             db.execute(self._sql("UPDATE sessions SET replica = ? WHERE id = ?"), (self.replica, session))
         return SessionInfo(**{**info.to_dict(), "replica": self.replica, "state": "live"})
 
@@ -261,20 +305,28 @@ class TranscriptStore:
         if target is not None:
             where, params = where + " AND target = ?", (*params, target)
         with self._read() as db:
-            rows = db.execute(self._sql('SELECT caption, segment, text, source, start, "end", reason, target FROM '
-                                        f"captions {where} ORDER BY caption, target"), params).fetchall()
+            rows = db.execute(
+                self._sql(
+                    'SELECT caption, segment, text, source, start, "end", reason, target FROM '
+                    f"captions {where} ORDER BY caption, target"
+                ),
+                params,
+            ).fetchall()
         return [Caption(*row) for row in rows]
 
     def _info(self, db, session: str, *, lock: bool = False) -> SessionInfo | None:
-        row = db.execute(self._sql(_SESSION + "WHERE id = ?" + (self.FOR_UPDATE if lock else "")), (session,)).fetchone()
+        row = db.execute(
+            self._sql(_SESSION + "WHERE id = ?" + (self.FOR_UPDATE if lock else "")), (session,)
+        ).fetchone()
         return None if row is None else self._row_info(row, self.alive(db))
 
     @staticmethod
     def _row_info(row, alive: set[str]) -> SessionInfo:
         sid, created, model, settings, replica, ended, reason, count, next_start = row
         state = "ended" if ended is not None else "live" if replica in alive else "detached"
-        return SessionInfo(sid, created, model, json.loads(settings), replica, ended, reason, state, count,
-                           float(next_start))
+        return SessionInfo(
+            sid, created, model, json.loads(settings), replica, ended, reason, state, count, float(next_start)
+        )
 
 
 def _token_hash(token: str) -> str:

@@ -70,16 +70,33 @@ class PostgresStore(TranscriptStore):
     PARAM = "%s"
     FOR_UPDATE = " FOR UPDATE"
 
-    def __init__(self, url: str, *, replica: str | None = None, pool_size: int = 4, connect_timeout_s: int = 5,
-                 statement_timeout_s: float = 10.0, reconnect_s: float = 1.0):
+    def __init__(
+        self,
+        url: str,
+        *,
+        replica: str | None = None,
+        pool_size: int = 4,
+        connect_timeout_s: int = 5,
+        statement_timeout_s: float = 10.0,
+        reconnect_s: float = 1.0,
+    ):
         super().__init__(replica or f"replica_{uuid.uuid4().hex[:12]}")
         psycopg, psycopg_pool = _driver()
         self._failing = False
         self.url = url
-        self._connect_args = {"connect_timeout": connect_timeout_s,
-                              "options": f"-c synchronous_commit=on -c statement_timeout={int(statement_timeout_s * 1000)}"}
-        self._pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=pool_size, timeout=connect_timeout_s,
-                                                 kwargs=self._connect_args, open=False, name="mlx-ssbd")
+        self._connect_args = {
+            "connect_timeout": connect_timeout_s,
+            "options": f"-c synchronous_commit=on -c statement_timeout={int(statement_timeout_s * 1000)}",
+        }
+        self._pool = psycopg_pool.ConnectionPool(
+            url,
+            min_size=1,
+            max_size=pool_size,
+            timeout=connect_timeout_s,
+            kwargs=self._connect_args,
+            open=False,
+            name="mlx-ssbd",
+        )
         self._pool.open(wait=True, timeout=connect_timeout_s)
         try:
             with self._write() as db:
@@ -111,10 +128,14 @@ class PostgresStore(TranscriptStore):
     _read = _write
 
     def alive(self, db) -> set[str]:
-        locked = {row[0] for row in db.execute(
-            "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND "
-            "classid = %s::oid AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
-            (LOCK_CLASS,)).fetchall()}
+        locked = {
+            row[0]
+            for row in db.execute(
+                "SELECT objid::bigint FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND "
+                "classid = %s::oid AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                (LOCK_CLASS,),
+            ).fetchall()
+        }
         return {row[0] for row in db.execute("SELECT id FROM replicas").fetchall() if key(row[0]) in locked}
 
     def close(self) -> None:
@@ -133,8 +154,10 @@ class PostgresBus(LocalBus):
         self._outgoing: queue.Queue = queue.Queue(MAX_QUEUED)
         self._stop = threading.Event()
         self._listener = self._listen()  # the first connection fails here, where the caller hears of it
-        self._threads = [threading.Thread(target=target, name=name, daemon=True)
-                         for target, name in ((self._receive, "mlx-ssbd-listen"), (self._send, "mlx-ssbd-notify"))]
+        self._threads = [
+            threading.Thread(target=target, name=name, daemon=True)
+            for target, name in ((self._receive, "mlx-ssbd-listen"), (self._send, "mlx-ssbd-notify"))
+        ]
         for thread in self._threads:
             thread.start()
 
@@ -143,7 +166,9 @@ class PostgresBus(LocalBus):
         try:
             self._outgoing.put_nowait((sid, event))
         except queue.Full:
-            log.error("%d events wait to be sent to the other replicas; one of %s is dropped", MAX_QUEUED, sid)
+            log.error(
+                "%d events wait to be sent to the other replicas; one of %s is dropped", MAX_QUEUED, sid
+            )
 
     def close(self) -> None:
         self._stop.set()
@@ -165,7 +190,7 @@ class PostgresBus(LocalBus):
             try:
                 for note in self._listener.notifies(timeout=1.0):
                     self._deliver_payload(note.payload)
-            except Exception as error:  # noqa: BLE001 (the database went away: reconnect)
+            except Exception as error:
                 if self._stop.is_set():
                     return
                 log.error("lost the PostgreSQL listener (%s); viewers are told to reconnect", error)
@@ -177,7 +202,7 @@ class PostgresBus(LocalBus):
                         self._listener = self._listen()
                         log.warning("the PostgreSQL listener is back")
                         break
-                    except Exception:  # noqa: BLE001
+                    except Exception:
                         continue
 
     def _deliver_payload(self, payload: str) -> None:
@@ -205,7 +230,7 @@ class PostgresBus(LocalBus):
                     for sid, event in items:
                         if (payload := self._payload(sid, event)) is not None:
                             db.execute("SELECT pg_notify(%s, %s)", (CHANNEL, payload))
-            except Exception as error:  # noqa: BLE001 (the other replicas' viewers are interrupted and replayed)
+            except Exception as error:
                 log.error("%d event(s) could not be sent to the other replicas: %s", len(items), error)
 
     def _payload(self, sid: str, event: dict) -> str | None:
@@ -213,5 +238,7 @@ class PostgresBus(LocalBus):
         if len(payload.encode()) <= MAX_PAYLOAD:
             return payload
         if event.get("type") == "translation.commit":
-            return json.dumps({"r": self.store.replica, "s": sid, "c": event["caption"], "t": event.get("target") or ""})
+            return json.dumps(
+                {"r": self.store.replica, "s": sid, "c": event["caption"], "t": event.get("target") or ""}
+            )
         return None

@@ -5,7 +5,8 @@ Contract: ``SQLiteStore(path)`` creates or reopens (and migrates) the database; 
 connection per read (WAL lets readers run beside the writer). A replica is alive while it records
 a heartbeat every ``heartbeat_s`` (a daemon thread; stopped by ``close``): one whose last
 heartbeat is older than ``stale_s`` is gone (its sessions are detached), and so at once is one on
-this host whose process has ended (a server killed and started again resumes its sessions at once). Several processes may
+this host whose process has ended (a server killed and started again resumes its sessions at once). Several
+processes may
 share the file on one host; replicas on several hosts need ``postgres.PostgresStore``.
 """
 
@@ -31,8 +32,14 @@ class SQLiteStore(TranscriptStore):
 
     NOW = "((julianday('now') - 2440587.5) * 86400.0)"
 
-    def __init__(self, path: str | Path, *, replica: str | None = None, heartbeat_s: float = DEFAULT_HEARTBEAT_S,
-                 stale_s: float = DEFAULT_STALE_S):
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        replica: str | None = None,
+        heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+        stale_s: float = DEFAULT_STALE_S,
+    ):
         super().__init__(replica or f"replica_{uuid.uuid4().hex[:12]}")
         self.path = str(path)
         self.stale_s = stale_s
@@ -44,7 +51,9 @@ class SQLiteStore(TranscriptStore):
         with self._write() as db:
             self._migrate(db)
         self.register()
-        threading.Thread(target=self._beat, args=(heartbeat_s,), name="mlx-ssbd-heartbeat", daemon=True).start()
+        threading.Thread(
+            target=self._beat, args=(heartbeat_s,), name="mlx-ssbd-heartbeat", daemon=True
+        ).start()
 
     def _beat(self, every_s: float) -> None:
         """Record a heartbeat every ``every_s`` until ``close`` (a failed one is tried at the next)."""
@@ -74,8 +83,9 @@ class SQLiteStore(TranscriptStore):
             yield db
 
     def alive(self, db) -> set[str]:
-        rows = db.execute(self._sql("SELECT id, host, pid FROM replicas WHERE seen > {now} - ?"),
-                          (self.stale_s,)).fetchall()
+        rows = db.execute(
+            self._sql("SELECT id, host, pid FROM replicas WHERE seen > {now} - ?"), (self.stale_s,)
+        ).fetchall()
         here = socket.gethostname()
         alive = {rid for rid, host, pid in rows if rid != self.replica and (host != here or _running(pid))}
         return alive | ({self.replica} if not self._closed.is_set() else set())
