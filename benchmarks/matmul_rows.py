@@ -23,7 +23,7 @@ from pathlib import Path
 PROBE = """
 import json, statistics, sys, time
 import mlx_ssbd
-from mlx_ssbd.platform.backend import backend_info
+from mlx_ssbd.platform.info import backend_info
 import mlx.core as mx
 weight = mx.random.normal((8960, 1536)); mx.eval(weight)
 out = {"gemv": backend_info().gemv, "ms": {}}

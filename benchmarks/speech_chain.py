@@ -194,9 +194,8 @@ def summarize(
         "events": len(run["records"]),
         "commits": len(commits),
         "forward_passes": sum(r["passes"] for r in run["records"]),
-        "heard_chrf": round(
-            chrf([p.text for _, p in timed if p.final], spoken), 2
-        ),  # ASR finals vs the text spoken
+        # ASR finals vs the text spoken
+        "heard_chrf": round(chrf([p.text for _, p in timed if p.final], spoken), 2),
         "chrf_vs_reference": round(chrf(texts, reference), 2),
         "chrf_vs_text_translation": round(chrf(texts, text_translation), 2),
         "commit_texts": texts,

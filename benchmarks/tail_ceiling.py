@@ -96,9 +96,8 @@ def draft_model_guesses(records: list[dict]) -> list[dict]:
 
 def lookup_passes(tail: Sequence[int], history: Sequence[int], pools: list[list[int]], n: int, max_len: int):
     """(tokens fed per pass, tokens accepted from guesses) to decode ``tail`` after ``history``."""
-    propose = Proposer(
-        pools=pools, n=n, pool_len=max_len, max_attempts=len(tail)
-    )  # the engine's lookup, uncapped
+    # the engine's lookup, uncapped
+    propose = Proposer(pools=pools, n=n, pool_len=max_len, max_attempts=len(tail))
     widths: list[int] = []
     accepted = done = 0
     while done < len(tail):

@@ -242,9 +242,8 @@ def bench(
     if not items:
         raise click.ClickException(f"{data}: no items")
 
-    with (
-        user_errors()
-    ):  # settings that do not go together (a ratio rule with sampling), before the model loads
+    # settings that do not go together (a ratio rule with sampling), before the model loads
+    with user_errors():
         configs = make_configs(
             method_list,
             beta_list,

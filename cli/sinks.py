@@ -159,7 +159,7 @@ class SrtSink(TextSink):
 
     kind = "srt"
 
-    def __init__(self, out=None, labelled: bool = False):
+    def __init__(self, out=None):
         super().__init__(out)
         self.cues = 0
         self.end = 0.0  # of the last cue: a cue never starts before it (ASR word times may overlap)
@@ -273,7 +273,7 @@ def make_sink(fmt: str, targets: tuple[str, ...] = ("de",), output: str | None =
                 f"{fmt} subtitles in several languages go to one file each: "
                 f"-o PATTERN with {LANG}, e.g. -o talk.{LANG}.{fmt}"
             )
-        return SINKS[fmt](labelled=several)
+        return SINKS[fmt](labelled=True) if several else SINKS[fmt]()
     if fmt == "live":
         raise click.UsageError(
             "the live view is for a terminal; with -o choose --format text, jsonl, srt or vtt"

@@ -23,7 +23,7 @@ from .live.session import CaptionCommit, CaptionUpdate, LiveSession, SessionErro
 from .live.source import SourceUpdate
 from .live.translator import StreamTranslator, stream_translate, translate
 from .live.updates import Update, UpdateStats
-from .platform.backend import backend_info
+from .platform.info import backend_info
 
 __version__ = "0.1.0"
 

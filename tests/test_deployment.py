@@ -20,6 +20,7 @@ from browser import MISSING as BROWSER_MISSING
 from browser import chromium
 from postgres import MISSING
 from test_service import server, source, ws_url
+from waiting import until
 
 pytestmark = pytest.mark.skipif(
     shutil.which("haproxy") is None, reason="haproxy is not installed (apt-get install haproxy)"
@@ -51,13 +52,18 @@ def haproxy(config: str, path):
 
 
 def wait_healthy(url: str, log, timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def healthy() -> bool:
         with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return
-        time.sleep(0.1)
-    raise AssertionError(f"{url} never became healthy; haproxy said:\n{log.read_text()}")
+            return httpx.get(url + "/health", timeout=1).status_code == 200
+        return False
+
+    until(
+        healthy,
+        timeout,
+        f"{url} to be healthy",
+        interval=0.1,
+        detail=lambda: f"haproxy said:\n{log.read_text()}",
+    )
 
 
 async def open_sessions(url: str, n: int):
@@ -213,9 +219,10 @@ def test_replicas_sharing_postgresql_serve_every_viewer_and_resume_a_lost_replic
 
         sids, committed, viewers, lost, resume_s = asyncio.run(scenario())
         for sid, viewer in zip(sids, viewers):
+            # each once, in order
             assert [(c[0], c[1], c[2]) for c in viewer.commits()] == [
                 (str(n), n, text) for n, text in enumerate(committed[sid])
-            ]  # each once, in order
+            ]
         # least connections put viewers on both replicas: those on the killed one reconnected
         assert sum(v.connections for v in viewers) > len(viewers), [v.connections for v in viewers]
         for sid in sids:

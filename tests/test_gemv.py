@@ -101,7 +101,7 @@ def test_the_few_rows_setting_is_said_in_the_note(value, note):
 
     if backend.BLAS.name != "openblas" or not backend.GEMV.active:
         pytest.skip("the shim is not in use here")
-    probe = "import mlx_ssbd; from mlx_ssbd.platform.backend import backend_info; print(backend_info().gemv)"
+    probe = "import mlx_ssbd; from mlx_ssbd.platform.info import backend_info; print(backend_info().gemv)"
     out = subprocess.run(
         [sys.executable, "-c", probe],
         env={**os.environ, "MLX_SSBD_FEW_ROWS": value},

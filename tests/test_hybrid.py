@@ -97,9 +97,8 @@ def test_one_stream_equals_the_same_stream_in_a_batch(hybrid, tok):
                 together[i].append(update)
     for i in range(len(data)):
         assert [u.output_ids for u in together[i]] == [u.output_ids for u in alone[i]], (arch, i)
-        assert [u.stats.tokens_fed for u in together[i]] == [
-            u.stats.tokens_fed for u in alone[i]
-        ]  # chunks: more passes
+        # chunks: more passes
+        assert [u.stats.tokens_fed for u in together[i]] == [u.stats.tokens_fed for u in alone[i]]
     batched.remove(mine[0])  # leaves with its cache and checkpoints: goes on alone
     assert mine[0].update("so we").output_ids and mine[0].cache.checkpoints is not None
 

@@ -135,7 +135,7 @@ def greedy(model, prompt, n):
     logits = cache.forward(prompt)[-1]
     for _ in range(n):
         out.append(int(logits.argmax().item()))
-        logits = cache.forward_one(out[-1])
+        logits = cache.forward([out[-1]])[-1]
     return out
 
 

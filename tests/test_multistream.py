@@ -73,9 +73,8 @@ def assert_batched_equals_single(tok, arch, cfg):
             single = alone[i].update(item[0], final=item[1])
             assert results[i].output_ids == single.output_ids, (i, step)
             assert results[i].stats.accepted == single.stats.accepted
-            assert (
-                results[i].stats.forward_passes == single.stats.forward_passes
-            )  # counted per job by the runner
+            # counted per job by the runner
+            assert results[i].stats.forward_passes == single.stats.forward_passes
             if cfg.get("temperature"):
                 differs |= single.output_ids != greedy[i].update(item[0], final=item[1]).output_ids
     assert differs or not cfg.get("temperature")

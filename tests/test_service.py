@@ -22,6 +22,7 @@ import httpx
 import numpy as np
 import pytest
 import websockets
+from waiting import until
 
 SENTENCE = "so today I want to talk about the new rules"
 
@@ -31,9 +32,8 @@ def server(model_dir, store, *args, log=None):
     """``mlx-ssbd serve`` on a free port; yields its base URL and process; always stopped
     (SIGTERM, which must exit cleanly; or SIGKILL where the test kills it itself). ``store``: a
     SQLite path or a PostgreSQL URL (then ``log`` names the server's log file)."""
-    log = open(
-        log or f"{store}.server.log", "w+"
-    )  # a file, not a pipe: preparing a model writes progress bars
+    # a file, not a pipe: preparing a model writes progress bars
+    log = open(log or f"{store}.server.log", "w+")
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -126,9 +126,8 @@ def test_a_session_streams_updates_and_commits(url, model_dir):
     words = SENTENCE.split()
     messages = [{"type": "session.update", "target": "de", "method": "ssbd", "beta": 0.0}]
     messages += [{**source(" ".join(words[:3])), "start": 0.0, "end": 1.2}, ("await", "translation.update")]
-    messages += [
-        {**source(" ".join(words[:6])), "start": 0.0, "end": 2.4}
-    ]  # may be coalesced into the commit
+    # may be coalesced into the commit
+    messages += [{**source(" ".join(words[:6])), "start": 0.0, "end": 2.4}]
     messages += [source(SENTENCE, final=True), {"type": "session.close"}]
     events = asyncio.run(session_events(url, messages))
     kinds = [e["type"] for e in events]
@@ -255,9 +254,8 @@ def test_speech_in_binary_frames_is_recognised_and_captioned(url, tmp_path):
     assert any(not e["final"] for e in heard)  # partials before the confirmed sentences
     commits = [e for e in events if e["type"] == "translation.commit"]
     assert len(commits) == len(finals) and events[-1]["type"] == "session.closed"
-    assert all(
-        0 <= c["start"] < c["end"] <= len(samples) / 16000 + 0.5 for c in commits
-    )  # timed by the speech
+    # timed by the speech
+    assert all(0 <= c["start"] < c["end"] <= len(samples) / 16000 + 0.5 for c in commits)
     sid = events[0]["session"]
     stored = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()["captions"]
     assert [c["text"] for c in stored] == [c["text"] for c in commits]
@@ -271,10 +269,7 @@ def test_a_client_that_disconnects_frees_its_session(url):
         # closed without session.close, maybe while its update runs
 
     asyncio.run(leave_mid_update())
-    deadline = time.monotonic() + 30
-    while httpx.get(url + "/health").json()["sessions"] and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert httpx.get(url + "/health").json()["sessions"] == 0
+    until(lambda: httpx.get(url + "/health").json()["sessions"] == 0, 30, "the left session to end")
     events = asyncio.run(session_events(url, [source("why", final=True), {"type": "session.close"}]))
     assert any(e["type"] == "translation.commit" for e in events)  # the server serves on
 
@@ -480,9 +475,8 @@ def check_predicted_outputs(url, *, exact_round_trip: bool):
         model=model, messages=messages, max_tokens=24, prediction={"type": "content", "content": text}
     )
     assert right.choices[0].message.content == text
-    assert (
-        right.usage.prompt_tokens_details.cached_tokens == right.usage.prompt_tokens - 1
-    )  # all but the last
+    # all but the last
+    assert right.usage.prompt_tokens_details.cached_tokens == right.usage.prompt_tokens - 1
     if exact_round_trip:
         details = right.usage.completion_tokens_details
         assert details.accepted_prediction_tokens == right.usage.completion_tokens > 0
@@ -667,10 +661,11 @@ def test_a_client_gone_after_its_close_stops_using_the_model(real_url):
         return sid
 
     sid = asyncio.run(close_and_vanish())
-    deadline = time.monotonic() + 300
-    while httpx.get(real_url + "/health").json()["sessions"] and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert httpx.get(real_url + "/health").json()["sessions"] == 0, "still served 300 s after its client left"
+    until(
+        lambda: httpx.get(real_url + "/health").json()["sessions"] == 0,
+        300,
+        "the session of a gone client to end",
+    )
     listed = {s["session"]: s for s in httpx.get(real_url + "/v1/sessions").json()["sessions"]}
     assert listed[sid]["state"] == "detached" and listed[sid]["captions"] == 0
 
@@ -696,15 +691,10 @@ def test_an_abandoned_chat_completion_stops_decoding(real_url, stream):
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: "
             b"application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
         )
-        deadline = time.monotonic() + 60
-        while completions() == 0 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        until(lambda: completions() == 1, 60, "the completion to start decoding")
         time.sleep(1.0)
         assert completions() == 1, "the completion was not decoding when its client left"
-    deadline = time.monotonic() + 30
-    while completions() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert completions() == 0, "the abandoned completion still decodes 30 s after its client left"
+    until(lambda: completions() == 0, 30, "the abandoned completion to stop decoding")
 
 
 def chromium():

@@ -16,15 +16,17 @@ from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.service import protocol
 from mlx_ssbd.service.outbox import Outbox, Overflow
 from mlx_ssbd.service.protocol import Limits, ProtocolError
-from mlx_ssbd.service.scheduler import Busy, Scheduler
+from mlx_ssbd.service.scheduler import Scheduler
 from mlx_ssbd.service.store import open_store
 from mlx_ssbd.service.viewers import Viewers
+from mlx_ssbd.service.works import Busy
 
 import httpx
 import numpy as np
 import pytest
 import websockets
 from test_service import SENTENCE, server, session_events, source, ws_url
+from waiting import until
 
 
 @pytest.mark.parametrize(
@@ -176,9 +178,8 @@ def test_a_store_that_fails_mid_session_loses_no_caption(loaded, tmp_path, monke
     commits = [e for e in events if e["type"] == "translation.commit"]
     assert [c["stored"] for c in commits] == [True, False, True]
     kinds = [e["type"] for e in events]
-    assert kinds.index("error") < kinds.index(
-        "translation.commit", kinds.index("error")
-    )  # told before the commit
+    # told before the commit
+    assert kinds.index("error") < kinds.index("translation.commit", kinds.index("error"))
     assert next(e for e in events if e["type"] == "error")["code"] == "store_failed"
     assert next(e for e in events if e["type"] == "transcript.stored")["captions"] == [1]
     assert kinds[-1] == "session.closed" and kinds.index("transcript.stored") < len(kinds) - 1
@@ -333,9 +334,7 @@ def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
     for _ in range(4):
         assert worker.feed(quiet, np.zeros(SAMPLE_RATE, "<i2").tobytes())
     worker.end(quiet)
-    deadline = time.monotonic() + 30
-    while "quiet" not in FakeScheduler.closed and time.monotonic() < deadline:
-        time.sleep(0.02)
+    until(lambda: "quiet" in FakeScheduler.closed, 30, "the quiet session to end")
     assert [e["code"] for e in loud.events] == ["asr_failed"]
     assert quiet.live.partials and not [e for e in quiet.events if e["type"] == "error"]
     assert quiet.live.heard == sorted(quiet.live.heard) and quiet.live.heard[-1] == 4.0  # the audio's clock
@@ -471,9 +470,8 @@ def test_only_known_hosts_are_answered_and_a_public_server_needs_a_key(model_dir
         replayed = httpx.get(
             f"{base}/v1/sessions/{sid}/events", headers={"Last-Event-ID": str(2**63)}, timeout=30
         )
-        assert (
-            replayed.status_code == 200 and "translation.commit" in replayed.text
-        )  # an id not ours: all of it
+        # an id not ours: all of it
+        assert replayed.status_code == 200 and "translation.commit" in replayed.text
         page, caption_page = httpx.get(base + "/"), httpx.get(f"{base}/captions/{sid}")
         assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
         for response in (page, caption_page, replayed, httpx.get(base + "/health")):
@@ -523,10 +521,12 @@ def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path
                     assert one.status_code == two.status_code == 200
                     third = await client.get(url)
                     assert third.status_code == 503 and third.json()["code"] == "too_many_viewers"
-                deadline = time.monotonic() + 10  # the server notices the viewers leaving a moment later
-                while (await client.get(f"{base}/health")).json()["viewers"] and time.monotonic() < deadline:
+                # the server notices the viewers leaving a moment later
+                for _ in range(200):
+                    if (await client.get(f"{base}/health")).json()["viewers"] == 0:
+                        break
                     await asyncio.sleep(0.05)
-                assert (await client.get(f"{base}/health")).json()["viewers"] == 0
+                assert (await client.get(f"{base}/health")).json()["viewers"] == 0, "viewers never left"
         async with websockets.connect(ws_url(base)) as junk:  # beyond 50 bad messages in 10 s: closed
             await junk.recv()
             for _ in range(60):
@@ -577,10 +577,7 @@ def test_silent_sockets_viewers_and_slow_readers_are_bounded(model_dir, tmp_path
         _,
     ):
         asyncio.run(scenario(base))
-        deadline = time.monotonic() + 10
-        while httpx.get(base + "/health").json()["sessions"] and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert httpx.get(base + "/health").json()["sessions"] == 0
+        until(lambda: httpx.get(base + "/health").json()["sessions"] == 0, 10, "every session to end")
         # valid messages, each answered by an event it never reads: once the socket's buffers and
         # the outbox are full, the session is dropped
         assert without_reading(base, json.dumps({"type": "session.update"}), 100_000) is not None

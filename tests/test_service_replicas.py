@@ -12,6 +12,7 @@ import httpx
 import pytest
 import websockets
 from test_service import server, source, ws_url
+from waiting import until, until_async
 
 
 class Viewer:
@@ -63,17 +64,11 @@ class Viewer:
         return [(i, e["caption"], e["text"]) for i, e in self.events if e["type"] == "translation.commit"]
 
     def wait_for(self, condition, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition(self):
-            assert time.monotonic() < deadline, self.events
-            time.sleep(0.05)
+        until(lambda: condition(self), timeout, "the viewer's events", detail=lambda: self.events)
 
     async def until(self, condition, timeout: float = 60) -> None:
         """``wait_for`` inside a coroutine: the event loop goes on (its WebSockets answer pings)."""
-        deadline = time.monotonic() + timeout
-        while not condition(self):
-            assert time.monotonic() < deadline, self.events
-            await asyncio.sleep(0.05)
+        await until_async(lambda: condition(self), timeout, "the viewer's events", detail=lambda: self.events)
 
     def close(self) -> None:
         self._closing = True

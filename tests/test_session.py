@@ -95,9 +95,8 @@ def test_an_unchanged_partial_costs_no_forward_pass(model, tok):
     rest = list(engine)
     assert [(type(e).__name__, e.update.source) for e in rest] == [("CaptionCommit", "so today")]
     assert session.unchanged == 1 and session.coalesced == 1
-    assert (
-        translator.cache.forward_calls - calls == rest[0].update.stats.forward_passes
-    )  # only the commit ran
+    # only the commit ran
+    assert translator.cache.forward_calls - calls == rest[0].update.stats.forward_passes
 
 
 def test_a_pause_commits_the_open_caption(model, tok):

@@ -31,9 +31,8 @@ def test_a_loop_at_the_end_is_cut_back_to_one_copy():
     assert loop_cut([5, 6, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2, 1, 2]) == 10  # 6 x 2 tokens, the loop began at "1"
     assert loop_cut([1, 2, 3, 1, 2, 3, 1, 2, 3]) == 0  # "no, no, no": three short copies are speech
     assert loop_cut(list(range(40))) == 0
-    assert (
-        loop_cut([9] * 14, floor=10) == 4 and loop_cut([9] * 14, floor=14) == 0
-    )  # a locked start is never cut
+    # a locked start is never cut
+    assert loop_cut([9] * 14, floor=10) == 4 and loop_cut([9] * 14, floor=14) == 0
 
 
 class Bigram:

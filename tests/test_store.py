@@ -12,6 +12,7 @@ from mlx_ssbd.service.store.base import MIGRATIONS
 
 import psycopg
 import pytest
+from waiting import until
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -27,13 +28,6 @@ def opened(location, **kwargs):
         kwargs.setdefault("heartbeat_s", 0.1)
         kwargs.setdefault("stale_s", 0.5)
     return open_store(location, **kwargs)
-
-
-def until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        time.sleep(0.05)
 
 
 def caption(n, text=None, end=None):
@@ -94,9 +88,8 @@ def test_replicas_see_each_other_and_claim_only_what_no_live_replica_serves(loca
         with pytest.raises(NotResumable) as refused:
             one.claim("s", "secret", served_here=True)
         assert refused.value.code == "session_live"
-        assert (
-            one.claim("s", "secret").state == "live"
-        )  # its own replica, not serving it any more (client gone)
+        # its own replica, not serving it any more (client gone)
+        assert one.claim("s", "secret").state == "live"
         for sid, token in (
             ("unknown", "secret"),
             ("s", "guess"),

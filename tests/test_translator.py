@@ -104,7 +104,7 @@ def greedy_after(model, ids, n):
     logits = cache.forward(list(ids))[-1]
     for _ in range(n):
         out.append(int(logits.argmax().item()))
-        logits = cache.forward_one(out[-1])
+        logits = cache.forward([out[-1]])[-1]
     return tuple(out)
 
 
@@ -126,7 +126,7 @@ def assert_cache_matches_fresh_prefill(model, cache: TokenCache):
     fresh = TokenCache(model)
     probe = 5
     fresh_logits = fresh.forward([*cache.tokens, probe])[-1]
-    cached_logits = cache.forward_one(probe)
+    cached_logits = cache.forward([probe])[-1]
     mx.eval(fresh_logits, cached_logits)
     for ours, theirs in zip(cache.layers, fresh.layers):
         n = ours.offset
@@ -221,7 +221,7 @@ def test_a_wrapped_rotating_window_attends_differently_in_one_pass_than_in_steps
         one_pass.forward(ids[:60])  # both in the same (wrapped) state
         steps.forward(ids[:60])
         rows = one_pass.forward(ids[60:])
-        return max(mx.abs(rows[i] - steps.forward_one(t)).max().item() for i, t in enumerate(ids[60:]))
+        return max(mx.abs(rows[i] - steps.forward([t])[-1]).max().item() for i, t in enumerate(ids[60:]))
 
     assert largest_gap(lambda: [KVCache() for _ in model.layers]) < 1e-3  # full cache: rounding only
     assert largest_gap(lambda: [RotatingKVCache(max_size=32, keep=4) for _ in model.layers]) > 1.0

@@ -28,6 +28,15 @@ from .update import Fed
 
 log = logging.getLogger(__name__)
 
+
+def context_length(model) -> int | None:
+    """The model's context window in tokens (what one stream's cache may hold), when its config
+    states one."""
+    args = getattr(model, "args", None)
+    value = getattr(args, "max_position_embeddings", None)
+    return int(value) if value else None
+
+
 # Architectures whose ``Model.__call__`` is exactly backbone -> (tied embeddings | lm_head). For
 # them the output layer (a 150k-row matmul for Qwen) runs only on the rows whose logits are used;
 # any other architecture goes through its own ``__call__`` and the rows are sliced afterwards.
@@ -177,10 +186,6 @@ class TokenCache:
         self.forward_calls += len(cuts)
         self.tokens_fed += len(ids)
         return parts[0] if len(parts) == 1 else mx.concatenate(parts)
-
-    def forward_one(self, token: int) -> mx.array:
-        """Feed one token; return its logits ``(vocab,)`` (lazy)."""
-        return self.forward([token])[-1]
 
     def feed(self, feeds, *, chunk: int | None = None) -> list[Fed]:
         """The ``engine`` store interface for one stream: ``feeds`` is ``[(self, Feed)]``; the

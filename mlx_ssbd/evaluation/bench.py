@@ -23,7 +23,7 @@ from pathlib import Path
 from ..live.methods import METHODS, method_config
 from ..live.source import SourceUpdate
 from ..live.translator import StreamTranslator
-from ..platform.backend import backend_info
+from ..platform.info import backend_info
 from . import metrics
 from .streams import Pair, lag_updates
 

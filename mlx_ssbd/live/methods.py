@@ -17,9 +17,8 @@ from ..engine.tail import DEFAULT_GUESS as DEFAULT_TAIL_GUESS
 from ..engine.verify import DEFAULT_RULE, accept_threshold, bounds
 
 DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
-RATIO_BETA = (
-    0.8  # the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/accept_rules.py)
-)
+# the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/accept_rules.py)
+RATIO_BETA = 0.8
 
 
 @dataclass(frozen=True)

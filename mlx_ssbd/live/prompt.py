@@ -48,9 +48,8 @@ class PromptFamily:
     """How one model family words a translation request."""
 
     name: str
-    system_role: bool | None = (
-        True  # False: the instruction is prepended to the user turn; None: as the template takes it
-    )
+    # False: the instruction is prepended to the user turn; None: as the template takes it
+    system_role: bool | None = True
     assistant_prefix: str = ""  # text the assistant turn opens with; may use {tgt}
 
 

@@ -99,9 +99,8 @@ class _Open:
     history: list[list[str]] = field(default_factory=list)  # recent partials' words
     live: str = ""  # the last live text handed out (uncommitted), "" if none
     changed_at: float = 0.0
-    times: list[tuple[float | None, float | None]] = field(
-        default_factory=list
-    )  # per word of the last partial
+    # per word of the last partial
+    times: list[tuple[float | None, float | None]] = field(default_factory=list)
 
 
 _ENDED = object()  # segment id after a final partial: any next id starts a new segment

@@ -225,9 +225,8 @@ class LiveSession:
         # A queued live job belongs to the open caption, so a newer live job or that caption's
         # commit supersedes it.
         if self.latest_wins and last is not None and not last.job.final:
-            self._jobs[-1] = _Queued(
-                job, now, last.first_pushed, last.coalesced + 1
-            )  # the newer partial wins
+            # the newer partial wins
+            self._jobs[-1] = _Queued(job, now, last.first_pushed, last.coalesced + 1)
             self.coalesced += 1
         else:
             self._jobs.append(_Queued(job, now, now))

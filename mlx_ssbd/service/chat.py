@@ -37,11 +37,10 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from ..engine.batch import PREFILL_CHUNK
-from ..engine.cache import TokenCache
+from ..engine.cache import TokenCache, context_length
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
 from ..engine.update import Job, Runner
-from ..models.loading import context_length
 from ..platform.backend import on_generation_stream
 from .protocol import ProtocolError
 

@@ -20,10 +20,12 @@ from collections.abc import Generator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from . import chat, protocol
+from . import chat, events, protocol
+from .events import sse
 from .options import ServiceOptions
-from .protocol import ProtocolError, sse
-from .scheduler import Busy, Scheduler
+from .protocol import ProtocolError
+from .scheduler import Scheduler
+from .works import Busy
 
 
 class _TooLarge(Exception):
@@ -36,7 +38,7 @@ def chat_route(scheduler: Scheduler, complete, options: ServiceOptions):
     async def chat_completions(request: Request) -> Response:
         kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if kind != "application/json":
-            return openai_error(
+            return refusal(
                 "unsupported_media_type", f"the body must be application/json, not {kind[:60]!r}", 415
             )
         try:
@@ -48,11 +50,11 @@ def chat_route(scheduler: Scheduler, complete, options: ServiceOptions):
         except chat.Cancelled:  # nobody is there to read an answer
             return Response(status_code=499)
         except _TooLarge:
-            return openai_error("request_too_large", f"the body is over {options.max_chat_bytes} bytes", 413)
+            return refusal("request_too_large", f"the body is over {options.max_chat_bytes} bytes", 413)
         except ProtocolError as error:
-            return openai_error(error.code, str(error), 400)
+            return refusal(error.code, str(error), 400)
         except Busy as busy:
-            return openai_error(
+            return refusal(
                 "shutting_down" if busy.shutdown else "rate_limit_exceeded",
                 str(busy),
                 503 if busy.shutdown else 429,
@@ -156,5 +158,6 @@ async def _stream_chat(parsed: chat.ChatRequest, complete, scheduler: Scheduler,
     return StreamingResponse(lines(), media_type="text/event-stream")
 
 
-def openai_error(code: str, message: str, status: int) -> JSONResponse:
-    return JSONResponse(protocol.openai_error(code, message), status_code=status)
+def refusal(code: str, message: str, status: int) -> JSONResponse:
+    """An HTTP error response with an OpenAI-shaped body (`events.openai_error`)."""
+    return JSONResponse(events.openai_error(code, message), status_code=status)

@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket
 
-from .protocol import openai_error
+from .events import openai_error
 
 PROTECTED = frozenset({"/v1/stream", "/v1/chat/completions", "/v1/models", "/v1/sessions"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})

@@ -3,20 +3,15 @@
 Contract: ``Scheduler(loaded)`` is driven by ``run()`` on the thread that owns the model (the
 main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``discard``,
 ``interleave`` and ``stop`` may be called from any thread (the web server's) and never touch MLX.
-``interleave(fn)`` runs other model work (a chat completion) on the model's thread: ``fn()`` is a
-generator doing one model call per step, stepped between the sessions' batched rounds (one step per
-``caption_rounds`` rounds while some session's update is under way, every loop otherwise), so a
-long chat answer shares the model with live sessions instead of holding them, and captions come
-first; such works run one at a time, in the order they came. Each session is a
-``live.session.LiveSession`` (latest partial wins, automatic segments, a final update is never
-dropped) whose jobs the scheduler takes without waiting. Batching is continuous: every round is
-ONE batched forward (``MultiStreamTranslator.round``) for all updates under way, and a session
-whose source changed joins at the next round instead of waiting for the others' updates to end;
-a session runs one update at a time (its next job is taken when the last one ended, so the latest
-partial wins). Outputs equal each session alone. Events go to the session's ``send`` callback as
-protocol JSON (``protocol``), from the scheduler thread, and to the session's viewers (SSE) through
-the store's bus; a commit is written to the ``store.base.TranscriptStore`` before it is sent to anyone.
-``resume(session, sid)`` makes a new connection's session go on as a stored one (``store.claim``).
+``interleave(fn)`` runs other model work (a chat completion, ``works``) on the model's thread, one
+step per ``caption_rounds`` rounds while a session's update is under way: captions come first.
+Each session is a ``live.session.LiveSession`` (latest partial wins, automatic segments, a final
+update is never dropped). Batching is continuous: every round is ONE batched forward
+(``MultiStreamTranslator.round``) for all updates under way; a session whose source changed joins
+at the next round; a session runs one update at a time. Outputs equal each session alone. Events
+go to the session's ``send`` callback (``events``) and to its viewers through the store's bus; a
+commit is written to the ``store.base.TranscriptStore`` before it is sent to anyone.
+``resume(session, sid, token)`` makes a new connection's session go on as a stored one.
 
 Sessions join the batch when their first job comes (their translators are built then, with the
 settings in force: one per target language, each a row of the batch, so a round serves every
@@ -49,36 +44,25 @@ import time
 import uuid
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
-from dataclasses import replace
 
-from ..live.glossary import Glossary
-from ..live.methods import method_config
 from ..live.multistream import MultiStreamTranslator
 from ..live.segmenter import SegmenterConfig
 from ..live.translator import StreamTranslator
-from . import protocol
+from . import events, protocol
 from .journal import Journal
 from .protocol import Settings
 from .session import ServiceSession
 from .store import NotResumable, SessionInfo, TranscriptStore
 from .store.bus import LocalBus
+from .works import Busy, Works
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_SESSIONS = 8
-DEFAULT_CAPTION_ROUNDS = (
-    4  # batched caption rounds per step of interleaved work (service_load.py --chat-tokens)
-)
+# batched caption rounds per step of interleaved work (service_load.py --chat-tokens)
+DEFAULT_CAPTION_ROUNDS = 4
 DEFAULT_MAX_CALLS = 8  # interleaved works (chat completions) waiting or under way
 DEFAULT_MAX_PENDING_FINALS = 16  # a session's commits waiting to be translated
 DEFAULT_DRAIN_S = 30.0
-
-
-class Busy(Exception):
-    """Refused for now: the server is full, or shutting down (``shutdown``); try again later."""
-
-    def __init__(self, message: str, *, shutdown: bool = False):
-        super().__init__(message)
-        self.shutdown = shutdown
 
 
 class Scheduler:
@@ -89,12 +73,9 @@ class Scheduler:
         max_sessions: open sessions at most (``open`` raises ``Busy`` beyond).
         segmenter: automatic-commit rules for every session.
         store: where committed captions are kept (None: nowhere).
-        caption_rounds: batched rounds of the sessions per step of interleaved work while some
-            session's update is under way (1: they alternate; more: captions first).
-        max_calls: interleaved works waiting or under way at most (``interleave`` raises ``Busy``
-            beyond).
-        max_pending_finals: a session's commits waiting to be translated at most (``push``
-            raises ``Busy`` beyond).
+        caption_rounds: batched rounds per step of interleaved work while captions wait.
+        max_calls: interleaved works waiting or under way at most (then ``interleave`` is ``Busy``).
+        max_pending_finals: a session's commits waiting at most (then ``push`` is ``Busy``).
     """
 
     def __init__(
@@ -108,24 +89,18 @@ class Scheduler:
         max_calls: int = DEFAULT_MAX_CALLS,
         max_pending_finals: int = DEFAULT_MAX_PENDING_FINALS,
     ):
-        if caption_rounds < 1:
-            raise ValueError(f"caption_rounds must be at least 1, got {caption_rounds}")
         self.loaded = loaded
-        self.caption_rounds = caption_rounds
-        self._rounds = 0  # batched rounds since interleaved work last stepped
         self.store = store
         self.bus = store.bus if store is not None else LocalBus()
         self.journal = Journal(store)
         self.max_sessions = max_sessions
-        self.max_calls = max_calls
         self.max_pending_finals = max_pending_finals
         self.segmenter = segmenter
         self.batch = MultiStreamTranslator(model=loaded.model)
         self._cond = threading.Condition()
         self._resuming = threading.Lock()
         self._sessions: list[ServiceSession] = []
-        self._calls: list[tuple[Callable[[], Generator], Future]] = []  # not started yet
-        self._work: list[tuple[Generator, Future]] = []  # started, the first one stepped (model thread)
+        self.works = Works(max_calls, caption_rounds)  # chat completions (interleaved work)
         self._stopping = False
         self._drain_until: float | None = None  # monotonic deadline once draining
 
@@ -228,13 +203,10 @@ class Scheduler:
         Raises:
             Busy: ``max_calls`` works wait or run already, or the server is shutting down.
         """
-        future: Future = Future()
         with self._cond:
             if self._drain_until is not None:
                 raise Busy("the server is shutting down", shutdown=True)
-            if len(self._calls) + len(self._work) >= self.max_calls:
-                raise Busy(f"{self.max_calls} completions are queued or running; try again later")
-            self._calls.append((fn, future))
+            future = self.works.submit(fn)
             self._cond.notify()
         return future
 
@@ -269,7 +241,7 @@ class Scheduler:
     def completions(self) -> int:
         """Interleaved works (chat completions) queued or running."""
         with self._cond:
-            return len(self._calls) + len(self._work)
+            return len(self.works)
 
     # -- the model's thread ------------------------------------------------------------------
 
@@ -279,10 +251,9 @@ class Scheduler:
             with self._cond:
                 if self._stopping:
                     break
-                sessions, calls, self._calls = list(self._sessions), self._calls, []
+                sessions, waiting = list(self._sessions), self.works.take_waiting()
                 draining = self._drain_until
-            for fn, future in calls:
-                self._start_work(fn, future)
+            self.works.start(waiting)
             if draining is not None and self._drained(sessions, draining):
                 break
             self.journal.catch_up(sessions)  # before a session retires, so its client hears of it
@@ -290,14 +261,11 @@ class Scheduler:
             self._admit(sessions)
             if self.batch.busy:
                 self._round()
-                self._rounds += 1
-            if self._work and (self._rounds >= self.caption_rounds or not self.batch.busy):
-                self._step_work()
-                self._rounds = 0
-            if self.batch.busy or self._work:
+            self.works.step(captions_waiting=self.batch.busy)
+            if self.batch.busy or self.works.running:
                 continue
             with self._cond:
-                if not self._stopping and not self._calls:
+                if not self._stopping and not self.works.waiting:
                     self._cond.wait(self._idle_wait(sessions))
         self.journal.catch_up([], last=True)
 
@@ -307,24 +275,20 @@ class Scheduler:
             if not session.live.closed:
                 session.reason = "shutdown"
                 session.live.close()  # its open caption is committed by the rounds to come
-        if not sessions and not self._work:
+        if not sessions and not self.works.running:
             return True
         if time.monotonic() < deadline:
             return False
-        log.warning(
-            "drain timeout: %d session(s) and %d completion(s) ended unfinished",
-            len(sessions),
-            len(self._work),
-        )
+        unfinished = (len(sessions), len(self.works.running))
+        log.warning("drain timeout: %d session(s) and %d completion(s) ended unfinished", *unfinished)
         for session in sessions:
             session.record_end(ended=False)
             session.publish(
-                protocol.closed_event(session.id, "shutdown"),
+                events.closed_event(session.id, "shutdown"),
                 to_client=not session.discarded,
                 to_viewers=False,
             )
-        for _, future in self._work:
-            future.set_exception(Busy("the server shut down before the completion ended", shutdown=True))
+        self.works.abandon(Busy("the server shut down before the completion ended", shutdown=True))
         return True
 
     def _round(self) -> None:
@@ -348,31 +312,12 @@ class Scheduler:
         session.failed, session.reason = True, "error"
         session.live.close()
         session.send(
-            protocol.error_event(
+            events.error_event(
                 "internal_error",
                 "this session failed and is closed (an error on the "
                 "server, in its log; nothing committed is lost)",
             )
         )
-
-    def _start_work(self, fn: Callable[[], Generator], future: Future) -> None:
-        if future.set_running_or_notify_cancel():
-            try:
-                self._work.append((fn(), future))
-            except Exception as error:  # handed to the caller, which answers the client
-                future.set_exception(error)
-
-    def _step_work(self) -> None:
-        """One step of the oldest interleaved work; its future gets its end."""
-        steps, future = self._work[0]
-        try:
-            next(steps)
-            return
-        except StopIteration as end:
-            future.set_result(end.value)
-        except Exception as error:  # handed to the caller, which answers the client
-            future.set_exception(error)
-        self._work.pop(0)
 
     def _idle_wait(self, sessions) -> float:
         """Seconds until some session's pause rule may commit, or the store is retried, or the
@@ -390,7 +335,7 @@ class Scheduler:
                 ended = not session.discarded and session.reason != "shutdown"
                 session.record_end(ended)
                 session.publish(
-                    protocol.closed_event(session.id, session.reason),
+                    events.closed_event(session.id, session.reason),
                     to_client=not session.discarded,
                     to_viewers=ended,
                 )
@@ -443,23 +388,11 @@ class Scheduler:
         """The session's translators, one per target language, built and joined to the batch on
         its first job."""
         if not session.translators:
-            s = session.settings
-            config = replace(method_config(s.method, beta=s.beta), display_mask_k=s.mask_k)
-            glossary = Glossary(s.glossary) if s.glossary else None
-            for target in s.targets:
-                session.translators[target] = StreamTranslator(
-                    self.loaded.model,
-                    self.loaded.tokenizer,
-                    family=self.loaded.family,
-                    source_lang=s.source,
-                    target_lang=target,
-                    config=config,
-                    glossary=glossary,
-                )
-                self.batch.add(session.translators[target])
+            for translator in session.build_translators(self.loaded).values():
+                self.batch.add(translator)
             if self.store is not None:
                 try:
-                    self.store.open_session(session.id, self.loaded.name, s.to_dict())  # the settings used
+                    self.store.open_session(session.id, self.loaded.name, session.settings.to_dict())
                 except Exception as error:
                     log.error("session %s: its settings could not be recorded: %s", session.id, error)
         return session.translators

@@ -14,11 +14,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from ..live.glossary import Glossary
+from ..live.methods import method_config
 from ..live.segmenter import SegmenterConfig
 from ..live.session import CaptionCommit, CaptionUpdate, LiveSession
 from ..live.source import SourceUpdate
 from ..live.translator import StreamTranslator
-from . import protocol
+from . import events, protocol
 from .journal import Journal
 from .protocol import Settings
 from .store import Caption, SessionInfo
@@ -48,16 +50,32 @@ class ServiceSession:
         self.journal = journal
         self.bus = bus
         self.live = LiveSession(None, segmenter=segmenter)
-        self.offset = (
-            0.0  # seconds added to the recognizer's times (a resumed session goes on from its last caption)
-        )
-        self.translators: dict[
-            str, StreamTranslator
-        ] = {}  # per target language; built on the scheduler thread
+        # seconds added to the recognizer's times (a resumed session goes on from its last caption)
+        self.offset = 0.0
+        # per target language; built on the scheduler thread
+        self.translators: dict[str, StreamTranslator] = {}
         self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
         self.discarded = False
         self.reason = "closed"  # what session.closed will say
         self.failed = False  # it cannot go on: closed at the next round, its queued jobs dropped
+
+    def build_translators(self, loaded) -> dict[str, StreamTranslator]:
+        """One translator per target language, with the settings in force (``loaded``: a
+        ``models.loading.LoadedModel``); the scheduler's thread, at the session's first job."""
+        s = self.settings
+        config = replace(method_config(s.method, beta=s.beta), display_mask_k=s.mask_k)
+        glossary = Glossary(s.glossary) if s.glossary else None
+        for target in s.targets:
+            self.translators[target] = StreamTranslator(
+                loaded.model,
+                loaded.tokenizer,
+                family=loaded.family,
+                source_lang=s.source,
+                target_lang=target,
+                config=config,
+                glossary=glossary,
+            )
+        return self.translators
 
     def publish(self, event: dict, *, to_client: bool = True, to_viewers: bool = True) -> None:
         """Send ``event`` to the client (unless it went away) and the viewers."""
@@ -102,7 +120,7 @@ class ServiceSession:
                 words=tuple(replace(w, start=w.start + shift, end=w.end + shift) for w in partial.words),
             )
         self.live.push(partial, at=heard)
-        self.publish(protocol.transcription_event(partial))
+        self.publish(events.transcription_event(partial))
 
     @property
     def started(self) -> bool:
@@ -117,7 +135,7 @@ class ServiceSession:
         """A ``LiveSession`` event out; a commit is in the store before anyone sees it (or, when the
         store fails, the client is told first and the journal keeps it)."""
         if isinstance(event, CaptionUpdate):
-            self.publish(protocol.update_event(event.segment, event))
+            self.publish(events.update_event(event.segment, event))
         elif isinstance(event, CaptionCommit):
             caption = Caption(
                 event.caption,
@@ -132,13 +150,13 @@ class ServiceSession:
             stored = self.journal.write(self.id, caption)
             if not stored:
                 self.send(
-                    protocol.error_event(
+                    events.error_event(
                         "store_failed",
                         f"caption {event.caption} ({event.target}) could not "
                         f"be written to the transcript store ({self.journal.error}); it is "
                         "kept in memory and written when the store is back",
                     )
                 )
-            self.publish(protocol.commit_event(event.segment, event, stored=stored))
+            self.publish(events.commit_event(event.segment, event, stored=stored))
         else:
-            self.send(protocol.error_event("translation_failed", event.message))
+            self.send(events.error_event("translation_failed", event.message))

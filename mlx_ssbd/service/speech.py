@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from ..asr.audio import pcm_to_float
 from ..asr.recognizer import SAMPLE_RATE, AsrError, Recognizer, get_asr_card, load_recognizer
 from ..asr.streaming import StreamingConfig, StreamingRecognizer
-from . import protocol
+from . import events
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_PENDING_S = 30.0
@@ -103,9 +103,8 @@ class SpeechWorker:
         out = []
         for stream in self._streams.values():
             if len(stream.pending) >= step or stream.ended:
-                whole = (
-                    len(stream.pending) - len(stream.pending) % 2
-                )  # an odd byte waits for its sample's other half
+                # an odd byte waits for its sample's other half
+                whole = len(stream.pending) - len(stream.pending) % 2
                 out.append((stream, bytes(stream.pending[:whole]), stream.ended))
                 del stream.pending[:whole]
         return out
@@ -128,7 +127,7 @@ class SpeechWorker:
             if self._streams.get(session.id) is stream:
                 del self._streams[session.id]
         session.send(
-            protocol.error_event(
+            events.error_event(
                 "asr_failed",
                 f"speech recognition failed ({error!r}); the audio so far "
                 "is dropped, the next audio starts afresh",
@@ -143,7 +142,7 @@ class SpeechWorker:
             if (recognizer := self._load()) is None:
                 stream.failed = True
                 session.send(
-                    protocol.error_event("asr_unavailable", f"speech input is not available: {self._failure}")
+                    events.error_event("asr_unavailable", f"speech input is not available: {self._failure}")
                 )
             else:
                 stream.asr = StreamingRecognizer(recognizer, self.config)

@@ -37,13 +37,14 @@ from collections import deque
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from . import protocol
+from . import events, protocol
 from .options import BAD_MESSAGE_WINDOW_S, ServiceOptions
 from .outbox import Outbox, Overflow
 from .protocol import CloseMessage, ProtocolError, ResumeMessage, SessionUpdate, SourceMessage
-from .scheduler import Busy, Scheduler
+from .scheduler import Scheduler
 from .speech import SpeechWorker
 from .store import NotResumable
+from .works import Busy
 
 log = logging.getLogger(__name__)
 CLOSE_CODES = {"closed": 1000, "idle": 1000, "shutdown": 1001, "error": 1011}
@@ -87,7 +88,7 @@ async def serve_stream(
         return
     with contextlib.suppress(WebSocketDisconnect, RuntimeError):
         await ws.send_json(
-            protocol.settings_event(
+            events.settings_event(
                 "session.created",
                 session.id,
                 session.settings,
@@ -144,7 +145,7 @@ async def _until_gone(ws: WebSocket) -> None:
 
 async def _refuse(ws: WebSocket, code: str, message: str, close_code: int) -> None:
     with contextlib.suppress(WebSocketDisconnect, RuntimeError, OSError):
-        await ws.send_json(protocol.error_event(code, message))
+        await ws.send_json(events.error_event(code, message))
         await ws.close(code=close_code)
 
 
@@ -188,7 +189,7 @@ async def _receive(
                 if handshake
                 else ("idle_timeout", "no message for")
             )
-            outbox.put(protocol.error_event(code, f"{what} {wait:g} s; the session is closed"))
+            outbox.put(events.error_event(code, f"{what} {wait:g} s; the session is closed"))
             session.reason = "idle"
             close()
             return
@@ -199,7 +200,7 @@ async def _receive(
         except Exception:
             log.exception("session %s: a client message could not be handled", session.id)
             error, closes = (
-                protocol.error_event(
+                events.error_event(
                     "internal_error", "this message could not be handled (an error on the server, in its log)"
                 ),
                 False,
@@ -232,7 +233,7 @@ async def _handle(
             return error, False
         session.input = "audio"
         if not speech.feed(session, data):
-            return protocol.error_event(
+            return events.error_event(
                 "audio_backlog",
                 f"more than {options.max_audio_s:g} s of audio wait to be "
                 "recognised; this frame is dropped (send audio in real time)",
@@ -241,62 +242,62 @@ async def _handle(
     try:
         message = protocol.parse(raw, options.limits)
     except ProtocolError as error:
-        return protocol.error_event(error.code, str(error)), False
+        return events.error_event(error.code, str(error)), False
     if isinstance(message, ResumeMessage):
         if session.started:
-            return protocol.error_event(
+            return events.error_event(
                 "session_active", "only a session with no source yet can resume another"
             ), False
         try:
             info = await asyncio.to_thread(scheduler.resume, session, message.session, message.resume_token)
         except NotResumable as refused:
-            return protocol.error_event(refused.code, str(refused)), False
+            return events.error_event(refused.code, str(refused)), False
         except Exception as error:
-            return protocol.error_event(
+            return events.error_event(
                 "store_unavailable", f"the session store cannot be reached: {error}"
             ), False
         outbox.put(
-            protocol.settings_event(
+            events.settings_event(
                 "session.resumed", session.id, session.settings, scheduler.loaded.name, captions=info.captions
             )
         )
     elif isinstance(message, SessionUpdate):
         if session.started:
-            return protocol.error_event(
+            return events.error_event(
                 "session_active", "settings can only change before the first source.update"
             ), False
         try:
             session.settings = message.apply(session.settings)
         except ProtocolError as error:
-            return protocol.error_event(error.code, str(error)), False
+            return events.error_event(error.code, str(error)), False
         outbox.put(
-            protocol.settings_event("session.updated", session.id, session.settings, scheduler.loaded.name)
+            events.settings_event("session.updated", session.id, session.settings, scheduler.loaded.name)
         )
     elif isinstance(message, SourceMessage):
         if session.input == "audio":
-            return protocol.error_event(
+            return events.error_event(
                 "mixed_input", "this session is fed by speech (binary frames); source.update is refused"
             ), False
         try:
             scheduler.push(session, message)
         except Busy as busy:
-            return protocol.error_event("backlog", str(busy)), False
+            return events.error_event("backlog", str(busy)), False
     return None, isinstance(message, CloseMessage)
 
 
 def _audio_error(data: bytes, session, speech: SpeechWorker, options: ServiceOptions) -> dict | None:
     """The ``error`` event a binary frame gets, or None when it is audio this session takes."""
     if len(data) > options.limits.max_message_bytes:
-        return protocol.error_event(
+        return events.error_event(
             "message_too_large",
             f"audio frame of {len(data)} bytes; the limit is {options.limits.max_message_bytes}",
         )
     if session.input == "text":
-        return protocol.error_event(
+        return events.error_event(
             "mixed_input", "this session is fed by source.update; binary audio is refused"
         )
     if session.settings.source != speech.language:
-        return protocol.error_event(
+        return events.error_event(
             "unsupported_language",
             f"speech input is {speech.language} only (the recognizer "
             f"hears {speech.language}); this session's source is {session.settings.source}",

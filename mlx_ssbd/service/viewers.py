@@ -24,10 +24,10 @@ from collections import Counter
 
 from starlette.responses import StreamingResponse
 
-from . import protocol
+from . import events
+from .events import sse
 from .options import ServiceOptions
 from .outbox import Outbox, Overflow
-from .protocol import sse
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -121,16 +121,16 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
         except Exception as error:
             log.error("the transcript of %s could not be read: %s", sid, error)
             yield sse(
-                protocol.error_event(
+                events.error_event(
                     "store_unavailable", "the transcript store cannot be read; try again later"
                 )
             )
             return
         for caption in stored:
-            yield sse(protocol.stored_commit_event(caption), caption.caption)
+            yield sse(events.stored_commit_event(caption), caption.caption)
             replayed = caption.caption
         if scheduler.find(sid) is None and (info is None or info.state == "ended"):
-            yield sse(protocol.closed_event(sid, info.reason if info else None))
+            yield sse(events.closed_event(sid, info.reason if info else None))
             return
         while True:
             try:
@@ -139,13 +139,13 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
                 yield ": keep-alive\n\n"
                 continue
             except Overflow as slow:
-                yield sse(protocol.error_event("too_slow", f"this viewer fell behind ({slow}); reconnect"))
+                yield sse(events.error_event("too_slow", f"this viewer fell behind ({slow}); reconnect"))
                 return
             if event.get("target", target) != target:
                 continue  # another language of the session
             if event is INTERRUPTED:
                 yield sse(
-                    protocol.error_event(
+                    events.error_event(
                         "events_interrupted",
                         "the events of other replicas were interrupted; "
                         "reconnect (with Last-Event-ID) for what you missed",

@@ -206,7 +206,7 @@ class PostgresBus(LocalBus):
                         continue
 
     def _deliver_payload(self, payload: str) -> None:
-        from .. import protocol
+        from .. import events
 
         note = json.loads(payload)
         if note["r"] == self.store.replica:
@@ -216,7 +216,7 @@ class PostgresBus(LocalBus):
             self.deliver(sid, note["e"])
         elif sid in self.watched():  # a reference to a commit too large to notify
             for caption in self.store.captions(sid, after=note["c"] - 1, target=note["t"])[:1]:
-                self.deliver(sid, protocol.stored_commit_event(caption))
+                self.deliver(sid, events.stored_commit_event(caption))
 
     def _send(self) -> None:
         while True:
