@@ -23,7 +23,7 @@ from mlx_ssbd.live.methods import METHODS
 
 import click
 
-from .common import check_languages, draft_model_option, load, load_draft, user_errors
+from .common import check_languages, load, user_errors
 
 UDHR_NOTE = "UDHR paragraphs (human translations; not FLORES; likely seen in training)"
 
@@ -123,7 +123,7 @@ DATA_HELP = (
     "--methods",
     default="rt,ssbd",
     show_default=True,
-    help="Comma list of: " + "; ".join(f"{name}: {m.about}" for name, m in METHODS.items()) + ".",
+    help="Comma list of: " + "; ".join(f"{name}: {m.help}" for name, m in METHODS.items()) + ".",
 )
 @click.option(
     "--beta", "betas", default=None, help="One beta or a sweep: 0,0.1,0.2,0.5,1. [default: each method's own]"
@@ -144,7 +144,6 @@ DATA_HELP = (
     metavar="MIN-MAX",
     help="Only pairs whose source has MIN to MAX words (e.g. 10-25: ordinary sentences); before --limit.",
 )
-@draft_model_option()
 @click.option(
     "--word-s",
     type=click.FloatRange(0.0),
@@ -203,7 +202,6 @@ def bench(
     lag,
     limit,
     words,
-    draft_model,
     word_s,
     out_dir,
     fresh,
@@ -256,8 +254,6 @@ def bench(
             contexts=parse_list(int, context, bounds=(0, 100_000), what="context"),
         )
     loaded = load(model)
-    needs_draft = any(config.tail_guess for config in configs.values())
-    drafter = load_draft(draft_model, loaded, needed=needs_draft)
     translators = {
         label: StreamTranslator(
             loaded.model,
@@ -266,7 +262,6 @@ def bench(
             source_lang=source,
             target_lang=target,
             config=config,
-            draft_model=drafter if config.tail_guess else None,
         )
         for label, config in configs.items()
     }
@@ -289,8 +284,6 @@ def bench(
     }
     if words:  # only when set, so runs made before these options still resume
         facts["words"] = words
-    if needs_draft:
-        facts["draft_model"] = draft_model
 
     with click.progressbar(
         length=len(items),

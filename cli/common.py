@@ -6,7 +6,6 @@ import contextlib
 import sys
 import time
 
-from mlx_ssbd.engine.tail import same_vocabulary
 from mlx_ssbd.live.languages import language_name
 
 import click
@@ -80,31 +79,6 @@ def load(model: str | None, family: str | None = None):
     return loaded
 
 
-def draft_model_option():
-    return click.option(
-        "--draft-model",
-        default=None,
-        help="A smaller model with the same tokenizer for the tail guess of the *-tail methods "
-        "(qwen2.5-coder-0.5b for the default 1.5B).",
-    )
-
-
-def load_draft(name: str | None, loaded, needed: bool):
-    """``(model, tokenizer)`` of ``--draft-model`` for a translator, or None; a clear error when a
-    method needs one and none was given. One that no method uses is not loaded (a note says so)."""
-    if name is None:
-        if needed:
-            raise click.UsageError("the *-tail methods need --draft-model (e.g. qwen2.5-coder-0.5b)")
-        return None
-    if not needed:
-        click.echo(f"note: --draft-model {name} is not loaded: only the *-tail methods use it", err=True)
-        return None
-    draft = load(name)
-    if not same_vocabulary(draft.tokenizer, loaded.tokenizer):
-        raise click.ClickException(f"--draft-model {name}: its tokenizer differs from {loaded.name}'s")
-    return draft.model, draft.tokenizer
-
-
 def check_languages(source: str, target: str, max_targets: int = 1) -> tuple[str, ...]:
     """The target languages of ``--target`` (one code, or several separated by commas), checked
     against ``source`` and ``max_targets``; a ``click.BadParameter`` otherwise."""
@@ -154,9 +128,10 @@ def _load_glossary(ctx, param, path):
 
 def caption_options(methods: tuple[str, ...]):
     """``--target`` (one or several), ``--max-targets``, ``--glossary``, ``--output``, ``--method`` (one of
-    ``methods``), ``--beta`` and ``--mask-k``: how captions are translated and where they go, the
-    same for ``translate`` and ``listen``."""
+    ``methods``), ``--beta``, ``--mask-k``, ``--max-words`` and ``--context``: how captions are
+    translated and where they go, the same for ``translate`` and ``listen``."""
     from mlx_ssbd.live.methods import DEFAULT_METHOD, METHODS
+    from mlx_ssbd.live.segmenter import SegmenterConfig
 
     options = [
         click.option(
@@ -195,7 +170,7 @@ def caption_options(methods: tuple[str, ...]):
             type=click.Choice(methods),
             default=DEFAULT_METHOD,
             show_default=True,
-            help="; ".join(f"{name}: {METHODS[name].about}" for name in methods) + ".",
+            help="; ".join(f"{name}: {METHODS[name].help}" for name in methods) + ".",
         ),
         beta_option(),
         click.option(
@@ -204,6 +179,21 @@ def caption_options(methods: tuple[str, ...]):
             default=0,
             show_default=True,
             help="Hide the last k tokens of a non-final caption (display only).",
+        ),
+        click.option(
+            "--max-words",
+            type=click.IntRange(0),
+            default=SegmenterConfig.max_words,
+            show_default=True,
+            help="Commit stable words once more than this many are open (0: never).",
+        ),
+        click.option(
+            "--context",
+            "context_tokens",
+            type=click.IntRange(0),
+            default=0,
+            show_default=True,
+            help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).",
         ),
     ]
 

@@ -20,11 +20,7 @@ import click
 
 from .common import caption_options, check_languages, load, user_errors
 from .sinks import SINK_FORMATS, make_sink
-from .translate import METHODS, STREAM_METHODS, run_stream
-
-# Methods that need no draft model (the *-tail ones do, and do not pay here:
-# benchmarks/results/*/sentences-1.5b).
-LISTEN_METHODS = tuple(m for m in STREAM_METHODS if not dict(METHODS[m].features).get("tail_guess"))
+from .translate import STREAM_METHODS, run_stream
 
 
 class ComputeTally:
@@ -76,7 +72,7 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
 )
 @click.option("--model", "-m", default=None, help="Translation model. [default: qwen2.5-coder-1.5b]")
 @click.option("--asr-model", default=None, help="ASR model card. [default: whisper-tiny.en]")
-@caption_options(LISTEN_METHODS)
+@caption_options(STREAM_METHODS)
 @click.option(
     "--format",
     "fmt",
@@ -114,21 +110,6 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
     default=0,
     show_default=True,
     help="CPU threads of the ASR (0: all cores).",
-)
-@click.option(
-    "--max-words",
-    type=click.IntRange(0),
-    default=SegmenterConfig.max_words,
-    show_default=True,
-    help="Commit stable words once more than this many are open (0: never).",
-)
-@click.option(
-    "--context",
-    "context_tokens",
-    type=click.IntRange(0),
-    default=0,
-    show_default=True,
-    help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).",
 )
 def listen(
     audio,

@@ -22,7 +22,7 @@ from mlx_ssbd.live.source import SourceUpdate
 
 import click
 
-from .common import caption_options, check_languages, draft_model_option, load, load_draft, user_errors
+from .common import caption_options, check_languages, load, user_errors
 from .sinks import SINK_FORMATS, make_sink
 
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
@@ -197,28 +197,12 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
     help="Commit without 'final': at stable sentence ends, after --max-words, after --pause.",
 )
 @click.option(
-    "--max-words",
-    type=click.IntRange(0),
-    default=SegmenterConfig.max_words,
-    show_default=True,
-    help="Commit stable words once more than this many are open (0: never).",
-)
-@click.option(
     "--pause",
     type=click.FloatRange(0.0),
     default=SegmenterConfig.pause_s,
     show_default=True,
     help="Commit when the source has not changed for this many seconds (0: never; live input only).",
 )
-@click.option(
-    "--context",
-    "context_tokens",
-    type=click.IntRange(0),
-    default=0,
-    show_default=True,
-    help="Keep earlier committed captions in the prompt, up to this many tokens (0: none).",
-)
-@draft_model_option()
 def translate(
     text,
     stream_path,
@@ -245,7 +229,6 @@ def translate(
     max_words,
     pause,
     context_tokens,
-    draft_model,
 ):
     """Translate TEXT, or stream live captions from a file or stdin.
 
@@ -274,7 +257,6 @@ def translate(
             context_tokens=context_tokens,
         )
     loaded = load(model)
-    draft = load_draft(draft_model, loaded, needed=bool(config.tail_guess))
     translators = {
         lang: StreamTranslator(
             loaded.model,
@@ -283,7 +265,6 @@ def translate(
             source_lang=source,
             target_lang=lang,
             config=config,
-            draft_model=draft,
             glossary=glossary,
         )
         for lang in targets

@@ -6,12 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+REPO = Path(__file__).resolve().parent.parent
 
 
-def script(name, *args):
+def script(module, *args):
+    """Run a benchmark module as ``python -m`` from the repository root, as its docs say."""
     result = subprocess.run(
-        [sys.executable, str(BENCHMARKS / name), *map(str, args)], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", module, *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
@@ -28,7 +33,7 @@ def test_multistream_compares_sequential_and_batched(model_dir, tmp_path):
         )
     )
     script(
-        "multistream.py",
+        "benchmarks.engine.multistream",
         "--model",
         model_dir,
         "--data",
@@ -58,7 +63,7 @@ def test_multistream_compares_sequential_and_batched(model_dir, tmp_path):
 
 def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
     script(
-        "verify_cost.py",
+        "benchmarks.engine.verify_cost",
         "--model",
         model_dir,
         "--sizes",
@@ -70,7 +75,7 @@ def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
     )
     assert (tmp_path / "verify-cost-tiny" / "verify_cost.json").is_file()
     script(
-        "longform_memory.py",
+        "benchmarks.engine.longform_memory",
         "--model",
         model_dir,
         "--updates",
@@ -82,13 +87,13 @@ def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
     )
     samples = json.loads((tmp_path / "longform" / "longform_memory.json").read_text())["samples"]
     assert [s["update"] for s in samples] == [1, 10, 20]
-    report = script("collect.py", tmp_path)
+    report = script("benchmarks.tools.collect", tmp_path)
     assert "Long-form memory" in report and (tmp_path / "RESULTS.md").is_file()
 
 
 def test_live_replay_in_real_time_and_never_final(model_dir, tmp_path):
     script(
-        "live_replay.py",
+        "benchmarks.live.live_replay",
         "--model",
         model_dir,
         "--minutes",
@@ -109,7 +114,7 @@ def test_live_replay_in_real_time_and_never_final(model_dir, tmp_path):
         tmp_path / "live" / "live_replay.md"
     ).read_text()
     script(
-        "live_replay.py",
+        "benchmarks.live.live_replay",
         "--never-final",
         "--words",
         80,
@@ -124,14 +129,24 @@ def test_live_replay_in_real_time_and_never_final(model_dir, tmp_path):
     )
     (s,) = json.loads((tmp_path / "never" / "summary.json").read_text())["methods"].values()
     assert s["words"] >= 80 and s["commits"] >= 3 and s["errors"] == 0
-    report = script("collect.py", tmp_path)
+    report = script("benchmarks.tools.collect", tmp_path)
     assert "Real-time replay of a long ASR stream" in report and "Never-final stream" in report
 
 
 def test_chat_predicted_through_the_openai_endpoint(model_dir, tmp_path):
     """Re-translation through a real server and the openai client: beta = 0 predictions give the
     very answers of plain requests (lossless), and every mode answers every prefix."""
-    script("chat_predicted.py", "--model", model_dir, "--limit", 1, "--every", 5, "--out", tmp_path)
+    script(
+        "benchmarks.service.chat_predicted",
+        "--model",
+        model_dir,
+        "--limit",
+        1,
+        "--every",
+        5,
+        "--out",
+        tmp_path,
+    )
     result = json.loads((tmp_path / "chat_predicted.json").read_text())
     assert result["exact_equals_none"] is True
     counts = {mode: s["requests"] for mode, s in result["summary"].items()}
@@ -184,7 +199,7 @@ def test_compare_load_joins_two_runs(tmp_path):
     run("a", 3.0)
     run("b", 2.0)
     script(
-        "compare_load.py",
+        "benchmarks.compare.load",
         tmp_path / "a",
         tmp_path / "b",
         "--before-label",
@@ -200,7 +215,7 @@ def test_compare_load_joins_two_runs(tmp_path):
     run("c", 3.0, chat_tokens=200, server_code="abc1234")
     run("d", 2.0, chat_tokens=200, server_code="def5678")
     script(
-        "compare_load.py",
+        "benchmarks.compare.load",
         tmp_path / "c",
         tmp_path / "d",
         "--before-label",
@@ -213,75 +228,6 @@ def test_compare_load_joins_two_runs(tmp_path):
     report = (tmp_path / "out2" / "service_batching.md").read_text()
     assert "| ssbd | 1 | 30.0 | 20.0 | 3 | 2 | 60.0 | 40.0 | 2 (30.0) | 2 (30.0) |" in report
     assert "Server code: old abc1234, new def5678." in report
-
-
-def test_tail_ceiling_prices_a_bench_run(model_dir, tmp_path):
-    """The replay prices RT and SSBD with a measured cost table; an ideal guess can only help."""
-    data = tmp_path / "pairs.jsonl"
-    data.write_text(
-        "".join(
-            json.dumps({"id": str(i), "src": src}) + "\n"
-            for i, src in enumerate(
-                ["so today I want to talk about the new rules", "we made them together with all of you"]
-            )
-        )
-    )
-    from mlx_ssbd_cli.main import cli
-
-    from click.testing import CliRunner
-
-    bench = CliRunner().invoke(
-        cli,
-        [
-            "bench",
-            "--data",
-            str(data),
-            "-t",
-            "de",
-            "--methods",
-            "rt,ssbd",
-            "--out",
-            str(tmp_path / "run"),
-            "--model",
-            model_dir,
-        ],
-        catch_exceptions=False,
-    )
-    assert bench.exit_code == 0, bench.output
-    costs = tmp_path / "verify_cost.json"  # shaped like verify_cost.py's (the tiny model's timings are noise)
-    costs.write_text(json.dumps({"pass_over_step": {"1": 1.0, "4": 1.6, "16": 3.2, "32": 4.5}}))
-    script("tail_ceiling.py", tmp_path / "run", "--model", model_dir, "--costs", costs)
-    result = json.loads((tmp_path / "run" / "tail_ceiling-ssbd-b0.2.json").read_text())
-    assert result["updates"] > 2 and result["modeled_speedup"] > 0 and result["measured_speedup"] > 0
-    ideal = [result["modeled_speedup"], *result["verify_guess"].values()]
-    assert ideal == sorted(ideal)  # more of the tail guessed right never costs more
-    pools = {row["pool"]: row for row in result["pools"]}
-    assert pools["none"]["guesses"] == 0 and pools["none"]["passes"] == pools["none"]["decoded"]
-    assert all(row["passes"] <= row["decoded"] for row in pools.values())
-    assert "n-gram pools while decoding" in (tmp_path / "run" / "tail_ceiling-ssbd-b0.2.md").read_text()
-
-
-def test_tail_ceiling_cost_model_and_lookup():
-    sys.path.insert(0, str(BENCHMARKS))
-    from tail_ceiling import PassCost, draft_model_guesses, lookup_passes, update_costs
-
-    cost = PassCost({"1": 1.0, "4": 2.5, "16": 4.0})
-    assert [cost(1), cost(2), cost(10), cost(28)] == [1.0, 1.5, 3.25, 5.5]  # linear, and on past the last
-    record = {"forward_passes": 4, "tokens_fed": 13}  # a 10-token first pass, then 3 one-token steps
-    assert update_costs(record, cost) == cost(10) + 3
-    assert update_costs(record, cost, guessed=1.0) == cost(13)
-    assert update_costs(record, cost, guessed=1.0, wasted=3) == cost(16)
-    # The tail 7 8 9 follows 5 6 in the pool: one pass feeds 6 with the guess 7 8 and takes 9 from the model.
-    assert lookup_passes([7, 8, 9], [5, 6], [[1, 5, 6, 7, 8, 4]], n=2, max_len=2) == ([3], 2)
-    assert lookup_passes([7, 8, 9], [5, 6], [], n=2, max_len=2) == ([1, 1, 1], 0)
-    records = [
-        {"config": "ssbd", "tail_guessed": 0},
-        {"config": "ssbd-tail", "tail_guessed": 4, "tail_accepted": 1},
-        {"config": "ssbd-tail", "tail_guessed": 2, "tail_accepted": 2},
-    ]
-    assert draft_model_guesses(records) == [{"method": "ssbd-tail", "guessed": 6, "held": 3}]
-    noisy = PassCost({"1": 1.0, "4": 0.9, "16": 0.8})  # a tiny model's timings: wider never cheaper
-    assert noisy(4) == noisy(40) == 1.0
 
 
 def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path):
@@ -298,7 +244,7 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
         )
     )
     script(
-        "accept_rules.py",
+        "benchmarks.quality.accept_rules",
         "--model",
         model_dir,
         "--data",
@@ -317,7 +263,7 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
 
     # (a random-weight model's outputs are mostly decoding loops: analysed as decoded, uncut)
     script(
-        "acceptance_analysis.py",
+        "benchmarks.quality.acceptance_analysis",
         "--model",
         model_dir,
         "--data",
@@ -347,7 +293,7 @@ def test_live_replay_speaks_the_sentences_it_is_given(model_dir, tmp_path):
         + "\n"
     )
     script(
-        "live_replay.py",
+        "benchmarks.live.live_replay",
         "--model",
         model_dir,
         "--minutes",
@@ -376,13 +322,21 @@ def test_quantized_kernel_and_weights_reports(model_dir, tmp_path):
     if kernel() is None:
         pytest.skip(f"CPU kernel not available: {kernel_status()}")
     script(
-        "quantized_kernel.py", "--rows", "1,2", "--bits", "4", "--repeats", 1, "--out", tmp_path / "kernel"
+        "benchmarks.engine.quantized_kernel",
+        "--rows",
+        "1,2",
+        "--bits",
+        "4",
+        "--repeats",
+        1,
+        "--out",
+        tmp_path / "kernel",
     )
     rows = json.loads((tmp_path / "kernel" / "quantized_kernel.json").read_text())["rows"]
     assert [(r["bits"], r["rows"]) for r in rows] == [(4, 1), (4, 2)] * 2
     assert all(r["kernel_ms"] > 0 and r["fp32_blas_ms"] > 0 for r in rows)
     script(
-        "quantized_weights.py",
+        "benchmarks.engine.quantized_weights",
         "--models",
         model_dir,
         "--sentences",
@@ -402,7 +356,7 @@ def test_quantized_kernel_and_weights_reports(model_dir, tmp_path):
 
 def test_hybrid_reuse_compares_checkpoints_with_rebuilds(model_dir, tmp_path):
     script(
-        "hybrid_reuse.py",
+        "benchmarks.engine.hybrid_reuse",
         "--tokenizer",
         model_dir,
         "--archs",
@@ -426,3 +380,66 @@ def test_hybrid_reuse_compares_checkpoints_with_rebuilds(model_dir, tmp_path):
     assert [r["rebuilds"] > 0 for r in rows] == [False, False, False, True, False, True]
     assert len({r["updates"] for r in rows}) == 1
     assert "| qwen3_5 | rebuild | ssbd |" in (tmp_path / "hybrid_reuse.md").read_text()
+
+
+def test_the_runner_lists_every_step_with_an_estimate_and_refuses_an_unknown_group():
+    listing = script("benchmarks.run", "--list")
+    lines = listing.strip().splitlines()
+    assert lines[-1].split()[0] == "total" and len(lines) > 20
+    assert all("min" in line for line in lines)
+    quick = script("benchmarks.run", "--list", "--quick", "--only", "service")
+    assert "service-attacks-0.5b" in quick and "sentences-1.5b" not in quick
+    refused = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--list", "--only", "nonsense"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert refused.returncode != 0 and "no such group" in refused.stderr
+
+
+def test_the_results_page_takes_each_step_from_the_newest_folder_and_names_its_run(tmp_path):
+    from benchmarks.tools.results_page import page
+
+    for folder, value, commit in (("2026-01-01-a", 1, None), ("2026-02-01-b", 2, "abc1234")):
+        step = tmp_path / folder / "glossary-terms"
+        step.mkdir(parents=True)
+        machine = {"cpus": 2, "cpu_model": "Test CPU", **({"commit": commit} if commit else {})}
+        (step / "glossary_terms.json").write_text(json.dumps({"machine": machine}))
+        (step / "glossary_terms.md").write_text(
+            f"# Terms\n\nprose\n\n| a | b |\n|---|---|\n| {value} | x |\n"
+        )
+    text = page(sorted(tmp_path.iterdir()))
+    section = text.split("## A glossary per talk")[1]
+    assert "| 2 | x |" in section and "| 1 | x |" not in section  # the newest run only
+    assert "Run 2026-02-01" in section and "Test CPU, 2 CPUs" in section and "`abc1234`" in section
+    assert "prose" not in section  # tables, not the report's story
+    older = page([tmp_path / "2026-01-01-a"])
+    assert "run before reports named their commit: older than the current code" in older
+
+
+def test_a_before_after_comparison_runs_one_benchmark_on_two_commits(model_dir, tmp_path):
+    script(
+        "benchmarks.compare.run",
+        "--before",
+        "HEAD",
+        "--runs",
+        1,
+        "--out",
+        tmp_path,
+        "--",
+        "benchmarks.engine.verify_cost",
+        "--model",
+        model_dir,
+        "--sizes",
+        "1",
+        "--repeats",
+        1,
+    )
+    result = json.loads((tmp_path / "compare.json").read_text())
+    assert result["before"] == "HEAD" and result["after"] == "working tree"
+    assert (tmp_path / "before-0" / "verify_cost.json").is_file() and (tmp_path / "after-0").is_dir()
+    values = {row["value"] for row in result["rows"]}
+    assert "pass_s.1" in values and all(
+        row["before"] > 0 for row in result["rows"] if row["value"] == "pass_s.1"
+    )

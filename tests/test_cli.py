@@ -33,11 +33,6 @@ def test_one_shot_translation(run):
     assert result.exit_code == 0 and result.output.strip()
 
 
-def test_a_draft_model_no_method_uses_is_not_loaded(run):
-    result = run("translate", "so today", "-t", "de", "--method", "ssbd", "--draft-model", "no-such-model")
-    assert result.exit_code == 0 and "--draft-model no-such-model is not loaded" in result.stderr
-
-
 def test_text_stream_commits_one_line_per_sentence(run, tmp_path):
     path = write(tmp_path, "talk.txt", "so today I want to talk\n\n   \nabout the new rules\n")
     result = run("translate", "--stream", path, "--format", "text")
@@ -224,7 +219,6 @@ def test_bench_without_refs_skips_quality(run, tmp_path):
         (["--beta", "abc"], "not a valid float"),
         (["--temperature", "0,-1"], "temperature -1 is outside [0, 10]"),
         (["--top-p", "0"], "--top-p"),
-        (["--methods", "ssbd-tail"], "need --draft-model"),
         (["--words", "25-10"], "not a word range"),
     ],
 )
@@ -234,9 +228,8 @@ def test_bench_bad_options(run, tmp_path, args, message):
     assert result.exit_code == 2 and message in result.output
 
 
-def test_bench_tail_guesses_and_a_word_range(run, model_dir, tmp_path):
-    """ssbd-tail with the model drafting for itself: the same outputs as ssbd, guesses accepted;
-    --words keeps only the pairs of that length."""
+def test_bench_keeps_the_pairs_of_a_word_range(run, model_dir, tmp_path):
+    """--words keeps only the pairs of that length."""
     data = write(
         tmp_path,
         "pairs.jsonl",
@@ -261,20 +254,15 @@ def test_bench_tail_guesses_and_a_word_range(run, model_dir, tmp_path):
         "-t",
         "de",
         "--methods",
-        "ssbd,ssbd-tail",
+        "ssbd",
         "--words",
         "5-25",
-        "--draft-model",
-        model_dir,
         "--out",
         str(out),
     )
     assert result.exit_code == 0, result.output
     configs = json.loads((out / "summary.json").read_text())["configs"]
     assert configs["ssbd-b0.2"]["items"] == 1  # "so today" has 2 words
-    assert configs["ssbd-tail-b0.2"]["ne"] == configs["ssbd-b0.2"]["ne"]
-    assert configs["ssbd-tail-b0.2"]["tail_acceptance"] > 0
-    assert "Tail guesses by draft model" in (out / "report.md").read_text()
 
 
 def test_bench_malformed_jsonl_names_the_line(run, tmp_path):

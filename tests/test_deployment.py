@@ -12,13 +12,13 @@ import subprocess
 import time
 
 from mlx_ssbd.service.deploy import haproxy_config
+from mlx_ssbd.service.store.scratch_postgres import MISSING
 
 import httpx
 import pytest
 import websockets
 from browser import MISSING as BROWSER_MISSING
 from browser import chromium
-from postgres import MISSING
 from test_service import server, source, ws_url
 from waiting import until
 

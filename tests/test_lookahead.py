@@ -169,12 +169,12 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok, batched)
     references = [greedy(model, p, 40) for p in prompts]
     jobs = [copy_job(prompts[0], references[0]), copy_job(prompts[1], [])]
     if batched:
-        store = BatchCache(model)
-        rows = [store.join(TokenCache(model)) for _ in jobs]
+        feeder = BatchCache(model)
+        rows = [feeder.join(TokenCache(model)) for _ in jobs]
     else:
-        jobs, store = jobs[:1], TokenCache(model)
-        rows = [store]
-    outcomes = run(store, list(zip(rows, jobs)))
+        jobs, feeder = jobs[:1], TokenCache(model)
+        rows = [feeder]
+    outcomes = run(feeder, list(zip(rows, jobs)))
     for outcome, reference in zip(outcomes, references):
         assert outcome.output == reference
     assert jobs[0].proposer.ngram_accepted > 0

@@ -37,7 +37,7 @@ def make(model, tok, **cfg):
         dict(policy="rt", temperature=0.8),
         dict(policy="ssbd", beta=0.0, resync=True, ngram_drafts=True),
         dict(policy="ssbd", beta=0.3, resync=True, ngram_drafts=True, temperature=1.0),
-        dict(policy="ssbd", beta=0.5, accept_rule="ratio", exact_tail=1),
+        dict(policy="ssbd", beta=0.5, accept_rule="ratio"),
     ],
 )
 def test_batched_streams_equal_single_streams(tok, arch, cfg):

@@ -647,7 +647,7 @@ def test_a_client_gone_after_its_close_stops_using_the_model(real_url):
     drops: no event is due for minutes, yet the server notices at once (it reads the socket to the
     end) and drops the work: not even the first final is committed (without the reading, it is,
     and its failed send is what would end the session); the session is detached, so its client may
-    resume it. (How soon the slot is free is measured by benchmarks/service_abuse.py.)"""
+    resume it. (How soon the slot is free is measured by benchmarks/service/abuse.py.)"""
     long_final = " ".join([SENTENCE] * 40)[:3900]
 
     async def close_and_vanish():

@@ -8,6 +8,8 @@ import json
 import threading
 import time
 
+from mlx_ssbd.service.store.scratch_postgres import MISSING as POSTGRES_MISSING
+
 import httpx
 import pytest
 import websockets
@@ -222,7 +224,7 @@ def test_a_client_resumes_its_session_after_its_connection_drops(url):
     assert placeholder not in listed  # the session the resuming connection was opened as is gone
 
 
-@pytest.mark.skipif(__import__("postgres").MISSING is not None, reason=str(__import__("postgres").MISSING))
+@pytest.mark.skipif(POSTGRES_MISSING is not None, reason=str(POSTGRES_MISSING))
 def test_postgresql_going_away_mid_session_loses_nothing_and_the_replica_goes_on(
     model_dir, postgres, tmp_path
 ):

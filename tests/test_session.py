@@ -121,16 +121,18 @@ def test_a_pause_on_the_inputs_clock_commits_only_when_the_input_says_so(model, 
     session = LiveSession(make(model, tok), segmenter=SegmenterConfig(pause_s=2.0), clock=lambda: wall[0])
     session.push(SourceUpdate("so today we", segment_id="a"), at=1.0)
     wall[0] = 100.0  # a very slow machine: the session clock says nothing about the speaker
-    assert session.next_due() is None and session.take().job.text == "so today we" and session.take() is None
+    assert (
+        session.next_due() is None and session.take().source.text == "so today we" and session.take() is None
+    )
     session.tick(2.9)
     assert session.take() is None
     session.tick(3.0)
     item = session.take()
-    assert (item.job.text, item.job.final, item.job.reason) == ("so today we", True, "pause")
+    assert (item.source.text, item.source.final, item.source.reason) == ("so today we", True, "pause")
     # A recognizer that was behind and heard 3 s at once: new words are no pause, however late.
     session.push(SourceUpdate("so today we talk", segment_id="b"), at=4.0)
     session.push(SourceUpdate("so today we talk about it", segment_id="b"), at=9.0)
-    assert [(i.job.text, i.job.final) for i in iter(session.take, None)] == [
+    assert [(i.source.text, i.source.final) for i in iter(session.take, None)] == [
         ("so today we talk about it", False)
     ]
 
@@ -143,7 +145,7 @@ def test_arrival_times_commit_a_pause_before_the_next_partial_even_while_the_eng
     session.push(SourceUpdate("so today we", segment_id="a"))
     wall[0] = 2.5  # the speaker paused; the engine did not call take() meanwhile
     session.push(SourceUpdate("so today we talk", segment_id="a"))
-    jobs = [(i.job.text, i.job.final) for i in iter(session.take, None)]
+    jobs = [(i.source.text, i.source.final) for i in iter(session.take, None)]
     assert jobs == [("so today we", True), ("talk", False)]
 
 

@@ -362,7 +362,7 @@ def test_a_stop_token_keeps_what_it_holds_before_the_newline(model, tok):
 
 
 def test_an_updates_passes_and_tokens_are_what_went_through_its_cache(tok):
-    """The runner counts each update's model calls and tokens from the store's answers; alone,
+    """The runner counts each update's model calls and tokens from the feeder's answers; alone,
     they are exactly what the translator's own cache saw."""
     model = tiny_model("qwen2", seed=3)
     tr = StreamTranslator(

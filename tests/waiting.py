@@ -21,12 +21,10 @@ def until(
     interval: float = 0.05,
     detail: Callable[[], object] | None = None,
 ):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() >= deadline:
-            raise AssertionError(_message(what, timeout, detail))
+    for value in _polls(condition, timeout, what, detail):
+        if value:
+            return value
         time.sleep(interval)
-    return value
 
 
 async def until_async(
@@ -37,14 +35,19 @@ async def until_async(
     interval: float = 0.05,
     detail: Callable[[], object] | None = None,
 ):
-    deadline = time.monotonic() + timeout
-    while not (value := condition()):
-        if time.monotonic() >= deadline:
-            raise AssertionError(_message(what, timeout, detail))
+    for value in _polls(condition, timeout, what, detail):
+        if value:
+            return value
         await asyncio.sleep(interval)
-    return value
 
 
-def _message(what: str, timeout: float, detail) -> str:
-    text = f"waited {timeout:g} s for {what}"
-    return f"{text}; {detail()}" if detail is not None else text
+def _polls(condition, timeout: float, what: str, detail):
+    """``condition()`` once per poll, until the deadline; then the failure naming what was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value or time.monotonic() < deadline:
+            yield value
+            continue
+        text = f"waited {timeout:g} s for {what}"
+        raise AssertionError(f"{text}; {detail()}" if detail is not None else text)

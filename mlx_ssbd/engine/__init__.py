@@ -4,5 +4,5 @@
 lookahead proposals) once, as a generator of model calls and host syncs; ``verify`` the acceptance
 rule; ``sampling`` biased speculative sampling; ``lookahead`` resync and n-gram proposals; ``stops``
 which tokens end an output; ``cache`` one stream's KV cache and ``batch`` many streams' persistent
-batched cache, the two stores ``update.run`` drives.
+batched cache, the two feeders ``update.run`` drives.
 """

@@ -4,7 +4,7 @@ Contract: ``BatchCache(model)`` holds one mlx-lm ``BatchKVCache`` per layer (lef
 row ending at the same index) for the streams that are running, and the KV of the others aside.
 ``join(cache)`` moves a stream's own ``TokenCache`` in and returns its ``BatchRow``;
 ``leave(row, into=cache)`` moves it back out (keys, values and ids). ``feed`` (the ``engine``
-store interface) serves any subset of rows in ONE model call. A row stays in the batch from call
+feeder interface) serves any subset of rows in ONE model call. A row stays in the batch from call
 to call and from update to update while it has work; a row without a request in a call is set
 aside (*parked*: its keys and values taken out of the batch) so that it costs the running rows
 nothing, and comes back in (one ``extend``) with its next request. A ``BatchRow`` records exactly
@@ -46,11 +46,11 @@ SIDE_CHUNK = 8  # ... in a call where another stream decodes or verifies
 
 
 class BatchRow:
-    """One stream's row: the ids it holds, and the ``store`` that serves it (its ``BatchCache``;
-    a ``TokenCache`` is its own store)."""
+    """One stream's row: the ids it holds, and the ``feeder`` that serves it (its ``BatchCache``;
+    a ``TokenCache`` is its own feeder)."""
 
-    def __init__(self, cache: TokenCache, store: BatchCache):
-        self.store = store
+    def __init__(self, cache: TokenCache, feeder: BatchCache):
+        self.feeder = feeder
         self.tokens = list(cache.tokens)
         self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
 
@@ -58,8 +58,8 @@ class BatchRow:
 class SoloRow:
     """A stream whose cache cannot be batched: its own ``TokenCache``, fed on its own."""
 
-    def __init__(self, cache: TokenCache, store: BatchCache):
-        self.store = store
+    def __init__(self, cache: TokenCache, feeder: BatchCache):
+        self.feeder = feeder
         self.cache = cache
 
 
@@ -142,7 +142,7 @@ class BatchCache:
         self._padding = [int(p) for p in layer.left_padding.tolist()]
         self._end = layer._idx
 
-    # -- the engine store interface ----------------------------------------------------------
+    # -- the engine's feeder interface ----------------------------------------------------------
 
     def feed(self, feeds) -> list[Fed]:
         """One model call for ``[(row, Feed)]`` (and one per solo row); returns a ``Fed`` per feed."""

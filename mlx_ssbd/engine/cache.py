@@ -188,7 +188,7 @@ class TokenCache:
         return parts[0] if len(parts) == 1 else mx.concatenate(parts)
 
     def feed(self, feeds, *, chunk: int | None = None) -> list[Fed]:
-        """The ``engine`` store interface for one stream: ``feeds`` is ``[(self, Feed)]``; the
+        """The ``engine`` feeder interface for one stream: ``feeds`` is ``[(self, Feed)]``; the
         cache is brought to ``Feed.ids`` (longest cached prefix reused, at least ``Feed.logits``
         ids fed) in one model call (one more per checkpoint it leaves, see ``forward``). Returns
         ``[Fed]``. With ``chunk``, at most ``chunk`` tokens go in beyond those whose logits are
@@ -207,9 +207,9 @@ class TokenCache:
         return [Fed(logits, reused, new, self.rebuilds > rebuilds, calls=self.forward_calls - calls)]
 
     @property
-    def store(self) -> TokenCache:
-        """The engine store that serves this stream: the cache itself (a ``batch.BatchRow``'s is
-        its batch), so a stream runs its updates on ``row.store`` wherever its KV lives."""
+    def feeder(self) -> TokenCache:
+        """The engine feeder that serves this stream: the cache itself (a ``batch.BatchRow``'s is
+        its batch), so a stream runs its updates on ``row.feeder`` wherever its KV lives."""
         return self
 
     @property

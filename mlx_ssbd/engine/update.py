@@ -6,7 +6,7 @@ proposals, each in one pass), stop. It never touches a model: it yields requests
 their answers.
 
 * ``Feed(ids, logits, reuse=True, marks=())``: "make this stream's KV cache hold exactly ``ids``;
-  give me the logits of the last ``logits`` positions". The cache store reuses the longest cached
+  give me the logits of the last ``logits`` positions". The feeder reuses the longest cached
   prefix (rewinding whatever diverges, e.g. a rejected draft; nothing with ``reuse=False``) and
   feeds the rest in one model call; the answer is ``(logits, reused)``, ``reused`` counting the
   tokens whose KV came from the cache. ``marks`` are the positions a later update may return to
@@ -14,15 +14,15 @@ their answers.
   trimmed keeps a checkpoint there (``checkpoints``).
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
 
-``Runner(store)`` drives any number of such generators in lock-step: every ``round()``, all
+``Runner(feeder)`` drives any number of such generators in lock-step: every ``round()``, all
 pending ``Sync``s are evaluated with ONE host sync, then all ``Feed``s (those the decided jobs
-ask for next included) go to the store (``cache.TokenCache`` for one stream, ``batch.BatchCache``
-for many) as ONE batched model call, ``store.feed``. A job may join
+ask for next included) go to the feeder (``cache.TokenCache`` for one stream, ``batch.BatchCache``
+for many) as ONE batched model call, ``feeder.feed``. A job may join
 (``add``) between any two rounds, so a stream whose source changes does not wait for the others'
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
-ends, with what it cost (model passes, tokens fed), counted by the runner from the store's
-answers (``Fed``). A store may answer a long ``Feed`` a chunk at a time (``Fed.done`` False): the
-request then stands for the next round. ``run(store, jobs)`` runs a set of jobs to the end. A stream's outputs
+ends, with what it cost (model passes, tokens fed), counted by the runner from the feeder's
+answers (``Fed``). A feeder may answer a long ``Feed`` a chunk at a time (``Fed.done`` False): the
+request then stands for the next round. ``run(feeder, jobs)`` runs a set of jobs to the end. A stream's outputs
 do not depend on how
 many others share its rounds, or when they joined: the same code decides them, and each stream
 draws from its own sampler in the same order either way.
@@ -30,9 +30,7 @@ draws from its own sampler in the same order either way.
 The rule (Zeng et al.): a draft token y_i is accepted while the biased distribution
 (1 - beta) p_i + beta onehot(y_i) still has y_i as its argmax (``verify.decide``); beta = 0 accepts
 exactly the greedy tokens, so the output equals greedy decoding (the β = 0 identity with RT), with
-lookahead proposals too. A guessed tail (``Job.guess``, see ``tail``) rides in the verify pass after
-the draft and is verified at β = 0: accepted guess tokens are exactly the tokens greedy decoding
-would have produced next, so the output is the same as without the guess, for fewer passes. A stop
+lookahead proposals too. A stop
 token (``stops.StopRule``) ends the output; what it keeps (the text before a newline) is appended
 but not fed. With ``Job.loop_cut``, an output that ends in a decoding loop is cut back to one copy
 of the repeated block and ends (``Outcome.looped``).
@@ -84,8 +82,6 @@ class Job:
         stops: ``stops.StopRule``-like: None, or the ids kept in place of a stop token.
         sampler: None for greedy; a ``sampling.Sampler`` for (biased speculative) sampling.
         proposer: a ``lookahead.Proposer`` or None.
-        guess: tokens guessed to follow the whole draft (``tail.TailDrafter``), fed in the same
-            verify pass and accepted only where they are the greedy (β = 0) tokens.
         pipelined: dispatch decode step t+1 from the lazy token t before t reaches the host, as
             ``mlx_lm.generate_step`` does (``backend.pipelined_decode()``: on a GPU). When t turns
             out to end the output, the step was wasted and its position is trimmed at the next
@@ -97,8 +93,6 @@ class Job:
             RT without a prefix cache).
         rule: the acceptance rule the bias applies through (``verify.RULES``), for the draft and
             the lookahead proposals alike.
-        exact_tail: the last ``exact_tail`` draft tokens are verified at β = 0 (the tokens written
-            for the newest source words are kept only where greedy decoding agrees).
         loop_cut: None, or ``stops.loop_cut``-like: tokens to drop where the output ends in a
             loop (the locked start is never cut); the output then ends. For captions: ``progress``
             is not told of the cut.
@@ -116,18 +110,16 @@ class Job:
     sampler: object = None
     proposer: object = None
     pipelined: bool = False
-    guess: Sequence[int] = ()
     progress: Callable[[list[int]], None] | None = None
     reuse: bool = True
     rule: str = DEFAULT_RULE
-    exact_tail: int = 0
     loop_cut: Callable[[Sequence[int], int], int] | None = None
     marks: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
 class Fed:
-    """A store's answer to one ``Feed``."""
+    """A feeder's answer to one ``Feed``."""
 
     logits: mx.array  # the last ``Feed.logits`` positions' logits (lazy)
     reused: int  # tokens whose KV came from the cache
@@ -145,7 +137,6 @@ class Outcome:
     accepted: int  # leading draft tokens accepted by the verify pass
     reused: int  # tokens of the verify pass whose KV came from the cache
     verified_at: float  # perf_counter() when the verify pass was decided
-    guess_accepted: int = 0  # leading tokens of ``Job.guess`` accepted (all of the draft was)
     passes: int = 0  # model calls this update took part in
     tokens_fed: int = 0  # tokens it sent through the model
     rebuilds: int = 0  # cache rebuilds (a trim that was impossible)
@@ -157,20 +148,19 @@ Requests = Generator[Feed | Sync, object, Outcome]
 
 def update_requests(job: Job) -> Requests:
     """One update; see the module docstring. Returns the ``Outcome``."""
-    draft, guess = list(job.draft), list(job.guess)
+    # 1. Verify: the draft in one pass after the head; d = accepted tokens, ``token`` comes next.
+    draft = list(job.draft)
     marks = (*job.marks, len(job.head))
-    rows, reused = yield Feed([*job.head, *draft, *guess], len(draft) + len(guess) + 1, job.reuse, marks)
-    exact = len(guess) + min(job.exact_tail, len(draft))  # verified at β = 0: the guess and the draft's tail
-    taken, token = yield Sync(decide(rows, draft + guess, job.beta, job.sampler, exact, job.rule))
-    accepted = min(taken, len(draft))
-    guessed = guess[: taken - accepted]
-    outcome = Outcome([*job.locked, *draft[:accepted]], accepted, reused, time.perf_counter(), len(guessed))
+    rows, reused = yield Feed([*job.head, *draft], len(draft) + 1, job.reuse, marks)
+    accepted, token = yield Sync(decide(rows, draft, job.beta, job.sampler, job.rule))
+    outcome = Outcome([*job.locked, *draft[:accepted]], accepted, reused, time.perf_counter())
     grew = job.progress or (lambda output: None)
     grew(outcome.output)
     if job.proposer is not None:
         job.proposer.diverged_at = accepted  # resync searches the old draft from here
-    fed = [*job.head, *draft[:accepted], *guessed]  # what the cache holds before ``token``
-    pending = [*guessed, token]  # decided tokens not yet checked for stops
+    # 2. Decode on from the first rejected position, one token (or one checked proposal) a step.
+    fed = [*job.head, *draft[:accepted]]  # what the cache holds before ``token``
+    pending = [token]  # decided tokens not yet checked for stops
     ahead = None  # logits of the step feeding ``token``, dispatched before it was known
     pipelined = job.pipelined and job.proposer is None
     while pending and len(outcome.output) < job.max_new:
@@ -210,14 +200,14 @@ def update_requests(job: Job) -> Requests:
 
 
 class Runner:
-    """Runs updates on ``store`` round by round; jobs join between rounds (module docstring).
+    """Runs updates on ``feeder`` round by round; jobs join between rounds (module docstring).
 
-    ``row`` names a stream's cache in ``store`` (``store.feed`` takes ``(row, Feed)`` pairs and
+    ``row`` names a stream's cache in ``feeder`` (``feeder.feed`` takes ``(row, Feed)`` pairs and
     returns their ``Fed`` answers in order, in one model call); a row runs one job at a time.
     """
 
-    def __init__(self, store):
-        self.store = store
+    def __init__(self, feeder):
+        self.feeder = feeder
         self._jobs: dict[int, tuple[object, Requests, Callable[[Outcome], None]]] = {}
         self._requests: dict[int, Feed | Sync] = {}
         self._costs: dict[int, list[int]] = {}  # per job: [passes, tokens fed, rebuilds]
@@ -234,7 +224,7 @@ class Runner:
         return any(other is row for other, _, _ in self._jobs.values())
 
     def cancel(self, row) -> None:
-        """Abandon ``row``'s job, if any (its ``done`` is never called). The store keeps what the
+        """Abandon ``row``'s job, if any (its ``done`` is never called). The feeder keeps what the
         job fed so far, as after any round, so the row's next job starts from a consistent cache."""
         for key in [key for key, (other, _, _) in self._jobs.items() if other is row]:
             del self._jobs[key], self._requests[key], self._costs[key]
@@ -285,7 +275,7 @@ class Runner:
         if not feeds:
             return {}
         answers = {}
-        answered = self.store.feed([(self._jobs[key][0], r) for key, r in feeds])
+        answered = self.feeder.feed([(self._jobs[key][0], r) for key, r in feeds])
         mx.async_eval([fed.logits for fed in answered])
         for (key, request), fed in zip(feeds, answered):
             cost = self._costs[key]
@@ -300,10 +290,10 @@ class Runner:
         return answers
 
 
-def run(store, jobs: Sequence[tuple[object, Job]]) -> list[Outcome]:
-    """Run updates ``(row, job)`` together on ``store`` to their end (see ``Runner``); returns
+def run(feeder, jobs: Sequence[tuple[object, Job]]) -> list[Outcome]:
+    """Run updates ``(row, job)`` together on ``feeder`` to their end (see ``Runner``); returns
     one ``Outcome`` per job, in order."""
-    runner, outcomes = Runner(store), [None] * len(jobs)
+    runner, outcomes = Runner(feeder), [None] * len(jobs)
     for i, (row, job) in enumerate(jobs):
         runner.add(row, job, functools.partial(outcomes.__setitem__, i))
     while runner.busy:

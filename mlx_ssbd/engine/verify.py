@@ -1,6 +1,6 @@
 """The biased acceptance rules: how many draft tokens one verify pass accepts, and what comes next.
 
-Contract: ``decide(rows, draft, beta, sampler, tail, rule)`` takes the m + 1 logit rows of a verify
+Contract: ``decide(rows, draft, beta, sampler, rule)`` takes the m + 1 logit rows of a verify
 pass (row i predicts draft[i]; row m the token after the draft) and returns ``[accepted,
 next_token]`` as a lazy array, so that many streams' decisions share one host sync (``engine.run``).
 
@@ -105,27 +105,23 @@ def decide(
     draft: Sequence[int],
     beta: float,
     sampler: Sampler | None = None,
-    tail: int = 0,
     rule: str = DEFAULT_RULE,
 ) -> mx.array:
     """``[accepted, next_token]`` (lazy) from the m + 1 logit rows of a verify pass.
 
     Greedy: ``rule`` at ``beta``, fused and compiled; with a sampler: biased speculative sampling
-    (the ``mixture`` rule only). The last ``tail`` draft tokens (a guessed tail, see
-    ``engine.tail``, or the draft's own last tokens: ``update.Job.exact_tail``) are verified at
-    beta = 0, losslessly.
+    (the ``mixture`` rule only).
     """
     if not draft:
         next_token = mx.argmax(rows[-1]) if sampler is None else sampler(rows[-1])
         return mx.stack([mx.array(0, dtype=mx.int32), next_token.astype(mx.int32)])
     padded = mx.array([*draft, 0], dtype=mx.uint32)
-    head = len(draft) - tail
     if sampler is not None:
         if rule != "mixture":
             raise ValueError(f"sampling verifies drafts with the mixture rule only, not {rule!r}")
-        betas = mx.array([beta] * head + [0.0] * (tail + 1), dtype=mx.float32) if tail else beta
-        return sampler.accept_and_next(rows, padded, betas)
+        return sampler.accept_and_next(rows, padded, beta)
     absolute, relative = bounds(rule, beta)
-    thresholds = mx.array([absolute] * head + [0.0] * tail + [-1.0], dtype=mx.float32)
-    scales = mx.array([relative] * head + [0.0] * (tail + 1), dtype=mx.float32)
+    # the row after the draft has threshold -1: it never accepts, so d counts draft tokens only
+    thresholds = mx.array([absolute] * len(draft) + [-1.0], dtype=mx.float32)
+    scales = mx.array([relative] * len(draft) + [0.0], dtype=mx.float32)
     return accept_and_next(rows, padded, thresholds, scales)

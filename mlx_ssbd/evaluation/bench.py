@@ -123,11 +123,30 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def code_commit() -> str:
+    """The git commit of the mlx_ssbd that runs (``+dirty`` with uncommitted changes to tracked
+    files), or ``unknown`` outside a checkout: what a report's numbers come from."""
+    import subprocess
+
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=here, capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.returncode == 1 else "")
+
+
 def machine_info() -> dict:
     import os
 
     return {
         **backend_info().to_dict(),
+        "commit": code_commit(),
         "machine": platform.node(),
         "os": platform.platform(),
         "processor": platform.processor() or platform.machine(),
@@ -306,15 +325,6 @@ def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word
         "median_update_s": round(statistics.median(r["wall_s"] for r in flat), 4),
         "forward_passes_per_update": _round(total("forward_passes") / len(flat)),
         "tokens_fed_per_update": _round(total("tokens_fed") / len(flat)),
-        "draft_model_passes_per_update": _round(
-            sum(r.get("draft_model_passes", 0) for r in flat) / len(flat)
-        ),
-        "tail_s": round(sum(r.get("tail_s", 0.0) for r in flat), 3),
-        "tail_acceptance": _round(
-            metrics.ratio(
-                sum(r.get("tail_accepted", 0) for r in flat), sum(r.get("tail_guessed", 0) for r in flat)
-            )
-        ),
         "laal_s": _mean(laal),
         "laal_ca_s": _mean(laal_ca),
         "looped_captions": sum(r.get("looped", 0) for r in finals),  # commits whose decoding loop was cut

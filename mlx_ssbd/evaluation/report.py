@@ -41,9 +41,6 @@ COLUMNS = [
     ("Speedup", lambda s: f"{s['speedup']:.2f}x" if s.get("speedup") else "-"),
     ("Passes/upd", lambda s: _num(s["forward_passes_per_update"], 1)),
     ("Fed/upd", lambda s: _num(s["tokens_fed_per_update"], 1)),
-    ("Draft-model passes/upd", lambda s: _num(s.get("draft_model_passes_per_update") or None, 1)),
-    ("Tail accepted", lambda s: _pct(s.get("tail_acceptance"))),
-    ("Guess s", lambda s: _num(s.get("tail_s") or None, 1)),
     ("LAAL-CA s", lambda s: _num(s["laal_ca_s"], 2)),
     ("Looped", lambda s: str(s["looped_captions"]) if "looped_captions" in s else "-"),
     ("BLEU", lambda s: _num(s.get("bleu"), 1)),
@@ -83,17 +80,15 @@ def markdown(summary: dict) -> str:
         f"{machine['cpus']} CPUs, machine `{machine['machine']}` ({machine.get('os', machine['platform'])}). "
         f"{facts['items']} items, lag {facts['lag']}, display mask-k {facts['display_mask_k']}, "
         f"{facts['word_s']} s per source word for lagging."
-        + (f" Source segments of {facts['words']} words." if facts.get("words") else "")
-        + (f" Tail guesses by draft model `{facts['draft_model']}`." if facts.get("draft_model") else ""),
+        + (f" Source segments of {facts['words']} words." if facts.get("words") else ""),
         "",
         markdown_table(summary["configs"]),
         "",
         "Speedup = RT (prefix-cached) wall time / method wall time, same run; a sampled method (T > 0) "
         "is compared with RT sampling at the same temperature. Verify s = prompt tail + "
-        "verify passes (and the draft model's guess: Guess s), Decode s = token-by-token decoding "
-        "(together: Wall s). Passes/upd counts the model's passes; the draft model's are counted apart. "
-        "TPS = output tokens / "
-        "generation wall time. NE on raw outputs; NE disp on displayed text. LAAL-CA: "
+        "verify passes, Decode s = token-by-token decoding (together: Wall s). Passes/upd counts "
+        "the model's passes. TPS = output tokens / generation wall time. NE on raw outputs; "
+        "NE disp on displayed text. LAAL-CA: "
         "computation-aware length-adaptive average lagging in seconds (see mlx_ssbd/metrics.py).",
         "",
         "**Substitutions:** " + substitutions(summary),

@@ -2,8 +2,9 @@
 
 Contract: ``METHODS`` is the one table of method names: each is a policy (the per-update decision
 rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``, the table's first four entries, ``POLICIES``) plus
-lookahead features, with a one-line description used by the CLI's help and the bias it runs with
-by default; ``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s. ``TranslatorConfig``
+lookahead features, with a one-line description used by the CLI's help, the bias it runs with
+by default, and whether it is for research (``USER_METHODS`` are the others: ``rt``, ``ssbd``,
+``ssbd-final0``); ``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s. ``TranslatorConfig``
 holds every setting of a ``translator.StreamTranslator`` and checks them (``ValueError`` naming
 the bad value); ``method_config(name, **settings)`` is the config of a method name.
 """
@@ -13,24 +14,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine.lookahead import DEFAULT_MAX_PROPOSAL
-from ..engine.tail import DEFAULT_GUESS as DEFAULT_TAIL_GUESS
 from ..engine.verify import DEFAULT_RULE, accept_threshold, bounds
 
 DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
-# the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/accept_rules.py)
+# the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/quality/accept_rules.py)
 RATIO_BETA = 0.8
 
 
 @dataclass(frozen=True)
 class Method:
     """A decoding method by name: its policy (the per-update decision rule, one of the four base
-    methods), the lookahead features it turns on, what it is (for help texts) and the bias it
-    runs with unless told another."""
+    methods), the lookahead features it turns on, what it is (for help texts), the bias it runs
+    with unless told another, and whether it is for research (a baseline, or an experiment the
+    project's measurements found no better than ``ssbd`` here: docs/results.md)."""
 
     policy: str
     about: str
     features: tuple[tuple[str, object], ...] = ()
     beta: float = DEFAULT_BETA
+    research: bool = False
+
+    @property
+    def help(self) -> str:
+        return f"{self.about}{' (research)' if self.research else ''}"
 
     def settings(self) -> dict:
         return {"policy": self.policy, **dict(self.features)}
@@ -39,20 +45,32 @@ class Method:
 # The one vocabulary of methods (CLI, bench, ``method_config``); the first four are the policies.
 METHODS = {
     "rt": Method("rt", "re-translate each update, reusing the KV of the prompt and source prefix"),
-    "rt-nocache": Method("rt-nocache", "re-translate each update from an empty cache (naive reference)"),
+    "rt-nocache": Method(
+        "rt-nocache", "re-translate each update from an empty cache (naive reference)", research=True
+    ),
     "ssbd": Method(
         "ssbd", "verify the previous output as a draft with bias beta, decode on where it diverges"
     ),
-    "cd": Method("cd", "continuous decoding: keep every draft, only extend (ssbd with beta = 1)"),
-    "ssbd-resync": Method("ssbd", "ssbd, rejoining the old draft after a divergence", (("resync", True),)),
-    "ssbd-ngram": Method("ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),)),
+    "cd": Method(
+        "cd", "continuous decoding: keep every draft, only extend (ssbd with beta = 1)", research=True
+    ),
+    "ssbd-resync": Method(
+        "ssbd", "ssbd, rejoining the old draft after a divergence", (("resync", True),), research=True
+    ),
+    "ssbd-ngram": Method(
+        "ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),), research=True
+    ),
     "ssbd-plus": Method(
-        "ssbd", "ssbd with resync and n-gram proposals", (("resync", True), ("ngram_drafts", True))
+        "ssbd",
+        "ssbd with resync and n-gram proposals",
+        (("resync", True), ("ngram_drafts", True)),
+        research=True,
     ),
     "ssbd-pool": Method(
         "ssbd",
         "ssbd, 2-token n-gram guesses from the source and the session's earlier outputs, checked at beta 0",
         (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2), ("ngram_beta", 0.0)),
+        research=True,
     ),
     "ssbd-ratio": Method(
         "ssbd",
@@ -60,18 +78,15 @@ METHODS = {
         "top choice's probability",
         (("accept_rule", "ratio"),),
         beta=RATIO_BETA,
+        research=True,
     ),
     "ssbd-final0": Method("ssbd", "ssbd, committing with beta = 0 (what RT commits)", (("final_beta", 0.0),)),
-    "ssbd-tail": Method(
-        "ssbd",
-        "ssbd, a draft model guessing the new tail, checked in the same pass (needs a draft model)",
-        (("tail_guess", DEFAULT_TAIL_GUESS),),
-    ),
 }
 POLICIES = tuple(name for name, method in METHODS.items() if not method.features)
+USER_METHODS = tuple(name for name, method in METHODS.items() if not method.research)
 DEFAULT_POLICY = "ssbd"
 DEFAULT_METHOD = "ssbd"  # of the CLI, the service and a StreamTranslator given no config (chosen by
-# benchmarks/accept_rules.py: the fastest rule within 1 chrF++ of RT on the talk dev sets)
+# benchmarks/quality/accept_rules.py: the fastest rule within 1 chrF++ of RT on the talk dev sets)
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
 DEFAULT_MIN_MAX_TOKENS = 16
 DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
@@ -109,13 +124,9 @@ class TranslatorConfig:
         context_tokens: token budget for earlier committed segments kept in the prompt; 0: none.
         glossary_tokens: token budget for the glossary entries named in one prompt: the hits, in
             the order they occur in the source, as many as fit. Default 256.
-        tail_guess: the most tokens a draft model guesses past the draft per update (the
-            translator needs a ``draft_model``); 0: no guess.
         accept_rule: how beta biases the verify step (``engine.verify.RULES``): ``mixture`` (the
             paper's biased distribution) or ``ratio`` (accept while p[y] >= (1 - beta) max p).
             Greedy decoding only for ``ratio``.
-        exact_tail: the last k draft tokens are verified at beta = 0 (kept only where greedy
-            decoding agrees): the tokens written for the newest source words get no bias.
     """
 
     policy: str = DEFAULT_POLICY
@@ -138,9 +149,7 @@ class TranslatorConfig:
     agreement: int = 0
     context_tokens: int = 0
     glossary_tokens: int = DEFAULT_GLOSSARY_TOKENS
-    tail_guess: int = 0
     accept_rule: str = DEFAULT_RULE
-    exact_tail: int = 0
 
     def __post_init__(self):
         if self.policy not in POLICIES:
@@ -161,8 +170,6 @@ class TranslatorConfig:
             "agreement",
             "context_tokens",
             "glossary_tokens",
-            "tail_guess",
-            "exact_tail",
         ):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:

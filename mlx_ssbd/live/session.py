@@ -2,18 +2,17 @@
 
 Contract (threads, not asyncio): ``push(partial)`` and ``close()`` may be called from any thread,
 such as an ASR callback; they return at once and never touch MLX. ``push`` runs the ``segmenter``
-(automatic commits) and queues the jobs. ``run()`` is the engine: the thread that iterates it
-runs the model, taking jobs in order and yielding ``CaptionUpdate``, ``CaptionCommit`` and
-``SessionError`` events; it ends after ``close()`` once every queued job is done. A scheduler
-serving many sessions instead calls ``take()`` (the next job, never waiting) and hands the
-translation back to ``result()`` for the event. With
-``latest_wins`` (the default) a queued live update is *replaced* by a newer job of the same
-caption, a live one or its commit, so the engine always translates the newest partial and skips
-the ones in between (counted as ``coalesced``). Commits are never skipped or merged: the last
-partial of every caption is translated as final. A live text equal to the one just translated costs no forward
-pass. A job
-the translator rejects (``ValueError``, e.g. too long for the context) becomes a
-``SessionError``; the session goes on.
+(automatic commits) and queues caption sources (``segmenter.CaptionSource``: a text to translate,
+live or final). ``run()`` is the engine: the thread that iterates it runs the model, taking them in
+order and yielding ``CaptionUpdate``, ``CaptionCommit`` and ``SessionError`` events; it ends after
+``close()`` once every queued source is translated. A scheduler serving many sessions instead
+calls ``take()`` (the next source, never waiting) and hands the translation back to ``result()``
+for the event. With ``latest_wins`` (the default) a queued live source is *replaced* by a newer
+source of the same caption, a live one or its commit, so the engine always translates the newest
+partial and skips the ones in between (counted as ``coalesced``). Commits are never skipped or
+merged: the last partial of every caption is translated as final. A live text equal to the one
+just translated costs no forward pass. A source the translator rejects (``ValueError``, e.g. too
+long for the context) becomes a ``SessionError``; the session goes on.
 
 Why the caller's thread runs the model: on Linux (MLX 0.32, CPU) a process that ran MLX work in
 a second Python thread aborts at exit now and then ("terminate called without an active
@@ -85,7 +84,7 @@ class CaptionCommit:
 
 @dataclass(frozen=True)
 class SessionError:
-    """A job the translator rejected; the session goes on."""
+    """A source the translator rejected; the session goes on."""
 
     seq: int
     message: str
@@ -97,7 +96,7 @@ Event = CaptionUpdate | CaptionCommit | SessionError
 
 @dataclass
 class _Queued:
-    job: CaptionSource
+    source: CaptionSource
     pushed_at: float
     first_pushed: float  # push time of the oldest partial this one replaced (or its own)
     coalesced: int = 0
@@ -110,15 +109,15 @@ class LiveSession:
 
     Args:
         translator: the ``StreamTranslator`` (used by the engine thread only, in ``run``), or
-            several keyed by target language: every job is translated into each, as rows of one
+            several keyed by target language: every source is translated into each, as rows of one
             batched forward per round (``multistream``), and ``run`` yields each language's event
-            (``target``) in the order given; None when a scheduler translates the jobs (``take``
+            (``target``) in the order given; None when a scheduler translates the sources (``take``
             / ``result``).
         segmenter: automatic-commit rules. Default ``SegmenterConfig()``.
         latest_wins: skip queued live updates superseded by newer ones. Default True; False
             translates every partial (benchmarks of every-partial semantics).
         clock: a monotonic clock in seconds. Default ``time.monotonic``.
-        live_updates: translate live (non-final) jobs. Default True; False translates commits
+        live_updates: translate live (non-final) sources. Default True; False translates commits
             only (a recording captioned to a subtitle file: nobody sees the live updates), and
             counts the dropped ones as ``unshown``.
     """
@@ -145,7 +144,7 @@ class LiveSession:
         self._t0 = clock()
         self._segmenter = Segmenter(segmenter)
         self._cond = threading.Condition(threading.RLock())  # re-entrant: _next() calls take()
-        self._jobs: deque[_Queued] = deque()
+        self._queued: deque[_Queued] = deque()
         self._closed = False
         self._seq = 0
         self._caption = 0  # index of the open caption
@@ -154,7 +153,7 @@ class LiveSession:
         self._heard: float | None = None  # the input's own clock (speech: audio heard), once it gives one
         self.coalesced = 0  # total partials skipped
         self.unchanged = 0  # live texts equal to the previous one, skipped without a forward pass
-        self.unshown = 0  # live jobs dropped because ``live_updates`` is off
+        self.unshown = 0  # live sources dropped because ``live_updates`` is off
 
     @property
     def closed(self) -> bool:
@@ -169,7 +168,7 @@ class LiveSession:
 
     @property
     def repeated(self) -> int:
-        """Partials that changed nothing (the ASR repeated itself): no job, no forward pass."""
+        """Partials that changed nothing (the ASR repeated itself): nothing queued, no forward pass."""
         return self._segmenter.repeats
 
     def now(self) -> float:
@@ -188,8 +187,8 @@ class LiveSession:
             # A text partial arriving after a pause commits the pause first. A recognizer's new
             # text says nothing of a pause: the speech changed somewhere since its last step.
             pause = self._segmenter.due(heard) if self._heard is None else []
-            for job in [*pause, *self._segmenter.feed(partial, heard)]:
-                self._queue(job, now)
+            for source in [*pause, *self._segmenter.feed(partial, heard)]:
+                self._queue(source, now)
             self._cond.notify()
 
     def tick(self, at: float) -> None:
@@ -199,8 +198,8 @@ class LiveSession:
             if self._closed:
                 return
             now = self.now()
-            for job in self._segmenter.due(self._input_time(at)):
-                self._queue(job, now)
+            for source in self._segmenter.due(self._input_time(at)):
+                self._queue(source, now)
             self._cond.notify()
 
     def _input_time(self, at: float | None) -> float:
@@ -215,47 +214,47 @@ class LiveSession:
             if self._closed:
                 return
             now = self.now()
-            for job in self._segmenter.flush():
-                self._queue(job, now)
+            for source in self._segmenter.flush():
+                self._queue(source, now)
             self._closed = True
             self._cond.notify()
 
-    def _queue(self, job: CaptionSource, now: float) -> None:
-        last = self._jobs[-1] if self._jobs else None
-        # A queued live job belongs to the open caption, so a newer live job or that caption's
+    def _queue(self, source: CaptionSource, now: float) -> None:
+        last = self._queued[-1] if self._queued else None
+        # A queued live source belongs to the open caption, so a newer live source or that caption's
         # commit supersedes it.
-        if self.latest_wins and last is not None and not last.job.final:
+        if self.latest_wins and last is not None and not last.source.final:
             # the newer partial wins
-            self._jobs[-1] = _Queued(job, now, last.first_pushed, last.coalesced + 1)
+            self._queued[-1] = _Queued(source, now, last.first_pushed, last.coalesced + 1)
             self.coalesced += 1
         else:
-            self._jobs.append(_Queued(job, now, now))
+            self._queued.append(_Queued(source, now, now))
 
     # -- the engine (the caller's thread) ----------------------------------------------------
 
     def take(self) -> _Queued | None:
-        """The next job to translate, without waiting (None: nothing to do now). A live text
+        """The next source to translate, without waiting (None: nothing to do now). A live text
         equal to the one just translated is dropped here (counted as ``unchanged``)."""
         with self._cond:
             now = self.now()
             if self._heard is None:  # arrival times: waiting is the speaker's pause too
-                for job in self._segmenter.due(now):
-                    self._queue(job, now)
-            while self._jobs:
-                item = self._jobs.popleft()
-                if not item.job.final and not self.live_updates:
+                for source in self._segmenter.due(now):
+                    self._queue(source, now)
+            while self._queued:
+                item = self._queued.popleft()
+                if not item.source.final and not self.live_updates:
                     self.unshown += 1
                     continue
-                if not item.job.final and item.job.text == self._last_text:
+                if not item.source.final and item.source.text == self._last_text:
                     self.unchanged += 1
                     continue
                 if self._opened_at is None:
                     self._opened_at = item.first_pushed
                 item.caption, item.opened_at = self._caption, self._opened_at
-                if item.job.final:  # the caption is committed by this job, whatever comes of it
+                if item.source.final:  # the caption is committed by this source, whatever comes of it
                     self._caption, self._last_text, self._opened_at = self._caption + 1, None, None
                 else:
-                    self._last_text = item.job.text
+                    self._last_text = item.source.text
                 return item
             return None
 
@@ -263,13 +262,13 @@ class LiveSession:
     def pending_finals(self) -> int:
         """Commits queued and not yet taken."""
         with self._cond:
-            return sum(item.job.final for item in self._jobs)
+            return sum(item.source.final for item in self._queued)
 
     @property
     def done(self) -> bool:
-        """Closed and every job taken."""
+        """Closed and every source taken."""
         with self._cond:
-            return self._closed and not self._jobs
+            return self._closed and not self._queued
 
     def next_due(self) -> float | None:
         """Session-clock time when a pause may commit the open caption, if any (None also when
@@ -289,60 +288,60 @@ class LiveSession:
             return item
 
     def result(self, item: _Queued, outcome: Update | ValueError, target: str | None = None) -> Event:
-        """The event for a taken job's translation (or the translator's rejection of it); a
+        """The event for a taken source's translation (or the translator's rejection of it); a
         session with several target languages calls it once per language (``target``)."""
-        job = item.job
+        source = item.source
         with self._cond:
             at, seq = self.now(), self._next_seq()
         if isinstance(outcome, ValueError):
             return SessionError(seq, str(outcome), at)
-        if not job.final:
+        if not source.final:
             return CaptionUpdate(
                 item.caption,
                 seq,
                 outcome,
                 item.coalesced,
                 item.pushed_at,
-                job.end,
+                source.end,
                 at,
-                job.segment_id,
+                source.segment_id,
                 target,
             )
-        timed = job.start is not None and job.end is not None
-        start, end = (job.start, job.end) if timed else (item.opened_at, at)
+        timed = source.start is not None and source.end is not None
+        start, end = (source.start, source.end) if timed else (item.opened_at, at)
         return CaptionCommit(
             item.caption,
             seq,
             outcome.output,
-            job.text,
+            source.text,
             start,
             end,
             "asr" if timed else "clock",
-            job.reason,
+            source.reason,
             outcome,
             item.coalesced,
-            job.end,
+            source.end,
             at,
-            job.segment_id,
+            source.segment_id,
             item.pushed_at,
             target,
         )
 
     def run(self) -> Iterator[Event]:
-        """Translate queued jobs as they come, yielding events, until closed and drained."""
+        """Translate queued sources as they come, yielding events, until closed and drained."""
         if len(self.translators) > 1:
             yield from self._run_batched()
             return
         ((target, translator),) = self.translators.items()
         while (item := self._next()) is not None:
             try:
-                update = translator.update(item.job.text, final=item.job.final)
+                update = translator.update(item.source.text, final=item.source.final)
             except ValueError as error:
                 update = error
             yield self.result(item, update, target)
 
     def _run_batched(self) -> Iterator[Event]:
-        """``run`` with several target languages: each job in every language, in one batched
+        """``run`` with several target languages: each source in every language, in one batched
         forward per round."""
         from .multistream import MultiStreamTranslator
 
@@ -354,8 +353,8 @@ class LiveSession:
                     try:
                         batch.submit(
                             translator,
-                            item.job.text,
-                            item.job.final,
+                            item.source.text,
+                            item.source.final,
                             functools.partial(outcomes.__setitem__, target),
                         )
                     except ValueError as error:

@@ -20,9 +20,9 @@ turn from then on (they are fed after the prompt, never verified), so the stable
 never changes again within its segment and is a prefix of what the segment commits. Every
 ``Update`` carries ``stable`` and the revisable ``unstable`` rest of its display.
 
-Lookahead (resync, n-gram pools, and with a ``draft_model`` a smaller model's guess of the new
-tail): ``proposals.Proposals``, built from the config, plans each update's proposals and reports
-what they gained; with none of them on, an update is plain SSBD.
+Lookahead (resync, n-gram pools; research methods): ``proposals.Proposals``, built from the
+config, plans each update's proposals and reports what they gained; with none of them on, an
+update is plain SSBD.
 
 Context (``context_tokens`` > 0): committed segments stay in the prompt as finished turns (see
 ``prompt``), up to that many tokens; when they exceed it, the oldest are dropped until at most
@@ -47,7 +47,6 @@ from ..engine import update as engine
 from ..engine.cache import TokenCache, common_prefix_len, context_length
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule, loop_cut
-from ..engine.tail import same_vocabulary
 from ..platform.backend import pipelined_decode
 from .glossary import Glossary
 from .methods import TranslatorConfig, method_config
@@ -69,14 +68,9 @@ class StreamTranslator:
         source_lang, target_lang: ISO 639-1 codes.
         config: decoding settings. Default ``method_config()``: ``methods.DEFAULT_METHOD``.
         max_kv_size: a rotating KV window (``None``: full cache).
-        draft_model: ``(model, tokenizer)`` of a smaller model with the same vocabulary, for
-            ``config.tail_guess``; ignored without it.
         glossary: a ``glossary.Glossary``: its entries for ``target_lang`` whose term occurs in
             the source are named in the prompt, after the source (``prompt.PromptBuilder.build``),
             in the order they occur, as many as ``config.glossary_tokens`` allows.
-
-    Raises:
-        ValueError: ``tail_guess`` without a draft model, or a draft model whose vocabulary differs.
     """
 
     def __init__(
@@ -89,13 +83,8 @@ class StreamTranslator:
         target_lang: str,
         config: TranslatorConfig | None = None,
         max_kv_size: int | None = None,
-        draft_model: tuple | None = None,
         glossary: Glossary | None = None,
     ):
-        if draft_model is not None and not same_vocabulary(tokenizer, draft_model[1]):
-            raise ValueError(
-                "the draft model's tokenizer differs from the model's: a tail guess needs the same vocabulary"
-            )
         self.model = model
         self.tokenizer = tokenizer
         config = method_config() if config is None else config
@@ -107,8 +96,7 @@ class StreamTranslator:
         self._row = None  # the batch row holding this stream's KV while it is in a batch
         self.context_length = context_length(model)
         self.stops = StopRule(tokenizer, on_newline=config.stop_on_newline)
-        self.draft_model = draft_model
-        self.proposals = Proposals(config, self.stops, draft_model)  # lookahead: everything beyond the draft
+        self.proposals = Proposals(config)  # lookahead: everything beyond the draft
         self.pipelined = pipelined_decode()  # the backend's policy (see ``engine.update.Job``)
         self._draft: list[int] = []
         self._last_source: str | None = None  # the last non-final source of this segment
@@ -126,7 +114,7 @@ class StreamTranslator:
     @property
     def row(self):
         """Where this stream's KV lives: its own ``cache``, or its row while it is in a batch
-        (``attach``); its updates run on ``row.store`` either way."""
+        (``attach``); its updates run on ``row.feeder`` either way."""
         return self.cache if self._row is None else self._row
 
     def attach(self, batch) -> None:
@@ -139,7 +127,7 @@ class StreamTranslator:
     def detach(self) -> None:
         """Move this stream's KV back out of its batch into its own cache."""
         if self._row is not None:
-            self._row.store.leave(self._row, into=self.cache)
+            self._row.feeder.leave(self._row, into=self.cache)
             self._row = None
 
     @staticmethod
@@ -164,12 +152,13 @@ class StreamTranslator:
                 model's context. The translator's state is unchanged.
         """
         pending = self.begin(source, final)
-        outcome = engine.run(self.row.store, [(self.row, pending.job)])[0] if pending.job else None
+        outcome = engine.run(self.row.feeder, [(self.row, pending.job)])[0] if pending.job else None
         return self.finish(pending, outcome)
 
     def begin(self, source: str, final: bool) -> PendingUpdate:
         """Validate ``source`` and prepare the update's ``engine.Job``: the first half of
         ``update`` (``multistream`` runs many translators' jobs in one ``engine.run``)."""
+        # 0. Prompt and draft (1. verify and 2. decode are ``engine.update.update_requests``).
         prompt, max_new = self._validated_prompt(source)
         cfg, start = self.config, time.perf_counter()
         if self._unchanged(source, final):
@@ -178,7 +167,7 @@ class StreamTranslator:
         max_new = max(max_new, len(locked))
         draft = self._draft_tokens()[len(locked) : max_new] if cfg.uses_draft else []
         head = [*prompt.ids, *locked]
-        plan = self.proposals.plan(prompt.source, head, draft, max_new - len(locked))
+        proposer = self.proposals.plan(prompt.source, draft)
         job = engine.Job(
             head=head,
             locked=locked,
@@ -187,16 +176,14 @@ class StreamTranslator:
             max_new=max_new,
             stops=self.stops,
             sampler=self.sampler,
-            proposer=plan.proposer,
+            proposer=proposer,
             pipelined=self.pipelined,
-            guess=plan.guess,
             reuse=cfg.policy != "rt-nocache",
             rule=cfg.accept_rule,
-            exact_tail=cfg.exact_tail,
             loop_cut=loop_cut if cfg.cut_loops else None,
             marks=self._marks(prompt),
         )
-        return PendingUpdate(source, final, prompt, job, start, plan)
+        return PendingUpdate(source, final, prompt, job, start)
 
     def finish(self, pending: PendingUpdate, outcome: engine.Outcome | None) -> Update:
         """Record the outcome of an update begun with ``begin``: stats, display, the next draft."""
@@ -222,7 +209,7 @@ class StreamTranslator:
             looped=int(outcome.looped),
             locked=locked,
             unchanged=int(job is None),
-            **asdict(Proposals.report(pending.plan, outcome)),
+            **asdict(Proposals.report(job.proposer if job else None)),
         )
         if pending.final:
             stable_tokens = len(output)

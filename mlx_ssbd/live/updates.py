@@ -34,10 +34,6 @@ class UpdateStats:
     proposals: int = 0  # lookahead proposals verified (each one forward pass)
     locked: int = 0  # stable tokens forced at the start of the output (see ``agreement``)
     unchanged: int = 0  # 1: same source as the last update, answered without a forward pass
-    tail_guessed: int = 0  # tokens the draft model guessed past the draft (``tail_guess``)
-    tail_accepted: int = 0  # of them, accepted by the verify pass
-    draft_model_passes: int = 0  # the draft model's forward passes (not in ``forward_passes``)
-    tail_s: float = 0.0  # wall time of the guess (included in ``prefill_s`` and ``wall_s``)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,11 +57,10 @@ class Update:
 @dataclass(frozen=True)
 class PendingUpdate:
     """An update between ``StreamTranslator.begin`` and ``finish``: its ``engine.Job`` (None when
-    the source is unchanged and the last output stands), its proposals and when it began."""
+    the source is unchanged and the last output stands) and when it began."""
 
     source: str
     final: bool
     prompt: object  # prompt.Prompt
     job: engine.Job | None
     start: float  # perf_counter()
-    plan: object = None  # proposals.Plan

@@ -16,7 +16,7 @@ note and the default used).
 
 Why: MLX's CPU backend calls sgemm for every fp32 matmul, also for a decode step's 1 x K times
 K x N; OpenBLAS packs the whole weight for that and runs about 2.5x slower than sgemv on the same
-product (benchmarks/matmul_rows.py). A decode step is almost only such products.
+product (benchmarks/engine/matmul_rows.py). A decode step is almost only such products.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from .paths import cache_home
 
 GEMV_ENV = "MLX_SSBD_GEMV"
 FEW_ROWS_ENV = "MLX_SSBD_FEW_ROWS"  # the most rows of a product sent to the few-rows kernel (1: none)
-DEFAULT_FEW_ROWS = 8  # beyond, sgemm is as fast (benchmarks/matmul_rows.py)
+DEFAULT_FEW_ROWS = 8  # beyond, sgemm is as fast (benchmarks/engine/matmul_rows.py)
 SOURCE = Path(__file__).with_name("gemv_shim.c")
 FLAGS = ("-O3", "-march=native", "-fopenmp")  # the library is built where it runs, cached per CPU
 PLAIN_FLAGS = ("-O2",)  # where the compiler takes neither

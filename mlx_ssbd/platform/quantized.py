@@ -13,7 +13,7 @@ the number of layers routed. ``dequantize_layers(model)`` replaces quantized lay
 ones (the ``MLX_SSBD_WEIGHTS=dense`` comparison path).
 
 Why: MLX's CPU ``quantized_matmul`` is a single-threaded loop, about 8x slower than fp32 BLAS for
-one row and 30-65x for 16-64 rows (benchmarks/quantized_kernel.py), so quantized models used to be
+one row and 30-65x for 16-64 rows (benchmarks/engine/quantized_kernel.py), so quantized models used to be
 cast to fp32 on the CPU: 3-6x the memory and the bytes read per decode step.
 """
 

@@ -13,17 +13,17 @@ go to the session's ``send`` callback (``events``) and to its viewers through th
 commit is written to the ``store.base.TranscriptStore`` before it is sent to anyone.
 ``resume(session, sid, token)`` makes a new connection's session go on as a stored one.
 
-Sessions join the batch when their first job comes (their translators are built then, with the
+Sessions join the batch when their first source comes (their translators are built then, with the
 settings in force: one per target language, each a row of the batch, so a round serves every
-language of every session; a job goes to every row and a session's next job is taken when all
+language of every session; a source goes to every row and a session's next one is taken when all
 its rows are done) and leave it when they are closed and drained, or discarded (a client that
-went away: its queued jobs are dropped, its update under way is abandoned, its KV freed at the
+went away: its queued sources are dropped, its update under way is abandoned, its KV freed at the
 next round). ``session.closed`` carries why: ``closed`` (the client asked), ``idle``,
 ``shutdown`` (the drain), ``error`` (the session could not go on). The store records the end
 (``closed``, ``idle``, ``error``: viewers get ``session.closed``); a session drained or whose
 client went away is *detached* instead: its viewers stay, and any replica may resume it.
 
-Failures stay with their session: a job the translator refuses is an ``error`` event and the
+Failures stay with their session: a source the translator refuses is an ``error`` event and the
 session goes on; any other exception while serving one session (a tokenizer error, a bug) is
 logged, sent as an ``internal_error`` event, and that session is closed; an exception in a batched
 round closes the sessions in the batch and the scheduler goes on with a fresh batch. A commit that
@@ -341,7 +341,7 @@ class Scheduler:
                 )
 
     def _admit(self, sessions) -> None:
-        """Start the next job of every session that has none under way."""
+        """Start the next update of every session that has none under way."""
         for session in sessions:
             if (
                 self._busy(session)
@@ -360,14 +360,14 @@ class Scheduler:
                 try:
                     self.batch.submit(
                         translator,
-                        item.job.text,
-                        item.job.final,
+                        item.source.text,
+                        item.source.final,
                         functools.partial(self._ended, session, item, target),
                     )
                 except ValueError as error:
                     self._ended(session, item, target, error)
                 except Exception as error:
-                    log.exception("session %s: a job could not start", session.id)
+                    log.exception("session %s: an update could not start", session.id)
                     self._fail(session, error)
                     break
 
@@ -386,7 +386,7 @@ class Scheduler:
 
     def _translators(self, session: ServiceSession) -> dict[str, StreamTranslator]:
         """The session's translators, one per target language, built and joined to the batch on
-        its first job."""
+        its first source."""
         if not session.translators:
             for translator in session.build_translators(self.loaded).values():
                 self.batch.add(translator)

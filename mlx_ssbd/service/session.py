@@ -57,7 +57,7 @@ class ServiceSession:
         self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
         self.discarded = False
         self.reason = "closed"  # what session.closed will say
-        self.failed = False  # it cannot go on: closed at the next round, its queued jobs dropped
+        self.failed = False  # it cannot go on: closed at the next round, its queued sources dropped
 
     def build_translators(self, loaded) -> dict[str, StreamTranslator]:
         """One translator per target language, with the settings in force (``loaded``: a

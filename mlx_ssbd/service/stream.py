@@ -21,7 +21,7 @@ nothing.
   be sent), or sends more than ``max_bad_messages`` bad messages within
   ``BAD_MESSAGE_WINDOW_S``: its session is dropped and the socket closed with 1008 and the reason;
 * the client goes away, even after its ``session.close`` while its last captions are translated
-  (the socket is read to the end): its session is dropped (queued jobs and the update under way
+  (the socket is read to the end): its session is dropped (queued sources and the update under way
   too) and detached, so it stops using the model at once and may be resumed.
 
 This module never touches MLX: the scheduler's calls used here are thread-safe.

@@ -1,0 +1,1 @@
+"""Before/after comparisons of two commits, each run from a worktree of its own."""

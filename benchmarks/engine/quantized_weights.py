@@ -1,0 +1,208 @@
+"""Quantized weights as they ship against the dense fp32 path, on real models, in one run.
+
+For each model and each weights path (``quantized``: the GGUF's own 4/5/8-bit layers through
+mlx-ssbd's CPU kernel; ``dense``: the same layers dequantized to fp32, the path before the
+kernel, ``MLX_SSBD_WEIGHTS=dense``), each in its own process so peak memory is its own:
+
+* the load time and the process's peak RSS after loading;
+* a decode step and passes of 16 and 64 tokens from the same cached prompt (medians);
+* chrF++ and wall time of RT and SSBD (beta 0.2) on held-out talk sentences
+  (``benchmarks/data/talk-sentences/en-de.test.jsonl``, revealed 3 words at a time);
+* the peak RSS of the whole ``mlx-ssbd translate --stream`` command on a short text.
+
+    python -m benchmarks.engine.quantized_weights --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b \\
+        --out benchmarks/results/DIR/quantized-weights
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.common import DATA, REPO, relative
+
+SENTENCES = DATA / "talk-sentences" / "en-de.test.jsonl"
+PATHS = ("quantized", "dense")
+
+
+def measure(model: str, sentences: int, repeats: int) -> dict:
+    """In this process: load, time forward passes, translate sentences (run with the env set)."""
+    import mlx_ssbd  # noqa: F401  (backend policy first)
+    from mlx_ssbd import StreamTranslator, TranslatorConfig
+    from mlx_ssbd.evaluation.passes import pass_timings
+    from mlx_ssbd.models.loading import load_model
+
+    from sacrebleu.metrics import CHRF
+
+    start = time.perf_counter()
+    loaded = load_model(model)
+    load_s = time.perf_counter() - start
+    rss_loaded = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    _, timings = pass_timings(loaded, (1, 16, 64), repeats)
+    passes = {str(n): round(t, 5) for n, t in timings.items()}
+
+    items = [json.loads(line) for line in SENTENCES.read_text().splitlines()[:sentences]]
+    chrf = CHRF(word_order=2)
+    methods = {}
+    for method, cfg in (("rt", dict(policy="rt")), ("ssbd", dict(policy="ssbd", beta=0.2))):
+        outputs, wall = [], 0.0
+        for item in items:
+            words = item["src"].split()
+            tr = StreamTranslator(
+                loaded.model,
+                loaded.tokenizer,
+                family=loaded.family,
+                source_lang="en",
+                target_lang="de",
+                config=TranslatorConfig(**cfg),
+            )
+            t = time.perf_counter()
+            for shown in range(3, len(words) + 3, 3):
+                update = tr.update(" ".join(words[:shown]), final=shown >= len(words))
+            wall += time.perf_counter() - t
+            outputs.append(update.output)
+        score = chrf.corpus_score(outputs, [[item["ref"] for item in items]]).score
+        methods[method] = {"chrf": round(score, 2), "wall_s": round(wall, 2), "outputs": outputs}
+    return {
+        "model": loaded.name,
+        "weights": loaded.weights,
+        "load_s": round(load_s, 2),
+        "rss_after_load_bytes": rss_loaded,
+        "passes_s": passes,
+        "methods": methods,
+    }
+
+
+def translate_rss(model: str, weights: str, text: Path) -> dict:
+    """Peak RSS and wall time of the whole ``translate --stream`` command (its own rusage)."""
+    env = dict(os.environ, MLX_SSBD_WEIGHTS=weights)
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlx_ssbd_cli",
+        "translate",
+        "--stream",
+        str(text),
+        "-t",
+        "de",
+        "-m",
+        model,
+        "--format",
+        "text",
+    ]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0), err.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            return {"error": err.read().decode(errors="replace")[-400:]}
+        captions = out.read().decode().strip().splitlines()
+    return {"peak_rss_bytes": usage.ru_maxrss * 1024, "wall_s": round(wall, 1), "captions": captions}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
+    parser.add_argument("--sentences", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child, args.sentences, args.repeats)))
+        return
+
+    from mlx_ssbd.evaluation.bench import machine_info
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    text = args.out / "short-talk.txt"
+    text.write_text(
+        "Good afternoon, my name is Anna and I work as a nurse.\n"
+        "Today I will explain how we plan our night shifts.\n"
+    )
+    rows = []
+    for model in args.models.split(","):
+        for weights in PATHS:
+            env = dict(os.environ, MLX_SSBD_WEIGHTS=weights)
+            child = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    __spec__.name,
+                    "--child",
+                    model,
+                    "--sentences",
+                    str(args.sentences),
+                    "--repeats",
+                    str(args.repeats),
+                ],
+                env=env,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+            )
+            if child.returncode != 0:
+                raise SystemExit(f"{model} {weights} failed:\n{child.stderr[-2000:]}")
+            row = json.loads(child.stdout.strip().splitlines()[-1])
+            row["path"] = weights
+            row["translate_stream"] = translate_rss(model, weights, text)
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "methods"}), flush=True)
+    result = {
+        "rows": rows,
+        "sentences": args.sentences,
+        "data": relative(SENTENCES),
+        "machine": machine_info(),
+    }
+    (args.out / "quantized_weights.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    (args.out / "quantized_weights.md").write_text(report(result))
+    print(report(result))
+
+
+def report(result: dict) -> str:
+    gb = lambda n: f"{n / 1e9:.2f}"
+    lines = [
+        "# Quantized weights vs the dense fp32 path",
+        "",
+        f"Machine: {result['machine'].get('cpu_model', '')} ({result['machine'].get('cpus', '')} cores); "
+        f"MLX {result['machine'].get('mlx_version', '')}. One run; medians of each path's forward passes.",
+        f"chrF++ on the first {result['sentences']} sentences of `{result['data']}` (3 words at a time).",
+        "",
+        "| model | weights | load s | RSS after load GB | decode step ms | 16-token pass ms | 64-token pass ms "
+        "| RT chrF++ / s | SSBD chrF++ / s | translate --stream peak RSS GB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        p, m, t = r["passes_s"], r["methods"], r["translate_stream"]
+        lines.append(
+            f"| {r['model']} | {r['path']} | {r['load_s']} | {gb(r['rss_after_load_bytes'])} | "
+            f"{1000 * p['1']:.1f} | {1000 * p['16']:.1f} | {1000 * p['64']:.1f} | "
+            f"{m['rt']['chrf']} / {m['rt']['wall_s']} | {m['ssbd']['chrf']} / {m['ssbd']['wall_s']} | "
+            f"{gb(t['peak_rss_bytes']) if 'peak_rss_bytes' in t else 'failed'} |"
+        )
+    lines += [
+        "",
+        "| model | decode step: dense / quantized | 16-token pass | 64-token pass |",
+        "|---|---|---|---|",
+    ]
+    by = {(r["model"], r["path"]): r for r in result["rows"]}
+    for model in dict.fromkeys(r["model"] for r in result["rows"]):
+        q, d = by.get((model, "quantized")), by.get((model, "dense"))
+        if q and d:
+            ratio = {n: d["passes_s"][n] / q["passes_s"][n] for n in ("1", "16", "64")}
+            lines.append(f"| {model} | {ratio['1']:.2f}x | {ratio['16']:.2f}x | {ratio['64']:.2f}x |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Cost of one verify pass over N tokens relative to one decode step, on a real model.
+
+SSBD's premise is that checking a whole draft in one forward pass costs about as much as decoding
+one token. This measures it: from the same cached prompt, the median wall time of a forward over N
+new tokens (N = 1 is a decode step), trimming the cache back after each run. Decode steps go
+through the sgemv shim when it is on (``mlx_ssbd/platform/gemv.py``); ``MLX_SSBD_GEMV=0`` measures plain
+sgemm.
+
+    python -m benchmarks.engine.verify_cost --model qwen2.5-coder-0.5b --out benchmarks/results/DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.passes import pass_timings
+from mlx_ssbd.models.loading import load_model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--sizes", default="1,4,8,16,24,32,48,64")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    loaded = load_model(args.model)
+    sizes = [int(s) for s in args.sizes.split(",")]
+    prompt_tokens, rows = pass_timings(loaded, sizes, args.repeats)
+    step = rows[1]
+    result = {
+        "model": loaded.name,
+        "dtype": loaded.dtype,
+        "prompt_tokens": prompt_tokens,
+        "repeats": args.repeats,
+        "decode_step_s": round(step, 5),
+        "pass_s": {str(n): round(t, 5) for n, t in rows.items()},
+        "pass_over_step": {str(n): round(t / step, 3) for n, t in rows.items()},
+        "machine": machine_info(),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "verify_cost.json").write_text(json.dumps(result, indent=2))
+    lines = [
+        f"# Verify pass cost vs one decode step ({loaded.name}, {loaded.dtype}, median of {args.repeats})",
+        "",
+        f"BLAS {result['machine']['blas']}; sgemv shim: {result['machine']['gemv']}.",
+        "",
+        "| tokens in one pass | ms | x decode step |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {n} | {1000 * t:.1f} | {t / step:.2f} |" for n, t in rows.items()]
+    (args.out / "verify_cost.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,407 @@
+"""Real-time replay of a long ASR-like stream: do captions keep up with speech?
+
+Builds a synthetic ASR stream from the UDHR English paragraphs (lower-cased, mostly unpunctuated,
+words at ~2.5 words/s with jitter, a partial every 0.3-1.0 s, recent words misheard or missing and
+corrected later, an ASR ``final`` only every 45-90 s) and replays it in real time into a
+``LiveSession`` (latest partial wins, automatic segments) for each method, one after another in
+one process. Records every caption event; reports caption lag behind speech (event time minus the
+speech time of the newest word it translates), its growth (mean of the last 5 minutes over the
+first 5), p50/p95, the share of partials coalesced, forward passes, and document chrF++ of the
+committed captions against the German UDHR text (or the references of ``--data``); plots lag over
+time.
+
+    python -m benchmarks.live.live_replay --model qwen2.5-coder-0.5b --minutes 10 --methods rt,ssbd --out DIR
+    python -m benchmarks.live.live_replay --never-final --words 5000 --model qwen2.5-coder-0.5b --out DIR
+
+``--never-final``: one ASR segment of N words that never says final and has no punctuation,
+replayed as fast as the engine goes (every partial translated: the worst case for cost growth);
+reports the update time of the first and last 100 updates.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import string
+import sys
+import threading
+import time
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (loads the BLAS before mlx.core)
+from benchmarks.common import DATA as BENCH_DATA
+from benchmarks.common import relative
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.live.methods import method_config
+from mlx_ssbd.live.segmenter import SegmenterConfig
+from mlx_ssbd.live.session import (
+    CaptionCommit,
+    LiveSession,
+    SessionError,
+)
+from mlx_ssbd.live.source import SourceUpdate, Word
+from mlx_ssbd.live.translator import StreamTranslator
+from mlx_ssbd.models.loading import load_model
+
+DATA = BENCH_DATA / "udhr" / "en-de.jsonl"
+MISHEARD = ["the", "a", "and", "in", "of", "to", "is", "that", "for", "on", "as", "with", "are"]
+
+
+def speech(pairs: list[dict], words_needed: int, wps: float, rng: random.Random):
+    """(words with times, German reference text) for at least ``words_needed`` spoken words."""
+    words, refs, t = [], [], 0.5
+    while len(words) < words_needed:
+        for pair in pairs:
+            for raw in pair["src"].split():
+                keep_period = raw.endswith(".") and rng.random() < 0.2  # mostly unpunctuated
+                text = raw.lower().strip(string.punctuation + "“”‘’") + ("." if keep_period else "")
+                if not text.strip("."):
+                    continue
+                duration = rng.uniform(0.7, 1.3) / wps
+                words.append(Word(text, round(t, 3), round(t + duration, 3)))
+                t += duration
+            refs.append(pair["ref"])
+            if len(words) >= words_needed:
+                break
+    return words, " ".join(refs)
+
+
+def asr_partials(
+    words: list[Word], rng: random.Random, *, never_final: bool = False
+) -> list[tuple[float, SourceUpdate]]:
+    """(emission time, partial) pairs as a re-decoding streaming ASR would emit them."""
+    out, seg_start, seg_index, t = [], 0, 0, 0.0
+    seg_len_s = rng.uniform(45, 90)
+    end_time = words[-1].end + 0.5
+    while t < end_time:
+        t += rng.uniform(0.3, 1.0)
+        heard = [i for i in range(seg_start, len(words)) if words[i].end + 0.3 <= t]
+        if not heard:
+            continue
+        last = heard[-1] + 1
+        seg_words = list(words[seg_start:last])
+        final = (not never_final and words[last - 1].end - words[seg_start].start > seg_len_s) or last == len(
+            words
+        )
+        if not final:
+            roll = rng.random()
+            if roll < 0.2:  # the newest word misheard (corrected by a later partial)
+                w = seg_words[-1]
+                seg_words[-1] = Word(rng.choice(MISHEARD), w.start, w.end)
+            elif roll < 0.3 and len(seg_words) > 2:  # the newest word not recognised yet
+                seg_words = seg_words[:-1]
+        text = " ".join(w.text for w in seg_words)
+        out.append(
+            (
+                t,
+                SourceUpdate(
+                    text,
+                    final=final,
+                    segment_id=f"asr{seg_index}",
+                    start=seg_words[0].start,
+                    end=seg_words[-1].end,
+                    words=tuple(seg_words),
+                ),
+            )
+        )
+        if final:
+            seg_start, seg_index, seg_len_s = last, seg_index + 1, rng.uniform(45, 90)
+            if seg_start >= len(words):
+                break
+    return out
+
+
+def replay(
+    translator, partials, segmenter: SegmenterConfig, *, realtime: bool
+) -> tuple[list[dict], LiveSession]:
+    """Push partials at their emission times (or at once); return every event's record and the session."""
+    session = LiveSession(translator, segmenter=segmenter, latest_wins=realtime)
+
+    def feed():
+        for due, partial in partials:
+            if realtime:
+                time.sleep(max(0.0, due - session.now()))
+            session.push(partial)
+        session.close()
+
+    threading.Thread(target=feed, daemon=True).start()
+    records = []
+    for event in session.run():
+        if isinstance(event, SessionError):
+            records.append({"type": "error", "message": event.message, "at": event.at})
+            continue
+        u = event.update
+        record = {
+            "type": "commit" if isinstance(event, CaptionCommit) else "update",
+            "caption": event.caption,
+            "at": round(event.at, 3),
+            "speech_end": event.speech_end,
+            "source": u.source,
+            "output": u.output,
+            "display": u.display,
+            "stable": u.stable,
+            "wall_s": round(u.stats.wall_s, 4),
+            "passes": u.stats.forward_passes,
+            "output_tokens": u.stats.output_tokens,
+        }
+        record["coalesced"] = event.coalesced
+        if isinstance(event, CaptionCommit):
+            record["reason"] = event.reason
+        records.append(record)
+    return records, session
+
+
+def lag_summary(records: list[dict], session: LiveSession, partials: int, minutes: float) -> dict:
+    timed = [r for r in records if r["type"] in ("update", "commit") and r["speech_end"] is not None]
+    lags = [r["at"] - r["speech_end"] for r in timed]
+    window = 300.0
+    end = max(r["speech_end"] for r in timed)
+    first = [r["at"] - r["speech_end"] for r in timed if r["speech_end"] <= window]
+    last = [r["at"] - r["speech_end"] for r in timed if r["speech_end"] >= end - window]
+    commits = [r for r in records if r["type"] == "commit"]
+    quantile = lambda xs, q: sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
+    updates = [r for r in records if r["type"] in ("update", "commit")]
+    return {
+        "partials": partials,
+        "updates": len(updates),
+        "coalesced": sum(r.get("coalesced", 0) for r in records),
+        "repeated": session.repeated + session.unchanged,
+        "coalesced_share": sum(r.get("coalesced", 0) for r in records) / partials,
+        "commits": len(commits),
+        "commit_reasons": {
+            k: sum(r["reason"] == k for r in commits) for k in sorted({r["reason"] for r in commits})
+        },
+        "errors": sum(r["type"] == "error" for r in records),
+        "lag_p50_s": statistics.median(lags),
+        "lag_p95_s": quantile(lags, 0.95),
+        "lag_max_s": max(lags),
+        "lag_mean_first5min_s": statistics.mean(first),
+        "lag_mean_last5min_s": statistics.mean(last),
+        "lag_growth": statistics.mean(last) / statistics.mean(first),
+        "passes_per_update": sum(r["passes"] for r in updates) / len(updates),
+        "update_wall_p50_s": statistics.median(r["wall_s"] for r in updates),
+        **throughput(records),
+        "speech_minutes": minutes,
+    }
+
+
+def throughput(records: list[dict]) -> dict:
+    """What the engine had to produce and what it cost: output tokens of the committed captions
+    per source word, forward passes, and busy seconds per pass."""
+    events = [r for r in records if r["type"] in ("update", "commit")]
+    commits = [r for r in events if r["type"] == "commit"]
+    tokens, words = sum(r["output_tokens"] for r in commits), sum(len(r["source"].split()) for r in commits)
+    passes, busy = sum(r["passes"] for r in events), sum(r["wall_s"] for r in events)
+    return {
+        "commit_words": words,
+        "commit_output_tokens": tokens,
+        "tokens_per_word": tokens / words,
+        "forward_passes": passes,
+        "busy_s": busy,
+        "s_per_pass": busy / passes,
+    }
+
+
+def chrf(commits: list[str], reference: str) -> float:
+    from sacrebleu.metrics import CHRF
+
+    return CHRF(word_order=2).corpus_score([" ".join(commits)], [[reference]]).score
+
+
+def plot(results: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    for label, records in results.items():
+        timed = [r for r in records if r["type"] in ("update", "commit") and r["speech_end"] is not None]
+        ax.plot(
+            [r["speech_end"] / 60 for r in timed],
+            [r["at"] - r["speech_end"] for r in timed],
+            lw=1,
+            label=label,
+        )
+    ax.set_xlabel("speech time (min)")
+    ax.set_ylabel("caption lag behind speech (s)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def markdown(facts: dict, summary: dict) -> str:
+    """The report: one row per method."""
+    m = facts["machine"]
+    where = f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs"
+    if facts["never_final"]:
+        rows = [
+            f"| {k} | {s['words']} | {s['updates']} | {s['commits']} | {s['errors']} | "
+            f"{s['update_wall_mean_first100_s']:.3f} | {s['update_wall_mean_last100_s']:.3f} | "
+            f"{s['ratio_last_first']:.2f} |"
+            for k, s in summary.items()
+        ]
+        return "\n".join(
+            [
+                f"# Never-final stream: `{facts['model']}`",
+                "",
+                f"One ASR segment that never says final, no punctuation, every {facts['stride']}th partial of a "
+                f"re-decoding ASR, every one translated (not real time). {where}.",
+                "",
+                "| method | words | updates | commits | errors | update s, first 100 | update s, last 100 "
+                "| last/first |",
+                "|---|---|---|---|---|---|---|---|",
+                *rows,
+                "",
+            ]
+        )
+    rows = [
+        f"| {k} | {s['speech_minutes']:.1f} | {s['partials']} | {100 * s['coalesced_share']:.0f}% | {s['updates']} | "
+        f"{s['commits']} | {s['lag_p50_s']:.2f} | {s['lag_p95_s']:.2f} | {s['lag_max_s']:.1f} | "
+        f"{s['lag_mean_first5min_s']:.2f} | {s['lag_mean_last5min_s']:.2f} | {s['lag_growth']:.2f} | "
+        f"{s['passes_per_update']:.1f} | {s['chrf++_doc']:.1f} |"
+        for k, s in summary.items()
+    ]
+    return "\n".join(
+        [
+            f"# Real-time replay of a long ASR stream: `{facts['model']}`",
+            "",
+            f"Latest partial wins, automatic segments ({facts['segmenter']}). Lag = time a caption event was ready "
+            f"minus the speech time of the newest word it translates. {where}. Data: {facts['data']}. chrF++ on "
+            "the whole document (committed captions against the German text; the source is lower-cased and mostly "
+            "unpunctuated, so the numbers are low for every method).",
+            "",
+            "| method | speech min | partials | coalesced | updates | commits | lag p50 s | lag p95 s | lag max s | "
+            "mean lag first 5 min | mean lag last 5 min | last/first | passes/update | chrF++ doc |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            *rows,
+            "",
+            "![caption lag](lag.png)",
+            "",
+        ]
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--methods", default="rt,ssbd", help="comma-separated methods (mlx_ssbd METHODS)")
+    parser.add_argument("--minutes", type=float, default=10.0, help="speech to replay")
+    parser.add_argument("--wps", type=float, default=2.5, help="speaking rate, words per second")
+    parser.add_argument(
+        "--never-final", action="store_true", help="one endless unpunctuated segment, as fast as possible"
+    )
+    parser.add_argument("--words", type=int, default=5000, help="words for --never-final")
+    parser.add_argument("--stride", type=int, default=1, help="replay every Nth partial only (and the last)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        action="append",
+        help="sentence pairs JSONL {src, ref} spoken in order (repeatable); default: the UDHR paragraphs",
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--throughput",
+        action="store_true",
+        help="only print throughput() for the events-*.jsonl already in --out",
+    )
+    args = parser.parse_args()
+    if args.throughput:
+        for path in sorted(args.out.glob("events-*.jsonl")):
+            records = [json.loads(line) for line in path.read_text().splitlines()]
+            print(json.dumps({path.stem: throughput(records)}))
+        return 0
+
+    rng = random.Random(args.seed)
+    pairs = [
+        json.loads(line)
+        for path in args.data or [DATA]
+        for line in path.read_text().splitlines()
+        if line.strip()
+    ]
+    needed = args.words if args.never_final else int(args.minutes * 60 * args.wps)
+    words, reference = speech(pairs, needed, args.wps, rng)
+    if args.never_final:
+        words = [Word(w.text.rstrip("."), w.start, w.end) for w in words]
+    partials = asr_partials(words, rng, never_final=args.never_final)
+    partials = partials[:: args.stride] + ([partials[-1]] if (len(partials) - 1) % args.stride else [])
+    args.out.mkdir(parents=True, exist_ok=True)
+    loaded = load_model(args.model)
+    segmenter = SegmenterConfig()
+    results, summary = {}, {}
+    for method in args.methods.split(","):
+        translator = StreamTranslator(
+            loaded.model,
+            loaded.tokenizer,
+            family=loaded.family,
+            source_lang="en",
+            target_lang="de",
+            config=method_config(method),
+        )
+        translator.update("warm up the model", final=True)
+        print(
+            f"{method}: replaying {len(partials)} partials ({words[-1].end / 60:.1f} min of speech)...",
+            file=sys.stderr,
+            flush=True,
+        )
+        started = time.perf_counter()
+        records, session = replay(translator, partials, segmenter, realtime=not args.never_final)
+        results[method] = records
+        (args.out / f"events-{method}.jsonl").write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        )
+        if args.never_final:
+            updates = [r for r in records if r["type"] in ("update", "commit")]
+            first, last = updates[:100], updates[-100:]
+            summary[method] = {
+                "words": len(words),
+                "partials": len(partials),
+                "updates": len(updates),
+                "commits": sum(r["type"] == "commit" for r in records),
+                "errors": sum(r["type"] == "error" for r in records),
+                "update_wall_mean_first100_s": statistics.mean(r["wall_s"] for r in first),
+                "update_wall_mean_last100_s": statistics.mean(r["wall_s"] for r in last),
+                "ratio_last_first": statistics.mean(r["wall_s"] for r in last)
+                / statistics.mean(r["wall_s"] for r in first),
+                "run_s": time.perf_counter() - started,
+            }
+        else:
+            commits = [r["output"] for r in records if r["type"] == "commit"]
+            summary[method] = {
+                **lag_summary(records, session, len(partials), words[-1].end / 60),
+                "chrf++_doc": chrf(commits, reference),
+                "run_s": time.perf_counter() - started,
+            }
+        print(json.dumps({method: summary[method]}, indent=1), file=sys.stderr, flush=True)
+    facts = {
+        "model": loaded.name,
+        "machine": machine_info(),
+        "seed": args.seed,
+        "wps": args.wps,
+        "stride": args.stride,
+        "never_final": args.never_final,
+        "segmenter": segmenter.__dict__,
+        "data": (
+            f"sentences of {', '.join(relative(path) for path in args.data)}"
+            if args.data
+            else "UDHR English paragraphs (benchmarks/data/udhr/en-de.jsonl)"
+        )
+        + ", lower-cased, mostly unpunctuated; their German references as the document reference",
+    }
+    (args.out / "summary.json").write_text(json.dumps({"run": facts, "methods": summary}, indent=1))
+    (args.out / "live_replay.md").write_text(markdown(facts, summary))
+    if not args.never_final:
+        plot(results, args.out / "lag.png", f"Caption lag behind speech, real-time replay, {args.model}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""Several caption languages from one talk: what 1, 2, 3 and 4 target languages cost.
+
+One ASR-like stream (``live_replay``: UDHR English at ~2.5 words/s, partials every 0.3-1.0 s) goes
+through one ``LiveSession`` whose translators are the first N of de, fr, ja, es: every job is
+translated into each language as rows of the same batched forward passes. For each model and N,
+in one process, one after another:
+
+* **wall time**: the first ``--partials`` partials, every one translated (no partial skipped), as
+  fast as the engine goes; the ratio to N = 1 is what the extra languages cost;
+* **lag**: ``--seconds`` of speech replayed in real time (latest partial wins, as live captions
+  run): caption lag behind speech (event time minus the speech time of the newest word it
+  translates), p50 and p95 over every language's events.
+
+    python -m benchmarks.live.targets --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.live.live_replay import DATA, asr_partials, replay, speech
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.report import pyplot, save_figure
+from mlx_ssbd.live.methods import method_config
+from mlx_ssbd.live.segmenter import SegmenterConfig
+from mlx_ssbd.live.translator import StreamTranslator
+from mlx_ssbd.models.loading import load_model
+
+LANGUAGES = ("de", "fr", "ja", "es")
+
+
+def stream(seconds: float, seed: int):
+    pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    rng = random.Random(seed)
+    words, _ = speech(pairs, int(seconds * 2.5) + 20, 2.5, rng)
+    return [(t, p) for t, p in asr_partials(words, rng) if t <= seconds]
+
+
+def measure(loaded, n: int, partials_fast, partials_live, method: str) -> dict:
+    def translators():
+        return {
+            lang: StreamTranslator(
+                loaded.model,
+                loaded.tokenizer,
+                family=loaded.family,
+                source_lang="en",
+                target_lang=lang,
+                config=method_config(method),
+            )
+            for lang in LANGUAGES[:n]
+        }
+
+    segmenter = SegmenterConfig(pause_s=None)
+    started = time.perf_counter()
+    records, _ = replay(translators(), partials_fast, segmenter, realtime=False)
+    wall = time.perf_counter() - started
+    live, _ = replay(translators(), partials_live, SegmenterConfig(), realtime=True)
+    lags = sorted(
+        r["at"] - r["speech_end"] for r in live if r["type"] != "error" and r["speech_end"] is not None
+    )
+    return {
+        "targets": n,
+        "wall_s": round(wall, 2),
+        "updates": sum(r["type"] != "error" for r in records),
+        "errors": sum(r["type"] == "error" for r in records + live),
+        "lag_p50_s": round(statistics.median(lags), 2),
+        "lag_p95_s": round(lags[int(0.95 * (len(lags) - 1))], 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
+    parser.add_argument("--method", default="ssbd")
+    parser.add_argument(
+        "--partials", default="60,30", help="partials translated for the wall time, per model"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=60.0, help="speech replayed in real time for the lag"
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    models, counts = args.models.split(","), [int(n) for n in args.partials.split(",")]
+    live = stream(args.seconds, 7)
+    results = {"method": args.method, "seconds": args.seconds, "machine": machine_info(), "models": {}}
+    for model, count in zip(models, counts):
+        loaded = load_model(model)
+        fast = stream(600, 3)[:count]
+        rows = [measure(loaded, n, fast, live, args.method) for n in range(1, len(LANGUAGES) + 1)]
+        for row in rows:
+            row["wall_ratio"] = round(row["wall_s"] / rows[0]["wall_s"], 2)
+        results["models"][model] = {"partials": count, "rows": rows}
+        del loaded
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "targets.json").write_text(json.dumps(results, indent=2))
+    lines = [
+        "# Several caption languages from one talk",
+        "",
+        f"Method {args.method}; languages added in the order {', '.join(LANGUAGES)}. Wall: the first partials of "
+        "an ASR-like stream, every one translated into every language, as fast as it goes; lag: "
+        f"{args.seconds:g} s of speech in real time, latest partial wins (p50/p95 over every language's events). "
+        "See the script's docstring.",
+        "",
+        "| model | languages | wall s (partials) | wall vs 1 language | lag p50 s | lag p95 s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for model, data in results["models"].items():
+        for row in data["rows"]:
+            lines.append(
+                f"| {model} | {row['targets']} | {row['wall_s']} ({data['partials']}) | {row['wall_ratio']}x | "
+                f"{row['lag_p50_s']} | {row['lag_p95_s']} |"
+            )
+    (args.out / "targets.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    plt = pyplot()
+    if plt is not None:
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        for model, data in results["models"].items():
+            ax.plot(
+                [r["targets"] for r in data["rows"]],
+                [r["wall_ratio"] for r in data["rows"]],
+                marker="o",
+                label=model,
+            )
+        ax.plot([1, 4], [1, 4], linestyle=":", color="grey", label="each language alone, one after another")
+        ax.set_xlabel("target languages")
+        ax.set_ylabel("wall time vs 1 language")
+        ax.set_xticks([1, 2, 3, 4])
+        ax.legend(fontsize=8)
+        save_figure(plt, fig, args.out / "targets.png")
+
+
+if __name__ == "__main__":
+    main()

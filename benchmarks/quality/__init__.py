@@ -1,0 +1,1 @@
+"""Quality benchmarks: acceptance rules and prompts, speed against chrF++."""

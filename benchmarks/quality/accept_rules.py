@@ -1,0 +1,191 @@
+"""Speed against quality for every acceptance rule and setting, in one run per model and data set.
+
+Each configuration (``CONFIGS``: RT, the paper's mixture rule at several β, the ratio rule at
+several β, and variants) translates the same sentences revealed ``--lag`` words at a time, one
+after another in one process (``evaluation.bench.run_bench``: timings compare within this run
+only). Reported per configuration: speedup over prefix-cached RT, chrF++ and BLEU of the committed
+captions, NE and LAAL-CA (``mlx-ssbd bench``'s report, ``report.md``), a Pareto plot of speedup
+against chrF++ and NE (``pareto.png``), and for each configuration the difference of its chrF++
+from RT's with a 95% interval from a paired bootstrap over the sentences (``rules.md``: how much of
+a difference these few sentences can tell apart). ``--semsim`` adds USE-multilingual similarity
+to the references (after the run; not COMET). ``--configs`` picks a subset by label; an
+interrupted run resumes per sentence.
+
+    python -m benchmarks.quality.accept_rules --model qwen2.5-coder-0.5b \
+        --data benchmarks/data/talk-sentences/en-de.dev.jsonl --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first)
+from mlx_ssbd import StreamTranslator
+from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
+from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
+from mlx_ssbd.evaluation.scorers import add_scores
+from mlx_ssbd.evaluation.streams import read_pairs
+from mlx_ssbd.live.methods import method_config
+from mlx_ssbd.models.loading import load_model
+
+from sacrebleu.metrics import CHRF
+
+WORD_S = 0.3  # seconds per source word for lagging, as ``mlx-ssbd bench``
+CONFIGS = {
+    "rt": dict(method="rt"),
+    "ssbd-b0": dict(method="ssbd", beta=0.0),
+    "ssbd-b0.1": dict(method="ssbd", beta=0.1),
+    "ssbd-b0.2": dict(method="ssbd", beta=0.2),
+    "ssbd-ratio-b0.4": dict(method="ssbd-ratio", beta=0.4),
+    "ssbd-ratio-b0.6": dict(method="ssbd-ratio", beta=0.6),
+    "ssbd-ratio-b0.8": dict(method="ssbd-ratio", beta=0.8),
+    "ssbd-final0-b0.2": dict(method="ssbd-final0", beta=0.2),
+    "ssbd-b0.2-final0.05": dict(method="ssbd", beta=0.2, final_beta=0.05),
+    "ssbd-ratio-b0.6-final0.2": dict(method="ssbd-ratio", beta=0.6, final_beta=0.2),
+    "ssbd-resync-b0.2-final0": dict(method="ssbd-resync", beta=0.2, final_beta=0.0),
+}
+
+
+def chrf_vs_rt(records: list[dict], labels: list[str], resamples: int = 1000, seed: int = 0) -> dict:
+    """label -> (chrF++ minus RT's, 2.5th and 97.5th percentile of that difference when the
+    sentences are resampled with replacement, the same resample for both)."""
+    finals = {
+        label: {r["item"]: r for r in records if r["config"] == label and r["final"]} for label in labels
+    }
+    items = sorted(finals["rt"])
+    chrf = CHRF(word_order=2)
+    score = lambda label, sample: (
+        chrf.corpus_score(
+            [finals[label][i]["output"] for i in sample],
+            [[finals[label][i]["ref"] for i in sample]],
+        ).score
+    )
+    rng = random.Random(seed)
+    samples = [[rng.choice(items) for _ in items] for _ in range(resamples)]
+    out = {}
+    for label in labels:
+        deltas = sorted(score(label, sample) - score("rt", sample) for sample in samples)
+        out[label] = (
+            round(score(label, items) - score("rt", items), 2),
+            round(deltas[int(0.025 * resamples)], 2),
+            round(deltas[int(0.975 * resamples) - 1], 2),
+        )
+    return out
+
+
+def rules_table(summary: dict, deltas: dict) -> str:
+    semsim = any("semsim" in s for s in summary.values())
+    lines = [
+        "| config | speedup over RT | chrF++ | Δ chrF++ vs RT [95% interval] | BLEU | NE | LAAL-CA s |"
+        + (" semsim |" if semsim else ""),
+        "|---|---|---|---|---|---|---|" + ("---|" if semsim else ""),
+    ]
+    for label, s in summary.items():
+        delta, low, high = deltas[label]
+        lines.append(
+            f"| {label} | {s['speedup']:.2f}x | {s['chrf']:.1f} | {delta:+.1f} [{low:+.1f}, {high:+.1f}] | "
+            f"{s['bleu']:.1f} | {s['ne']:.2f} | {s['laal_ca_s']:.2f} |"
+            + (f" {s['semsim']:.3f} |" if "semsim" in s else "")
+        )
+    return "\n".join(lines) + "\n"
+
+
+def pareto_plot(summary: dict, path: Path, title: str) -> bool:
+    plt = pyplot()
+    if plt is None:
+        return False
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+    for label, s in summary.items():
+        colour = "black" if label == "rt" else "tab:orange" if "ratio" in label else "tab:blue"
+        for ax, key in zip(axes, ("chrf", "ne")):
+            ax.scatter(s["speedup"], s[key], color=colour, s=22)
+            ax.annotate(
+                label.replace("ssbd-", ""),
+                (s["speedup"], s[key]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+    rt = summary["rt"]
+    axes[0].axhline(rt["chrf"] - 1, color="grey", ls="--", lw=1, label="RT's chrF++ - 1")
+    axes[0].set(xlabel="speedup over RT", ylabel="chrF++ (committed captions)", title=title)
+    axes[0].legend(fontsize=8)
+    axes[1].axhline(0.5, color="grey", ls="--", lw=1, label="NE 0.5")
+    axes[1].set(xlabel="speedup over RT", ylabel="NE (normalized erasure)", title="flicker")
+    axes[1].legend(fontsize=8)
+    save_figure(plt, fig, path)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--data", required=True)
+    parser.add_argument("--target", default="de")
+    parser.add_argument("--lag", type=int, default=3)
+    parser.add_argument("--limit", type=int, default=0, help="the first N sentences only")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="labels of CONFIGS, comma-separated")
+    parser.add_argument("--semsim", action="store_true", help="USE-multilingual similarity to the references")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    labels = [label.strip() for label in args.configs.split(",")]
+    unknown = [label for label in labels if label not in CONFIGS]
+    if unknown or "rt" not in labels:
+        parser.error(
+            f"unknown configs {unknown}; rt must be among them" if unknown else "rt must be among the configs"
+        )
+
+    loaded = load_model(args.model)
+    translators = {}
+    for label in labels:
+        settings = dict(CONFIGS[label])
+        config = method_config(settings.pop("method"), **settings)
+        translators[label] = StreamTranslator(
+            loaded.model,
+            loaded.tokenizer,
+            family=loaded.family,
+            source_lang="en",
+            target_lang=args.target,
+            config=config,
+        )
+    items = items_from_pairs([pair for _, pair in read_pairs(args.data)][: args.limit or None], args.lag)
+    facts = {
+        "data": args.data,
+        "data_name": Path(args.data).name,
+        "model": args.model,
+        "source": "en",
+        "target": args.target,
+        "lag": args.lag,
+        "display_mask_k": 0,
+        "word_s": WORD_S,
+        "items": len(items),
+        "data_note": "talk-like sentences written for the project, references by the authors",
+        "configs": {label: CONFIGS[label] for label in labels},
+    }
+    records = run_bench(
+        translators, items, args.out, run_facts=facts, on_item=lambda item: print(item.id, flush=True)
+    )
+    summary = summarize(records, target_lang=args.target, word_s=WORD_S, labels=labels)
+    summary.update(run=facts, machine=machine_info(), notes=[])
+    add_scores(summary, records, semsim=args.semsim)
+    write_report(args.out, summary, records)
+    deltas = chrf_vs_rt(records, labels)
+    (args.out / "rules.md").write_text(
+        f"# Acceptance rules: {args.model}, {Path(args.data).name}, {len(items)} sentences, lag {args.lag}\n\n"
+        + rules_table(summary["configs"], deltas)
+        + "\nSpeedup: RT's wall time over the configuration's, same run. Δ chrF++: corpus chrF++ of the committed "
+        "captions minus RT's; the interval: 2.5th-97.5th percentile of that difference over 1000 paired bootstrap "
+        "resamples of the sentences."
+        + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if args.semsim else "")
+        + "\n"
+    )
+    pareto_plot(
+        summary["configs"], args.out / "pareto.png", f"{args.model}, {Path(args.data).name}, lag {args.lag}"
+    )
+    print((args.out / "rules.md").read_text())
+
+
+if __name__ == "__main__":
+    main()

