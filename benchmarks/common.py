@@ -1,6 +1,6 @@
-"""Paths every benchmark shares: the repository, its data, and repository-relative names.
+"""What every benchmark shares: the repository, its data, repository-relative names, chrF++.
 
-Contract: constants and one pure function; nothing runs at import.
+Contract: constants and pure functions; nothing runs at import.
 """
 
 from __future__ import annotations
@@ -18,3 +18,10 @@ def relative(path: str | Path) -> str:
         return str(Path(path).resolve().relative_to(REPO))
     except ValueError:
         return Path(path).name
+
+
+def chrf(commits: list[str], reference: str) -> float:
+    """Document chrF++ of the committed captions (joined) against one reference text."""
+    from sacrebleu.metrics import CHRF
+
+    return CHRF(word_order=2).corpus_score([" ".join(commits)], [[reference]]).score

@@ -18,7 +18,7 @@ from mlx_ssbd.live.session import (
     LiveSession,
     SessionError,
 )
-from mlx_ssbd.live.source import SourceUpdate
+from mlx_ssbd.live.source import SourcePartial
 
 import click
 
@@ -28,7 +28,7 @@ from .sinks import SINK_FORMATS, make_sink
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
 
 
-def paced(updates: Iterator[SourceUpdate], words_per_second: float) -> Iterator[SourceUpdate]:
+def paced(updates: Iterator[SourcePartial], words_per_second: float) -> Iterator[SourcePartial]:
     """Deliver updates in real time: at their ASR ``end`` time when they have one, else as if the
     words were spoken at ``words_per_second``."""
     t0, spoken, shown = time.monotonic(), 0.0, 0
@@ -45,7 +45,9 @@ def paced(updates: Iterator[SourceUpdate], words_per_second: float) -> Iterator[
 
 
 def run_stream(
-    session: LiveSession, updates: Iterator[SourceUpdate] | Iterator[tuple[float, SourceUpdate | None]], sink
+    session: LiveSession,
+    updates: Iterator[SourcePartial] | Iterator[tuple[float, SourcePartial | None]],
+    sink,
 ) -> int:
     """Push ``updates`` into the session from a reader thread while this thread runs the model
     and writes the session's events to ``sink``. Returns the number of committed captions.
@@ -62,7 +64,7 @@ def run_stream(
             for update in updates:
                 if session.closed:
                     return
-                if isinstance(update, SourceUpdate):
+                if isinstance(update, SourcePartial):
                     session.push(update)
                 elif update[1] is None:
                     session.tick(update[0])
@@ -123,7 +125,7 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
     "--stream",
     "stream_path",
     metavar="FILE|-",
-    help="Stream source updates from FILE (text lines, ASR-partial or pair JSONL), or - for stdin.",
+    help="Stream source partials from FILE (text lines, ASR-partial or pair JSONL), or - for stdin.",
 )
 @click.option(
     "--model",

@@ -18,11 +18,11 @@ from .live.methods import (
     method_config,
 )
 from .live.multistream import MultiStreamTranslator
+from .live.records import Update, UpdateStats
 from .live.segmenter import SegmenterConfig
 from .live.session import CaptionCommit, CaptionUpdate, LiveSession, SessionError
-from .live.source import SourceUpdate
+from .live.source import SourcePartial
 from .live.translator import StreamTranslator, stream_translate, translate
-from .live.updates import Update, UpdateStats
 from .platform.info import backend_info
 
 __version__ = "0.1.0"
@@ -39,7 +39,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "METHODS",
     "POLICIES",
-    "SourceUpdate",
+    "SourcePartial",
     "StreamTranslator",
     "TranslatorConfig",
     "Update",

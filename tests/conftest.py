@@ -19,6 +19,10 @@ import pytest  # noqa: E402
 # Modules that start real servers, browsers, PostgreSQL, speech or benchmark scripts: all slow.
 SLOW_MODULES = {
     "test_benchmark_scripts",
+    "test_benchmark_tools",
+    "test_scheduler",
+    "test_service_chat",
+    "test_service_transcripts",
     "test_deployment",
     "test_real_model",
     "test_service",
@@ -78,3 +82,35 @@ def postgres():
         pytest.skip(MISSING)
     with postgres_server() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def url(model_dir, tmp_path_factory):
+    """A server on the tiny model (SQLite store, at most 3 sessions), shared by a test module."""
+    from serving import server
+
+    with server(model_dir, tmp_path_factory.mktemp("store") / "t.sqlite3", "--max-sessions", "3") as (
+        base,
+        _,
+    ):
+        yield base
+
+
+@pytest.fixture
+def run(model_dir):
+    """``mlx-ssbd ARGS --model <the tiny model>`` in this process (click's runner)."""
+    from mlx_ssbd_cli.main import cli
+
+    from click.testing import CliRunner
+
+    def invoke(*args, input=None):
+        return CliRunner().invoke(cli, [*args, "--model", model_dir], input=input, catch_exceptions=False)
+
+    return invoke
+
+
+def write(tmp_path, name, content):
+    """A file of ``content`` (text or bytes) in ``tmp_path``; its path as a string."""
+    path = tmp_path / name
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return str(path)

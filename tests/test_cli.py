@@ -12,20 +12,7 @@ from mlx_ssbd_cli.main import cli
 
 import pytest
 from click.testing import CliRunner
-
-
-@pytest.fixture
-def run(model_dir):
-    def invoke(*args, input=None):
-        return CliRunner().invoke(cli, [*args, "--model", model_dir], input=input, catch_exceptions=False)
-
-    return invoke
-
-
-def write(tmp_path, name, content):
-    path = tmp_path / name
-    path.write_bytes(content if isinstance(content, bytes) else content.encode())
-    return str(path)
+from conftest import write
 
 
 def test_one_shot_translation(run):
@@ -133,144 +120,6 @@ def test_unknown_language_and_model(run, model_dir):
     assert "qwen2.5-coder-1.5b" in result.output
 
 
-def test_bench_writes_every_file(run, tmp_path):
-    data = write(
-        tmp_path,
-        "pairs.jsonl",
-        "\n".join(
-            json.dumps(p)
-            for p in [
-                {
-                    "id": "a",
-                    "src": "so today I want to talk about rules",
-                    "ref": "heute will ich über Regeln sprechen",
-                },
-                {
-                    "id": "b",
-                    "src": "we made new rules for all people",
-                    "ref": "wir haben neue Regeln gemacht",
-                },
-            ]
-        )
-        + "\n",
-    )
-    out = tmp_path / "out"
-    result = run(
-        "bench",
-        "--data",
-        data,
-        "-t",
-        "de",
-        "--methods",
-        "rt,ssbd,cd,rt-nocache",
-        "--beta",
-        "0,0.5,1",
-        "--out",
-        str(out),
-    )
-    assert result.exit_code == 0, result.output
-    for name in ["results.jsonl", "summary.json", "report.md", "speed_ne_vs_beta.png", "update_latency.png"]:
-        assert (out / name).is_file(), name
-    summary = json.loads((out / "summary.json").read_text())
-    configs = summary["configs"]
-    assert set(configs) == {"rt", "ssbd-b0", "ssbd-b0.5", "ssbd-b1", "cd", "rt-nocache"}
-    assert configs["rt"]["speedup"] == 1.0 and configs["ssbd-b1"]["a_d"] == 1.0  # drafts exist: all kept
-    assert configs["ssbd-b0"]["ne"] == configs["rt"]["ne"]  # lossless: same outputs, same flicker
-    for key in ["ne", "ne_display", "a_o", "tps", "wall_s", "bleu", "chrf", "laal_ca_s"]:
-        assert configs["ssbd-b0.5"][key] is not None
-    assert summary["machine"]["blas"] and summary["ne_tokenizer"] == "13a"
-    assert "flores101" in (out / "report.md").read_text()
-    records = (out / "results.jsonl").read_text().splitlines()
-
-    # Resuming: a complete run is not recomputed.
-    again = run(
-        "bench",
-        "--data",
-        data,
-        "-t",
-        "de",
-        "--methods",
-        "rt,ssbd,cd,rt-nocache",
-        "--beta",
-        "0,0.5,1",
-        "--out",
-        str(out),
-    )
-    assert again.exit_code == 0 and (out / "results.jsonl").read_text().splitlines() == records
-
-
-def test_bench_without_refs_skips_quality(run, tmp_path):
-    data = write(
-        tmp_path,
-        "partials.jsonl",
-        '{"id": 1, "text": "so", "final": false}\n{"id": 1, "text": "so today", "final": true}\n',
-    )
-    result = run("bench", "--data", data, "--methods", "rt,ssbd", "--out", str(tmp_path / "o"))
-    assert result.exit_code == 0
-    ssbd = json.loads((tmp_path / "o" / "summary.json").read_text())["configs"]["ssbd-b0.2"]
-    assert "bleu" not in ssbd and "no reference" in ssbd["quality_note"] and ssbd["tps"] is not None
-
-
-@pytest.mark.parametrize(
-    "args,message",
-    [
-        (["--methods", "rt,fast"], "unknown method 'fast'"),
-        (["--beta", "0.2,1.5"], "outside [0, 1]"),
-        (["--beta", "abc"], "not a valid float"),
-        (["--temperature", "0,-1"], "temperature -1 is outside [0, 10]"),
-        (["--top-p", "0"], "--top-p"),
-        (["--words", "25-10"], "not a word range"),
-    ],
-)
-def test_bench_bad_options(run, tmp_path, args, message):
-    data = write(tmp_path, "p.jsonl", '{"src": "hello"}\n')
-    result = run("bench", "--data", data, "--out", str(tmp_path / "o"), *args)
-    assert result.exit_code == 2 and message in result.output
-
-
-def test_bench_keeps_the_pairs_of_a_word_range(run, model_dir, tmp_path):
-    """--words keeps only the pairs of that length."""
-    data = write(
-        tmp_path,
-        "pairs.jsonl",
-        "\n".join(
-            json.dumps(p)
-            for p in [
-                {"id": "short", "src": "so today", "ref": "heute"},
-                {
-                    "id": "long",
-                    "src": "so today I want to talk about rules",
-                    "ref": "heute will ich über Regeln sprechen",
-                },
-            ]
-        )
-        + "\n",
-    )
-    out = tmp_path / "out"
-    result = run(
-        "bench",
-        "--data",
-        data,
-        "-t",
-        "de",
-        "--methods",
-        "ssbd",
-        "--words",
-        "5-25",
-        "--out",
-        str(out),
-    )
-    assert result.exit_code == 0, result.output
-    configs = json.loads((out / "summary.json").read_text())["configs"]
-    assert configs["ssbd-b0.2"]["items"] == 1  # "so today" has 2 words
-
-
-def test_bench_malformed_jsonl_names_the_line(run, tmp_path):
-    data = write(tmp_path, "p.jsonl", '{"src": "hello"}\n{"src": \n')
-    result = run("bench", "--data", data, "--out", str(tmp_path / "o"))
-    assert result.exit_code == 1 and "p.jsonl:2: malformed JSON" in result.output
-
-
 def test_models_list_and_info():
     result = CliRunner().invoke(cli, ["models", "list"])
     assert (
@@ -351,55 +200,6 @@ def test_ctrl_c_keeps_committed_lines_and_exits_130(model_dir):
         proc.kill()
     assert proc.returncode == 130
     assert "interrupted" in err and "Traceback" not in err
-
-
-def test_bench_with_several_ssbd_variants_at_one_beta(run, tmp_path):
-    """Variants sharing policy and beta get their own rows (regression: the plot sort crashed)."""
-    data = write(tmp_path, "pairs.jsonl", '{"id": "a", "src": "so today I want to talk", "ref": "heute"}\n')
-    out = tmp_path / "out"
-    result = run(
-        "bench",
-        "--data",
-        data,
-        "--methods",
-        "rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus,ssbd-final0",
-        "--out",
-        str(out),
-    )
-    assert result.exit_code == 0, result.output
-    report = (out / "report.md").read_text()
-    for label in ["ssbd-b0.2", "ssbd-resync-b0.2", "ssbd-ngram-b0.2", "ssbd-plus-b0.2", "ssbd-final0-b0.2"]:
-        assert f"| {label} |" in report
-    assert (out / "speed_ne_vs_beta.png").is_file()
-
-
-def test_bench_sampling_is_compared_with_sampled_rt(run, tmp_path):
-    """--temperature 0,0.8 runs every method greedy and sampled; sampled speedup is vs sampled RT."""
-    data = write(
-        tmp_path, "pairs.jsonl", '{"id": "a", "src": "so today I want to talk about rules", "ref": "heute"}\n'
-    )
-    out = tmp_path / "out"
-    result = run(
-        "bench",
-        "--data",
-        data,
-        "--methods",
-        "rt,ssbd",
-        "--temperature",
-        "0,0.8",
-        "--top-p",
-        "0.9",
-        "--out",
-        str(out),
-    )
-    assert result.exit_code == 0, result.output
-    configs = json.loads((out / "summary.json").read_text())["configs"]
-    assert list(configs) == ["rt", "ssbd-b0.2", "rt-t0.8", "ssbd-b0.2-t0.8"]
-    assert configs["ssbd-b0.2"]["speedup_vs"] == "rt" and configs["ssbd-b0.2-t0.8"]["speedup_vs"] == "rt-t0.8"
-    assert configs["rt-t0.8"]["speedup"] == 1.0 and configs["rt-t0.8"]["temperature"] == 0.8
-    records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert {r["temperature"] for r in records if r["config"] == "ssbd-b0.2-t0.8"} == {0.8}
-    assert "| T |" in (out / "report.md").read_text()
 
 
 def test_a_long_unpunctuated_never_final_stream_is_committed_in_pieces(run, tmp_path):
@@ -513,38 +313,6 @@ def test_live_view_truncates_by_display_width():
 def test_bad_segmenter_option_is_a_message_not_a_traceback(run, tmp_path):
     result = run("translate", "--stream", write(tmp_path, "t.txt", "so today\n"), "--max-words", "2")
     assert result.exit_code == 1 and "max_words must be 0 (off) or at least 3" in result.output
-
-
-def test_each_method_runs_at_its_own_beta_unless_told(run, tmp_path):
-    data = write(tmp_path, "pairs.jsonl", '{"id": "a", "src": "so today I want to talk", "ref": "heute"}\n')
-    out = tmp_path / "out"
-    result = run("bench", "--data", data, "--methods", "rt,ssbd,ssbd-ratio", "--out", str(out))
-    assert result.exit_code == 0, result.output
-    from mlx_ssbd.live.methods import DEFAULT_BETA, RATIO_BETA
-
-    configs = json.loads((out / "summary.json").read_text())["configs"]
-    assert list(configs) == ["rt", f"ssbd-b{DEFAULT_BETA:g}", f"ssbd-ratio-b{RATIO_BETA:g}"]
-    help_text = run("translate", "--help").output
-    assert "ssbd-ratio" in help_text and f"{RATIO_BETA:g} for ssbd-ratio" in help_text
-
-
-def test_a_rule_that_cannot_sample_is_refused_before_the_model_loads(tmp_path):
-    for args in (
-        ["translate", "so today", "--method", "ssbd-ratio", "--temperature", "0.7"],
-        [
-            "bench",
-            "--data",
-            write(tmp_path, "p.jsonl", '{"id": "a", "src": "so today"}\n'),
-            "--methods",
-            "ssbd-ratio",
-            "--temperature",
-            "0.7",
-            "--out",
-            str(tmp_path / "out"),
-        ],
-    ):
-        result = CliRunner().invoke(cli, [*args, "--model", "no-such-model"])
-        assert result.exit_code == 1 and "greedy decoding only" in result.output, result.output
 
 
 def test_help_lists_every_command_with_a_whole_summary():

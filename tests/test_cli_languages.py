@@ -114,6 +114,6 @@ def test_the_live_view_keeps_one_line_per_language():
 
 
 def _stats():
-    from mlx_ssbd.live.updates import UpdateStats
+    from mlx_ssbd.live.records import UpdateStats
 
     return UpdateStats("ssbd", 0.2, 4, 3, 1, 4, 2, 20, 10, 0.1, 0.1, 0.2, 0)

@@ -19,7 +19,7 @@ import pytest
 import websockets
 from browser import MISSING as BROWSER_MISSING
 from browser import chromium
-from test_service import server, source, ws_url
+from serving import server, source, ws_url
 from waiting import until
 
 pytestmark = pytest.mark.skipif(

@@ -3,7 +3,7 @@
 import random
 
 from mlx_ssbd.live.segmenter import Segmenter, SegmenterConfig, is_sentence_end
-from mlx_ssbd.live.source import SourceUpdate, Word
+from mlx_ssbd.live.source import SourcePartial, Word
 
 import pytest
 
@@ -13,7 +13,7 @@ OFF = dict(sentence_end=False, max_words=0, pause_s=None)
 def feed(segmenter, texts, *, segment="a", now=0.0):
     jobs = []
     for i, text in enumerate(texts):
-        jobs += segmenter.feed(SourceUpdate(text, segment_id=segment), now + i)
+        jobs += segmenter.feed(SourcePartial(text, segment_id=segment), now + i)
     return jobs
 
 
@@ -65,7 +65,7 @@ def test_long_unpunctuated_stream_is_cut_without_losing_or_repeating_a_word():
         partial = list(words[:shown])
         if rng.random() < 0.2:
             partial[-1] = "misheard"  # the newest word is revised by the next partial
-        jobs += seg.feed(SourceUpdate(" ".join(partial), segment_id="never-final"), shown)
+        jobs += seg.feed(SourcePartial(" ".join(partial), segment_id="never-final"), shown)
     jobs += seg.flush()
     commits = [j for j in jobs if j.final]
     assert len(commits) >= 400 // 20
@@ -86,23 +86,23 @@ def test_length_cut_prefers_a_clause_mark():
 
 def test_pause_commits_the_live_text_once():
     seg = Segmenter(SegmenterConfig(**{**OFF, "pause_s": 2.0}))
-    seg.feed(SourceUpdate("so today", segment_id="a"), 10.0)
+    seg.feed(SourcePartial("so today", segment_id="a"), 10.0)
     assert seg.next_due() == 12.0
     assert seg.due(11.9) == []
     jobs = seg.due(12.0)
     assert [(j.text, j.final, j.reason) for j in jobs] == [("so today", True, "pause")]
     assert seg.due(20.0) == [] and seg.next_due() is None
     # the speaker goes on in the same ASR segment: only the new words are live
-    assert [j.text for j in seg.feed(SourceUpdate("so today we", segment_id="a"), 21.0)] == ["we"]
+    assert [j.text for j in seg.feed(SourcePartial("so today we", segment_id="a"), 21.0)] == ["we"]
 
 
 def test_segment_change_and_final_commit_and_unchanged_partials_cost_nothing():
     seg = Segmenter(SegmenterConfig(**OFF))
-    jobs = seg.feed(SourceUpdate("so today", segment_id="a"), 0)
-    assert seg.feed(SourceUpdate("so today", segment_id="a"), 1) == []  # repeated partial
-    jobs += seg.feed(SourceUpdate("we made", segment_id="b"), 2)
-    jobs += seg.feed(SourceUpdate("we made it", final=True, segment_id="b"), 3)
-    jobs += seg.feed(SourceUpdate("we made it", segment_id="b"), 4)  # same id after final: a new segment
+    jobs = seg.feed(SourcePartial("so today", segment_id="a"), 0)
+    assert seg.feed(SourcePartial("so today", segment_id="a"), 1) == []  # repeated partial
+    jobs += seg.feed(SourcePartial("we made", segment_id="b"), 2)
+    jobs += seg.feed(SourcePartial("we made it", final=True, segment_id="b"), 3)
+    jobs += seg.feed(SourcePartial("we made it", segment_id="b"), 4)  # same id after final: a new segment
     assert [(j.text, j.final, j.reason) for j in jobs] == [
         ("so today", False, ""),
         ("so today", True, "segment"),
@@ -115,21 +115,21 @@ def test_segment_change_and_final_commit_and_unchanged_partials_cost_nothing():
 
 def test_final_partial_shorter_than_the_committed_words_still_closes_the_caption():
     seg = Segmenter(SegmenterConfig(**OFF))
-    seg.feed(SourceUpdate("so today we", segment_id="a"), 0)
-    jobs = seg.feed(SourceUpdate("so", final=True, segment_id="a"), 1)
+    seg.feed(SourcePartial("so today we", segment_id="a"), 0)
+    jobs = seg.feed(SourcePartial("so", final=True, segment_id="a"), 1)
     assert [(j.text, j.final) for j in jobs] == [("so", True)]
 
 
 def test_job_times_from_word_timestamps_or_interpolated():
     words = tuple(Word(w, i * 0.5, i * 0.5 + 0.4) for i, w in enumerate("one. two three".split()))
     seg = Segmenter(SegmenterConfig(**{**OFF, "sentence_end": True}))
-    seg.feed(SourceUpdate("one. two three", segment_id="a", words=words), 0)
-    jobs = seg.feed(SourceUpdate("one. two three", segment_id="a", words=words), 1)
+    seg.feed(SourcePartial("one. two three", segment_id="a", words=words), 0)
+    jobs = seg.feed(SourcePartial("one. two three", segment_id="a", words=words), 1)
     assert [(j.text, j.start, j.end) for j in jobs] == [("one.", 0.0, 0.4), ("two three", 0.5, 1.4)]
     seg = Segmenter(SegmenterConfig(**OFF))
-    (job,) = seg.feed(SourceUpdate("a b c d", segment_id="x", start=10.0, end=12.0), 0)
+    (job,) = seg.feed(SourcePartial("a b c d", segment_id="x", start=10.0, end=12.0), 0)
     assert (job.start, job.end) == (10.0, 12.0)
-    (job,) = Segmenter(SegmenterConfig(**OFF)).feed(SourceUpdate("a b", segment_id="y"), 0)
+    (job,) = Segmenter(SegmenterConfig(**OFF)).feed(SourcePartial("a b", segment_id="y"), 0)
     assert (job.start, job.end) == (None, None)
 
 

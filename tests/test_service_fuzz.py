@@ -11,7 +11,7 @@ import time
 
 import httpx
 import websockets
-from test_service import server, ws_url
+from serving import server, ws_url
 
 REFERENCE = [
     "so today I want to talk about the new rules",

@@ -9,7 +9,7 @@ import pytest
 import websockets
 from browser import MISSING as BROWSER_MISSING
 from browser import chromium
-from test_service import server, ws_url
+from serving import server, ws_url
 from test_service_replicas import Viewer, expect
 
 PARTIALS = [

@@ -13,7 +13,7 @@ from mlx_ssbd.service.store.scratch_postgres import MISSING as POSTGRES_MISSING
 import httpx
 import pytest
 import websockets
-from test_service import server, source, ws_url
+from serving import server, source, ws_url
 from waiting import until, until_async
 
 
@@ -264,7 +264,7 @@ def test_a_resumed_session_goes_on_with_its_numbers_settings_and_clock():
     """``ServiceSession.resume``: the stored id and settings, the next caption number, and audio
     times (the recognizer's, from this connection's first audio) after the last caption's end."""
     from mlx_ssbd.live.segmenter import SegmenterConfig
-    from mlx_ssbd.live.source import SourceUpdate, Word
+    from mlx_ssbd.live.source import SourcePartial, Word
     from mlx_ssbd.service.journal import Journal
     from mlx_ssbd.service.protocol import Settings
     from mlx_ssbd.service.session import ServiceSession
@@ -293,7 +293,7 @@ def test_a_resumed_session_goes_on_with_its_numbers_settings_and_clock():
     assert (session.id, session.settings.target, session.settings.method) == ("sess_old", "ja", "rt")
     assert session.resume_token == "its token"
     session.hear(
-        SourceUpdate("so today", False, "a", 0.5, 1.0, (Word("so", 0.5, 0.7), Word("today", 0.7, 1.0))), 1.0
+        SourcePartial("so today", False, "a", 0.5, 1.0, (Word("so", 0.5, 0.7), Word("today", 0.7, 1.0))), 1.0
     )
     heard = sent[-1]
     assert (heard["type"], heard["start"], heard["end"]) == ("transcription.update", 13.0, 13.5)

@@ -11,7 +11,7 @@ from mlx_ssbd.live.session import (
     LiveSession,
     SessionError,
 )
-from mlx_ssbd.live.source import SourceUpdate
+from mlx_ssbd.live.source import SourcePartial
 
 import pytest
 from test_translator import make, random_stream
@@ -32,17 +32,17 @@ def test_latest_partial_wins_but_finals_and_segment_ends_are_never_skipped(model
     session = LiveSession(make(model, tok, policy="ssbd"), segmenter=MANUAL)
     engine = session.run()
     push = lambda *partials: [session.push(p) for p in partials]
-    push(SourceUpdate("so", segment_id="a"), SourceUpdate("so to", segment_id="a"))
+    push(SourcePartial("so", segment_id="a"), SourcePartial("so to", segment_id="a"))
     first = next(engine)
     push(
-        SourceUpdate("so today", segment_id="a"),
-        SourceUpdate("so today we", final=True, segment_id="a"),
-        SourceUpdate("it", segment_id="b"),
-        SourceUpdate("it works", segment_id="b"),
+        SourcePartial("so today", segment_id="a"),
+        SourcePartial("so today we", final=True, segment_id="a"),
+        SourcePartial("it", segment_id="b"),
+        SourcePartial("it works", segment_id="b"),
     )
     second, third = next(engine), next(engine)
-    push(SourceUpdate("and", segment_id="c"))  # segment b ends without final: still committed
-    push(SourceUpdate("and then", segment_id="c"))
+    push(SourcePartial("and", segment_id="c"))  # segment b ends without final: still committed
+    push(SourcePartial("and then", segment_id="c"))
     session.close()
     events = [first, second, third, *engine]
     kinds = [(type(e).__name__, e.update.source, e.coalesced) for e in events]
@@ -60,7 +60,7 @@ def test_latest_partial_wins_but_finals_and_segment_ends_are_never_skipped(model
 
 def test_every_partial_mode_translates_each_one(model, tok):
     session = LiveSession(make(model, tok), segmenter=MANUAL, latest_wins=False)
-    events = run_all(session, [SourceUpdate(t, segment_id="a") for t in ["so", "so to", "so today"]])
+    events = run_all(session, [SourcePartial(t, segment_id="a") for t in ["so", "so to", "so today"]])
     assert [e.update.source for e in events] == ["so", "so to", "so today", "so today"]
 
 
@@ -70,7 +70,7 @@ def test_beta0_through_the_session_is_token_identical_to_rt(model, tok):
     for index in range(12):
         prefixes = random_stream(rng)
         partials += [
-            SourceUpdate(p, final=i == len(prefixes) - 1 and index % 3 > 0, segment_id=f"s{index}")
+            SourcePartial(p, final=i == len(prefixes) - 1 and index % 3 > 0, segment_id=f"s{index}")
             for i, p in enumerate(prefixes)
         ]
     outputs = {}
@@ -84,13 +84,13 @@ def test_an_unchanged_partial_costs_no_forward_pass(model, tok):
     translator = make(model, tok)
     session = LiveSession(translator, segmenter=MANUAL)
     engine = session.run()
-    session.push(SourceUpdate("so today", segment_id="a"))
+    session.push(SourcePartial("so today", segment_id="a"))
     assert next(engine).update.source == "so today"
     calls = translator.cache.forward_calls
     for _ in range(3):  # the ASR repeats its partial
-        session.push(SourceUpdate("so today", segment_id="a"))
-    session.push(SourceUpdate("so", segment_id="a"))  # revised, then back while the engine was busy:
-    session.push(SourceUpdate("so today", segment_id="a"))  # the newest equals what is on screen
+        session.push(SourcePartial("so today", segment_id="a"))
+    session.push(SourcePartial("so", segment_id="a"))  # revised, then back while the engine was busy:
+    session.push(SourcePartial("so today", segment_id="a"))  # the newest equals what is on screen
     threading.Timer(1.0, session.close).start()  # the engine sees the live job before the commit
     rest = list(engine)
     assert [(type(e).__name__, e.update.source) for e in rest] == [("CaptionCommit", "so today")]
@@ -103,7 +103,7 @@ def test_a_pause_commits_the_open_caption(model, tok):
     session = LiveSession(make(model, tok), segmenter=SegmenterConfig(pause_s=0.2))
 
     def speak():
-        session.push(SourceUpdate("so today we", segment_id="never-final"))
+        session.push(SourcePartial("so today we", segment_id="never-final"))
         time.sleep(3.0)  # silence: no partial at all
         session.close()
 
@@ -119,7 +119,7 @@ def test_a_pause_on_the_inputs_clock_commits_only_when_the_input_says_so(model, 
     pause commits when the input's clock has moved ``pause_s`` past the last change."""
     wall = [0.0]
     session = LiveSession(make(model, tok), segmenter=SegmenterConfig(pause_s=2.0), clock=lambda: wall[0])
-    session.push(SourceUpdate("so today we", segment_id="a"), at=1.0)
+    session.push(SourcePartial("so today we", segment_id="a"), at=1.0)
     wall[0] = 100.0  # a very slow machine: the session clock says nothing about the speaker
     assert (
         session.next_due() is None and session.take().source.text == "so today we" and session.take() is None
@@ -130,8 +130,8 @@ def test_a_pause_on_the_inputs_clock_commits_only_when_the_input_says_so(model, 
     item = session.take()
     assert (item.source.text, item.source.final, item.source.reason) == ("so today we", True, "pause")
     # A recognizer that was behind and heard 3 s at once: new words are no pause, however late.
-    session.push(SourceUpdate("so today we talk", segment_id="b"), at=4.0)
-    session.push(SourceUpdate("so today we talk about it", segment_id="b"), at=9.0)
+    session.push(SourcePartial("so today we talk", segment_id="b"), at=4.0)
+    session.push(SourcePartial("so today we talk about it", segment_id="b"), at=9.0)
     assert [(i.source.text, i.source.final) for i in iter(session.take, None)] == [
         ("so today we talk about it", False)
     ]
@@ -142,9 +142,9 @@ def test_arrival_times_commit_a_pause_before_the_next_partial_even_while_the_eng
     one's arrival whether or not the engine looked in between."""
     wall = [0.0]
     session = LiveSession(make(model, tok), segmenter=SegmenterConfig(pause_s=2.0), clock=lambda: wall[0])
-    session.push(SourceUpdate("so today we", segment_id="a"))
+    session.push(SourcePartial("so today we", segment_id="a"))
     wall[0] = 2.5  # the speaker paused; the engine did not call take() meanwhile
-    session.push(SourceUpdate("so today we talk", segment_id="a"))
+    session.push(SourcePartial("so today we talk", segment_id="a"))
     jobs = [(i.source.text, i.source.final) for i in iter(session.take, None)]
     assert jobs == [("so today we", True), ("talk", False)]
 
@@ -154,8 +154,8 @@ def test_a_rejected_job_is_an_error_event_and_the_session_goes_on(model, tok):
     events = run_all(
         session,
         [
-            SourceUpdate("word " * 3000, final=True, segment_id="a"),
-            SourceUpdate("so today", final=True, segment_id="b"),
+            SourcePartial("word " * 3000, final=True, segment_id="a"),
+            SourcePartial("so today", final=True, segment_id="b"),
         ],
     )
     assert isinstance(events[0], SessionError) and "context" in events[0].message

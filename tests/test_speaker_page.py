@@ -10,7 +10,7 @@ import shutil
 import httpx
 import pytest
 from browser import MISSING, sync_chromium
-from test_service import server
+from serving import server
 
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=str(MISSING))
 TEXT = "So today we talk about the new rules. Then we vote on them."

@@ -3,7 +3,7 @@ checked trims, bad input."""
 
 import random
 
-from mlx_ssbd import SourceUpdate, StreamTranslator, TranslatorConfig, stream_translate
+from mlx_ssbd import SourcePartial, StreamTranslator, TranslatorConfig, stream_translate
 from mlx_ssbd.engine.cache import TokenCache
 from mlx_ssbd.engine.update import Feed
 
@@ -273,9 +273,9 @@ def test_draft_mask_k_trims_the_draft(model, tok):
 def test_stream_translate_commits_segments(model, tok):
     tr = make(model, tok, policy="ssbd")
     items = [
-        SourceUpdate("so today", segment_id="a"),
-        SourceUpdate("so today I", segment_id="a"),
-        SourceUpdate("we made", segment_id="b"),
+        SourcePartial("so today", segment_id="a"),
+        SourcePartial("so today I", segment_id="a"),
+        SourcePartial("we made", segment_id="b"),
     ]
     updates = list(stream_translate(tr, items))
     finals = [u for u in updates if u.final]

@@ -24,15 +24,14 @@ import argparse
 import json
 import random
 import statistics
-import string
 import sys
 import threading
 import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (loads the BLAS before mlx.core)
-from benchmarks.common import DATA as BENCH_DATA
-from benchmarks.common import relative
+from benchmarks.common import chrf, relative
+from benchmarks.live.partials import DATA, asr_partials, speech
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
@@ -41,76 +40,9 @@ from mlx_ssbd.live.session import (
     LiveSession,
     SessionError,
 )
-from mlx_ssbd.live.source import SourceUpdate, Word
+from mlx_ssbd.live.source import Word
 from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
-
-DATA = BENCH_DATA / "udhr" / "en-de.jsonl"
-MISHEARD = ["the", "a", "and", "in", "of", "to", "is", "that", "for", "on", "as", "with", "are"]
-
-
-def speech(pairs: list[dict], words_needed: int, wps: float, rng: random.Random):
-    """(words with times, German reference text) for at least ``words_needed`` spoken words."""
-    words, refs, t = [], [], 0.5
-    while len(words) < words_needed:
-        for pair in pairs:
-            for raw in pair["src"].split():
-                keep_period = raw.endswith(".") and rng.random() < 0.2  # mostly unpunctuated
-                text = raw.lower().strip(string.punctuation + "“”‘’") + ("." if keep_period else "")
-                if not text.strip("."):
-                    continue
-                duration = rng.uniform(0.7, 1.3) / wps
-                words.append(Word(text, round(t, 3), round(t + duration, 3)))
-                t += duration
-            refs.append(pair["ref"])
-            if len(words) >= words_needed:
-                break
-    return words, " ".join(refs)
-
-
-def asr_partials(
-    words: list[Word], rng: random.Random, *, never_final: bool = False
-) -> list[tuple[float, SourceUpdate]]:
-    """(emission time, partial) pairs as a re-decoding streaming ASR would emit them."""
-    out, seg_start, seg_index, t = [], 0, 0, 0.0
-    seg_len_s = rng.uniform(45, 90)
-    end_time = words[-1].end + 0.5
-    while t < end_time:
-        t += rng.uniform(0.3, 1.0)
-        heard = [i for i in range(seg_start, len(words)) if words[i].end + 0.3 <= t]
-        if not heard:
-            continue
-        last = heard[-1] + 1
-        seg_words = list(words[seg_start:last])
-        final = (not never_final and words[last - 1].end - words[seg_start].start > seg_len_s) or last == len(
-            words
-        )
-        if not final:
-            roll = rng.random()
-            if roll < 0.2:  # the newest word misheard (corrected by a later partial)
-                w = seg_words[-1]
-                seg_words[-1] = Word(rng.choice(MISHEARD), w.start, w.end)
-            elif roll < 0.3 and len(seg_words) > 2:  # the newest word not recognised yet
-                seg_words = seg_words[:-1]
-        text = " ".join(w.text for w in seg_words)
-        out.append(
-            (
-                t,
-                SourceUpdate(
-                    text,
-                    final=final,
-                    segment_id=f"asr{seg_index}",
-                    start=seg_words[0].start,
-                    end=seg_words[-1].end,
-                    words=tuple(seg_words),
-                ),
-            )
-        )
-        if final:
-            seg_start, seg_index, seg_len_s = last, seg_index + 1, rng.uniform(45, 90)
-            if seg_start >= len(words):
-                break
-    return out
 
 
 def replay(
@@ -202,12 +134,6 @@ def throughput(records: list[dict]) -> dict:
         "busy_s": busy,
         "s_per_pass": busy / passes,
     }
-
-
-def chrf(commits: list[str], reference: str) -> float:
-    from sacrebleu.metrics import CHRF
-
-    return CHRF(word_order=2).corpus_score([" ".join(commits)], [[reference]]).score
 
 
 def plot(results: dict, path: Path, title: str) -> None:

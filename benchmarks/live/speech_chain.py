@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (loads the BLAS before mlx.core)
-from benchmarks.live.live_replay import DATA, chrf
+from benchmarks.common import chrf
+from benchmarks.live.partials import DATA
 from mlx_ssbd.asr.audio import Replay, read_audio, synthesize
 from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
 from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
@@ -44,10 +45,6 @@ from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession, SessionError
 from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
-
-
-def quantile(xs: list[float], q: float) -> float:
-    return sorted(xs)[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def recognise(recognizer, samples, step_s: float, realtime: bool, push=None, one_pass: bool = False) -> dict:
@@ -159,7 +156,7 @@ def lag_stats(lags: list[float], name: str) -> dict:
         return {}
     return {
         f"{name}_p50_s": round(statistics.median(lags), 3),
-        f"{name}_p95_s": round(quantile(lags, 0.95), 3),
+        f"{name}_p95_s": round(sorted(lags)[min(len(lags) - 1, int(0.95 * len(lags)))], 3),
         f"{name}_max_s": round(max(lags), 3),
     }
 

@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.live.live_replay import DATA, asr_partials, replay, speech
+from benchmarks.live.live_replay import replay
+from benchmarks.live.partials import DATA, asr_partials, speech
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.live.methods import method_config

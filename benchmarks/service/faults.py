@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.live.live_replay import DATA, asr_partials, speech
+from benchmarks.live.partials import DATA, asr_partials, speech
 from benchmarks.service.load import source_message, start_server
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.service.deploy import haproxy_config

@@ -29,13 +29,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.live.live_replay import DATA, asr_partials, speech
+from benchmarks.live.partials import DATA, asr_partials, speech
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 
 
 def source_message(partial) -> str:
-    """The ``source.update`` message of one ASR partial (``SourceUpdate``), with its audio times."""
+    """The ``source.update`` message of one ASR partial (``SourcePartial``), with its audio times."""
     return json.dumps(
         {
             "type": "source.update",

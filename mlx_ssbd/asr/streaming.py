@@ -1,7 +1,7 @@
 """Streaming speech recognition by re-decoding a growing buffer, confirmed by LocalAgreement-2.
 
 Contract: ``StreamingRecognizer(recognizer)``; ``insert(samples)`` appends 16 kHz mono float32
-audio; ``step()`` re-decodes the buffer and returns the ASR partials (``SourceUpdate``) it implies;
+audio; ``transcribe()`` re-decodes the buffer and returns the ASR partials (``SourcePartial``) it implies;
 ``finish()`` decodes what is left and returns the last partials. ``run(chunks)`` does all three
 over an iterable of audio chunks, yielding partials as they come; ``timed(chunks)`` also yields
 the audio's clock (seconds heard) with each. ``OnePass(recognizer).run``
@@ -10,7 +10,7 @@ policy around a ``Recognizer``: no threads, no MLX.
 
 The policy is whisper_streaming's (Machacek et al., 2023):
 
-* every ``step()`` transcribes the whole buffer again, prompted with the confirmed text that has
+* every ``transcribe()`` decodes the whole buffer again, prompted with the confirmed text that has
   left it;
 * a word is *confirmed* once two consecutive transcriptions agree on it and on every word before
   it (LocalAgreement-2); confirmed words never change;
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..live.segmenter import is_sentence_end
-from ..live.source import SourceUpdate, Word
+from ..live.source import SourcePartial, Word
 from .recognizer import SAMPLE_RATE, Recognizer
 
 OVERLAP_WORDS = 5  # a new transcription may repeat up to this many confirmed words: dropped
@@ -93,7 +93,7 @@ class StreamingRecognizer:
         self._buffer = np.concatenate([self._buffer, samples])
         self.received += len(samples)
 
-    def step(self) -> list[SourceUpdate]:
+    def transcribe(self) -> list[SourcePartial]:
         """Transcribe the buffer again; the partials that follow (possibly none: no new audio)."""
         if not len(self._buffer) or self.received == self._decoded:
             return []
@@ -107,9 +107,9 @@ class StreamingRecognizer:
             out += self._force()
         return out + self._live()
 
-    def finish(self) -> list[SourceUpdate]:
+    def finish(self) -> list[SourcePartial]:
         """End of audio: the last transcription is taken as confirmed; every open word is final."""
-        out = self.step()
+        out = self.transcribe()
         self._confirm(self._tentative)
         self._tentative = []
         out += self._sentences()
@@ -119,16 +119,16 @@ class StreamingRecognizer:
         self._buffer = np.zeros(0, dtype=np.float32)
         return out
 
-    def run(self, chunks: Iterable[np.ndarray]) -> Iterator[SourceUpdate]:
+    def run(self, chunks: Iterable[np.ndarray]) -> Iterator[SourcePartial]:
         """Insert each chunk and step after it; finish at the end."""
         return (partial for _, partial in self.timed(chunks) if partial is not None)
 
-    def timed(self, chunks: Iterable[np.ndarray]) -> Iterator[tuple[float, SourceUpdate | None]]:
+    def timed(self, chunks: Iterable[np.ndarray]) -> Iterator[tuple[float, SourcePartial | None]]:
         """``run`` on the audio's clock: each partial with the seconds of audio heard when it was
         recognised, and ``(heard, None)`` after every step (what a pause rule reads)."""
         for chunk in chunks:
             self.insert(chunk)
-            for partial in self.step():
+            for partial in self.transcribe():
                 yield self.audio_s, partial
             yield self.audio_s, None
         for partial in self.finish():
@@ -162,7 +162,7 @@ class StreamingRecognizer:
         self._open += words
         self._history = (self._history + words)[-4 * OVERLAP_WORDS - 50 :]
 
-    def _sentences(self) -> list[SourceUpdate]:
+    def _sentences(self) -> list[SourcePartial]:
         """Final partials for the confirmed sentences of the open segment; the buffer is trimmed
         after each."""
         out = []
@@ -175,7 +175,7 @@ class StreamingRecognizer:
             self._trim(sentence[-1].end)
         return out
 
-    def _force(self) -> list[SourceUpdate]:
+    def _force(self) -> list[SourcePartial]:
         """The buffer outgrew ``max_buffer_s`` without agreement: the latest transcription's words
         in its older half are taken as confirmed (nothing heard is dropped), and the buffer is cut
         after the last confirmed word (or, where nothing was heard, to its last step)."""
@@ -191,7 +191,7 @@ class StreamingRecognizer:
         self._trim(cut)
         return out
 
-    def _live(self) -> list[SourceUpdate]:
+    def _live(self) -> list[SourcePartial]:
         words = self._open + self._tentative
         text = " ".join(w.text for w in words)
         if not words or text == self._last_text:
@@ -199,7 +199,7 @@ class StreamingRecognizer:
         self._last_text = text
         return [self._partial(words, final=False)]
 
-    def _partial(self, words: list[Word], final: bool) -> SourceUpdate:
+    def _partial(self, words: list[Word], final: bool) -> SourcePartial:
         return partial(words, final, self._segment)
 
     def _trim(self, at: float) -> None:
@@ -228,7 +228,7 @@ class OnePass:
     def audio_s(self) -> float:
         return self.received / SAMPLE_RATE
 
-    def run(self, chunks: Iterable[np.ndarray]) -> Iterator[SourceUpdate]:
+    def run(self, chunks: Iterable[np.ndarray]) -> Iterator[SourcePartial]:
         pieces = [np.asarray(c, dtype=np.float32).reshape(-1) for c in chunks]
         samples = np.concatenate(pieces) if pieces else np.zeros(0, dtype=np.float32)
         self.received = len(samples)
@@ -250,9 +250,9 @@ class OnePass:
             yield partial(sentence, True, segment)
 
 
-def partial(words: list[Word], final: bool, segment: int) -> SourceUpdate:
+def partial(words: list[Word], final: bool, segment: int) -> SourcePartial:
     """The ASR partial of ``words`` (word timestamps, first and last time) in segment ``a<n>``."""
-    return SourceUpdate(
+    return SourcePartial(
         " ".join(w.text for w in words),
         final=final,
         segment_id=f"a{segment}",

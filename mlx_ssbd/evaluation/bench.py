@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..live.methods import METHODS, method_config
-from ..live.source import SourceUpdate
+from ..live.source import SourcePartial
 from ..live.translator import StreamTranslator
 from ..platform.info import backend_info
 from . import metrics
@@ -36,7 +36,7 @@ class Item:
     """One segment to translate: its updates and optional reference."""
 
     id: str
-    updates: tuple[SourceUpdate, ...]
+    updates: tuple[SourcePartial, ...]
     ref: str | None = None
 
 
@@ -44,7 +44,7 @@ def items_from_pairs(pairs: Sequence[Pair], lag: int) -> list[Item]:
     return [Item(p.id, tuple(lag_updates(p.src, lag, p.id)), p.ref) for p in pairs]
 
 
-def items_from_partials(updates: Sequence[SourceUpdate]) -> list[Item]:
+def items_from_partials(updates: Sequence[SourcePartial]) -> list[Item]:
     """Group ASR partials into segments (by id; a final partial closes its segment)."""
     items, current = [], []
     for update in updates:
@@ -60,7 +60,7 @@ def items_from_partials(updates: Sequence[SourceUpdate]) -> list[Item]:
     out = []
     for index, group in enumerate(items):
         if not group[-1].final:  # a segment that never said final is committed at its last partial
-            group[-1] = SourceUpdate(group[-1].text, True, group[-1].segment_id)
+            group[-1] = SourcePartial(group[-1].text, True, group[-1].segment_id)
         out.append(Item(f"{group[0].segment_id}#{index}", tuple(group)))
     return out
 

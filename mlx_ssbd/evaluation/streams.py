@@ -1,6 +1,6 @@
 """Sources of source-text updates: lag-k word reveal of sentences, ASR partials, files and stdin.
 
-Contract: every reader yields ``SourceUpdate``s lazily, line by line, so a consumer can translate
+Contract: every reader yields ``SourcePartial``s lazily, line by line, so a consumer can translate
 (and write out) each update before the next line is read; a bad line raises ``StreamError``
 naming the file and line number only when it is reached. Formats:
 
@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..live.source import SourceUpdate, Word
+from ..live.source import SourcePartial, Word
 
 DEFAULT_LAG = 3
 
@@ -44,7 +44,7 @@ class Pair:
     ref: str | None = None
 
 
-def lag_updates(text: str, lag: int = DEFAULT_LAG, segment_id: str | None = None) -> list[SourceUpdate]:
+def lag_updates(text: str, lag: int = DEFAULT_LAG, segment_id: str | None = None) -> list[SourcePartial]:
     """Reveal ``text`` ``lag`` words at a time; the last update is the full text, final."""
     if not isinstance(lag, int) or lag < 1:
         raise ValueError(f"lag must be a positive integer, got {lag!r}")
@@ -52,7 +52,7 @@ def lag_updates(text: str, lag: int = DEFAULT_LAG, segment_id: str | None = None
     if not words:
         raise ValueError("cannot stream an empty sentence")
     cuts = list(range(lag, len(words), lag)) + [len(words)]
-    return [SourceUpdate(" ".join(words[:n]), final=n == len(words), segment_id=segment_id) for n in cuts]
+    return [SourcePartial(" ".join(words[:n]), final=n == len(words), segment_id=segment_id) for n in cuts]
 
 
 def check_stream_path(path: str) -> None:
@@ -156,7 +156,7 @@ def _timing(obj: dict, name: str, number: int) -> dict:
     }
 
 
-def parse_partials(lines: Lines, name: str) -> Iterator[SourceUpdate]:
+def parse_partials(lines: Lines, name: str) -> Iterator[SourcePartial]:
     """ASR partials from JSONL lines of ``{"id", "text", "final"}`` (+ optional timing)."""
     for number, obj in _objects(lines, name):
         text = _field(obj, "text", str, name, number)
@@ -164,10 +164,10 @@ def parse_partials(lines: Lines, name: str) -> Iterator[SourceUpdate]:
         ident = _field(obj, "id", (str, int), name, number)
         if not text.strip():
             raise StreamError(f"{name}:{number}: field 'text' is empty")
-        yield SourceUpdate(text, final=final, segment_id=str(ident), **_timing(obj, name, number))
+        yield SourcePartial(text, final=final, segment_id=str(ident), **_timing(obj, name, number))
 
 
-def partial_json(update: SourceUpdate) -> dict:
+def partial_json(update: SourcePartial) -> dict:
     """One ASR partial as the JSONL object ``parse_partials`` reads back (``listen --asr-only``)."""
     obj = {"id": update.segment_id, "text": update.text, "final": update.final}
     if update.start is not None and update.end is not None:
@@ -179,7 +179,7 @@ def partial_json(update: SourceUpdate) -> dict:
     return obj
 
 
-def parse_whisper(lines: Lines, name: str) -> Iterator[SourceUpdate]:
+def parse_whisper(lines: Lines, name: str) -> Iterator[SourcePartial]:
     """whisper_streaming chunks ``{"start", "end", "text", "is_final"}``, each appending
     confirmed text to the current segment; yields the segment's whole text so far."""
     segment, texts, words, start = 0, [], [], None
@@ -192,7 +192,7 @@ def parse_whisper(lines: Lines, name: str) -> Iterator[SourceUpdate]:
             words += timing["words"]
             start = timing["start"] if start is None else start
         if texts and (text.strip() or final):
-            yield SourceUpdate(
+            yield SourcePartial(
                 " ".join(texts),
                 final=final,
                 segment_id=f"w{segment}",
@@ -204,7 +204,7 @@ def parse_whisper(lines: Lines, name: str) -> Iterator[SourceUpdate]:
             segment, texts, words, start = segment + 1, [], [], None
 
 
-def parse_confirmed(lines: Lines, name: str) -> Iterator[SourceUpdate]:
+def parse_confirmed(lines: Lines, name: str) -> Iterator[SourcePartial]:
     """``{"text", "unconfirmed_text"}`` lines: source = confirmed text + unconfirmed rest."""
     segment, confirmed = 0, ""
     for number, obj in _objects(lines, name):
@@ -217,7 +217,7 @@ def parse_confirmed(lines: Lines, name: str) -> Iterator[SourceUpdate]:
             confirmed = f"{confirmed} {text}".strip()  # given as the newly confirmed piece
         source = f"{confirmed} {rest}".strip()
         if source:
-            yield SourceUpdate(source, final=final, segment_id=f"c{segment}", **_timing(obj, name, number))
+            yield SourcePartial(source, final=final, segment_id=f"c{segment}", **_timing(obj, name, number))
         if final:
             segment, confirmed = segment + 1, ""
 
@@ -230,7 +230,7 @@ def _checked(check, text: str, where: str) -> None:
             raise StreamError(f"{where}: {error}") from None
 
 
-def parse_text(lines: Lines, name: str, lag: int = DEFAULT_LAG, check=None) -> Iterator[SourceUpdate]:
+def parse_text(lines: Lines, name: str, lag: int = DEFAULT_LAG, check=None) -> Iterator[SourcePartial]:
     """Plain text: each non-empty line is a sentence revealed ``lag`` words at a time.
 
     ``check(line)``, if given, vets the whole line before its first update (e.g. that it fits
@@ -244,7 +244,7 @@ def parse_text(lines: Lines, name: str, lag: int = DEFAULT_LAG, check=None) -> I
 
 def pair_updates(
     pairs: Iterable[tuple[int, Pair]], lag: int = DEFAULT_LAG, check=None, name: str = ""
-) -> Iterator[SourceUpdate]:
+) -> Iterator[SourcePartial]:
     """Lag-k updates for (line number, Pair) items, as ``parse_pairs`` yields them."""
     for number, pair in pairs:
         _checked(check, pair.src, f"{name}:{number}")
@@ -259,11 +259,11 @@ def read_pairs(path: str) -> Iterator[tuple[int, Pair]]:
     return parse_pairs(read_lines(path), _display_name(path))
 
 
-def read_partials(path: str) -> Iterator[SourceUpdate]:
+def read_partials(path: str) -> Iterator[SourcePartial]:
     return parse_partials(read_lines(path), _display_name(path))
 
 
-def read_text(path: str, lag: int = DEFAULT_LAG, check=None) -> Iterator[SourceUpdate]:
+def read_text(path: str, lag: int = DEFAULT_LAG, check=None) -> Iterator[SourcePartial]:
     return parse_text(read_lines(path), _display_name(path), lag, check)
 
 
@@ -272,7 +272,7 @@ INPUT_KINDS = ("auto", "text", "partials", "whisper", "confirmed", "pairs")
 
 def open_updates(
     path: str, *, lag: int = DEFAULT_LAG, kind: str = "auto", check=None
-) -> Iterator[SourceUpdate]:
+) -> Iterator[SourcePartial]:
     """Source updates from a file or stdin (``-``) of any supported kind, read lazily.
 
     ``kind="auto"`` decides by the first non-empty line: a JSON object with ``src`` is pairs,

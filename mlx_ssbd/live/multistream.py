@@ -30,8 +30,8 @@ from collections.abc import Callable, Sequence
 
 from ..engine import update as engine
 from ..engine.batch import PREFILL_CHUNK, BatchCache
+from .records import Update
 from .translator import StreamTranslator
-from .updates import Update
 
 
 class MultiStreamTranslator:

@@ -1,7 +1,7 @@
 """Automatic segments: turn ASR partials into translator jobs, committing without ``final``.
 
 Contract: ``Segmenter.feed(partial, now)`` takes one ASR partial (the full current text of an ASR
-segment, as ``SourceUpdate``) and returns the jobs it implies, in order: a ``CaptionSource(text,
+segment, as ``SourcePartial``) and returns the jobs it implies, in order: a ``CaptionSource(text,
 final)`` is one translator update of the *live* source, the words of the ASR segment not
 committed yet (a caption's source at one moment, and whether it commits).
 ``Segmenter.due(now)`` returns the jobs a pause implies; ``Segmenter.flush()`` those that end the
@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..engine.cache import common_prefix_len
-from .source import SourceUpdate
+from .source import SourcePartial
 
 SENTENCE_END = tuple(".!?。！？…")
 CLAUSE_END = tuple(",;:，；：、")
@@ -114,7 +114,7 @@ class Segmenter:
         self._seg = _Open(id=_ENDED)
         self.repeats = 0  # partials that changed nothing (no job)
 
-    def feed(self, partial: SourceUpdate, now: float) -> list[CaptionSource]:
+    def feed(self, partial: SourcePartial, now: float) -> list[CaptionSource]:
         """The jobs one partial implies (possibly none: an unchanged partial costs nothing)."""
         jobs: list[CaptionSource] = []
         seg = self._seg
@@ -216,7 +216,7 @@ def _length_cut(live: list[str], max_words: int) -> int:
     return limit
 
 
-def _word_times(partial: SourceUpdate, n: int) -> list[tuple[float | None, float | None]]:
+def _word_times(partial: SourcePartial, n: int) -> list[tuple[float | None, float | None]]:
     """(start, end) audio seconds of each word of ``partial``: its word timestamps when they
     match its words, else its start/end interpolated by position, else unknown."""
     if partial.words and len(partial.words) == n:

@@ -40,10 +40,10 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from .records import Update
 from .segmenter import CaptionSource, Segmenter, SegmenterConfig
-from .source import SourceUpdate
+from .source import SourcePartial
 from .translator import StreamTranslator
-from .updates import Update
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class LiveSession:
 
     # -- input (any thread) ----------------------------------------------------------------
 
-    def push(self, partial: SourceUpdate, at: float | None = None) -> None:
+    def push(self, partial: SourcePartial, at: float | None = None) -> None:
         """Queue an ASR partial; returns at once. Ignored after ``close``. ``at``: the input's own
         time of it (speech: seconds of audio heard when it was recognised); None: its arrival."""
         with self._cond:

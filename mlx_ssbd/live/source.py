@@ -1,4 +1,4 @@
-"""What flows into a live translation: source updates (an ASR's partials, or text revealed a few
+"""What flows into a live translation: source partials (an ASR's partials, or text revealed a few
 words at a time) and the timed words they may carry.
 
 Contract: frozen dataclasses, no logic; every producer (``evaluation.streams``, ``asr``, the
@@ -20,8 +20,8 @@ class Word:
 
 
 @dataclass(frozen=True)
-class SourceUpdate:
-    """One step of a source stream: the current source prefix and whether it is final.
+class SourcePartial:
+    """One partial of a source stream: the current source prefix and whether it is final.
 
     ``start``/``end`` (audio seconds) and ``words`` (word timestamps) are optional ASR timing.
     """

@@ -8,7 +8,7 @@ draft, but keeps the cache, so the shared system prompt is never recomputed acro
 Invalid input raises ``ValueError`` before any state changes, so the translator stays usable.
 
 Settings: ``methods.TranslatorConfig`` (``methods.METHODS`` names the usual combinations); the
-source comes as ``source.SourceUpdate``s; each update gives an ``updates.Update``.
+source comes as ``source.SourcePartial``s; each update gives an ``updates.Update``.
 
 Draft mask-k (``draft_mask_k``) drops the last k tokens from the draft (the paper's ablation);
 display mask-k (``display_mask_k``) hides the last k tokens from the viewer only while the
@@ -52,8 +52,8 @@ from .glossary import Glossary
 from .methods import TranslatorConfig, method_config
 from .prompt import PromptBuilder, term_pair
 from .proposals import Proposals
-from .source import SourceUpdate
-from .updates import PendingUpdate, Update, UpdateStats
+from .records import PendingUpdate, Update, UpdateStats
+from .source import SourcePartial
 
 SOURCE_SLACK = 2  # source tokens at the end likely to change at the next partial (not checkpointed)
 
@@ -337,13 +337,13 @@ class StreamTranslator:
         return self.tokenizer.decode(list(ids)).strip() if ids else ""
 
 
-def stream_translate(translator: StreamTranslator, updates: Iterable[SourceUpdate]) -> Iterator[Update]:
-    """Translate a stream of source updates, yielding an ``Update`` for each.
+def stream_translate(translator: StreamTranslator, updates: Iterable[SourcePartial]) -> Iterator[Update]:
+    """Translate a stream of source partials, yielding an ``Update`` for each.
 
     A segment that ends without a final update is committed when the next segment starts (by
     ``segment_id`` change) or when the stream ends, by re-running its last source as final.
     """
-    last: SourceUpdate | None = None
+    last: SourcePartial | None = None
     for item in updates:
         if last is not None and not last.final and item.segment_id != last.segment_id:
             yield translator.update(last.text, final=True)

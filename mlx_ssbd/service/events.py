@@ -103,7 +103,7 @@ def stored_commit_event(caption) -> dict:
 
 
 def transcription_event(partial) -> dict:
-    """``transcription.update`` from an ASR partial (``live.translator.SourceUpdate``)."""
+    """``transcription.update`` from an ASR partial (``live.translator.SourcePartial``)."""
     return {
         "type": "transcription.update",
         "segment": partial.segment_id,

@@ -261,7 +261,7 @@ class Scheduler:
             self._admit(sessions)
             if self.batch.busy:
                 self._round()
-            self.works.step(captions_waiting=self.batch.busy)
+            self.works.advance(captions_waiting=self.batch.busy)
             if self.batch.busy or self.works.running:
                 continue
             with self._cond:

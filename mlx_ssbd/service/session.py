@@ -18,7 +18,7 @@ from ..live.glossary import Glossary
 from ..live.methods import method_config
 from ..live.segmenter import SegmenterConfig
 from ..live.session import CaptionCommit, CaptionUpdate, LiveSession
-from ..live.source import SourceUpdate
+from ..live.source import SourcePartial
 from ..live.translator import StreamTranslator
 from . import events, protocol
 from .journal import Journal
@@ -108,7 +108,7 @@ class ServiceSession:
         self.offset = info.next_start
         self.live.resume(info.captions, info.next_start)
 
-    def hear(self, partial: SourceUpdate, heard: float) -> None:
+    def hear(self, partial: SourcePartial, heard: float) -> None:
         """A recognizer's partial (audio times from this connection's first audio), recognised
         when ``heard`` seconds of audio had come: the clock of the session's pause rule."""
         if self.offset and partial.start is not None and partial.end is not None:
@@ -129,7 +129,9 @@ class ServiceSession:
 
     def push(self, message: protocol.SourceMessage) -> None:
         self.input = "text"
-        self.live.push(SourceUpdate(message.text, message.final, message.segment, message.start, message.end))
+        self.live.push(
+            SourcePartial(message.text, message.final, message.segment, message.start, message.end)
+        )
 
     def emit(self, event) -> None:
         """A ``LiveSession`` event out; a commit is in the store before anyone sees it (or, when the

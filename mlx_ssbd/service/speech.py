@@ -148,7 +148,7 @@ class SpeechWorker:
                 stream.asr = StreamingRecognizer(recognizer, self.config)
         if stream.asr is not None:
             stream.asr.insert(pcm_to_float(data))
-            partials = stream.asr.step() + (stream.asr.finish() if ended else [])
+            partials = stream.asr.transcribe() + (stream.asr.finish() if ended else [])
             for partial in partials:
                 session.hear(partial, stream.asr.audio_s)
             session.live.tick(stream.asr.audio_s)  # the audio's clock: a pause in the speech may commit

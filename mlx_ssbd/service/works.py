@@ -3,7 +3,7 @@
 Contract: a work is a generator doing one model call per step; ``Works.submit(fn)`` queues
 ``fn`` (any thread, under the scheduler's lock) and returns the future its result or exception
 comes back through; on the model's thread ``start(waiting)`` starts what was queued,
-``step(captions_waiting)`` advances the oldest work by one step (works run one at a time, in the
+``advance(captions_waiting)`` advances the oldest work by one step (works run one at a time, in the
 order they came) once every ``caption_rounds`` calls while captions wait (each call follows one
 batched round of the sessions), at every call otherwise; ``abandon(error)`` ends every work with
 ``error``. Nothing here touches MLX itself.
@@ -32,7 +32,7 @@ class Works:
             raise ValueError(f"caption_rounds must be at least 1, got {caption_rounds}")
         self.max_works = max_works
         self.caption_rounds = caption_rounds
-        self._rounds = 0  # calls of step() since a work last stepped
+        self._rounds = 0  # calls of advance() since a work last stepped
         self.waiting: list[tuple[Callable[[], Generator], Future]] = []  # any thread, under a lock
         self.running: list[tuple[Generator, Future]] = []  # the model's thread
 
@@ -61,7 +61,7 @@ class Works:
                 except Exception as error:  # handed to the caller, which answers the client
                     future.set_exception(error)
 
-    def step(self, captions_waiting: bool = False) -> None:
+    def advance(self, captions_waiting: bool = False) -> None:
         """One step of the oldest work when one is due; at its end its future gets the result."""
         self._rounds += 1
         if not self.running or (captions_waiting and self._rounds < self.caption_rounds):

@@ -173,8 +173,8 @@ class TranscriptStore:
                 f"the transcript store has schema version {version}; this mlx-ssbd knows versions up "
                 f"to {SCHEMA_VERSION}: upgrade mlx-ssbd"
             )
-        for step in range(version + 1, SCHEMA_VERSION + 1):
-            for statement in MIGRATIONS[step]:
+        for target in range(version + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[target]:
                 statement(db, self) if callable(statement) else db.execute(statement)
         if version < SCHEMA_VERSION:
             db.execute("DELETE FROM schema_version")

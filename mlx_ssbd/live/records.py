@@ -41,7 +41,7 @@ class UpdateStats:
 
 @dataclass(frozen=True)
 class Update:
-    """The translation after one source update."""
+    """The translation after one source partial."""
 
     source: str
     output_ids: tuple[int, ...]

@@ -1,0 +1,71 @@
+"""The benchmark tools: the runner lists every step, the results page takes the newest run of each, a
+before/after comparison runs one benchmark on two commits."""
+
+import json
+import subprocess
+import sys
+
+from test_benchmark_scripts import REPO, script
+
+
+def test_the_runner_lists_every_step_with_an_estimate_and_refuses_an_unknown_group():
+    listing = script("benchmarks.run", "--list")
+    lines = listing.strip().splitlines()
+    assert lines[-1].split()[0] == "total" and len(lines) > 20
+    assert all("min" in line for line in lines)
+    quick = script("benchmarks.run", "--list", "--quick", "--only", "service")
+    assert "service-attacks-0.5b" in quick and "sentences-1.5b" not in quick
+    refused = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--list", "--only", "nonsense"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert refused.returncode != 0 and "no such group" in refused.stderr
+
+
+def test_the_results_page_takes_each_step_from_the_newest_folder_and_names_its_run(tmp_path):
+    from benchmarks.tools.results_page import page
+
+    for folder, value, commit in (("2026-01-01-a", 1, None), ("2026-02-01-b", 2, "abc1234")):
+        step = tmp_path / folder / "glossary-terms"
+        step.mkdir(parents=True)
+        machine = {"cpus": 2, "cpu_model": "Test CPU", **({"commit": commit} if commit else {})}
+        (step / "glossary_terms.json").write_text(json.dumps({"machine": machine}))
+        (step / "glossary_terms.md").write_text(
+            f"# Terms\n\nprose\n\n| a | b |\n|---|---|\n| {value} | x |\n"
+        )
+    text = page(sorted(tmp_path.iterdir()))
+    section = text.split("## A glossary per talk")[1]
+    assert "| 2 | x |" in section and "| 1 | x |" not in section  # the newest run only
+    assert "Run 2026-02-01" in section and "Test CPU, 2 CPUs" in section and "`abc1234`" in section
+    assert "prose" not in section  # tables, not the report's story
+    older = page([tmp_path / "2026-01-01-a"])
+    assert "run before reports named their commit: older than the current code" in older
+
+
+def test_a_before_after_comparison_runs_one_benchmark_on_two_commits(model_dir, tmp_path):
+    script(
+        "benchmarks.compare.run",
+        "--before",
+        "HEAD",
+        "--runs",
+        1,
+        "--out",
+        tmp_path,
+        "--",
+        "benchmarks.engine.verify_cost",
+        "--model",
+        model_dir,
+        "--sizes",
+        "1",
+        "--repeats",
+        1,
+    )
+    result = json.loads((tmp_path / "compare.json").read_text())
+    assert result["before"] == "HEAD" and result["after"] == "working tree"
+    assert (tmp_path / "before-0" / "verify_cost.json").is_file() and (tmp_path / "after-0").is_dir()
+    values = {row["value"] for row in result["rows"]}
+    assert "pass_s.1" in values and all(
+        row["before"] > 0 for row in result["rows"] if row["value"] == "pass_s.1"
+    )

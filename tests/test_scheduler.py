@@ -1,0 +1,310 @@
+"""The scheduler alone (no HTTP): failures stay with their session, queues are bounded, the drain and
+signals end every session cleanly, the ASR thread survives a failing decode."""
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import time
+
+from mlx_ssbd.models.loading import load_model
+from mlx_ssbd.service import protocol
+from mlx_ssbd.service.scheduler import Scheduler
+from mlx_ssbd.service.store import open_store
+from mlx_ssbd.service.works import Busy
+
+import numpy as np
+import pytest
+import websockets
+from serving import SENTENCE, server, source, ws_url
+from waiting import until
+
+
+@pytest.fixture(scope="module")
+def loaded(model_dir):
+    return load_model(model_dir)
+
+
+def run_session(scheduler, finals, on_event=lambda event, session: None):
+    """One session committing ``finals``; runs the scheduler until it is closed; its events."""
+    events = []
+
+    def send(event):
+        events.append(event)
+        on_event(event, session)
+        if event["type"] == "session.closed":
+            scheduler.stop()
+
+    session = scheduler.open(send)
+    for i, text in enumerate(finals):
+        scheduler.push(session, protocol.SourceMessage(text, True, f"s{i}"))
+    scheduler.close(session)
+    scheduler.run()
+    return session, events
+
+
+@pytest.mark.parametrize("failure", ["read-only", "raises"])
+def test_a_store_that_fails_mid_session_loses_no_caption(loaded, tmp_path, monkeypatch, failure):
+    """The store fails after the first commit and is back after the second: the client is told,
+    the second commit is sent with ``stored: false``, then written (``transcript.stored``)."""
+    store = open_store(tmp_path / "t.sqlite3")
+    add = store.add_caption
+
+    def break_store(broken):
+        if failure == "read-only":  # SQLite's own refusal: "attempt to write a readonly database"
+            store._writer.execute(f"PRAGMA query_only={'ON' if broken else 'OFF'}")
+        else:
+
+            def failing(*args):
+                raise sqlite3.OperationalError("database is locked")
+
+            monkeypatch.setattr(store, "add_caption", failing if broken else add)
+
+    def on_event(event, session):
+        if event["type"] == "translation.commit":
+            break_store(event["caption"] == 0)
+
+    scheduler = Scheduler(loaded, store=store)
+    session, events = run_session(
+        scheduler, ["so today we talk.", "about the new rules.", "for all people."], on_event
+    )
+    commits = [e for e in events if e["type"] == "translation.commit"]
+    assert [c["stored"] for c in commits] == [True, False, True]
+    kinds = [e["type"] for e in events]
+    # told before the commit
+    assert kinds.index("error") < kinds.index("translation.commit", kinds.index("error"))
+    assert next(e for e in events if e["type"] == "error")["code"] == "store_failed"
+    assert next(e for e in events if e["type"] == "transcript.stored")["captions"] == [1]
+    assert kinds[-1] == "session.closed" and kinds.index("transcript.stored") < len(kinds) - 1
+    assert [c.text for c in store.captions(session.id)] == [c["text"] for c in commits]
+
+
+def test_a_failing_round_closes_the_sessions_in_it_and_the_scheduler_goes_on(loaded, monkeypatch):
+    """The first batched round raises: the session in it gets ``internal_error`` and is closed; a
+    session opened after it is served by a fresh batch, in the same run."""
+    scheduler = Scheduler(loaded)
+    broken = scheduler.batch
+    monkeypatch.setattr(broken, "round", lambda: (_ for _ in ()).throw(RuntimeError("a bug")))
+    first, second = [], []
+
+    def then(event):
+        second.append(event)
+        if event["type"] == "session.closed":
+            scheduler.stop()
+
+    def on_first(event):
+        first.append(event)
+        if event["type"] == "session.closed":
+            session = scheduler.open(then)
+            scheduler.push(session, protocol.SourceMessage(SENTENCE, True))
+            scheduler.close(session)
+
+    scheduler.push(scheduler.open(on_first), protocol.SourceMessage(SENTENCE, True))
+    scheduler.run()
+    assert [e["type"] for e in first] == ["error", "session.closed"]
+    assert first[0]["code"] == "internal_error" and first[1]["reason"] == "error"
+    assert "a bug" not in first[0]["message"]  # what failed is in the server's log, not sent out
+    assert [e["type"] for e in second] == [
+        "translation.commit",
+        "session.closed",
+    ] and scheduler.batch is not broken
+
+
+def test_a_session_failing_on_its_own_leaves_the_others(loaded, monkeypatch):
+    """An exception while one session's event is sent (here: its client's callback) closes that
+    session with a reason; another session in the same rounds commits as usual."""
+    scheduler = Scheduler(loaded)
+    good, bad = [], []
+
+    def broken(event):
+        bad.append(event)
+        if event["type"] == "translation.commit":
+            raise RuntimeError("a bug in this session's path")
+
+    def watching(event):
+        good.append(event)
+        if len([e for e in good + bad if e["type"] == "session.closed"]) == 2:
+            scheduler.stop()
+
+    first, second = scheduler.open(broken), scheduler.open(watching)
+    scheduler.push(first, protocol.SourceMessage(SENTENCE, True))
+    scheduler.push(second, protocol.SourceMessage(SENTENCE, True))
+    scheduler.close(second)
+    scheduler.run()
+    assert [e["type"] for e in good] == ["translation.commit", "session.closed"]
+    assert [e.get("code") for e in bad if e["type"] == "error"] == ["internal_error"]
+    assert bad[-1] == {"type": "session.closed", "session": first.id, "reason": "error"}
+
+
+def test_pending_finals_and_queued_completions_are_bounded(loaded):
+    scheduler = Scheduler(loaded, max_pending_finals=2, max_calls=1)
+    session = scheduler.open(lambda event: None)
+    for text in ("one.", "two."):
+        scheduler.push(session, protocol.SourceMessage(text, True))
+    with pytest.raises(Busy, match="limit is 2"):
+        scheduler.push(session, protocol.SourceMessage("three.", True))
+    assert session.live.pending_finals == 2  # the refused one was not queued
+    scheduler.interleave(lambda: iter(()))
+    with pytest.raises(Busy, match="1 completions"):
+        scheduler.interleave(lambda: iter(()))
+
+
+def test_the_drain_commits_the_open_caption_and_refuses_newcomers(loaded, tmp_path):
+    store = open_store(tmp_path / "t.sqlite3")
+    scheduler = Scheduler(loaded, store=store)
+    events = []
+
+    def send(event):
+        events.append(event)
+        if event["type"] == "translation.update":
+            scheduler.drain(30)
+
+    session = scheduler.open(send)
+    scheduler.push(session, protocol.SourceMessage("so today we talk about"))  # live, never final
+    scheduler.run()  # returns by itself once drained
+    assert [e["type"] for e in events] == ["translation.update", "translation.commit", "session.closed"]
+    assert events[-1]["reason"] == "shutdown" and events[1]["reason"] == "end"
+    assert [c.text for c in store.captions(session.id)] == [events[1]["text"]]
+    with pytest.raises(Busy) as refused:
+        scheduler.open(lambda event: None)
+    assert refused.value.shutdown
+    with pytest.raises(Busy):
+        scheduler.interleave(lambda: iter(()))
+
+
+class _FakeLive:
+    def __init__(self):
+        self.partials, self.heard = [], []
+
+    def push(self, partial, at=None):
+        self.partials.append(partial)
+
+    def tick(self, at):
+        self.heard.append(at)
+
+
+class _FakeSession:
+    def __init__(self, sid):
+        self.id, self.live, self.events = sid, _FakeLive(), []
+
+    def publish(self, event):
+        self.events.append(event)
+
+    send = publish
+
+    def hear(self, partial, heard):
+        self.live.push(partial, heard)
+
+
+def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
+    """One session's audio makes the recognizer fail: that session gets ``asr_failed``; the other
+    session's speech is recognised on, by the same worker thread; audio beyond the bound is refused."""
+    from mlx_ssbd.asr.recognizer import SAMPLE_RATE
+    from mlx_ssbd.service.speech import SpeechWorker
+
+    from test_asr import ScriptedRecognizer
+
+    class Fussy(ScriptedRecognizer):
+        def transcribe(self, audio, prompt=""):
+            if np.abs(audio).max() > 0.9:  # the loud session's audio breaks it
+                raise RuntimeError("decoder failure")
+            return super().transcribe(audio, prompt)
+
+    class FakeScheduler:
+        closed = []
+
+        def wake(self):
+            pass
+
+        def close(self, session):
+            self.closed.append(session.id)
+
+    worker = SpeechWorker(FakeScheduler(), max_pending_s=5.0)
+    worker._recognizer = Fussy()
+    loud, quiet = _FakeSession("loud"), _FakeSession("quiet")
+    second = 2 * SAMPLE_RATE
+    assert worker.feed(loud, (np.full(SAMPLE_RATE, 32000, "<i2")).tobytes())
+    for _ in range(4):
+        assert worker.feed(quiet, np.zeros(SAMPLE_RATE, "<i2").tobytes())
+    worker.end(quiet)
+    until(lambda: "quiet" in FakeScheduler.closed, 30, "the quiet session to end")
+    assert [e["code"] for e in loud.events] == ["asr_failed"]
+    assert quiet.live.partials and not [e for e in quiet.events if e["type"] == "error"]
+    assert quiet.live.heard == sorted(quiet.live.heard) and quiet.live.heard[-1] == 4.0  # the audio's clock
+    assert worker._thread.is_alive()
+    hold = _FakeSession("hold")
+    with worker._cond:  # the worker is not served while it holds the lock: nothing is recognised
+        assert worker.feed(hold, b"\x00" * (second * 4)) and not worker.feed(hold, b"\x00" * (second + 2))
+
+
+def test_sigterm_drains_open_captions_into_the_store_and_exits_0(model_dir, tmp_path):
+    store = tmp_path / "t.sqlite3"
+
+    async def talk_then_terminate(base, proc):
+        async with websockets.connect(ws_url(base)) as ws:
+            sid = json.loads(await ws.recv())["session"]
+            await ws.send(json.dumps(source("so today we talk about the weather")))  # never final
+            events = []
+            async for raw in ws:
+                events.append(json.loads(raw))
+                if events[-1]["type"] == "translation.update" and proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            return sid, events, ws.close_code
+
+    with server(model_dir, store) as (base, proc):
+        sid, events, code = asyncio.run(talk_then_terminate(base, proc))
+        assert proc.wait(timeout=60) == 0
+    commit = next(e for e in events if e["type"] == "translation.commit")
+    assert events[-1] == {"type": "session.closed", "session": sid, "reason": "shutdown"} and code == 1001
+    assert commit["reason"] == "end" and commit["stored"]
+    assert [c.text for c in open_store(store).captions(sid)] == [commit["text"]]
+
+
+def test_signals_are_acted_on_at_once_even_while_the_model_thread_is_busy(monkeypatch):
+    """The signal thread (``server._watch_signals``): the first signal drains at once, whatever the
+    model's thread is doing; if that thread has not returned by the drain's end the process exits
+    (status 1); a second signal cuts the wait to ``EXIT_GRACE_S``."""
+    import threading
+
+    from mlx_ssbd.service import server as server_mod
+
+    class Exited(Exception):
+        pass
+
+    def run(signals: int, drain_s: float):
+        drains, exits = [], []
+
+        class Scheduler:
+            def drain(self, timeout_s):
+                drains.append((time.monotonic(), timeout_s))
+
+        def exit_now(status):
+            exits.append((time.monotonic(), status))
+            raise Exited
+
+        def watch():
+            with pytest.raises(Exited):
+                server_mod._watch_signals(woken, Scheduler(), drain_s, returned)
+
+        monkeypatch.setattr(server_mod.os, "_exit", exit_now)
+        woken, wake = os.pipe()
+        returned = threading.Event()  # never set: the model's thread is stuck in a long model call
+        watcher = threading.Thread(target=watch, daemon=True)
+        start = time.monotonic()
+        watcher.start()
+        for _ in range(signals):
+            os.write(wake, bytes([signal.SIGTERM]))
+            time.sleep(0.2)
+        watcher.join(timeout=60)
+        os.close(woken), os.close(wake)
+        return start, drains, exits
+
+    start, drains, exits = run(1, drain_s=0.5)
+    assert len(drains) == 1 and drains[0][0] - start < 1.0 and drains[0][1] == 0.5  # at once
+    assert [status for _, status in exits] == [1] and exits[0][
+        0
+    ] - start >= 0.5 + server_mod.EXIT_GRACE_S - 0.1
+    start, drains, exits = run(2, drain_s=30.0)
+    assert len(drains) == 2 and [status for _, status in exits] == [1]
+    assert exits[0][0] - start < 0.2 + server_mod.EXIT_GRACE_S + 5  # not the 30 s drain
