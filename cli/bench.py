@@ -6,7 +6,6 @@ import shutil
 import sys
 from pathlib import Path
 
-from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.bench import (
     items_from_pairs,
     items_from_partials,
@@ -255,14 +254,7 @@ def bench(
         )
     loaded = load(model)
     translators = {
-        label: StreamTranslator(
-            loaded.model,
-            loaded.tokenizer,
-            family=loaded.family,
-            source_lang=source,
-            target_lang=target,
-            config=config,
-        )
+        label: loaded.translator(target, source_lang=source, config=config)
         for label, config in configs.items()
     }
     note = data_note or (UDHR_NOTE if "udhr" in str(Path(data).resolve()).lower() else describe(data))

@@ -7,7 +7,6 @@ import os
 import sys
 import time
 
-from mlx_ssbd import StreamTranslator
 from mlx_ssbd.asr.audio import Replay, microphone, pcm_chunks, read_audio
 from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
 from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
@@ -210,15 +209,7 @@ def _session(
     loaded = load(model)
     config = method_config(method, beta=beta, display_mask_k=mask_k, context_tokens=context_tokens)
     translators = {
-        target: StreamTranslator(
-            loaded.model,
-            loaded.tokenizer,
-            family=loaded.family,
-            source_lang=source,
-            target_lang=target,
-            config=config,
-            glossary=glossary,
-        )
+        target: loaded.translator(target, source_lang=source, config=config, glossary=glossary)
         for target in targets
     }
     # The ASR ends sentences itself; a pause in the speech (on the audio's clock) commits while it streams.

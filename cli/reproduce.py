@@ -7,7 +7,6 @@ import re
 import sys
 from pathlib import Path
 
-from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation import paper
 from mlx_ssbd.evaluation.bench import machine_info, run_bench, summarize
 from mlx_ssbd.evaluation.datasets import describe
@@ -116,14 +115,7 @@ def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python
             source, target = pair.split("-")
             configs = paper.paper_grid(sweep=(position, pair) == (sweep_position, sweep_pair))
             translators = {
-                label: StreamTranslator(
-                    loaded.model,
-                    loaded.tokenizer,
-                    family=loaded.family,
-                    source_lang=source,
-                    target_lang=target,
-                    config=config,
-                )
+                label: loaded.translator(target, source_lang=source, config=config)
                 for label, config in configs.items()
             }
             spec = _for_pair(data, pair)

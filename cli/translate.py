@@ -8,7 +8,6 @@ import threading
 import time
 from collections.abc import Iterator
 
-from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.streams import DEFAULT_LAG, INPUT_KINDS, check_stream_path, open_updates
 from mlx_ssbd.live.methods import DEFAULT_AGREEMENT, METHODS, method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
@@ -260,15 +259,7 @@ def translate(
         )
     loaded = load(model)
     translators = {
-        lang: StreamTranslator(
-            loaded.model,
-            loaded.tokenizer,
-            family=loaded.family,
-            source_lang=source,
-            target_lang=lang,
-            config=config,
-            glossary=glossary,
-        )
+        lang: loaded.translator(lang, source_lang=source, config=config, glossary=glossary)
         for lang in targets
     }
     translator = translators[targets[0]]

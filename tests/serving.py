@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 
-from mlx_ssbd import StreamTranslator, method_config
+from mlx_ssbd import method_config
 from mlx_ssbd.models.loading import load_model
 
 import websockets
@@ -88,12 +88,7 @@ def source(text, final=False, segment="s1"):
 def alone(model_dir, text, target="de", **settings):
     """The commit of ``text`` by one translator alone (the reference for a served session)."""
     loaded = load_model(model_dir)
-    tr = StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang=target,
-        config=method_config(settings.get("method", "ssbd"), beta=settings.get("beta", 0.2)),
+    tr = loaded.translator(
+        target, config=method_config(settings.get("method", "ssbd"), beta=settings.get("beta", 0.2))
     )
     return tr.update(text, final=True).output

@@ -81,7 +81,6 @@ def test_a_model_whose_template_is_not_the_papers_loads_and_translates_without_a
     import shutil
 
     from mlx_ssbd.live.methods import method_config
-    from mlx_ssbd.live.translator import StreamTranslator
     from mlx_ssbd.models.loading import load_model
 
     target = tmp_path / "model"
@@ -90,14 +89,7 @@ def test_a_model_whose_template_is_not_the_papers_loads_and_translates_without_a
     tok.save_pretrained(target)  # tokenizer.json, tokenizer_config.json and the template
     loaded = load_model(str(target))
     assert loaded.family == "generic"
-    tr = StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang="de",
-        config=method_config("rt"),
-    )
+    tr = loaded.translator("de", config=method_config("rt"))
     update = tr.update("so today we talk", final=True)
     assert update.stats.forward_passes >= 1 and "<|start_header_id|>" in loaded.tokenizer.decode(
         tr.prompts.build("so today").ids

@@ -106,20 +106,11 @@ def test_the_terms_go_after_the_source_and_the_prefix_stays_cached(model_dir):
     """A glossary's hits are named after the source, in the user turn: the prefix (its KV cache)
     is the same with or without them, the source ids too; only hits found in the source are named."""
     from mlx_ssbd.live.methods import method_config
-    from mlx_ssbd.live.translator import StreamTranslator
     from mlx_ssbd.models.loading import load_model
 
     loaded = load_model(model_dir)
     glossary = parse_tsv(TSV)
-    tr = StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang="de",
-        config=method_config("rt"),
-        glossary=glossary,
-    )
+    tr = loaded.translator("de", config=method_config("rt"), glossary=glossary)
     built = []
     build = tr.prompts.build
     tr.prompts.build = lambda *args: built.append(build(*args)) or built[-1]
@@ -137,31 +128,15 @@ def test_the_terms_named_in_a_prompt_fit_a_token_budget_in_the_order_they_occur(
     ``glossary_tokens``: the earliest hits are named, as many as fit."""
     from mlx_ssbd.live.glossary import Glossary
     from mlx_ssbd.live.methods import method_config
-    from mlx_ssbd.live.translator import StreamTranslator
     from mlx_ssbd.models.loading import load_model
 
     loaded = load_model(model_dir)
     terms = {f"term{i:03d}": "x" * 90 for i in range(200)}
     flood = Glossary({"de": terms})
     source = " ".join(reversed(list(terms)))  # the last term occurs first
-    plain = StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang="de",
-        config=method_config("rt"),
-    )
+    plain = loaded.translator("de", config=method_config("rt"))
     for budget in (0, 256, 1024):
-        tr = StreamTranslator(
-            loaded.model,
-            loaded.tokenizer,
-            family=loaded.family,
-            source_lang="en",
-            target_lang="de",
-            config=method_config("rt", glossary_tokens=budget),
-            glossary=flood,
-        )
+        tr = loaded.translator("de", config=method_config("rt", glossary_tokens=budget), glossary=flood)
         named = tr._terms(source)
         extra = len(tr.prompts.build(source, (), named).ids) - len(plain.prompts.build(source).ids)
         assert extra <= budget + 40  # the template's words around the entries

@@ -7,7 +7,7 @@ of the converter are all under test; no expected numbers are copied from elsewhe
 
 import re
 
-from mlx_ssbd import StreamTranslator, TranslatorConfig, translate
+from mlx_ssbd import TranslatorConfig, translate
 from mlx_ssbd.live.prompt import PromptBuilder
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.models.registry import assemble_gguf, get_card
@@ -126,14 +126,7 @@ def test_translates_a_fixed_sentence_into_chinese(loaded):
 def test_ssbd_on_a_real_stream_reuses_the_draft_and_beta0_matches_rt(loaded):
     words = "All human beings are born free and equal in dignity and rights".split()
     prefixes = [" ".join(words[:n]) for n in (3, 6, 9, len(words))]
-    make = lambda **c: StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang="de",
-        config=TranslatorConfig(**c),
-    )
+    make = lambda **c: loaded.translator("de", config=TranslatorConfig(**c))
     rt, lossless, ssbd = make(policy="rt"), make(policy="ssbd", beta=0.0), make(policy="ssbd", beta=0.2)
     accepted = 0
     for i, prefix in enumerate(prefixes):

@@ -8,7 +8,6 @@ import shutil
 from mlx_ssbd.asr.audio import synthesize
 from mlx_ssbd.evaluation.scorers import semantic_similarity
 from mlx_ssbd.live.methods import method_config
-from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd_cli.main import cli
 
@@ -85,14 +84,7 @@ def test_spoken_english_becomes_german_captions_near_the_translation_of_the_text
     captions = " ".join(c["output"] for c in commits)
 
     loaded = load_model(MODEL)
-    translator = StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang="de",
-        config=method_config("rt"),
-    )
+    translator = loaded.translator("de", config=method_config("rt"))
     text_translation = " ".join(translator.update(s, final=True).output for s in TALK)
     own, control = chrf(captions, text_translation), chrf(captions, " ".join(UNRELATED))
     sim, sim_control = (

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from benchmarks.common import DATA
-from mlx_ssbd import StreamTranslator, TranslatorConfig, stream_translate
+from mlx_ssbd import TranslatorConfig, stream_translate
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_partials
@@ -47,14 +47,7 @@ def main() -> None:
     args = parser.parse_args()
 
     loaded = load_model(args.model)
-    translator = StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang="de",
-        config=TranslatorConfig(policy="ssbd", beta=0.2),
-    )
+    translator = loaded.translator("de", config=TranslatorConfig(policy="ssbd", beta=0.2))
     partials = list(read_partials(args.data))
     stream = itertools.chain.from_iterable(itertools.repeat(partials))
     samples, start = [], time.perf_counter()

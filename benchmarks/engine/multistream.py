@@ -21,7 +21,6 @@ from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import DATA
-from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_pairs
@@ -40,15 +39,7 @@ def lanes_for(items, n_streams: int) -> list[list[tuple[str, bool]]]:
 def run(loaded, items, n_streams: int, method: str, beta: float, target: str, batched: bool) -> dict:
     lanes = lanes_for(items, n_streams)
     translators = [
-        StreamTranslator(
-            loaded.model,
-            loaded.tokenizer,
-            family=loaded.family,
-            source_lang="en",
-            target_lang=target,
-            config=method_config(method, beta=beta),
-        )
-        for _ in range(n_streams)
+        loaded.translator(target, config=method_config(method, beta=beta)) for _ in range(n_streams)
     ]
     multi = MultiStreamTranslator(translators) if batched else None
 

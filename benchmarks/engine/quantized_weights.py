@@ -35,7 +35,7 @@ PATHS = ("quantized", "dense")
 def measure(model: str, sentences: int, repeats: int) -> dict:
     """In this process: load, time forward passes, translate sentences (run with the env set)."""
     import mlx_ssbd  # noqa: F401  (backend policy first)
-    from mlx_ssbd import StreamTranslator, TranslatorConfig
+    from mlx_ssbd import TranslatorConfig
     from mlx_ssbd.evaluation.passes import pass_timings
     from mlx_ssbd.models.loading import load_model
 
@@ -56,14 +56,7 @@ def measure(model: str, sentences: int, repeats: int) -> dict:
         outputs, wall = [], 0.0
         for item in items:
             words = item["src"].split()
-            tr = StreamTranslator(
-                loaded.model,
-                loaded.tokenizer,
-                family=loaded.family,
-                source_lang="en",
-                target_lang="de",
-                config=TranslatorConfig(**cfg),
-            )
+            tr = loaded.translator("de", config=TranslatorConfig(**cfg))
             t = time.perf_counter()
             for shown in range(3, len(words) + 3, 3):
                 update = tr.update(" ".join(words[:shown]), final=shown >= len(words))

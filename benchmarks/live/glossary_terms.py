@@ -26,7 +26,6 @@ from mlx_ssbd.live.glossary import load_glossary, term_accuracy
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession
-from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 
 from sacrebleu.metrics import BLEU, CHRF
@@ -35,15 +34,7 @@ DATA = BENCH_DATA / "glossary"
 
 
 def run(loaded, pairs: list[dict], glossary, method: str) -> dict:
-    translator = StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang="de",
-        config=method_config(method),
-        glossary=glossary,
-    )
+    translator = loaded.translator("de", config=method_config(method), glossary=glossary)
     session = LiveSession(
         translator,
         segmenter=SegmenterConfig(sentence_end=False, max_words=0, pause_s=None),

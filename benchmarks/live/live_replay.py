@@ -41,7 +41,6 @@ from mlx_ssbd.live.session import (
     SessionError,
 )
 from mlx_ssbd.live.source import Word
-from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 
 
@@ -264,14 +263,7 @@ def main() -> int:
     segmenter = SegmenterConfig()
     results, summary = {}, {}
     for method in args.methods.split(","):
-        translator = StreamTranslator(
-            loaded.model,
-            loaded.tokenizer,
-            family=loaded.family,
-            source_lang="en",
-            target_lang="de",
-            config=method_config(method),
-        )
+        translator = loaded.translator("de", config=method_config(method))
         translator.update("warm up the model", final=True)
         print(
             f"{method}: replaying {len(partials)} partials ({words[-1].end / 60:.1f} min of speech)...",

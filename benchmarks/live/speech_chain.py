@@ -43,7 +43,6 @@ from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession, SessionError
-from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 
 
@@ -63,14 +62,7 @@ def recognise(recognizer, samples, step_s: float, realtime: bool, push=None, one
 def translate_live(loaded, method: str, feed, *, realtime: bool, live_updates: bool = True) -> dict:
     """A ``LiveSession`` fed by ``feed(session)`` on a thread (which closes it), translated here;
     every event's record, times on the feed's clock (``feed`` returns its start, monotonic)."""
-    translator = StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang="de",
-        config=method_config(method),
-    )
+    translator = loaded.translator("de", config=method_config(method))
     segmenter = SegmenterConfig(pause_s=SegmenterConfig.pause_s if realtime else None)
     session = LiveSession(translator, segmenter=segmenter, latest_wins=True, live_updates=live_updates)
     session_t0 = time.monotonic() - session.now()
@@ -201,14 +193,7 @@ def summarize(
 
 
 def translate_text(loaded, sources: list[str]) -> list[str]:
-    translator = StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang="de",
-        config=method_config("rt"),
-    )
+    translator = loaded.translator("de", config=method_config("rt"))
     return [translator.update(src, final=True).output for src in sources]
 
 

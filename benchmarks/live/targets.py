@@ -30,7 +30,6 @@ from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
-from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 
 LANGUAGES = ("de", "fr", "ja", "es")
@@ -45,17 +44,7 @@ def stream(seconds: float, seed: int):
 
 def measure(loaded, n: int, partials_fast, partials_live, method: str) -> dict:
     def translators():
-        return {
-            lang: StreamTranslator(
-                loaded.model,
-                loaded.tokenizer,
-                family=loaded.family,
-                source_lang="en",
-                target_lang=lang,
-                config=method_config(method),
-            )
-            for lang in LANGUAGES[:n]
-        }
+        return {lang: loaded.translator(lang, config=method_config(method)) for lang in LANGUAGES[:n]}
 
     segmenter = SegmenterConfig(pause_s=None)
     started = time.perf_counter()

@@ -22,7 +22,6 @@ import random
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
@@ -142,14 +141,7 @@ def main() -> None:
     for label in labels:
         settings = dict(CONFIGS[label])
         config = method_config(settings.pop("method"), **settings)
-        translators[label] = StreamTranslator(
-            loaded.model,
-            loaded.tokenizer,
-            family=loaded.family,
-            source_lang="en",
-            target_lang=args.target,
-            config=config,
-        )
+        translators[label] = loaded.translator(args.target, config=config)
     items = items_from_pairs([pair for _, pair in read_pairs(args.data)][: args.limit or None], args.lag)
     facts = {
         "data": args.data,

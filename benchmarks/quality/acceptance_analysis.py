@@ -37,7 +37,6 @@ from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import lag_updates, read_pairs
 from mlx_ssbd.live.methods import method_config
-from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 
 import mlx.core as mx
@@ -190,14 +189,7 @@ def main() -> None:
     args = parser.parse_args()
 
     loaded = load_model(args.model)
-    make = lambda config: StreamTranslator(
-        loaded.model,
-        loaded.tokenizer,
-        family=loaded.family,
-        source_lang="en",
-        target_lang=args.target,
-        config=config,
-    )
+    make = lambda config: loaded.translator(args.target, config=config)
     loops = {"cut_loops": not args.keep_loops}
     translator, rt = make(method_config("ssbd", beta=args.beta, **loops)), make(method_config("rt", **loops))
     recorder = Recorder(engine_update.decide)

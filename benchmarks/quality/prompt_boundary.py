@@ -24,7 +24,7 @@ from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import DATA as BENCH_DATA
-from mlx_ssbd import StreamTranslator, TranslatorConfig
+from mlx_ssbd import TranslatorConfig
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.metrics import quality
 from mlx_ssbd.evaluation.streams import read_pairs
@@ -49,13 +49,8 @@ def run_pair(loaded, pair: str, items: int) -> dict:
     result = {"pair": pair, "items": len(pairs)}
     outputs = {}
     for variant in VARIANTS:
-        translator = StreamTranslator(
-            loaded.model,
-            loaded.tokenizer,
-            family=loaded.family,
-            source_lang=source_lang,
-            target_lang=target_lang,
-            config=TranslatorConfig(policy="rt"),
+        translator = loaded.translator(
+            target_lang, source_lang=source_lang, config=TranslatorConfig(policy="rt")
         )
         if variant == "split":
             translator.prompts = SplitBoundary(loaded.tokenizer, loaded.family, source_lang, target_lang)
@@ -78,14 +73,7 @@ def run_speed(loaded, items: int, rounds: int) -> dict:
     totals = {v: {"wall_s": 0.0, "output_tokens": 0, "forward_passes": 0, "updates": 0} for v in variants}
     for _ in range(rounds):
         for variant in variants:
-            translator = StreamTranslator(
-                loaded.model,
-                loaded.tokenizer,
-                family=loaded.family,
-                source_lang="en",
-                target_lang="de",
-                config=TranslatorConfig(policy="ssbd", beta=0.2),
-            )
+            translator = loaded.translator("de", config=TranslatorConfig(policy="ssbd", beta=0.2))
             if variant == "split":
                 translator.prompts = SplitBoundary(loaded.tokenizer, loaded.family, "en", "de")
             if variant.endswith("drops the full stop"):  # the old rule: a ".\n" token leaves nothing

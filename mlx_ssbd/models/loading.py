@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..live.prompt import detect_family, get_family
+from ..live.translator import StreamTranslator
 from ..platform.backend import compute_dtype, wire_memory
 from ..platform.quantized import dequantize_layers, route_quantized_layers
 from .registry import ModelError, Progress, cards, default_card, prepare
@@ -30,6 +31,18 @@ class LoadedModel:
     path: str
     dtype: str
     weights: str = "dense"  # "quantized (N layers through the CPU kernel)", "quantized", or "dense"
+
+    def translator(self, target_lang: str, source_lang: str = "en", **options):
+        """A ``StreamTranslator`` on this model in its prompt family; ``options``: the
+        translator's keyword arguments (``config``, ``glossary``, ``max_kv_size``)."""
+        return StreamTranslator(
+            self.model,
+            self.tokenizer,
+            family=self.family,
+            source_lang=source_lang,
+            target_lang=target_lang,
+            **options,
+        )
 
 
 WEIGHTS_ENV = "MLX_SSBD_WEIGHTS"

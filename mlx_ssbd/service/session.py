@@ -61,19 +61,13 @@ class ServiceSession:
 
     def build_translators(self, loaded) -> dict[str, StreamTranslator]:
         """One translator per target language, with the settings in force (``loaded``: a
-        ``models.loading.LoadedModel``); the scheduler's thread, at the session's first job."""
+        ``models.loading.LoadedModel``); the scheduler's thread, at the session's first source."""
         s = self.settings
         config = replace(method_config(s.method, beta=s.beta), display_mask_k=s.mask_k)
         glossary = Glossary(s.glossary) if s.glossary else None
         for target in s.targets:
-            self.translators[target] = StreamTranslator(
-                loaded.model,
-                loaded.tokenizer,
-                family=loaded.family,
-                source_lang=s.source,
-                target_lang=target,
-                config=config,
-                glossary=glossary,
+            self.translators[target] = loaded.translator(
+                target, source_lang=s.source, config=config, glossary=glossary
             )
         return self.translators
 
