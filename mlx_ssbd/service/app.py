@@ -27,9 +27,10 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes be
 * ``POST /v1/chat/completions``: OpenAI-compatible, with Predicted Outputs (``chat_http``).
 * ``WS /v1/stream``: live caption sessions, protocol version 1 (``stream``, ``protocol``).
 
-A store that cannot be read answers 503 (``store_unavailable``); the server goes on. The app never
-touches MLX: it hands messages to the ``Scheduler`` (thread-safe calls) and sends the events the
-scheduler posts back through a bounded queue per reader (``outbox``).
+The session list and the transcripts are served by ``transcripts``. A store that cannot be read
+answers 503 (``store_unavailable``); the server goes on. The app never touches MLX: it hands
+messages to the ``Scheduler`` (thread-safe calls) and sends the events the scheduler posts back
+through a bounded queue per reader (``outbox``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from ..live import subtitles
 from ..live.methods import METHODS
 from . import events
 from .chat import ChatEngine
@@ -57,8 +57,8 @@ from .options import ServiceOptions
 from .protocol import STREAM_METHODS, Settings
 from .scheduler import Scheduler
 from .speech import SpeechWorker
-from .store import SessionInfo
 from .stream import serve_stream
+from .transcripts import Transcripts, store_unavailable
 from .viewers import Viewers, viewer_response
 
 log = logging.getLogger(__name__)
@@ -123,104 +123,30 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
     async def stream(ws: WebSocket) -> None:
         await serve_stream(ws, scheduler, speech, options)
 
-    def stored(sid: str) -> SessionInfo | None:
-        return scheduler.store.session(sid) if scheduler.store is not None else None
-
-    def targets_of(sid: str, info: SessionInfo | None = None) -> tuple[str, ...] | None:
-        """The session's target languages (None: no such session)."""
-        if (session := scheduler.find(sid)) is not None:
-            return session.settings.targets
-        info = info or stored(sid)
-        return None if info is None else Settings.from_dict(info.settings).targets
-
-    def language(request: Request, targets: tuple[str, ...], lang: str | None = None) -> str | Response:
-        """The language asked for (``?lang=``, or ``lang``; default: the first target), or a 404."""
-        lang = (lang or request.query_params.get("lang") or targets[0]).lower()
-        if lang not in targets:
-            return JSONResponse(
-                events.error_event(
-                    "not_found",
-                    f"this session has no {lang[:16]!r} captions; its languages: {', '.join(targets)}",
-                ),
-                status_code=404,
-            )
-        return lang
-
-    # Plain (not async) handlers: Starlette runs them in its thread pool, so the store's reads
-    # never block the event loop that carries every session's WebSocket.
-    def transcript(request: Request) -> Response:
-        sid, name = request.path_params["sid"], request.path_params["kind"]
-        lang, _, kind = name.rpartition(".")  # transcript.srt, or transcript.de.srt for one language
-        try:
-            info = stored(sid)
-            live = scheduler.find(sid) is not None or info is not None and info.state == "live"
-            targets = targets_of(sid, info)
-            if kind not in ("json", "srt", "vtt") or targets is None:
-                return JSONResponse(
-                    events.error_event(
-                        "not_found", f"no session {sid[:80]!r} with a {name[:16]!r} transcript"
-                    ),
-                    status_code=404,
-                )
-            chosen = (
-                language(request, targets, lang)
-                if lang or kind != "json" or "lang" in request.query_params
-                else None
-            )
-            if isinstance(chosen, Response):
-                return chosen
-            captions = scheduler.store.captions(sid, target=chosen) if scheduler.store is not None else []
-        except Exception as error:
-            return _store_unavailable(error)
-        if kind == "json":
-            return JSONResponse(
-                {
-                    "session": sid,
-                    "live": live,
-                    "targets": list(targets),
-                    **({"model": info.model, "settings": info.settings, "state": info.state} if info else {}),
-                    "captions": [c.to_dict() for c in captions],
-                }
-            )
-        body = subtitles.document(kind, [(c.start, c.end, c.text) for c in captions])
-        return PlainTextResponse(body, media_type="text/vtt" if kind == "vtt" else "application/x-subrip")
+    transcripts = Transcripts(scheduler)
 
     async def viewer_events(request: Request) -> Response:
         sid = request.path_params["sid"]
         try:
-            targets = await asyncio.to_thread(targets_of, sid)
+            targets = await asyncio.to_thread(transcripts.targets_of, sid)
         except Exception as error:
-            return _store_unavailable(error)
+            return store_unavailable(error)
         if targets is None:
             return JSONResponse(events.error_event("not_found", f"no session {sid[:80]!r}"), status_code=404)
-        if isinstance(lang := language(request, targets), Response):
+        if isinstance(lang := transcripts.language(request, targets), Response):
             return lang
         if (refusal := viewers.enter(sid)) is not None:
             return JSONResponse(events.error_event("too_many_viewers", refusal), status_code=503)
         return viewer_response(scheduler, sid, viewers, options, lang, request.headers.get("last-event-id"))
 
-    def sessions(request: Request) -> Response:
-        try:
-            limit = min(1000, max(1, int(request.query_params.get("limit", "100"))))
-        except ValueError:
-            return JSONResponse(
-                events.error_event("invalid_request", "limit must be an integer"), status_code=400
-            )
-        if scheduler.store is None:
-            return JSONResponse({"sessions": []})
-        try:
-            return JSONResponse({"sessions": [info.to_dict() for info in scheduler.store.sessions(limit)]})
-        except Exception as error:
-            return _store_unavailable(error)
-
     def captions(request: Request) -> Response:
         sid = request.path_params["sid"]
         try:
-            if (targets := targets_of(sid)) is None:
+            if (targets := transcripts.targets_of(sid)) is None:
                 return PlainTextResponse(f"no session {sid[:80]!r}", status_code=404)
         except Exception as error:
-            return _store_unavailable(error)
-        if isinstance(lang := language(request, targets), Response):
+            return store_unavailable(error)
+        if isinstance(lang := transcripts.language(request, targets), Response):
             return lang
         return HTMLResponse(
             caption_page.replace("{{EVENTS}}", html.escape(f"/v1/sessions/{sid}/events?lang={lang}")).replace(
@@ -243,8 +169,8 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             Route("/health", health),
             Route("/v1/models", models),
             WebSocketRoute("/v1/stream", stream),
-            Route("/v1/sessions", sessions),
-            Route("/v1/sessions/{sid}/transcript.{kind}", transcript),
+            Route("/v1/sessions", transcripts.sessions),
+            Route("/v1/sessions/{sid}/transcript.{kind}", transcripts.transcript),
             Route("/v1/sessions/{sid}/events", viewer_events),
             Route("/captions/{sid}", captions),
             Route("/", index),
@@ -257,12 +183,4 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         api_key=options.api_key,
         allowed_origins=options.allowed_origins,
         allowed_hosts=options.allowed_hosts,
-    )
-
-
-def _store_unavailable(error: Exception) -> JSONResponse:
-    log.error("the transcript store cannot be read: %s", error)
-    return JSONResponse(
-        events.error_event("store_unavailable", "the transcript store cannot be read; try again later"),
-        status_code=503,
     )
