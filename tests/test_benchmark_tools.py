@@ -63,7 +63,11 @@ def test_a_before_after_comparison_runs_one_benchmark_on_two_commits(model_dir, 
         1,
     )
     result = json.loads((tmp_path / "compare.json").read_text())
-    assert result["before"] == "HEAD" and result["after"] == "working tree"
+    assert (
+        result["before"] == "HEAD"
+        and result["after"] == "working tree"
+        and "build" in result["kernel"]["after"]
+    )
     assert (tmp_path / "before-0" / "verify_cost.json").is_file() and (tmp_path / "after-0").is_dir()
     values = {row["value"] for row in result["rows"]}
     assert "pass_s.1" in values and all(

@@ -11,7 +11,10 @@ over runs per side and after / before.
     python -m benchmarks.compare.run --before 5aa40f3 --after HEAD --runs 3 --out DIR -- \
         benchmarks.engine.verify_cost --model qwen2.5-coder-0.5b --sizes 1,16
 
-The module must take ``--out DIR`` (it is appended) and write one ``*.json`` report there.
+The module must take ``--out DIR`` (it is appended) and write one ``*.json`` report there. A
+fresh worktree has no built CPU kernel (``pip install`` builds it): where a side's kernel sources
+(``mlx_ssbd/platform/native``) are those of this checkout, this checkout's build is copied in;
+otherwise that side runs without it, and ``compare.json`` says which (``kernel``).
 """
 
 from __future__ import annotations
@@ -45,6 +48,21 @@ def checkout(revision: str | None, scratch: Path, name: str) -> Iterator[Path]:
         yield tree
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, capture_output=True)
+
+
+def share_kernel(tree: Path, revision: str | None) -> str:
+    """Copy this checkout's built CPU kernel into ``tree`` when their kernel sources are the same."""
+    if revision is None:
+        return "this checkout's build"
+    built = sorted((REPO / "mlx_ssbd" / "platform").glob("_qmm*.so"))
+    same = subprocess.run(
+        ["git", "diff", "--quiet", revision, "--", "mlx_ssbd/platform/native"], cwd=REPO, capture_output=True
+    )
+    if not built or same.returncode != 0:
+        return "none (other kernel sources, or none built here): MLX's own quantized_matmul"
+    for library in built:
+        shutil.copy2(library, tree / "mlx_ssbd" / "platform" / library.name)
+    return "this checkout's build (same kernel sources)"
 
 
 def side_env(tree: Path, scratch: Path) -> dict:
@@ -101,10 +119,11 @@ def main() -> None:
     reports: dict[str, list[dict]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as trees:
         scratch = Path(tmp)
-        envs = {
-            side: side_env(trees.enter_context(checkout(rev, scratch, side)), scratch)
-            for side, rev in (("before", args.before), ("after", args.after))
-        }
+        envs, kernel = {}, {}
+        for side, rev in (("before", args.before), ("after", args.after)):
+            tree = trees.enter_context(checkout(rev, scratch, side))
+            kernel[side] = share_kernel(tree, rev)
+            envs[side] = side_env(tree, scratch)
         for i in range(args.runs):
             for side, env in envs.items():
                 out = (args.out / f"{side}-{i}").resolve()
@@ -119,13 +138,15 @@ def main() -> None:
         "before": args.before,
         "after": args.after or "working tree",
         "runs": args.runs,
+        "kernel": kernel,
         "rows": rows,
     }
     (args.out / "compare.json").write_text(json.dumps(result, indent=2))
     lines = [
         f"# `{command[0]}` before ({args.before}) and after ({result['after']})",
         "",
-        f"`{' '.join(command)}`, {args.runs} runs per side taken in turn; medians over runs.",
+        f"`{' '.join(command)}`, {args.runs} runs per side taken in turn; medians over runs. CPU kernel: "
+        f"before {kernel['before']}; after {kernel['after']}.",
         "",
         "| value | before | after | after / before |",
         "|---|---|---|---|",
