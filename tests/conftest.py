@@ -16,10 +16,12 @@ sys.path.insert(0, os.path.dirname(__file__))  # for `from tiny import ...`
 
 import pytest  # noqa: E402
 
-# Modules that start real servers, browsers, PostgreSQL, speech or benchmark scripts: all slow.
+# Modules that start real servers, browsers, PostgreSQL, speech, COMET's own environment or
+# benchmark scripts: all slow.
 SLOW_MODULES = {
     "test_benchmark_scripts",
     "test_benchmark_tools",
+    "test_comet",
     "test_scheduler",
     "test_service_chat",
     "test_service_transcripts",
