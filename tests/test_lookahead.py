@@ -1,5 +1,7 @@
 """Resync and n-gram pool drafts (source, earlier outputs): proposals, and losslessness at beta = 0."""
 
+import functools
+
 from mlx_ssbd import StreamTranslator, method_config
 from mlx_ssbd.engine.lookahead import History, Proposer, find_last, find_unique
 
@@ -58,18 +60,23 @@ def test_history_keeps_the_newest_outputs_of_the_segment_then_of_committed_segme
     assert h.pools() == [(9,), (8,)]
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen2"])
-@pytest.mark.parametrize("method", ["ssbd-resync", "ssbd-ngram", "ssbd-plus", "ssbd-pool"])
-def test_lookahead_at_beta0_is_token_identical_to_rt(tok, arch, method):
-    model = tiny_model(arch, seed=21)
-    make = lambda m, **k: StreamTranslator(
+def translator(model, tok, method: str, **settings) -> StreamTranslator:
+    """A translator of ``method`` (the small test budget) on a tiny model."""
+    return StreamTranslator(
         model,
         tok,
         family="chatml",
         source_lang="en",
         target_lang="de",
-        config=method_config(m, **SMALL, **k),
+        config=method_config(method, **SMALL, **settings),
     )
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+@pytest.mark.parametrize("method", ["ssbd-resync", "ssbd-ngram", "ssbd-plus", "ssbd-pool"])
+def test_lookahead_at_beta0_is_token_identical_to_rt(tok, arch, method):
+    model = tiny_model(arch, seed=21)
+    make = functools.partial(translator, model, tok)
     stats = assert_same_outputs_on_random_streams(make("rt"), make(method, beta=0.0), streams=25, seed=99)
     proposed = sum(s.proposals for s in stats)
     accepted = sum(s.resynced + s.ngram_accepted for s in stats)
@@ -81,14 +88,7 @@ def test_history_proposals_alone_are_accepted_and_lossless(tok):
     """Pools of earlier outputs only (no source): a random model repeats its own n-grams, so
     proposals from them are accepted, and the outputs still equal RT's at beta = 0."""
     model = tiny_model("qwen2", seed=21)
-    make = lambda m, **k: StreamTranslator(
-        model,
-        tok,
-        family="chatml",
-        source_lang="en",
-        target_lang="de",
-        config=method_config(m, **SMALL, **k),
-    )
+    make = functools.partial(translator, model, tok)
     pooled = make("ssbd", beta=0.0, history_drafts=True, ngram_len=2)
     stats = assert_same_outputs_on_random_streams(make("rt"), pooled, streams=25, seed=99)
     assert sum(s.ngram_accepted for s in stats) > 0
@@ -99,14 +99,7 @@ def test_pool_guesses_at_their_own_beta_leave_a_biased_update_unchanged(tok):
     """ssbd-pool checks its guesses at beta 0: at beta 0.3 its outputs are plain SSBD's at 0.3,
     token for token, while the guesses are accepted (fewer passes for the same text)."""
     model = tiny_model("qwen2", seed=21)
-    make = lambda m, **k: StreamTranslator(
-        model,
-        tok,
-        family="chatml",
-        source_lang="en",
-        target_lang="de",
-        config=method_config(m, **SMALL, **k),
-    )
+    make = functools.partial(translator, model, tok)
     stats = assert_same_outputs_on_random_streams(
         make("ssbd", beta=0.3), make("ssbd-pool", beta=0.3), streams=25, seed=7
     )
