@@ -10,26 +10,17 @@ from click.testing import CliRunner
 from conftest import write
 
 
+def pairs(tmp_path, *items: tuple[str, str, str]) -> str:
+    """A pairs JSONL file of ``(id, src, ref)`` items; its path."""
+    lines = [json.dumps({"id": i, "src": src, "ref": ref}) for i, src, ref in items]
+    return write(tmp_path, "pairs.jsonl", "\n".join(lines) + "\n")
+
+
 def test_bench_writes_every_file(run, tmp_path):
-    data = write(
+    data = pairs(
         tmp_path,
-        "pairs.jsonl",
-        "\n".join(
-            json.dumps(p)
-            for p in [
-                {
-                    "id": "a",
-                    "src": "so today I want to talk about rules",
-                    "ref": "heute will ich über Regeln sprechen",
-                },
-                {
-                    "id": "b",
-                    "src": "we made new rules for all people",
-                    "ref": "wir haben neue Regeln gemacht",
-                },
-            ]
-        )
-        + "\n",
+        ("a", "so today I want to talk about rules", "heute will ich über Regeln sprechen"),
+        ("b", "we made new rules for all people", "wir haben neue Regeln gemacht"),
     )
     out = tmp_path / "out"
     result = run(
@@ -107,21 +98,10 @@ def test_bench_bad_options(run, tmp_path, args, message):
 
 def test_bench_keeps_the_pairs_of_a_word_range(run, model_dir, tmp_path):
     """--words keeps only the pairs of that length."""
-    data = write(
+    data = pairs(
         tmp_path,
-        "pairs.jsonl",
-        "\n".join(
-            json.dumps(p)
-            for p in [
-                {"id": "short", "src": "so today", "ref": "heute"},
-                {
-                    "id": "long",
-                    "src": "so today I want to talk about rules",
-                    "ref": "heute will ich über Regeln sprechen",
-                },
-            ]
-        )
-        + "\n",
+        ("short", "so today", "heute"),
+        ("long", "so today I want to talk about rules", "heute will ich über Regeln sprechen"),
     )
     out = tmp_path / "out"
     result = run(
