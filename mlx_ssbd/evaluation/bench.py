@@ -125,18 +125,22 @@ def cpu_model() -> str:
 
 def code_commit() -> str:
     """The git commit of the mlx_ssbd that runs (``+dirty`` with uncommitted changes to tracked
-    files), or ``unknown`` outside a checkout: what a report's numbers come from."""
+    files), or ``unknown`` where its files are not tracked by a checkout (an installed package,
+    even one inside some other repository): what a report's numbers come from."""
     import subprocess
 
     here = Path(__file__).resolve().parent
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=here, capture_output=True, text=True, timeout=10)
+
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10
-        )
-        dirty = subprocess.run(["git", "diff", "--quiet", "HEAD"], cwd=here, capture_output=True, timeout=10)
+        tracked = git("ls-files", "--error-unmatch", Path(__file__).name)
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("diff", "--quiet", "HEAD")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
-    if head.returncode != 0:
+    if tracked.returncode != 0 or head.returncode != 0:
         return "unknown"
     return head.stdout.strip() + ("+dirty" if dirty.returncode == 1 else "")
 
