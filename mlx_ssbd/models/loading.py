@@ -18,7 +18,7 @@ from pathlib import Path
 from ..live.prompt import detect_family, get_family
 from ..live.translator import StreamTranslator
 from ..platform.backend import compute_dtype, wire_memory
-from ..platform.quantized import dequantize_layers, route_quantized_layers
+from ..platform.quantized import dequantize_layers, route_quantized_layers, stored_parameters
 from .registry import ModelError, Progress, cards, default_card, prepare
 
 
@@ -96,8 +96,8 @@ def load_model(
     except Exception as error:  # mlx-lm raises many types for missing or unreachable models
         raise ModelError(f"cannot load model {location!r}: {error}") from error
     dense = dequantize_layers(model, compute_dtype()) if weights == "dense" else 0
-    dtype = to_compute_dtype(model)
     routed = route_quantized_layers(model)
+    dtype = to_compute_dtype(model, keep=stored_parameters(model))
     quantized = any(k.endswith(".scales") for k, _ in tree_flatten(model.parameters()))
     kind = "dense" if dense or not quantized else "quantized"
     if routed:
@@ -111,17 +111,22 @@ def load_model(
     return LoadedModel(model, tokenizer, family, name, location, str(dtype).replace("mlx.core.", ""), kind)
 
 
-def to_compute_dtype(model):
-    """Cast the model's floating parameters to the backend's compute dtype; return that dtype.
+def to_compute_dtype(model, keep: set[str] = frozenset()):
+    """Cast the model's floating parameters, except those named in ``keep``, to the backend's
+    compute dtype; return that dtype.
 
     Quantized weights (packed ``uint32``) are never recast: the model's own dtype is that of its
     first *floating* parameter (scales, norms), not of its first parameter.
     """
     import mlx.core as mx
-    from mlx.utils import tree_flatten
+    from mlx.utils import tree_flatten, tree_map_with_path
 
     floating = [v.dtype for _, v in tree_flatten(model.parameters()) if mx.issubdtype(v.dtype, mx.floating)]
     dtype = compute_dtype(floating[0] if floating else None)
-    model.set_dtype(dtype)  # casts floating parameters only
+
+    def cast(path, value):
+        return value.astype(dtype) if mx.issubdtype(value.dtype, mx.floating) and path not in keep else value
+
+    model.update(tree_map_with_path(cast, model.parameters()))
     mx.eval(model.parameters())
     return dtype

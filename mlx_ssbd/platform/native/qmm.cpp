@@ -17,7 +17,8 @@ std::string simd_path() {
 #if defined(__x86_64__) || defined(_M_X64)
   __builtin_cpu_init();
   if (ask != "avx2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512vnni"))
     return "avx512";
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
   return "generic";
@@ -58,8 +59,8 @@ mx::array quantized_matmul(
   if (!supported_bits(bits)) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bits must be 2, 3, 4, 5, 6 or 8");
   }
-  if (group_size < 32 || group_size % 32 != 0) {
-    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] group_size must be a multiple of 32");
+  if (group_size != 32 && group_size != 64 && group_size != 128) {
+    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] group_size must be 32, 64 or 128");
   }
   if (w.dtype() != mx::uint32 || w.ndim() != 2 || scales.ndim() != 2 || biases.ndim() != 2) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] w must be a 2-D uint32 array with 2-D scales and biases");
@@ -81,8 +82,13 @@ mx::array quantized_matmul(
   }
   auto out_dtype = mx::issubdtype(x.dtype(), mx::floating) ? x.dtype() : mx::float32;
   auto x32 = row_contiguous(mx::astype(x, mx::float32, stream), stream);
-  auto s32 = row_contiguous(mx::astype(scales, mx::float32, stream), stream);
-  auto b32 = row_contiguous(mx::astype(biases, mx::float32, stream), stream);
+  // Scales and biases as stored when both are fp32, fp16 or bf16 (fp16 halves the bytes a decode
+  // step reads beside the codes); anything else as fp32.
+  const bool as_stored = scales.dtype() == biases.dtype() &&
+      (scales.dtype() == mx::float32 || scales.dtype() == mx::float16 || scales.dtype() == mx::bfloat16);
+  const auto scale_dtype = as_stored ? scales.dtype() : mx::float32;
+  auto s32 = row_contiguous(mx::astype(scales, scale_dtype, stream), stream);
+  auto b32 = row_contiguous(mx::astype(biases, scale_dtype, stream), stream);
   auto wc = row_contiguous(w, stream);
   auto shape = x.shape();
   shape.back() = N;
@@ -109,8 +115,9 @@ void QuantizedMatmulCpu::eval_cpu(
   const int N = w.shape(0);
   const int K = x.shape(-1);
   const int M = K == 0 ? 0 : static_cast<int>(x.size() / K);
-  QmmParams p{x.data<float>(), w.data<uint32_t>(), scales.data<float>(), biases.data<float>(),
-              out.data<float>(), M, N, K, group_size_, bits_};
+  const int scale_type = scales.dtype() == mx::float16 ? 1 : scales.dtype() == mx::bfloat16 ? 2 : 0;
+  QmmParams p{x.data<float>(), w.data<uint32_t>(), scales.data<void>(), biases.data<void>(),
+              out.data<float>(), M, N, K, group_size_, bits_, scale_type};
   encoder.dispatch([p]() {
     if (p.M == 0 || p.N == 0) return;
     if (!run_kernel(p)) throw std::runtime_error("[mlx_ssbd.quantized_matmul] unsupported bits");

@@ -14,10 +14,11 @@ namespace mx = mlx::core;
 struct QmmParams {
   const float* x;
   const uint32_t* w;
-  const float* scales;
-  const float* biases;
+  const void* scales;  // fp32, fp16 or bf16 (scale_type), biases the same
+  const void* biases;
   float* out;
   int M, N, K, group, bits;
+  int scale_type;  // 0: fp32, 1: fp16, 2: bf16
 };
 
 bool qmm_generic(const QmmParams& p);
@@ -29,8 +30,9 @@ bool qmm_avx512(const QmmParams& p);
 // Which kernel this CPU runs: "avx512", "avx2", "neon" or "generic".
 std::string simd_path();
 
-// x[..., K] @ dequantize(w, scales, biases)[N, K]^T, computed in fp32 on the CPU; the result has
-// x's dtype. Same contract as mx::quantized_matmul(..., transpose=true, mode="affine").
+// x[..., K] @ dequantize(w, scales, biases)[N, K]^T on the CPU, x quantized to int8 per block of 32
+// (qmm_kernel.h); the result has x's dtype. Scales and biases are read as stored (fp32, fp16 or
+// bf16). Same contract as mx::quantized_matmul(..., transpose=true, mode="affine").
 mx::array quantized_matmul(
     const mx::array& x,
     const mx::array& w,

@@ -1,11 +1,12 @@
-// The kernel built for x86-64 CPUs with AVX2 and FMA (compiled with -mavx2 -mfma): 8 lanes.
-#define QMM_LANES 8
+// The kernel built for x86-64 CPUs with AVX2 and FMA (compiled with -mavx2 -mfma -mf16c): maddubs for the dot products.
 #define QMM_NS avx2
 #include "qmm_kernel.h"
 #include "qmm.h"
 
 namespace mlx_ssbd {
 bool qmm_avx2(const QmmParams& p) {
-  return avx2::qmm_dispatch({p.x, p.w, p.scales, p.biases, p.out, p.M, p.N, p.K, p.group, p.bits});
+  return avx2::qmm_dispatch(
+      {p.x, p.w, p.scales, p.biases, p.out, p.M, p.N, p.K, p.group, p.bits},
+      static_cast<avx2::ScaleType>(p.scale_type));
 }
 }  // namespace mlx_ssbd

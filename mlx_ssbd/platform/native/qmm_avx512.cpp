@@ -1,11 +1,12 @@
-// The kernel built for x86-64 CPUs with AVX-512 (F, BW, DQ, VL): 16 lanes.
+// The kernel built for x86-64 CPUs with AVX-512 (F, BW, DQ, VL) and VNNI: dpbusd for the dot products.
 #define QMM_NS avx512
-#define QMM_LANES 16
 #include "qmm_kernel.h"
 #include "qmm.h"
 
 namespace mlx_ssbd {
 bool qmm_avx512(const QmmParams& p) {
-  return avx512::qmm_dispatch({p.x, p.w, p.scales, p.biases, p.out, p.M, p.N, p.K, p.group, p.bits});
+  return avx512::qmm_dispatch(
+      {p.x, p.w, p.scales, p.biases, p.out, p.M, p.N, p.K, p.group, p.bits},
+      static_cast<avx512::ScaleType>(p.scale_type));
 }
 }  // namespace mlx_ssbd

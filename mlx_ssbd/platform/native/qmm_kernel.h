@@ -1,395 +1,353 @@
 // Quantized matrix products on the CPU: out[M, N] = x[M, K] @ dequantize(w)[N, K]^T.
 //
 // The weight is in MLX's affine layout: each row of w packs K codes of `bits` bits as a
-// little-endian bit stream (uint32 words), and every `group` codes share a scale and a bias:
-// w[n, k] = scales[n, k / group] * code + biases[n, k / group].
+// little-endian bit stream (uint32 words), and every `group` codes (32, 64 or 128) share a scale
+// and a bias: w[n, k] = scales[n, k / group] * code + biases[n, k / group].
+//
+// The products are integer dot products, as llama.cpp computes them: each block of 32 values of a
+// row of x is rounded to int8 steps of its own size (dx = max|x| / 127, ties to even), so that for
+// a group g of weight row n
+//     sum_k w[n, k] x[k] ~ scale[n, g] * sum_b dx_b * sum_{k in b} code[k] * xq[k]
+//                          + bias[n, g] * sum_b dx_b * sum_{k in b} xq[k],
+// the inner sums exact in int32 (u8 codes times s8 values: VNNI's dpbusd, AVX2's maddubs). That is
+// the product of the exact weights with x rounded to dx * xq: only x is rounded, by at most half a
+// step of 1/127 of its block's largest value. (The bias term on the rounded x too: on x's exact sums
+// the error would be sum_k (w[k] - bias) * e[k], with w - bias = scale * code 2-3 times larger than
+// w itself.)
 //
 // The arithmetic is the same for every number of rows, so a row's result does not depend on the
 // rows beside it (a verify pass of 16 tokens gives each token the logits a one-token decode step
-// would): for each (m, n), L lanes accumulate fma(x, w, acc) over k in one fixed order, with
-// w = fma(code, scale, bias) in fp32, and the lanes are added in one fixed order at the end.
-// Within each block of 32 weights, 4-bit codes are taken in "kernel order" (the 16 even k, then
-// the 16 odd k: a byte's low and high nibble), and x is permuted to match once per product.
+// would). k runs in chunks of 64 (two blocks); for each (m, n), 16 int32 lanes hold a chunk's
+// partial sums (lane i: chunk bytes 4i..4i+3), converted to fp32 and accumulated with
+// fma(lanes, scale * dx, acc) chunk after chunk (scale and dx those of the lane's block); the bias
+// term is accumulated group after group in 4 lanes (one per weight row of a tile); at the end lane
+// i and i + 8 are added, then halves pairwise. Every build does exactly these operations (no
+// contraction, -ffp-contract=off), so every path agrees bit for bit.
 //
-// One source for every CPU, written with GCC/Clang vector extensions and built once per target
-// (each build names its namespace, QMM_NS, and lane count, QMM_LANES): AVX-512 (16 lanes,
-// qmm_avx512.cpp) and AVX2/FMA (8 lanes, qmm_avx2.cpp) on x86-64, chosen at run time by what
-// the CPU has; NEON on aarch64 and plain SSE2/scalar code elsewhere (qmm_generic.cpp).
+// Chunk order: a chunk's 64 codes as bytes. For 4 bits, the 32 packed bytes' low nibbles (the even
+// k), then their high nibbles (the odd k), so lanes 0-3 and 8-11 hold block 0, lanes 4-7 and 12-15
+// block 1; for every other width, k in order (lanes 0-7 block 0, 8-15 block 1). x is laid out the
+// same way when it is quantized. An odd last block is a chunk with a zero second block.
+//
+// One source for every CPU, built once per target (each build names its namespace, QMM_NS):
+// AVX-512 with VNNI and AVX2/FMA on x86-64, chosen at run time by what the CPU has; NEON on
+// aarch64 and plain code elsewhere (qmm_generic.cpp). The vectors of each target: qmm_simd.h.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
-#if defined(__AVX2__) || defined(__AVX512F__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #elif defined(__ARM_NEON)
 #include <arm_neon.h>
 #endif
 
-#ifndef QMM_LANES
-#define QMM_LANES 8
-#endif
-
 namespace mlx_ssbd::QMM_NS {
 
-constexpr int L = QMM_LANES;  // fp32 lanes per vector
-constexpr int kBlock = 32;    // weights per block (every supported group is whole blocks)
-constexpr int kVecs = kBlock / L;
+constexpr int kBlock = 32;  // x's rounding block (every supported group is whole blocks)
+constexpr int kChunk = 64;  // k per step of the products: two blocks
 
-typedef float vf __attribute__((vector_size(4 * L)));
-typedef int32_t vi __attribute__((vector_size(4 * L)));
-typedef float v8f __attribute__((vector_size(32)));
-typedef int32_t v8i __attribute__((vector_size(32)));
+#include "qmm_simd.h"
 
-// acc + a * b with one rounding, on every target (so every path agrees bit for bit).
-static inline vf fmav(vf a, vf b, vf acc) {
-#if defined(__AVX512F__) && QMM_LANES == 16
-  return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)acc);
-#elif defined(__FMA__) && defined(__AVX2__) && QMM_LANES == 8
-  return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)acc);
+// How the scales and biases are stored.
+enum class ScaleType { f32, f16, bf16 };
+
+template <ScaleType T>
+static inline float scale_at(const void* p, size_t i) {
+  if constexpr (T == ScaleType::f32) {
+    return static_cast<const float*>(p)[i];
+  } else if constexpr (T == ScaleType::bf16) {
+    const uint32_t bits = (uint32_t) static_cast<const uint16_t*>(p)[i] << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  } else {  // fp16, exactly (every fp16 is an fp32)
+    const uint16_t h = static_cast<const uint16_t*>(p)[i];
+    const int exp = (h >> 10) & 0x1F;
+    const uint32_t mant = h & 0x3FF;
+    const float magnitude = exp == 0    ? std::ldexp((float)mant, -24)
+                            : exp == 31 ? (mant ? NAN : INFINITY)
+                                        : std::ldexp((float)(mant | 0x400), exp - 25);
+    return (h & 0x8000) ? -magnitude : magnitude;
+  }
+}
+
+// `count` scales (or biases) from `p` as fp32.
+template <ScaleType T>
+static inline void scales_to_float(const void* p, size_t count, float* out) {
+  if constexpr (T == ScaleType::f32) {
+    std::memcpy(out, p, count * 4);
+    return;
+  }
+  size_t i = 0;
+#if defined(__F16C__)
+  if constexpr (T == ScaleType::f16) {
+    for (; i + 8 <= count; i += 8)
+      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(
+                                    reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i))));
+  }
+#endif
+  for (; i < count; ++i) out[i] = scale_at<T>(p, i);
+}
+
+// Four fp32 lanes for the bias term (one per weight row of a tile): acc + a * b, one rounding.
+typedef float v4f __attribute__((vector_size(16)));
+static inline v4f fma4(v4f a, v4f b, v4f acc) {
+#if defined(__FMA__)
+  return (v4f)_mm_fmadd_ps((__m128)a, (__m128)b, (__m128)acc);
 #elif defined(__ARM_NEON)
-  vf out;
-  for (int i = 0; i < L; i += 4) {
-    float32x4_t va, vb, vc;
-    std::memcpy(&va, (const float*)&a + i, 16);
-    std::memcpy(&vb, (const float*)&b + i, 16);
-    std::memcpy(&vc, (const float*)&acc + i, 16);
-    vc = vfmaq_f32(vc, va, vb);
-    std::memcpy((float*)&out + i, &vc, 16);
-  }
-  return out;
+  return (v4f)vfmaq_f32((float32x4_t)acc, (float32x4_t)a, (float32x4_t)b);
 #else
-  vf out;
-  for (int i = 0; i < L; ++i) out[i] = __builtin_fmaf(a[i], b[i], acc[i]);
+  v4f out;
+  for (int i = 0; i < 4; ++i) out[i] = __builtin_fmaf(a[i], b[i], acc[i]);
   return out;
 #endif
 }
 
-// The lanes added pairwise, halves first: one fixed order.
-static inline float hsum(vf v) {
-  float t[L];
-  std::memcpy(t, &v, sizeof(v));
-  for (int width = L / 2; width > 0; width /= 2)
-    for (int i = 0; i < width; ++i) t[i] += t[i + width];
-  return t[0];
-}
-
-static inline vf loadv(const float* p) {
-  vf v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-static inline void storev(float* p, vf v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
-// The `B` bytes at `p` as the low bytes of a word, read with fixed-size loads only.
+// Which lanes of a chunk hold its second block (4 bits: lanes 4-7 and 12-15; else 8-15).
 template <int B>
-static inline uint64_t load_bytes(const uint8_t* p) {
-  uint64_t word = 0;
-  if constexpr (B == 8) {
-    std::memcpy(&word, p, 8);
-  } else if constexpr (B >= 4) {
-    uint32_t low;
-    std::memcpy(&low, p, 4);
-    uint64_t high = 0;
-    if constexpr (B == 5) high = p[4];
-    if constexpr (B == 6) high = (uint64_t)p[4] | ((uint64_t)p[5] << 8);
-    word = low | (high << 32);
-  } else {
-    uint16_t low;
-    std::memcpy(&low, p, 2);
-    word = low | (B == 3 ? (uint64_t)p[2] << 16 : 0);
-  }
-  return word;
-}
+constexpr uint16_t kSecondBlock = B == 4 ? 0xF0F0 : 0xFF00;
 
-// Eight consecutive codes of `B` bits: exactly `B` bytes at `p`.
-#if defined(__AVX2__)
-// Code j starts at bit j * B: byte j * B / 8, shift j * B % 8. One byte shuffle puts the four
-// bytes from there into lane j, one variable shift and one mask finish it.
+// The 64 codes of one chunk (8 * B bytes at `p`) as bytes, in chunk order.
 template <int B>
-static inline v8f codes8(const uint8_t* p) {
-  const uint64_t word = load_bytes<B>(p);
-  const __m256i bytes = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128((long long)word));
-  const __m256i spread = _mm256_shuffle_epi8(
-      bytes,
-      _mm256_setr_epi8(
-          0 * B / 8, 0 * B / 8 + 1, 0 * B / 8 + 2, 0 * B / 8 + 3,
-          1 * B / 8, 1 * B / 8 + 1, 1 * B / 8 + 2, 1 * B / 8 + 3,
-          2 * B / 8, 2 * B / 8 + 1, 2 * B / 8 + 2, 2 * B / 8 + 3,
-          3 * B / 8, 3 * B / 8 + 1, 3 * B / 8 + 2, 3 * B / 8 + 3,
-          4 * B / 8, 4 * B / 8 + 1, 4 * B / 8 + 2, 4 * B / 8 + 3,
-          5 * B / 8, 5 * B / 8 + 1, 5 * B / 8 + 2, 5 * B / 8 + 3,
-          6 * B / 8, 6 * B / 8 + 1, 6 * B / 8 + 2, 6 * B / 8 + 3,
-          7 * B / 8, 7 * B / 8 + 1, 7 * B / 8 + 2, 7 * B / 8 + 3));
-  const __m256i shifted = _mm256_srlv_epi32(
-      spread,
-      _mm256_setr_epi32(0 * B % 8, 1 * B % 8, 2 * B % 8, 3 * B % 8, 4 * B % 8, 5 * B % 8, 6 * B % 8, 7 * B % 8));
-  const __m256i codes = _mm256_and_si256(shifted, _mm256_set1_epi32((1 << B) - 1));
-  return (v8f)_mm256_cvtepi32_ps(codes);
-}
-#else
-template <int B>
-static inline v8f codes8(const uint8_t* p) {
-  const uint64_t word = load_bytes<B>(p);
-  v8i codes;
-  for (int j = 0; j < 8; ++j) codes[j] = (int32_t)((word >> (j * B)) & ((1u << B) - 1));
-  return __builtin_convertvector(codes, v8f);
-}
-#endif
-
-// The 32 codes of one block (4 * B bytes at `p`) as kVecs vectors, in kernel order: for 4 bits,
-// the low nibbles (even k) then the high nibbles (odd k); for every other width, k in order.
-template <int B>
-static inline void block_codes(const uint8_t* p, vf* out) {
+static inline Bytes chunk_codes(const uint8_t* p) {
   if constexpr (B == 4) {
-#if defined(__AVX2__)
-    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(bytes, mask);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), mask);
-#if QMM_LANES == 16
-    out[0] = (vf)_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lo));
-    out[1] = (vf)_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(hi));
-#else
-    out[0] = (vf)_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(lo));
-    out[1] = (vf)_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8)));
-    out[2] = (vf)_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(hi));
-    out[3] = (vf)_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8)));
-#endif
-#else
-    int32_t c[kBlock];
-    for (int i = 0; i < 16; ++i) c[i] = p[i] & 0x0F, c[16 + i] = p[i] >> 4;
-    for (int v = 0; v < kVecs; ++v) {
-      vi codes;
-      std::memcpy(&codes, c + v * L, sizeof(codes));
-      out[v] = __builtin_convertvector(codes, vf);
-    }
-#endif
+    return nibbles(p);
   } else if constexpr (B == 8) {
-#if defined(__AVX2__) && QMM_LANES == 16
-    out[0] = (vf)_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
-    out[1] = (vf)_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16))));
-#elif defined(__AVX2__)
-    for (int v = 0; v < 4; ++v)
-      out[v] = (vf)_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * v))));
-#else
-    for (int v = 0; v < kVecs; ++v) {
-      vi codes;
-      for (int i = 0; i < L; ++i) codes[i] = p[v * L + i];
-      out[v] = __builtin_convertvector(codes, vf);
+    return load_bytes(p);
+  } else {  // 2, 3, 5, 6 bits: every 8 codes fill exactly B bytes
+    uint8_t codes[kChunk];
+    for (int e = 0; e < 8; ++e) {
+      uint64_t word = 0;
+      std::memcpy(&word, p + e * B, B);
+      for (int j = 0; j < 8; ++j) codes[8 * e + j] = (uint8_t)((word >> (j * B)) & ((1u << B) - 1));
     }
-#endif
-  } else {
-    float c[kBlock];
-    for (int e = 0; e < 4; ++e) {
-      const v8f eight = codes8<B>(p + e * B);
-      std::memcpy(c + 8 * e, &eight, sizeof(eight));
-    }
-    for (int v = 0; v < kVecs; ++v) out[v] = loadv(c + v * L);
+    return load_bytes(codes);
   }
 }
 
-// x in kernel order: for 4 bits each block of 32 becomes its 16 even entries, then its 16 odd.
-static inline void permute_for_4bit(const float* x, float* out, size_t count) {
-  for (size_t b = 0; b < count; b += kBlock) {
-    for (int i = 0; i < 16; ++i) {
-      out[b + i] = x[b + 2 * i];
-      out[b + 16 + i] = x[b + 2 * i + 1];
+// The last chunk of a row with an odd number of blocks: its one block, then zeros.
+template <int B>
+static inline Bytes half_chunk_codes(const uint8_t* p) {
+  uint8_t padded[8 * B] = {};
+  std::memcpy(padded, p, 4 * B);
+  return chunk_codes<B>(padded);
+}
+
+// x, quantized for the products, per row: int8 values in chunk order (zero-padded to whole
+// chunks), each lane's dx (16 floats per chunk) and, per group, the sum of the rounded x (for the
+// bias term).
+struct Activations {
+  int chunks = 0, groups = 0;
+  std::vector<int8_t> q;     // [M, chunks * 64]
+  std::vector<float> dx;     // [M, chunks * 16]
+  std::vector<float> sums;   // [M, groups]
+};
+
+template <int B>
+static void quantize_rows(const float* x, int M, int K, int group, Activations& a) {
+  const int blocks = K / kBlock;
+  a.chunks = (blocks + 1) / 2;
+  a.groups = K / group;
+  a.q.assign((size_t)M * a.chunks * kChunk, 0);
+  a.dx.assign((size_t)M * a.chunks * kLanes, 0.0f);
+  a.sums.resize((size_t)M * a.groups);
+#pragma omp parallel for schedule(static) if (M >= 8)
+  for (int m = 0; m < M; ++m) {
+    const float* row = x + (size_t)m * K;
+    int8_t* q = a.q.data() + (size_t)m * a.chunks * kChunk;
+    float* dx = a.dx.data() + (size_t)m * a.chunks * kLanes;
+    float* sums = a.sums.data() + (size_t)m * a.groups;
+    for (int g = 0; g < a.groups; ++g) sums[g] = 0.0f;
+    std::vector<float> block_dx(2 * a.chunks, 0.0f);
+    for (int b = 0; b < blocks; ++b) {
+      const float* v = row + b * kBlock;
+      float amax = 0.0f;
+      for (int i = 0; i < kBlock; ++i) amax = std::fmax(amax, std::fabs(v[i]));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      const float d = amax / 127.0f;
+      const int c = b / 2, half = b % 2;
+      int32_t total = 0;
+      for (int i = 0; i < kBlock; ++i) {
+        // k = b * 32 + i sits at chunk byte: for 4 bits, (i / 2 + 16 * half) for even i and 32 more
+        // for odd i; otherwise 32 * half + i.
+        const int at = B == 4 ? (i % 2) * 32 + 16 * half + i / 2 : 32 * half + i;
+        const int8_t value = (int8_t)std::nearbyint(v[i] * inv);  // |v * inv| <= 127
+        q[(size_t)c * kChunk + at] = value;
+        total += value;
+      }
+      block_dx[b] = d;
+      const int g = b * kBlock / group;
+      sums[g] = __builtin_fmaf(d, (float)total, sums[g]);
+    }
+    for (int c = 0; c < a.chunks; ++c) {
+      store_floats(dx + (size_t)c * kLanes, blend(kSecondBlock<B>, block_dx[2 * c], block_dx[2 * c + 1]));
     }
   }
 }
 
 struct QmmArgs {
-  const float* x;        // [M, K], rows contiguous (for 4 bits, in kernel order)
-  const uint32_t* w;     // [N, K * bits / 32]
-  const float* scales;   // [N, K / group]
-  const float* biases;   // [N, K / group]
-  float* out;            // [M, N]
+  const float* x;       // [M, K], rows contiguous
+  const uint32_t* w;    // [N, K * bits / 32]
+  const void* scales;   // [N, K / group], of ScaleType
+  const void* biases;   // [N, K / group]
+  float* out;           // [M, N]
   int M, N, K, group, bits;
 };
 
-constexpr int kCols = 4;    // weight rows (output columns) per register tile of several rows
-constexpr int kStep = 2;    // weight rows a decode step handles together
-constexpr int kPanel = 16;  // weight rows that share one pass over x when there are several rows
-constexpr int kChunk = 256; // k per chunk: a panel's dequantized chunk (16 KB) stays in L1
-constexpr int kRows = L == 16 ? 6 : 3;  // rows of x per register tile (kRows x 4 accumulators)
-constexpr int kPrefetch = 4096;         // bytes ahead of a decode step's weight reads
-
-// One step (M = 1): dequantize in registers, never store the weight.
-template <int B>
-void decode_block(const QmmArgs& a, int n0, int nb) {
-  const int K = a.K, groups = K / a.group, blocks_per_group = a.group / kBlock;
-  const size_t row_bytes = (size_t)K * B / 8;
-  const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + (size_t)n0 * row_bytes;
-  const float* sc = a.scales + (size_t)n0 * groups;
-  const float* bi = a.biases + (size_t)n0 * groups;
-  vf acc[kStep] = {};
-  for (int g = 0; g < groups; ++g) {
-    vf s[kStep], b[kStep];
-    for (int j = 0; j < nb; ++j) {
-      s[j] = (vf){} + sc[(size_t)j * groups + g];
-      b[j] = (vf){} + bi[(size_t)j * groups + g];
-    }
-    for (int blk = 0; blk < blocks_per_group; ++blk) {
-      const int k = (g * blocks_per_group + blk) * kBlock;
-      vf xv[kVecs];
-      for (int v = 0; v < kVecs; ++v) xv[v] = loadv(a.x + k + v * L);
-      for (int j = 0; j < nb; ++j) {
-        const uint8_t* wj = w + (size_t)j * row_bytes + (size_t)k * B / 8;
-        __builtin_prefetch(wj + kPrefetch);  // the hardware prefetcher alone falls behind
-        vf codes[kVecs];
-        block_codes<B>(wj, codes);
-        for (int v = 0; v < kVecs; ++v) acc[j] = fmav(xv[v], fmav(codes[v], s[j], b[j]), acc[j]);
-      }
-    }
-  }
-  for (int j = 0; j < nb; ++j) a.out[n0 + j] = hsum(acc[j]);
-}
-
-// MR rows of x (from `x`, row stride K) times NC dequantized weight rows (from `w`, row stride
-// kChunk) over `kc` values of k, accumulating into `acc` (L floats per accumulator, row stride
-// kPanel accumulators). The accumulators live in registers for the chunk (the loops unroll at
-// compile time).
-template <int MR, int NC>
-static inline void tile(const float* x, size_t K, const float* w, int kc, float* acc) {
-  vf c[MR][NC];
-  for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < NC; ++j) c[r][j] = loadv(acc + ((size_t)r * kPanel + j) * L);
-  for (int k = 0; k < kc; k += L) {
-    vf xv[MR];
-#pragma GCC unroll 8
-    for (int r = 0; r < MR; ++r) xv[r] = loadv(x + (size_t)r * K + k);
-#pragma GCC unroll 4
-    for (int j = 0; j < NC; ++j) {
-      const vf wv = loadv(w + (size_t)j * kChunk + k);
-#pragma GCC unroll 8
-      for (int r = 0; r < MR; ++r) c[r][j] = fmav(xv[r], wv, c[r][j]);
-    }
-  }
-  for (int r = 0; r < MR; ++r)
-    for (int j = 0; j < NC; ++j) storev(acc + ((size_t)r * kPanel + j) * L, c[r][j]);
-}
-
-template <int MR>
-static inline void tile_cols(int nc, const float* x, size_t K, const float* w, int kc, float* acc) {
-  switch (nc) {
-    case 4: tile<MR, 4>(x, K, w, kc, acc); break;
-    case 3: tile<MR, 3>(x, K, w, kc, acc); break;
-    case 2: tile<MR, 2>(x, K, w, kc, acc); break;
-    default: tile<MR, 1>(x, K, w, kc, acc); break;
-  }
-}
-
-// Fewer rows than a full tile (1 to kRows - 1).
-static inline void rest_rows(int rows, int nc, const float* x, size_t K, const float* w, int kc, float* acc) {
-  switch (rows) {
-    case 1: tile_cols<1>(nc, x, K, w, kc, acc); break;
-    case 2: tile_cols<2>(nc, x, K, w, kc, acc); break;
-#if QMM_LANES == 16
-    case 3: tile_cols<3>(nc, x, K, w, kc, acc); break;
-    case 4: tile_cols<4>(nc, x, K, w, kc, acc); break;
-    default: tile_cols<5>(nc, x, K, w, kc, acc); break;
-#else
-    default: tile_cols<2>(nc, x, K, w, kc, acc); break;
+#ifndef QMM_DECODE_COLS
+#define QMM_DECODE_COLS 4
 #endif
-  }
-}
+constexpr int kDecodeCols = QMM_DECODE_COLS;  // weight rows a one-row product takes together
+#if defined(QMM_TILE_ROWS)
+constexpr int kRows = QMM_TILE_ROWS, kCols = QMM_TILE_COLS;
+#elif defined(__AVX512F__)
+constexpr int kRows = 4, kCols = 4;  // a register tile: kRows rows of x by kCols weight rows
+#else
+constexpr int kRows = 2, kCols = 2;
+#endif
+#ifndef QMM_PREFETCH
+#define QMM_PREFETCH 2048
+#endif
+constexpr int kPrefetch = QMM_PREFETCH;  // bytes ahead of the weight reads
 
-// Several rows: weight rows [n0, n0 + np) against every row of x, k in chunks. Each chunk of the
-// panel is dequantized once into `wbuf` (L1), and every row of x streams through it; each (row,
-// column) keeps its accumulator in `acc` between chunks, so the sum runs over k in the same
-// order as in a decode step.
-template <int B>
-void panel(const QmmArgs& a, int n0, int np, std::vector<float>& wbuf, std::vector<float>& acc) {
-  const int M = a.M, K = a.K, G = a.group, groups = K / G;
+// MR rows of x (from row m0) by NC weight rows (from n0), over all of k. `scales` and `biases`:
+// the NC rows' scales and biases as fp32, transposed ([groups][NS], NS = NC rounded up to 4).
+template <int B, int MR, int NC>
+static void tile(const QmmArgs& a, const Activations& xa, const float* scales, const float* biases, int m0, int n0) {
+  const int K = a.K, groups = xa.groups, full = K / kChunk;
+  const int group_shift = a.group == 32 ? 0 : a.group == 64 ? 1 : 2;  // log2 of blocks per group
   const size_t row_bytes = (size_t)K * B / 8;
   const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + (size_t)n0 * row_bytes;
-  const float* sc = a.scales + (size_t)n0 * groups;
-  const float* bi = a.biases + (size_t)n0 * groups;
-  wbuf.resize((size_t)kPanel * kChunk);
-  acc.assign((size_t)M * kPanel * L, 0.0f);
-  for (int k0 = 0; k0 < K; k0 += kChunk) {
-    const int kc = K - k0 < kChunk ? K - k0 : kChunk;
-    for (int j = 0; j < np; ++j) {
-      float* dst = wbuf.data() + (size_t)j * kChunk;
-      for (int k = k0; k < k0 + kc; k += kBlock) {
-        const int g = k / G;
-        const vf s = (vf){} + sc[(size_t)j * groups + g], b = (vf){} + bi[(size_t)j * groups + g];
-        vf codes[kVecs];
-        block_codes<B>(w + (size_t)j * row_bytes + (size_t)k * B / 8, codes);
-        for (int v = 0; v < kVecs; ++v) storev(dst + (k - k0) + v * L, fmav(codes[v], s, b));
-      }
+  constexpr int NB = (NC + 3) / 4, NS = 4 * NB;
+  Floats acc[MR][NC];
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NC; ++j) acc[r][j] = zeros();
+
+  auto chunk = [&](int c, auto tail) {
+    const float* s0 = scales + (size_t)((2 * c) >> group_shift) * NS;
+    const float* s1 = tail ? s0 : scales + (size_t)((2 * c + 1) >> group_shift) * NS;
+    Bytes codes[NC];
+    Floats scale[NC];
+#pragma GCC unroll 8
+    for (int j = 0; j < NC; ++j) {
+      const uint8_t* p = w + (size_t)j * row_bytes + (size_t)c * 8 * B;
+      __builtin_prefetch(p + kPrefetch);  // the hardware prefetcher alone falls behind
+      codes[j] = tail ? half_chunk_codes<B>(p) : chunk_codes<B>(p);
+      scale[j] = blend(kSecondBlock<B>, s0[j], s1[j]);
     }
-    int m = 0;
-    for (; m + kRows <= M; m += kRows) {
-      for (int j = 0; j < np; j += kCols) {
-        const int nc = np - j < kCols ? np - j : kCols;
-        tile_cols<kRows>(nc, a.x + (size_t)m * K + k0, K, wbuf.data() + (size_t)j * kChunk, kc,
-                         acc.data() + ((size_t)m * kPanel + j) * L);
-      }
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const size_t row = (size_t)(m0 + r) * xa.chunks + c;
+      const Bytes xq = load_bytes(xa.q.data() + row * kChunk);
+      const Floats dx = load_floats(xa.dx.data() + row * kLanes);
+#pragma GCC unroll 8
+      for (int j = 0; j < NC; ++j)  // the lanes' sums are exact in fp32: |sum| < 2**24
+        acc[r][j] = fmadd(to_floats(dot<B>(codes[j], xq)), mul(scale[j], dx), acc[r][j]);
     }
-    if (m < M) {  // the last rows, fewer than a tile
-      for (int j = 0; j < np; j += kCols) {
-        const int nc = np - j < kCols ? np - j : kCols;
-        rest_rows(M - m, nc, a.x + (size_t)m * K + k0, K, wbuf.data() + (size_t)j * kChunk, kc,
-                  acc.data() + ((size_t)m * kPanel + j) * L);
+  };
+  for (int c = 0; c < full; ++c) chunk(c, std::false_type{});
+  if (full < xa.chunks) chunk(full, std::true_type{});
+
+  // The bias term, group after group, one lane per weight row.
+  v4f bias_acc[MR][NB];
+  for (int r = 0; r < MR; ++r)
+    for (int i = 0; i < NB; ++i) bias_acc[r][i] = (v4f){};
+  for (int g = 0; g < groups; ++g) {
+    for (int r = 0; r < MR; ++r) {
+      const float x_sum = xa.sums[(size_t)(m0 + r) * groups + g];
+      const v4f sum = {x_sum, x_sum, x_sum, x_sum};
+      for (int i = 0; i < NB; ++i) {
+        v4f bias;
+        std::memcpy(&bias, biases + (size_t)g * NS + 4 * i, sizeof(bias));
+        bias_acc[r][i] = fma4(bias, sum, bias_acc[r][i]);
       }
     }
   }
-  for (int m = 0; m < M; ++m)
-    for (int j = 0; j < np; ++j)
-      a.out[(size_t)m * a.N + n0 + j] = hsum(loadv(acc.data() + ((size_t)m * kPanel + j) * L));
+  for (int r = 0; r < MR; ++r)
+    for (int j = 0; j < NC; ++j)
+      a.out[(size_t)(m0 + r) * a.N + n0 + j] = hsum(acc[r][j]) + bias_acc[r][j / 4][j % 4];
+}
+
+// Every row of x against weight rows [n0, n0 + NC), in tiles of kRows rows.
+template <int B, ScaleType T, int NC>
+static void column_block(const QmmArgs& a, const Activations& xa, int n0) {
+  constexpr int NS = 4 * ((NC + 3) / 4);
+  const size_t groups = xa.groups, bytes = T == ScaleType::f32 ? 4 : 2;
+  thread_local std::vector<float> converted;  // scales then biases, transposed; then one row as read
+  converted.resize((2 * NS + 1) * groups);
+  float* scales = converted.data();
+  float* biases = scales + NS * groups;
+  float* row = biases + NS * groups;
+  for (int pass = 0; pass < 2; ++pass) {
+    const char* stored = static_cast<const char*>(pass == 0 ? a.scales : a.biases) + n0 * groups * bytes;
+    float* out = pass == 0 ? scales : biases;
+    for (int j = 0; j < NS; ++j) {
+      if (j < NC) scales_to_float<T>(stored + j * groups * bytes, groups, row);
+      for (size_t g = 0; g < groups; ++g) out[g * NS + j] = j < NC ? row[g] : 0.0f;
+    }
+  }
+  int m = 0;
+  for (; m + kRows <= a.M; m += kRows) tile<B, kRows, NC>(a, xa, scales, biases, m, n0);
+  if constexpr (kRows > 3) {
+    if (a.M - m == 3) return tile<B, 3, NC>(a, xa, scales, biases, m, n0);
+  }
+  if constexpr (kRows > 2) {
+    if (a.M - m == 2) return tile<B, 2, NC>(a, xa, scales, biases, m, n0);
+  }
+  if (a.M - m == 1) tile<B, 1, NC>(a, xa, scales, biases, m, n0);
+}
+
+template <int B, ScaleType T, int NC>
+static void columns(const QmmArgs& a, const Activations& xa, int n0) {
+  const int nc = a.N - n0 < NC ? a.N - n0 : NC;
+  if (nc == NC) return column_block<B, T, NC>(a, xa, n0);
+  for (int j = 0; j < nc; ++j) column_block<B, T, 1>(a, xa, n0 + j);
+}
+
+// Weight rows [n0, n0 + cols) against every row of x, NC at a time.
+template <int B, ScaleType T, int NC>
+static void all_columns(const QmmArgs& a, const Activations& xa, bool parallel) {
+  (void)parallel;
+  const int blocks = (a.N + NC - 1) / NC;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int i = 0; i < blocks; ++i) columns<B, T, NC>(a, xa, i * NC);
 }
 
 // Every block of columns, split between threads (OpenMP, when the build has it).
-template <int B>
-void qmm_all(const QmmArgs& args) {
-  QmmArgs a = args;
-  std::vector<float> permuted;
-  if constexpr (B == 4) {
-    permuted.resize((size_t)a.M * a.K);
-    permute_for_4bit(a.x, permuted.data(), permuted.size());
-    a.x = permuted.data();
-  }
+template <int B, ScaleType T>
+void qmm_all(const QmmArgs& a) {
+  static thread_local Activations xa;
+  quantize_rows<B>(a.x, a.M, a.K, a.group, xa);
   const bool parallel = (double)a.N * a.K * (a.M < 4 ? a.M : 4) > 1 << 16;
-  (void)parallel;
-  if (a.M == 1) {
-    const int blocks = (a.N + kStep - 1) / kStep;
-#pragma omp parallel for schedule(static) if (parallel)
-    for (int i = 0; i < blocks; ++i) {
-      const int n0 = i * kStep;
-      decode_block<B>(a, n0, a.N - n0 < kStep ? a.N - n0 : kStep);
-    }
-    return;
-  }
-  const int panels = (a.N + kPanel - 1) / kPanel;
-#pragma omp parallel if (parallel)
-  {
-    static thread_local std::vector<float> wbuf;
-    static thread_local std::vector<float> acc;  // L floats per accumulator
-#pragma omp for schedule(static)
-    for (int i = 0; i < panels; ++i) {
-      const int n0 = i * kPanel;
-      panel<B>(a, n0, a.N - n0 < kPanel ? a.N - n0 : kPanel, wbuf, acc);
-    }
+  if (a.M == 1) return all_columns<B, T, kDecodeCols>(a, xa, parallel);
+  all_columns<B, T, kCols>(a, xa, parallel);
+}
+
+template <ScaleType T>
+static bool dispatch_bits(const QmmArgs& a) {
+  switch (a.bits) {
+    case 2: qmm_all<2, T>(a); return true;
+    case 3: qmm_all<3, T>(a); return true;
+    case 4: qmm_all<4, T>(a); return true;
+    case 5: qmm_all<5, T>(a); return true;
+    case 6: qmm_all<6, T>(a); return true;
+    case 8: qmm_all<8, T>(a); return true;
+    default: return false;
   }
 }
 
 // Returns false for a bit width it does not know.
-inline bool qmm_dispatch(const QmmArgs& a) {
-  switch (a.bits) {
-    case 2: qmm_all<2>(a); return true;
-    case 3: qmm_all<3>(a); return true;
-    case 4: qmm_all<4>(a); return true;
-    case 5: qmm_all<5>(a); return true;
-    case 6: qmm_all<6>(a); return true;
-    case 8: qmm_all<8>(a); return true;
-    default: return false;
+inline bool qmm_dispatch(const QmmArgs& a, ScaleType scales) {
+  switch (scales) {
+    case ScaleType::f16: return dispatch_bits<ScaleType::f16>(a);
+    case ScaleType::bf16: return dispatch_bits<ScaleType::bf16>(a);
+    default: return dispatch_bits<ScaleType::f32>(a);
   }
 }
 

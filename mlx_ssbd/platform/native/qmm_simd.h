@@ -1,0 +1,169 @@
+// The vectors the quantized kernel computes with, one set per target (included by qmm_kernel.h
+// inside its per-target namespace):
+//
+//   Bytes  64 bytes: a chunk's 64 codes (u8) or 64 values of x (s8)
+//   Ints   16 int32 lanes: a chunk's dot products, lane i summing bytes 4i..4i+3
+//   Floats 16 fp32 lanes
+//
+// AVX-512 holds each in one register (one dpbusd per chunk with VNNI), AVX2 in two 256-bit halves
+// (maddubs + madd), every other target in GCC/Clang vector extensions. Every operation is exact or
+// one IEEE operation per lane (fma with one rounding), so every target computes the same bits.
+
+constexpr int kLanes = 16;
+
+#if defined(__AVX512F__)
+
+struct Bytes { __m512i v; };
+struct Ints { __m512i v; };
+struct Floats { __m512 v; };
+
+static inline Bytes load_bytes(const void* p) { return {_mm512_loadu_si512(p)}; }
+static inline Floats zeros() { return {_mm512_setzero_ps()}; }
+static inline Floats load_floats(const float* p) { return {_mm512_loadu_ps(p)}; }
+static inline void store_floats(float* p, Floats a) { _mm512_storeu_ps(p, a.v); }
+static inline Floats mul(Floats a, Floats b) { return {_mm512_mul_ps(a.v, b.v)}; }
+static inline Floats fmadd(Floats a, Floats b, Floats acc) { return {_mm512_fmadd_ps(a.v, b.v, acc.v)}; }
+static inline Floats to_floats(Ints a) { return {_mm512_cvtepi32_ps(a.v)}; }
+
+// `first` in the lanes whose mask bit is clear, `second` where it is set.
+static inline Floats blend(uint16_t mask, float first, float second) {
+  return {_mm512_mask_blend_ps(mask, _mm512_set1_ps(first), _mm512_set1_ps(second))};
+}
+
+template <int B>
+static inline Ints dot(Bytes codes, Bytes x) {
+  return {_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes.v, x.v)};
+}
+
+// 32 packed bytes of 4-bit codes: their low nibbles, then their high nibbles.
+static inline Bytes nibbles(const uint8_t* p) {
+  const __m512i both = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+  return {_mm512_and_si512(_mm512_srlv_epi16(both, shifts), _mm512_set1_epi8(0x0F))};
+}
+
+#elif defined(__AVX2__)
+
+struct Bytes { __m256i lo, hi; };
+struct Ints { __m256i lo, hi; };
+struct Floats { __m256 lo, hi; };
+
+static inline Bytes load_bytes(const void* p) {
+  const __m256i* q = static_cast<const __m256i*>(p);
+  return {_mm256_loadu_si256(q), _mm256_loadu_si256(q + 1)};
+}
+static inline Floats zeros() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+static inline Floats load_floats(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+static inline void store_floats(float* p, Floats a) { _mm256_storeu_ps(p, a.lo), _mm256_storeu_ps(p + 8, a.hi); }
+static inline Floats mul(Floats a, Floats b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+static inline Floats fmadd(Floats a, Floats b, Floats acc) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, acc.lo), _mm256_fmadd_ps(a.hi, b.hi, acc.hi)};
+}
+static inline Floats to_floats(Ints a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+
+static inline Floats blend(uint16_t mask, float first, float second) {
+  const __m256 a = _mm256_set1_ps(first), b = _mm256_set1_ps(second);
+  auto half = [&](int bits) {  // _mm256_blend_ps needs an immediate: the two masks the kernel uses
+    return bits == 0 ? a : bits == 0xFF ? b : _mm256_blend_ps(a, b, 0xF0);
+  };
+  return {half(mask & 0xFF), half(mask >> 8)};
+}
+
+template <int B>
+static inline __m256i dot_half(__m256i codes, __m256i x) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (B < 8) {  // codes < 128: a pair's sum fits in int16 (2 * 127 * 128)
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, x), ones);
+  } else {  // codes up to 255: the top bit apart, so that maddubs cannot saturate
+    const __m256i low = _mm256_and_si256(codes, _mm256_set1_epi8(0x7F));
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi16(codes, 7), _mm256_set1_epi8(1));
+    const __m256i lo = _mm256_madd_epi16(_mm256_maddubs_epi16(low, x), ones);
+    const __m256i hi = _mm256_madd_epi16(_mm256_maddubs_epi16(top, x), ones);
+    return _mm256_add_epi32(lo, _mm256_slli_epi32(hi, 7));
+  }
+}
+
+template <int B>
+static inline Ints dot(Bytes codes, Bytes x) {
+  return {dot_half<B>(codes.lo, x.lo), dot_half<B>(codes.hi, x.hi)};
+}
+
+static inline Bytes nibbles(const uint8_t* p) {
+  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  return {_mm256_and_si256(bytes, mask), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask)};
+}
+
+#else  // portable: GCC/Clang vector extensions (NEON or SSE2 code from the compiler)
+
+typedef float f16v __attribute__((vector_size(64)));
+typedef int32_t i16v __attribute__((vector_size(64)));
+typedef uint8_t u64v __attribute__((vector_size(64)));
+struct Bytes { u64v v; };
+struct Ints { i16v v; };
+struct Floats { f16v v; };
+
+static inline Bytes load_bytes(const void* p) {
+  Bytes b;
+  std::memcpy(&b.v, p, 64);
+  return b;
+}
+static inline Floats zeros() { return {f16v{}}; }
+static inline Floats load_floats(const float* p) {
+  Floats f;
+  std::memcpy(&f.v, p, 64);
+  return f;
+}
+static inline void store_floats(float* p, Floats a) { std::memcpy(p, &a.v, 64); }
+static inline Floats mul(Floats a, Floats b) { return {a.v * b.v}; }
+static inline Floats fmadd(Floats a, Floats b, Floats acc) {
+  Floats out;
+#if defined(__ARM_NEON)
+  for (int i = 0; i < 16; i += 4) {
+    float32x4_t va, vb, vc;
+    std::memcpy(&va, (const float*)&a.v + i, 16);
+    std::memcpy(&vb, (const float*)&b.v + i, 16);
+    std::memcpy(&vc, (const float*)&acc.v + i, 16);
+    vc = vfmaq_f32(vc, va, vb);
+    std::memcpy((float*)&out.v + i, &vc, 16);
+  }
+#else
+  for (int i = 0; i < 16; ++i) out.v[i] = __builtin_fmaf(a.v[i], b.v[i], acc.v[i]);
+#endif
+  return out;
+}
+static inline Floats to_floats(Ints a) { return {__builtin_convertvector(a.v, f16v)}; }
+
+static inline Floats blend(uint16_t mask, float first, float second) {
+  Floats out;
+  for (int i = 0; i < 16; ++i) out.v[i] = (mask >> i) & 1 ? second : first;
+  return out;
+}
+
+template <int B>
+static inline Ints dot(Bytes codes, Bytes x) {
+  Ints out;
+  for (int i = 0; i < 16; ++i) {
+    int32_t s = 0;
+    for (int j = 4 * i; j < 4 * i + 4; ++j) s += (int32_t)codes.v[j] * (int32_t)(int8_t)x.v[j];
+    out.v[i] = s;
+  }
+  return out;
+}
+
+static inline Bytes nibbles(const uint8_t* p) {
+  Bytes out;
+  for (int i = 0; i < 32; ++i) out.v[i] = p[i] & 0x0F, out.v[32 + i] = p[i] >> 4;
+  return out;
+}
+
+#endif
+
+// Lane i and i + 8 added, then halves pairwise: one fixed order.
+static inline float hsum(Floats v) {
+  float t[16];
+  store_floats(t, v);
+  for (int width = 8; width > 0; width /= 2)
+    for (int i = 0; i < width; ++i) t[i] += t[i + width];
+  return t[0];
+}
