@@ -30,6 +30,7 @@ def list_models():
     """Name, parameters, source, prompt family, prepared or not."""
     from mlx_ssbd.models.footprint import footprint, gigabytes
     from mlx_ssbd.platform.backend import is_gpu
+    from mlx_ssbd.platform.quantized import kernel
 
     rows = [("NAME", "PARAMS", "SOURCE", "FAMILY", "PREPARED", "DISK", "MEMORY")]
     for card in cards().values():
@@ -37,7 +38,7 @@ def list_models():
         prepared = "yes" if is_prepared(card) else ("no" if card.on_pypi else "n/a (hub only)")
         disk = memory = "-"
         if prepared == "yes":
-            size = footprint(model_dir(card), None if is_gpu() else 4)
+            size = footprint(model_dir(card), None if is_gpu() else 4, is_gpu() or kernel() is not None)
             disk, memory = gigabytes(size.disk), gigabytes(size.memory)
         rows.append(
             (

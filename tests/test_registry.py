@@ -231,3 +231,22 @@ def test_the_blas_can_be_chosen_by_name(kind):
         check=True,
     ).stdout.split()
     assert out == (["reference", "False"] if kind == "none" else [kind, "True"])
+
+
+def test_footprint_counts_scales_as_the_cpu_kernel_keeps_them(tmp_path):
+    import json
+    import struct
+
+    from mlx_ssbd.models.footprint import footprint
+
+    header = {
+        "layer.weight": {"dtype": "U32", "shape": [2, 1], "data_offsets": [0, 8]},
+        "layer.scales": {"dtype": "F16", "shape": [2, 2], "data_offsets": [8, 16]},
+        "layer.biases": {"dtype": "F16", "shape": [2, 2], "data_offsets": [16, 24]},
+        "norm.weight": {"dtype": "F16", "shape": [4], "data_offsets": [24, 32]},
+    }
+    raw = json.dumps(header).encode()
+    (tmp_path / "model.safetensors").write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(32))
+    assert footprint(tmp_path).memory == 8 + 8 + 8 + 8  # as stored
+    assert footprint(tmp_path, 4).memory == 8 + 8 + 8 + 16  # norms in fp32, scales as stored
+    assert footprint(tmp_path, 4, scales_as_stored=False).memory == 8 + 16 + 16 + 16

@@ -1,10 +1,12 @@
 """How much disk and memory a prepared model takes.
 
-Contract: ``footprint(directory, compute_itemsize)`` reads only the safetensors headers (no weights)
-and returns ``Footprint(disk, memory)`` in bytes: ``disk`` is the size of the directory's files;
-``memory`` is the weights' size once loaded, packed quantized weights as stored and floating
-tensors (scales, biases, norms, dense layers) in the compute dtype (4 bytes on the CPU, where they
-are cast to fp32; the stored size on a GPU).
+Contract: ``footprint(directory, compute_itemsize, scales_as_stored)`` reads only the safetensors
+headers (no weights) and returns ``Footprint(disk, memory)`` in bytes: ``disk`` is the size of the
+directory's files; ``memory`` is the weights' size once loaded: packed quantized weights as
+stored, floating tensors (norms, dense layers) in the compute dtype (``compute_itemsize``: 4 on
+the CPU, where they are cast to fp32; None: as stored, on a GPU), and quantized layers' scales and
+biases as stored when ``scales_as_stored`` (the CPU kernel reads them so), else in the compute
+dtype.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ class Footprint:
     memory: int
 
 
-def footprint(directory: str | Path, compute_itemsize: int | None = None) -> Footprint:
+def footprint(
+    directory: str | Path, compute_itemsize: int | None = None, scales_as_stored: bool = True
+) -> Footprint:
     directory = Path(directory)
     disk = sum(f.stat().st_size for f in directory.iterdir() if f.is_file())
     memory = 0
@@ -52,7 +56,8 @@ def footprint(directory: str | Path, compute_itemsize: int | None = None) -> Foo
             for dim in info["shape"]:
                 count *= dim
             size = _ITEMSIZE.get(info["dtype"], 4)
-            if compute_itemsize and info["dtype"] in _FLOATING:
+            quantization = name.endswith((".scales", ".biases"))
+            if compute_itemsize and info["dtype"] in _FLOATING and not (quantization and scales_as_stored):
                 size = compute_itemsize
             memory += count * size
     return Footprint(disk, memory)
