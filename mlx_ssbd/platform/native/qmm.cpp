@@ -18,9 +18,10 @@ std::string simd_path() {
   __builtin_cpu_init();
   if (ask != "avx2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512vnni"))
+      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
     return "avx512";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "avx2";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2"))
+    return "avx2";
   return "generic";
 #elif defined(__ARM_NEON)
   return "neon";

@@ -1,4 +1,4 @@
-// The kernel built for x86-64 CPUs with AVX-512 (F, BW, DQ, VL) and VNNI: dpbusd for the dot products.
+// The kernel built for x86-64 CPUs with AVX-512 (F, BW, DQ, VL), VNNI and VBMI: dpbusd for the dot products.
 #define QMM_NS avx512
 #include "qmm_kernel.h"
 #include "qmm.h"

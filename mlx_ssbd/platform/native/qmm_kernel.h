@@ -121,13 +121,7 @@ static inline Bytes chunk_codes(const uint8_t* p) {
   } else if constexpr (B == 8) {
     return load_bytes(p);
   } else {  // 2, 3, 5, 6 bits: every 8 codes fill exactly B bytes
-    uint8_t codes[kChunk];
-    for (int e = 0; e < 8; ++e) {
-      uint64_t word = 0;
-      std::memcpy(&word, p + e * B, B);
-      for (int j = 0; j < 8; ++j) codes[8 * e + j] = (uint8_t)((word >> (j * B)) & ((1u << B) - 1));
-    }
-    return load_bytes(codes);
+    return unpack<B>(p);
   }
 }
 

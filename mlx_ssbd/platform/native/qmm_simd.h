@@ -5,8 +5,9 @@
 //   Ints   16 int32 lanes: a chunk's dot products, lane i summing bytes 4i..4i+3
 //   Floats 16 fp32 lanes
 //
-// AVX-512 holds each in one register (one dpbusd per chunk with VNNI), AVX2 in two 256-bit halves
-// (maddubs + madd), every other target in GCC/Clang vector extensions. Every operation is exact or
+// AVX-512 holds each in one register (one dpbusd per chunk with VNNI; VBMI unpacks 2/3/5/6-bit
+// codes), AVX2 in two 256-bit halves (maddubs + madd; BMI2's pdep unpacks), every other target
+// in GCC/Clang vector extensions. Every operation is exact or
 // one IEEE operation per lane (fma with one rounding), so every target computes the same bits.
 
 constexpr int kLanes = 16;
@@ -33,6 +34,21 @@ static inline Floats blend(uint16_t mask, float first, float second) {
 template <int B>
 static inline Ints dot(Bytes codes, Bytes x) {
   return {_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes.v, x.v)};
+}
+
+// 64 codes of B bits (2, 3, 5 or 6) packed in 8 * B bytes, in order: qword i gathers the B bytes
+// of codes 8i..8i+7 (vpermb), and byte j of it takes its bits from j * B (vpmultishiftqb).
+template <int B>
+static inline Bytes unpack(const uint8_t* p) {
+  const __m512i data = _mm512_maskz_loadu_epi8((1ull << (8 * B)) - 1, p);  // no read past the codes
+  alignas(64) static const auto tables = [] {
+    struct { uint8_t gather[64], shift[64]; } t{};
+    for (int i = 0; i < 64; ++i) t.gather[i] = (uint8_t)((i / 8) * B + i % 8), t.shift[i] = (uint8_t)((i % 8) * B);
+    return t;
+  }();
+  const __m512i grouped = _mm512_permutexvar_epi8(_mm512_load_si512(tables.gather), data);
+  const __m512i codes = _mm512_multishift_epi64_epi8(_mm512_load_si512(tables.shift), grouped);
+  return {_mm512_and_si512(codes, _mm512_set1_epi8((1 << B) - 1))};
 }
 
 // 32 packed bytes of 4-bit codes: their low nibbles, then their high nibbles.
@@ -86,6 +102,24 @@ static inline __m256i dot_half(__m256i codes, __m256i x) {
 template <int B>
 static inline Ints dot(Bytes codes, Bytes x) {
   return {dot_half<B>(codes.lo, x.lo), dot_half<B>(codes.hi, x.hi)};
+}
+
+// 64 codes of B bits (2, 3, 5 or 6) packed in 8 * B bytes, in order: BMI2's pdep spreads each 8
+// codes' B bytes over 8 bytes.
+template <int B>
+static inline Bytes unpack(const uint8_t* p) {
+  constexpr uint64_t spread = 0x0101010101010101ull * ((1u << B) - 1);
+  uint64_t eight[8];
+  for (int i = 0; i < 7; ++i) {  // 8-byte loads (pdep takes the low 8 * B bits) inside the chunk
+    uint64_t word;
+    std::memcpy(&word, p + i * B, 8);
+    eight[i] = _pdep_u64(word, spread);
+  }
+  uint64_t last;  // the chunk's last 8 bytes, shifted down to its last B
+  std::memcpy(&last, p + 8 * B - 8, 8);
+  eight[7] = _pdep_u64(last >> (64 - 8 * B), spread);
+  return {_mm256_set_epi64x(eight[3], eight[2], eight[1], eight[0]),
+          _mm256_set_epi64x(eight[7], eight[6], eight[5], eight[4])};
 }
 
 static inline Bytes nibbles(const uint8_t* p) {
@@ -147,6 +181,17 @@ static inline Ints dot(Bytes codes, Bytes x) {
     int32_t s = 0;
     for (int j = 4 * i; j < 4 * i + 4; ++j) s += (int32_t)codes.v[j] * (int32_t)(int8_t)x.v[j];
     out.v[i] = s;
+  }
+  return out;
+}
+
+template <int B>
+static inline Bytes unpack(const uint8_t* p) {
+  Bytes out;
+  for (int e = 0; e < 8; ++e) {
+    uint64_t word = 0;
+    std::memcpy(&word, p + e * B, B);
+    for (int j = 0; j < 8; ++j) out.v[8 * e + j] = (uint8_t)((word >> (j * B)) & ((1u << B) - 1));
   }
   return out;
 }
