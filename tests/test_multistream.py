@@ -246,6 +246,62 @@ def test_a_long_prompt_feeds_a_side_chunk_in_rounds_where_another_stream_decodes
     assert [f.fed for f in both_long] == [64, 64]  # no short feed in the call: the whole chunk
 
 
+def test_a_long_verify_pass_is_fed_a_chunk_per_call_its_logits_in_pieces():
+    """A feed asking for the logits of many tokens (a verify pass of a long draft) beside a decode
+    step goes ``side_chunk`` tokens a call too, until what is left fits one ``chunk``; the pieces of
+    logits it gets back, in order, are the logits the whole pass gives alone."""
+    import dataclasses
+
+    model = tiny_model("qwen2", seed=8)
+    ids = list(range(10, 110))
+    ref = TokenCache(model)
+    want = ref.feed([(ref, Feed(ids, 40))])[0].logits
+    batch = BatchCache(model, chunk=16, side_chunk=4)
+    long_row, short_row = batch.join(TokenCache(model)), batch.join(TokenCache(model))
+    short = [5, 6, 7]
+    batch.feed([(short_row, Feed(short, 1))])
+    request, pieces, calls = Feed(ids, 40), [], 0
+    while True:
+        short.append(len(short) + 5)
+        fed, step = batch.feed([(long_row, request), (short_row, Feed(short, 1))])
+        calls += 1
+        assert step.done
+        if fed.done:
+            assert fed.fed <= 16  # the last 16 go whole
+            pieces.append(fed.logits)
+            break
+        assert fed.fed <= 4 and step.fed <= 4  # the decode step's call stays 4 wide
+        if fed.piece is not None:
+            pieces.append(fed.piece)
+            request = dataclasses.replace(request, logits=request.logits - fed.piece.shape[0], reuse=True)
+    got = mx.concatenate(pieces)
+    assert calls == (100 - 16) // 4 + 1 and got.shape == want.shape
+    assert mx.array_equal(mx.argmax(got, -1), mx.argmax(want, -1)).item()
+    assert mx.allclose(got, want, atol=1e-4, rtol=1e-4).item()
+
+
+@pytest.mark.parametrize("policy", ["ssbd", "rt"])
+def test_streams_with_long_drafts_chunked_equal_single_streams(tok, policy):
+    """With a small chunk every verify pass of a long draft is fed over several rounds beside the
+    other streams' steps; each stream's outputs are still its own alone."""
+    model = tiny_model("qwen2", seed=8)
+    rng = random.Random(11)
+    streams = [random_stream(rng) for _ in range(3)]
+    batched = MultiStreamTranslator([make(model, tok, policy=policy, beta=0.3) for _ in range(3)], chunk=4)
+    alone = [make(model, tok, policy=policy, beta=0.3) for _ in range(3)]
+    chunked = 0
+    for step in range(max(len(s) for s in streams)):
+        sources = [(s[step], step == len(s) - 1) if step < len(s) else None for s in streams]
+        for i, (result, item) in enumerate(zip(batched.update(sources), sources)):
+            if item is None:
+                continue
+            single = alone[i].update(item[0], final=item[1])
+            assert result.output_ids == single.output_ids, (i, step)
+            assert result.stats.accepted == single.stats.accepted
+            chunked += result.stats.forward_passes > single.stats.forward_passes
+    assert chunked  # some verify pass really went in several calls
+
+
 def test_a_stream_removed_mid_update_abandons_it(tok):
     """``remove`` during an update abandons it (no ``done``); the translator is as before that
     update, its KV handed back consistent: alone, it goes on exactly as a stream that never

@@ -17,12 +17,12 @@ keeps nothing, is left padded in the input). Dropping a row's diverged tail is a
 that row alone (``dynamic_roll``) under a larger left padding; leading columns that every row pads
 are cut off, so the cache does not grow with the padding.
 
-With ``chunk``, no row feeds more than ``chunk`` tokens in one call (beyond those whose logits
-it asked for): a long prompt is fed a chunk per call, its ``Fed`` saying ``done=False`` until the
-last, so the call's width (its memory) stays bounded. In a call where another stream has a short
-feed (a decode step, a verify pass of at most ``chunk`` tokens), a long prompt feeds only
-``side_chunk`` tokens (8), so the short feed's call is not widened by the prompt; a long prompt
-alone goes ``chunk`` tokens at a time. (Rows share the call's length too: a row beside a long
+With ``chunk``, no row feeds more than ``chunk`` tokens in one call: a long prompt or a long
+verify pass is fed a chunk per call, its ``Fed`` saying ``done=False`` until the last (a verify
+chunk's logits come back as ``Fed.piece``), so the call's width (its memory) stays bounded. In a
+call where another stream has a short feed (a decode step, a verify pass of at most ``chunk``
+tokens), a long feed takes only ``side_chunk`` tokens (8), so the short feed's call is not widened
+by it; a long feed alone goes ``chunk`` tokens at a time. (Rows share the call's length too: a row beside a long
 context attends over its padded length, which a CPU feels; see docs/results.md.)
 
 Only full ``KVCache`` layers can be batched. A stream whose cache holds other layers (a hybrid
@@ -165,7 +165,7 @@ class BatchCache:
         """``side_chunk`` when a long feed shares the call with a short one, else ``chunk``."""
         if self.chunk is None or len(feeds) < 2:
             return self.chunk
-        long = [self._new(row, feed) > max(self.chunk, feed.logits) for row, feed in feeds]
+        long = [self._new(row, feed) > self.chunk for row, feed in feeds]
         return self.side_chunk if any(long) and not all(long) else self.chunk
 
     @staticmethod
@@ -179,7 +179,7 @@ class BatchCache:
 
     def _row_chunk(self, new: int, feed, limit: int | None) -> int | None:
         """The chunk for one row's ``new`` tokens in this call: a short feed goes whole."""
-        if limit is None or new <= max(self.chunk, feed.logits):
+        if limit is None or new <= self.chunk:
             return None
         return limit
 
@@ -208,7 +208,13 @@ class BatchCache:
         self._padding = [p + pad for p, pad in zip(self._padding, pads)]
         self._sync_layers()
         done = {id(row): len(row.tokens) == len(wanted[id(row)].ids) for row in self.rows}
-        last = max([feed.logits for row, feed in feeds if done[id(row)]] or [1])
+        # a partial row's logits among those its feed asks for (a chunk of a long verify pass)
+        piece = {
+            id(row): max(0, len(row.tokens) - (len(feed.ids) - feed.logits))
+            for row, feed in feeds
+            if not done[id(row)]
+        }
+        last = max([feed.logits for row, feed in feeds if done[id(row)]] + list(piece.values()) + [1])
         logits = model_logits(self.model, mx.stack(inputs), self.layers, last)
         self._end += width
         index = {id(row): b for b, row in enumerate(self.rows)}
@@ -217,21 +223,22 @@ class BatchCache:
             b = index[id(row)]
             if done[id(row)]:
                 answers.append(Fed(logits[b, last - feed.logits :], kept[b], width - pads[b]))
-            else:  # a chunk of a long feed; its logits only keep the call's work evaluated
-                answers.append(Fed(logits[b, -1:], kept[b], width - pads[b], done=False))
+            else:  # a chunk of a long feed: the last logits keep the call's work evaluated
+                part = logits[b, last - piece[id(row)] :] if piece[id(row)] else None
+                answers.append(Fed(logits[b, -1:], kept[b], width - pads[b], done=False, piece=part))
         return answers
 
     def _plan(self, row: BatchRow, feed, limit: int | None) -> tuple[int, list, Sequence]:
         """(tokens kept, tokens to feed this call, the sequence they come from) for one row: at
-        most the call's chunk of new tokens unless more are needed for the logits asked for."""
+        most the call's chunk of new tokens."""
         resolved(row.tokens)
         ids = list(feed.ids)
         known = ids[:-1] if is_lazy(ids) else ids
         keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits)) if feed.reuse else 0
         new = len(ids) - keep
         limit = self._row_chunk(new, feed, limit)
-        if limit is not None and new > max(limit, feed.logits):
-            new = min(limit, new - feed.logits)
+        if limit is not None and new > limit:
+            new = limit
         return keep, ids[keep : keep + new], ids
 
     # -- bookkeeping of the left-padded layout ------------------------------------------------

@@ -191,8 +191,9 @@ class TokenCache:
         """The ``engine`` feeder interface for one stream: ``feeds`` is ``[(self, Feed)]``; the
         cache is brought to ``Feed.ids`` (longest cached prefix reused, at least ``Feed.logits``
         ids fed) in one model call (one more per checkpoint it leaves, see ``forward``). Returns
-        ``[Fed]``. With ``chunk``, at most ``chunk`` tokens go in beyond those whose logits are
-        asked for; the answer of a partial feed says ``done=False`` (``batch`` does the same)."""
+        ``[Fed]``. With ``chunk``, at most ``chunk`` tokens go in per call, those whose logits are
+        asked for too: the answer of a partial feed says ``done=False`` and carries the logits of
+        its tokens among the asked-for ones as ``Fed.piece`` (``batch`` does the same)."""
         if len(feeds) != 1 or feeds[0][0] is not self:
             raise ValueError("a TokenCache serves one stream: itself")
         feed = feeds[0][1]
@@ -200,9 +201,21 @@ class TokenCache:
         rebuilds, calls = self.rebuilds, self.forward_calls
         reused = self.reuse(ids, keep_last=wanted) if feed.reuse else self.rewind(0)
         new = len(ids) - reused
-        if chunk is not None and new > max(chunk, wanted):
-            last = self.forward(ids[reused : reused + chunk], logits_from=chunk - 1, marks=feed.marks)
-            return [Fed(last, reused, chunk, self.rebuilds > rebuilds, False, self.forward_calls - calls)]
+        if chunk is not None and new > chunk:
+            first = min(max(0, len(ids) - wanted - reused), chunk - 1)  # the first row with logits
+            logits = self.forward(ids[reused : reused + chunk], logits_from=first, marks=feed.marks)
+            piece = logits if reused + chunk > len(ids) - wanted else None
+            return [
+                Fed(
+                    logits[-1:],
+                    reused,
+                    chunk,
+                    self.rebuilds > rebuilds,
+                    False,
+                    self.forward_calls - calls,
+                    piece,
+                )
+            ]
         logits = self.forward(ids[reused:], logits_from=new - wanted, marks=feed.marks)
         return [Fed(logits, reused, new, self.rebuilds > rebuilds, calls=self.forward_calls - calls)]
 

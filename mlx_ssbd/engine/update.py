@@ -22,10 +22,11 @@ for many) as ONE batched model call, ``feeder.feed``. A job may join
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
 ends, with what it cost (model passes, tokens fed), counted by the runner from the feeder's
 answers (``Fed``). A feeder may answer a long ``Feed`` a chunk at a time (``Fed.done`` False): the
-request then stands for the next round. ``run(feeder, jobs)`` runs a set of jobs to the end. A stream's outputs
-do not depend on how
-many others share its rounds, or when they joined: the same code decides them, and each stream
-draws from its own sampler in the same order either way.
+request then stands for the next round, less the logits that chunk already gave (``Fed.piece``),
+so a long verify pass is fed a chunk per round like a long prompt. ``run(feeder, jobs)`` runs a
+set of jobs to the end. A stream's outputs do not depend on how many others share its rounds, or
+when they joined: the same code decides them, and each stream draws from its own sampler in the
+same order either way.
 
 The rule (Zeng et al.): a draft token y_i is accepted while the biased distribution
 (1 - beta) p_i + beta onehot(y_i) still has y_i as its argmax (``verify.decide``); beta = 0 accepts
@@ -127,6 +128,7 @@ class Fed:
     rebuilt: bool = False  # the cache could not be trimmed and was rebuilt from nothing
     done: bool = True  # False: only a chunk of a long feed went in; the rest comes in the next calls
     calls: int = 1  # model calls it took (more where it left checkpoints, see ``Feed.marks``)
+    piece: mx.array | None = None  # done False: the chunk's logits among the last Feed.logits, if any
 
 
 @dataclass
@@ -212,6 +214,7 @@ class Runner:
         self._requests: dict[int, Feed | Sync] = {}
         self._costs: dict[int, list[int]] = {}  # per job: [passes, tokens fed, rebuilds]
         self._reused: dict[int, int] = {}  # per job fed in chunks: the tokens its first chunk reused
+        self._pieces: dict[int, list[mx.array]] = {}  # per job fed in chunks: the logits so far
         self._next = 0
 
     @property
@@ -229,6 +232,7 @@ class Runner:
         for key in [key for key, (other, _, _) in self._jobs.items() if other is row]:
             del self._jobs[key], self._requests[key], self._costs[key]
             self._reused.pop(key, None)
+            self._pieces.pop(key, None)
 
     def add(self, row, job: Job, done: Callable[[Outcome], None]) -> None:
         """Start ``job`` on ``row``; ``done(outcome)`` is called in the round it ends."""
@@ -276,7 +280,9 @@ class Runner:
             return {}
         answers = {}
         answered = self.feeder.feed([(self._jobs[key][0], r) for key, r in feeds])
-        mx.async_eval([fed.logits for fed in answered])
+        mx.async_eval(
+            [fed.logits for fed in answered] + [fed.piece for fed in answered if fed.piece is not None]
+        )
         for (key, request), fed in zip(feeds, answered):
             cost = self._costs[key]
             cost[0] += fed.calls
@@ -284,9 +290,15 @@ class Runner:
             cost[2] += fed.rebuilt
             if not fed.done:  # a chunk of a long feed: the rest in the next round, after this chunk
                 self._reused.setdefault(key, fed.reused)
-                self._requests[key] = dataclasses.replace(request, reuse=True)
+                given = 0
+                if fed.piece is not None:
+                    self._pieces.setdefault(key, []).append(fed.piece)
+                    given = fed.piece.shape[0]
+                self._requests[key] = dataclasses.replace(request, reuse=True, logits=request.logits - given)
                 continue
-            answers[key] = (fed.logits, self._reused.pop(key, fed.reused))
+            pieces = self._pieces.pop(key, [])
+            logits = mx.concatenate([*pieces, fed.logits]) if pieces else fed.logits
+            answers[key] = (logits, self._reused.pop(key, fed.reused))
         return answers
 
 
