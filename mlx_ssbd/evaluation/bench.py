@@ -146,10 +146,18 @@ def code_commit() -> str:
 
 
 def machine_info() -> dict:
+    """The machine, backend and code a report was made with; a BLAS inside the working directory
+    (a virtual environment's MKL) is named relative to it, so reports hold no machine's paths."""
     import os
 
+    backend = backend_info().to_dict()
+    if backend.get("blas_path"):
+        try:
+            backend["blas_path"] = str(Path(backend["blas_path"]).resolve().relative_to(Path.cwd().resolve()))
+        except ValueError:
+            pass
     return {
-        **backend_info().to_dict(),
+        **backend,
         "commit": code_commit(),
         "machine": platform.node(),
         "os": platform.platform(),
