@@ -194,19 +194,22 @@ struct QmmArgs {
   int M, N, K, group, bits;
 };
 
+// The tile shapes and the prefetch distance, chosen by measurement on the development machine
+// (each may be set with -D for experiments): a register tile holds kRows rows of x by kCols
+// weight rows; a one-row product (a decode step) takes kDecodeCols weight rows together.
 #ifndef QMM_DECODE_COLS
 #define QMM_DECODE_COLS 4
 #endif
-constexpr int kDecodeCols = QMM_DECODE_COLS;  // weight rows a one-row product takes together
+#ifndef QMM_PREFETCH
+#define QMM_PREFETCH 2048
+#endif
+constexpr int kDecodeCols = QMM_DECODE_COLS;
 #if defined(QMM_TILE_ROWS)
 constexpr int kRows = QMM_TILE_ROWS, kCols = QMM_TILE_COLS;
 #elif defined(__AVX512F__)
-constexpr int kRows = 4, kCols = 4;  // a register tile: kRows rows of x by kCols weight rows
+constexpr int kRows = 4, kCols = 4;
 #else
-constexpr int kRows = 2, kCols = 2;
-#endif
-#ifndef QMM_PREFETCH
-#define QMM_PREFETCH 2048
+constexpr int kRows = 2, kCols = 2;  // AVX2's 16 registers
 #endif
 constexpr int kPrefetch = QMM_PREFETCH;  // bytes ahead of the weight reads
 
