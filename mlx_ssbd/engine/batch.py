@@ -22,8 +22,8 @@ verify pass is fed a chunk per call, its ``Fed`` saying ``done=False`` until the
 chunk's logits come back as ``Fed.piece``), so the call's width (its memory) stays bounded. In a
 call where another stream has a short feed (a decode step, a verify pass of at most ``chunk``
 tokens), a long feed takes only ``side_chunk`` tokens (8), so the short feed's call is not widened
-by it; a long feed alone goes ``chunk`` tokens at a time. (Rows share the call's length too: a row beside a long
-context attends over its padded length, which a CPU feels; see docs/results.md.)
+by it; a long feed alone goes ``chunk`` tokens at a time. (Rows share the call's length too: a row
+beside a long context attends over its padded length, which a CPU feels; see docs/results.md.)
 
 Only full ``KVCache`` layers can be batched. A stream whose cache holds other layers (a hybrid
 model's recurrent states, a sliding window) joins as a *solo* row: it keeps its own ``TokenCache``

@@ -205,17 +205,8 @@ class TokenCache:
             first = min(max(0, len(ids) - wanted - reused), chunk - 1)  # the first row with logits
             logits = self.forward(ids[reused : reused + chunk], logits_from=first, marks=feed.marks)
             piece = logits if reused + chunk > len(ids) - wanted else None
-            return [
-                Fed(
-                    logits[-1:],
-                    reused,
-                    chunk,
-                    self.rebuilds > rebuilds,
-                    False,
-                    self.forward_calls - calls,
-                    piece,
-                )
-            ]
+            rebuilt, calls = self.rebuilds > rebuilds, self.forward_calls - calls
+            return [Fed(logits[-1:], reused, chunk, rebuilt, done=False, calls=calls, piece=piece)]
         logits = self.forward(ids[reused:], logits_from=new - wanted, marks=feed.marks)
         return [Fed(logits, reused, new, self.rebuilds > rebuilds, calls=self.forward_calls - calls)]
 

@@ -158,7 +158,7 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
     float* dx = a.dx.data() + (size_t)m * a.chunks * kLanes;
     float* sums = a.sums.data() + (size_t)m * a.groups;
     for (int g = 0; g < a.groups; ++g) sums[g] = 0.0f;
-    std::vector<float> block_dx(2 * a.chunks, 0.0f);
+    float first_dx = 0.0f;  // the step of the chunk's first block, until its second is known
     for (int b = 0; b < blocks; ++b) {
       const float* v = row + b * kBlock;
       float amax = 0.0f;
@@ -175,12 +175,11 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
         q[(size_t)c * kChunk + at] = value;
         total += value;
       }
-      block_dx[b] = d;
       const int g = b * kBlock / group;
       sums[g] = __builtin_fmaf(d, (float)total, sums[g]);
-    }
-    for (int c = 0; c < a.chunks; ++c) {
-      store_floats(dx + (size_t)c * kLanes, blend(kSecondBlock<B>, block_dx[2 * c], block_dx[2 * c + 1]));
+      if (half == 0) first_dx = d;
+      if (half == 1 || b == blocks - 1)  // a chunk complete (an odd last block: a zero second)
+        store_floats(dx + (size_t)c * kLanes, blend(kSecondBlock<B>, first_dx, half == 1 ? d : 0.0f));
     }
   }
 }
