@@ -269,11 +269,14 @@ def test_a_silent_talk_keeps_its_viewers_through_the_proxy(model_dir, tmp_path):
     assert [c[1] for c in kept.commits()] == [c[1] for c in cut.commits()] == [0]
 
 
+HEALTH_HEAD = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n"  # a request head, not yet ended
+
+
 def dribbling(address: tuple[str, int], count: int) -> list[socket.socket]:
     """``count`` sockets that have sent a request's first line and one header, and no more yet."""
     sockets = [socket.create_connection(address, timeout=30) for _ in range(count)]
     for sock in sockets:
-        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        sock.sendall(HEALTH_HEAD)
     return sockets
 
 
@@ -284,9 +287,9 @@ def held_connection(address: tuple[str, int], deadline: float) -> socket.socket:
     while True:
         sock = socket.create_connection(address, timeout=30)
         try:
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            sock.sendall(HEALTH_HEAD + b"\r\n")
             answer = sock.recv(12)
-        except ConnectionResetError:
+        except ConnectionError:  # refused as reset or as a broken pipe
             answer = b"reset"
         if answer == b"HTTP/1.1 200":
             return sock
