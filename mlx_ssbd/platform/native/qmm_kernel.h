@@ -20,9 +20,11 @@
 // would). k runs in chunks of 64 (two blocks); for each (m, n), 16 int32 lanes hold a chunk's
 // partial sums (lane i: chunk bytes 4i..4i+3), converted to fp32 and accumulated with
 // fma(lanes, scale * dx, acc) chunk after chunk (scale and dx those of the lane's block); the bias
-// term is accumulated group after group in 4 lanes (one per weight row of a tile); at the end lane
-// i and i + 8 are added, then halves pairwise. Every build does exactly these operations (no
-// contraction, -ffp-contract=off), so every path agrees bit for bit.
+// term in 16 lanes too, lane i accumulating fma(bias, sum of the rounded x, acc) over groups i,
+// i + 16, ... (zero-padded to a multiple of 16). At the end each set of lanes is summed (lane i and
+// i + 8 added, then halves pairwise) and the bias term's sum added to the products'. Every build
+// does exactly these operations (no contraction, -ffp-contract=off), so every path agrees bit for
+// bit.
 //
 // Chunk order: a chunk's 64 codes as bytes. For 4 bits, the 32 packed bytes' low nibbles (the even
 // k), then their high nibbles (the odd k), so lanes 0-3 and 8-11 hold block 0, lanes 4-7 and 12-15
@@ -37,6 +39,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -95,20 +98,6 @@ static inline void scales_to_float(const void* p, size_t count, float* out) {
   for (; i < count; ++i) out[i] = scale_at<T>(p, i);
 }
 
-// Four fp32 lanes for the bias term (one per weight row of a tile): acc + a * b, one rounding.
-typedef float v4f __attribute__((vector_size(16)));
-static inline v4f fma4(v4f a, v4f b, v4f acc) {
-#if defined(__FMA__)
-  return (v4f)_mm_fmadd_ps((__m128)a, (__m128)b, (__m128)acc);
-#elif defined(__ARM_NEON)
-  return (v4f)vfmaq_f32((float32x4_t)acc, (float32x4_t)a, (float32x4_t)b);
-#else
-  v4f out;
-  for (int i = 0; i < 4; ++i) out[i] = __builtin_fmaf(a[i], b[i], acc[i]);
-  return out;
-#endif
-}
-
 // Which lanes of a chunk hold its second block (4 bits: lanes 4-7 and 12-15; else 8-15).
 template <int B>
 constexpr uint16_t kSecondBlock = B == 4 ? 0xF0F0 : 0xFF00;
@@ -133,14 +122,17 @@ static inline Bytes half_chunk_codes(const uint8_t* p) {
   return chunk_codes<B>(padded);
 }
 
+// Groups rounded up to whole sets of 16 (the bias term's lanes); the padding is zeros.
+static inline int padded_groups(int groups) { return (groups + kLanes - 1) / kLanes * kLanes; }
+
 // x, quantized for the products, per row: int8 values in chunk order (zero-padded to whole
 // chunks), each lane's dx (16 floats per chunk) and, per group, the sum of the rounded x (for the
-// bias term).
+// bias term; zero-padded to whole sets of 16 groups).
 struct Activations {
-  int chunks = 0, groups = 0;
+  int chunks = 0, groups = 0, padded = 0;
   std::vector<int8_t> q;     // [M, chunks * 64]
   std::vector<float> dx;     // [M, chunks * 16]
-  std::vector<float> sums;   // [M, groups]
+  std::vector<float> sums;   // [M, padded]
 };
 
 template <int B>
@@ -148,16 +140,16 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
   const int blocks = K / kBlock;
   a.chunks = (blocks + 1) / 2;
   a.groups = K / group;
+  a.padded = padded_groups(a.groups);
   a.q.assign((size_t)M * a.chunks * kChunk, 0);
   a.dx.assign((size_t)M * a.chunks * kLanes, 0.0f);
-  a.sums.resize((size_t)M * a.groups);
+  a.sums.assign((size_t)M * a.padded, 0.0f);
 #pragma omp parallel for schedule(static) if (M >= 8)
   for (int m = 0; m < M; ++m) {
     const float* row = x + (size_t)m * K;
     int8_t* q = a.q.data() + (size_t)m * a.chunks * kChunk;
     float* dx = a.dx.data() + (size_t)m * a.chunks * kLanes;
-    float* sums = a.sums.data() + (size_t)m * a.groups;
-    for (int g = 0; g < a.groups; ++g) sums[g] = 0.0f;
+    float* sums = a.sums.data() + (size_t)m * a.padded;
     float first_dx = 0.0f;  // the step of the chunk's first block, until its second is known
     for (int b = 0; b < blocks; ++b) {
       const float* v = row + b * kBlock;
@@ -213,21 +205,19 @@ constexpr int kRows = 2, kCols = 2;  // AVX2's 16 registers
 constexpr int kPrefetch = QMM_PREFETCH;  // bytes ahead of the weight reads
 
 // MR rows of x (from row m0) by NC weight rows (from n0), over all of k. `scales` and `biases`:
-// the NC rows' scales and biases as fp32, transposed ([groups][NS], NS = NC rounded up to 4).
+// the NC rows' scales and biases as fp32, row after row, each `xa.padded` long (zero-padded).
 template <int B, int MR, int NC>
 static void tile(const QmmArgs& a, const Activations& xa, const float* scales, const float* biases, int m0, int n0) {
-  const int K = a.K, groups = xa.groups, full = K / kChunk;
+  const int K = a.K, padded = xa.padded, full = K / kChunk;
   const int group_shift = a.group == 32 ? 0 : a.group == 64 ? 1 : 2;  // log2 of blocks per group
   const size_t row_bytes = (size_t)K * B / 8;
   const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + (size_t)n0 * row_bytes;
-  constexpr int NB = (NC + 3) / 4, NS = 4 * NB;
   Floats acc[MR][NC];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < NC; ++j) acc[r][j] = zeros();
 
   auto chunk = [&](int c, auto tail) {
-    const float* s0 = scales + (size_t)((2 * c) >> group_shift) * NS;
-    const float* s1 = tail ? s0 : scales + (size_t)((2 * c + 1) >> group_shift) * NS;
+    const int g0 = (2 * c) >> group_shift, g1 = tail ? g0 : (2 * c + 1) >> group_shift;
     Bytes codes[NC];
     Floats scale[NC];
 #pragma GCC unroll 8
@@ -235,7 +225,8 @@ static void tile(const QmmArgs& a, const Activations& xa, const float* scales, c
       const uint8_t* p = w + (size_t)j * row_bytes + (size_t)c * 8 * B;
       __builtin_prefetch(p + kPrefetch);  // the hardware prefetcher alone falls behind
       codes[j] = tail ? half_chunk_codes<B>(p) : chunk_codes<B>(p);
-      scale[j] = blend(kSecondBlock<B>, s0[j], s1[j]);
+      const float* s = scales + (size_t)j * padded;
+      scale[j] = blend(kSecondBlock<B>, s[g0], s[g1]);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
@@ -250,44 +241,37 @@ static void tile(const QmmArgs& a, const Activations& xa, const float* scales, c
   for (int c = 0; c < full; ++c) chunk(c, std::false_type{});
   if (full < xa.chunks) chunk(full, std::true_type{});
 
-  // The bias term, group after group, one lane per weight row.
-  v4f bias_acc[MR][NB];
+  // The bias term, 16 groups at a time.
+  Floats bias_acc[MR][NC];
   for (int r = 0; r < MR; ++r)
-    for (int i = 0; i < NB; ++i) bias_acc[r][i] = (v4f){};
-  for (int g = 0; g < groups; ++g) {
+    for (int j = 0; j < NC; ++j) bias_acc[r][j] = zeros();
+  for (int g = 0; g < padded; g += kLanes) {
     for (int r = 0; r < MR; ++r) {
-      const float x_sum = xa.sums[(size_t)(m0 + r) * groups + g];
-      const v4f sum = {x_sum, x_sum, x_sum, x_sum};
-      for (int i = 0; i < NB; ++i) {
-        v4f bias;
-        std::memcpy(&bias, biases + (size_t)g * NS + 4 * i, sizeof(bias));
-        bias_acc[r][i] = fma4(bias, sum, bias_acc[r][i]);
-      }
+      const Floats x_sums = load_floats(xa.sums.data() + (size_t)(m0 + r) * padded + g);
+      for (int j = 0; j < NC; ++j)
+        bias_acc[r][j] = fmadd(load_floats(biases + (size_t)j * padded + g), x_sums, bias_acc[r][j]);
     }
   }
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < NC; ++j)
-      a.out[(size_t)(m0 + r) * a.N + n0 + j] = hsum(acc[r][j]) + bias_acc[r][j / 4][j % 4];
+      a.out[(size_t)(m0 + r) * a.N + n0 + j] = hsum(acc[r][j]) + hsum(bias_acc[r][j]);
 }
 
 // Every row of x against weight rows [n0, n0 + NC), in tiles of kRows rows.
 template <int B, ScaleType T, int NC>
 static void column_block(const QmmArgs& a, const Activations& xa, int n0) {
-  constexpr int NS = 4 * ((NC + 3) / 4);
-  const size_t groups = xa.groups, bytes = T == ScaleType::f32 ? 4 : 2;
-  thread_local std::vector<float> converted;  // scales then biases, transposed; then one row as read
-  converted.resize((2 * NS + 1) * groups);
-  float* scales = converted.data();
-  float* biases = scales + NS * groups;
-  float* row = biases + NS * groups;
-  for (int pass = 0; pass < 2; ++pass) {
-    const char* stored = static_cast<const char*>(pass == 0 ? a.scales : a.biases) + n0 * groups * bytes;
-    float* out = pass == 0 ? scales : biases;
-    for (int j = 0; j < NS; ++j) {
-      if (j < NC) scales_to_float<T>(stored + j * groups * bytes, groups, row);
-      for (size_t g = 0; g < groups; ++g) out[g * NS + j] = j < NC ? row[g] : 0.0f;
-    }
+  const size_t groups = xa.groups, padded = xa.padded, bytes = T == ScaleType::f32 ? 4 : 2;
+  thread_local std::vector<float> converted;  // the NC rows' scales, then their biases, as fp32
+  converted.resize(2 * NC * padded);
+  for (int i = 0; i < 2 * NC; ++i) {  // rows of scales, then rows of biases
+    const int j = i % NC;
+    const char* stored = static_cast<const char*>(i < NC ? a.scales : a.biases);
+    float* row = converted.data() + i * padded;
+    scales_to_float<T>(stored + ((size_t)n0 + j) * groups * bytes, groups, row);
+    std::fill(row + groups, row + padded, 0.0f);
   }
+  const float* scales = converted.data();
+  const float* biases = scales + NC * padded;
   int m = 0;
   for (; m + kRows <= a.M; m += kRows) tile<B, kRows, NC>(a, xa, scales, biases, m, n0);
   if constexpr (kRows > 3) {
