@@ -229,6 +229,24 @@ def test_dense_path_dequantizes_every_quantized_layer():
     assert mx.max(mx.abs(model(x) - want)).item() <= 1e-4 * mx.max(mx.abs(want)).item()
 
 
+def test_openblas_runs_on_one_thread_while_a_model_runs_through_the_kernel():
+    from mlx_ssbd.platform import backend
+
+    if backend.BLAS.name != "openblas":
+        pytest.skip(f"BLAS here is {backend.BLAS.name}: its threads are left alone")
+    backend.quiet_blas_workers(False)  # whatever a model routed before left
+    default = backend.blas_threads()
+    model = quantized_tiny(bits=4)
+    try:
+        assert quantized.route_quantized_layers(model) > 0
+        assert backend.blas_threads() == 1
+        quantized.dequantize_layers(model)
+        assert quantized.route_quantized_layers(model) == 0  # a dense model: BLAS's threads back
+        assert backend.blas_threads() == default
+    finally:
+        backend.quiet_blas_workers(False)
+
+
 def test_status_says_when_the_kernel_is_missing(monkeypatch):
     import builtins
 

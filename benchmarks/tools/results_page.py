@@ -57,8 +57,14 @@ SECTIONS = (
         "Memory, and the weights as they ship",
         "Each model as it ships (quantized layers through mlx-ssbd's CPU kernel) against the same "
         "layers dequantized to fp32; llama.cpp on the same GGUF files; one product through each kernel; "
-        "memory over a long session.",
-        (("quantized-weights",), ("llama-cpp",), ("quantized-kernel",), ("longform-0.5b", "longform")),
+        "OpenBLAS's threads beside the kernel; memory over a long session.",
+        (
+            ("quantized-weights",),
+            ("llama-cpp",),
+            ("quantized-kernel",),
+            ("blas-threads-1.5b",),
+            ("longform-0.5b", "longform"),
+        ),
     ),
     Section(
         "Many streams, one model",

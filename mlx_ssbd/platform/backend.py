@@ -11,6 +11,11 @@ CPU-specific lives here and nowhere else:
   With OpenBLAS, one-row products (decode steps) go through its sgemv (``gemv``: 2.5x faster
   than the sgemm MLX calls; ``MLX_SSBD_GEMV=0`` turns it off) once the command line has built
   the shim; importing never compiles or writes anything.
+* BLAS threads beside the quantized kernel: OpenBLAS's pthread build keeps its idle workers
+  spinning after each product, and on the same cores they starve the kernel's OpenMP threads (a
+  decode step of the default model took 1.5-2x as long: ``benchmarks/engine/blas_threads.py``).
+  While a model's quantized layers run through the kernel, OpenBLAS (then only attention's small
+  products) runs on one thread (``quiet_blas_workers``); MKL's workers sleep and are left alone.
 * dtype: fp32 activations and floating parameters on the CPU (only fp32 uses BLAS there; MLX's
   bf16/fp16 matmuls cost grows with the number of tokens, which defeats one-pass verification);
   quantized layers stay quantized and run through mlx-ssbd's own kernel (``quantized``); the
@@ -120,6 +125,26 @@ def _openblas_candidates() -> list[str]:
 BLAS = _choose_blas()
 
 import mlx.core as mx  # noqa: E402  (must follow the BLAS load above)
+
+_BLAS_THREADS: dict = {}
+
+
+def quiet_blas_workers(quiet: bool) -> None:
+    """One OpenBLAS thread while ``quiet`` (a model runs its quantized layers through the CPU
+    kernel), else OpenBLAS's own default; nothing with any other BLAS."""
+    if BLAS.name != "openblas" or BLAS.path is None:
+        return
+    if "lib" not in _BLAS_THREADS:
+        lib = ctypes.CDLL(BLAS.path)
+        _BLAS_THREADS.update(lib=lib, default=lib.openblas_get_num_threads())
+    _BLAS_THREADS["lib"].openblas_set_num_threads(1 if quiet else _BLAS_THREADS["default"])
+
+
+def blas_threads() -> int | None:
+    """OpenBLAS's thread count now (None with any other BLAS), for reports."""
+    if BLAS.name != "openblas" or BLAS.path is None:
+        return None
+    return ctypes.CDLL(BLAS.path).openblas_get_num_threads()
 
 
 def is_gpu() -> bool:

@@ -9,7 +9,8 @@ writes or loads anything at import time.
 ``route_quantized_layers(model)``: on the CPU backend, every affine ``QuantizedLinear`` (and the
 ``as_linear`` of a quantized tied embedding) of ``model`` runs its product through the kernel;
 on a GPU, or without the kernel, nothing changes (MLX's own ``quantized_matmul`` runs). Returns
-the number of layers routed; ``stored_parameters(model)`` names the routed layers' scales and
+the number of layers routed, and sets the BLAS threads for what runs (``backend.quiet_blas_workers``:
+the last model routed decides); ``stored_parameters(model)`` names the routed layers' scales and
 biases, which the kernel reads as stored (fp32, fp16 or bf16) and so need no cast.
 ``dequantize_layers(model)`` replaces quantized layers by dense ones (the
 ``MLX_SSBD_WEIGHTS=dense`` comparison path). ``rounded_activations(x)`` is x as the kernel
@@ -28,7 +29,7 @@ import os
 import mlx.core as mx
 import mlx.nn as nn
 
-from .backend import is_gpu
+from .backend import is_gpu, quiet_blas_workers
 
 QMM_ENV = "MLX_SSBD_QMM"
 SUPPORTED_BITS = (2, 3, 4, 5, 6, 8)
@@ -136,6 +137,7 @@ class CpuQuantizedEmbedding(nn.QuantizedEmbedding):
 def route_quantized_layers(model) -> int:
     """See the module docstring."""
     if is_gpu() or kernel() is None:
+        quiet_blas_workers(False)
         return 0
     routed = 0
     for _, module in model.named_modules():
@@ -145,6 +147,7 @@ def route_quantized_layers(model) -> int:
         elif type(module) is nn.QuantizedEmbedding and _routable(module):
             module.__class__ = CpuQuantizedEmbedding
             routed += 1
+    quiet_blas_workers(routed > 0)
     return routed
 
 
