@@ -229,21 +229,27 @@ def test_a_long_prompt_is_fed_a_chunk_per_round_while_others_decode(tok):
     assert outputs["long"].stats.tokens_fed >= prompt
 
 
-def test_a_long_prompt_feeds_a_side_chunk_in_rounds_where_another_stream_decodes():
-    """Alone, a long prompt goes ``chunk`` tokens a call; beside a short feed (a decode step or a
-    short verify pass), only ``side_chunk``, so that step costs about what it costs alone."""
+def test_a_long_prompt_feeds_a_small_chunk_while_other_streams_share_the_batch():
+    """Alone in the batch, a long prompt goes ``chunk`` tokens a call; once another stream is in it,
+    ``shared_chunk``; beside a short feed (a decode step, a short verify pass), only as many as the
+    widest short feed takes, at least ``side_chunk``, so that call costs about what it costs alone."""
     model = tiny_model("qwen2", seed=8)
-    batch = BatchCache(model, chunk=64, side_chunk=8)
-    long_row, short_row = batch.join(TokenCache(model)), batch.join(TokenCache(model))
-    prompt = list(range(10, 210))
+    batch = BatchCache(model, chunk=64, shared_chunk=16, side_chunk=4)
+    long_row = batch.join(TokenCache(model))
+    prompt = list(range(10, 410))
     alone = batch.feed([(long_row, Feed(prompt, 1))])[0]
     assert (alone.fed, alone.done) == (64, False)
-    short = batch.feed([(short_row, Feed([5, 6, 7], 1))])[0]
-    assert short.done
+    short_row = batch.join(TokenCache(model))
+    assert batch.feed([(long_row, Feed(prompt, 1))])[0].fed == 16  # another stream shares the batch
+    assert batch.feed([(short_row, Feed([5, 6, 7], 1))])[0].done  # a short feed goes whole
     beside = batch.feed([(long_row, Feed(prompt, 1)), (short_row, Feed([5, 6, 7, 8], 1))])
-    assert (beside[0].fed, beside[0].done) == (8, False) and beside[1].done  # the call is 8 wide
+    assert (beside[0].fed, beside[0].done) == (4, False) and beside[1].done  # the call is 4 wide
+    verify = batch.feed([(long_row, Feed(prompt, 1)), (short_row, Feed([5, 6, 7, 8, *range(30, 42)], 12))])
+    assert (verify[0].fed, verify[1].fed) == (12, 12)  # beside a 12-token verify pass: the call's width
     both_long = batch.feed([(long_row, Feed(prompt, 1)), (short_row, Feed([5, 6, 7, 8, *prompt], 1))])
-    assert [f.fed for f in both_long] == [64, 64]  # no short feed in the call: the whole chunk
+    assert [f.fed for f in both_long] == [16, 16]  # no short feed in the call: the shared chunk
+    batch.leave(short_row, into=TokenCache(model))
+    assert batch.feed([(long_row, Feed(prompt, 1))])[0].fed == 64  # alone again
 
 
 def test_a_long_verify_pass_is_fed_a_chunk_per_call_its_logits_in_pieces():

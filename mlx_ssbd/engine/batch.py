@@ -19,16 +19,19 @@ are cut off, so the cache does not grow with the padding.
 
 With ``chunk``, no row feeds more than ``chunk`` tokens in one call: a long prompt or a long
 verify pass is fed a chunk per call, its ``Fed`` saying ``done=False`` until the last (a verify
-chunk's logits come back as ``Fed.piece``), so the call's width (its memory) stays bounded. In a
-call where another stream has a short feed (a decode step, a verify pass of at most ``chunk``
-tokens), a long feed takes only ``side_chunk`` tokens (8), so the short feed's call is not widened
-by it; a long feed alone goes ``chunk`` tokens at a time. (Rows share the call's length too: a row
-beside a long context attends over its padded length, which a CPU feels; see docs/results.md.)
+chunk's logits come back as ``Fed.piece``), so the call's width (its memory) stays bounded. Rows
+share the call's width, and a row beside a long context attends over its padded length, so a long
+feed costs the others dearly on a CPU (``benchmarks/service/attacks.py``). Hence, while more than
+one stream is in the batch, a call is at most ``shared_chunk`` tokens wide (32; a feed of at most
+that is *short* and goes whole), and in a call where another stream has a short feed (a decode
+step, a caption's verify pass) a long feed takes only as many tokens as the widest short feed, at
+least ``side_chunk`` (2): a decode step beside a long context then costs about twice what it costs
+alone, not seven times. A stream alone in the batch goes ``chunk`` tokens at a time.
 
 Only full ``KVCache`` layers can be batched. A stream whose cache holds other layers (a hybrid
 model's recurrent states, a sliding window) joins as a *solo* row: it keeps its own ``TokenCache``
-(checkpoints and all) and is fed in a model call of its own in the same round, chunked alike, so
-every model runs in a batch with the same outputs as alone, hybrids at one call per stream.
+(checkpoints and all) and is fed in a model call of its own in the same round, ``chunk`` tokens at
+most, so every model runs in a batch with the same outputs as alone, hybrids at one call per stream.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logi
 from .update import Fed
 
 PREFILL_CHUNK = 128  # prompt tokens a row feeds per call at most (the 1.5B: a few seconds on 2 CPU cores)
-SIDE_CHUNK = 8  # ... in a call where another stream decodes or verifies
+SHARED_CHUNK = 32  # ... while other streams share the batch (a feed of at most this is short)
+SIDE_CHUNK = 2  # ... at least, in a call where another stream has a short feed
 
 
 class BatchRow:
@@ -66,14 +70,22 @@ class SoloRow:
 class BatchCache:
     """See the module docstring."""
 
-    def __init__(self, model, chunk: int | None = PREFILL_CHUNK, side_chunk: int = SIDE_CHUNK):
-        if chunk is not None and chunk < 1 or side_chunk < 1:
+    def __init__(
+        self,
+        model,
+        chunk: int | None = PREFILL_CHUNK,
+        side_chunk: int = SIDE_CHUNK,
+        shared_chunk: int = SHARED_CHUNK,
+    ):
+        if chunk is not None and chunk < 1 or side_chunk < 1 or shared_chunk < 1:
             raise ValueError(
-                f"chunk and side_chunk must be at least 1 (chunk may be None), got {chunk}, {side_chunk}"
+                "chunk, side_chunk and shared_chunk must be at least 1 (chunk may be None), "
+                f"got {chunk}, {side_chunk}, {shared_chunk}"
             )
         self.model = model
         self.chunk = chunk
-        self.side_chunk = side_chunk if chunk is None else min(side_chunk, chunk)
+        self.shared_chunk = shared_chunk if chunk is None else min(shared_chunk, chunk)
+        self.side_chunk = min(side_chunk, self.shared_chunk)
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
@@ -150,23 +162,29 @@ class BatchCache:
             row not in self._members for row, _ in feeds
         ):
             raise ValueError("each feed must name a distinct row of this batch")
-        limit = self._call_chunk(feeds)
         batched = [(row, feed) for row, feed in feeds if isinstance(row, BatchRow)]
         answers = dict(
-            zip((id(row) for row, _ in batched), self._feed_batch(batched, limit) if batched else [])
+            zip(
+                (id(row) for row, _ in batched),
+                self._feed_batch(batched, self._call_chunk(batched)) if batched else [],
+            )
         )
         for row, feed in feeds:
-            if isinstance(row, SoloRow):
-                chunk = self._row_chunk(self._new(row, feed), feed, limit)
+            if isinstance(row, SoloRow):  # a call of its own: only ``chunk`` bounds it
+                chunk = self._row_chunk(self._new(row, feed), feed, self.chunk)
                 answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=chunk)[0]
         return [answers[id(row)] for row, _ in feeds]
 
     def _call_chunk(self, feeds) -> int | None:
-        """``side_chunk`` when a long feed shares the call with a short one, else ``chunk``."""
-        if self.chunk is None or len(feeds) < 2:
-            return self.chunk
-        long = [self._new(row, feed) > self.chunk for row, feed in feeds]
-        return self.side_chunk if any(long) and not all(long) else self.chunk
+        """The most any row feeds in this call (the module docstring says why)."""
+        if self.chunk is None:
+            return None
+        new = [self._new(row, feed) for row, feed in feeds]
+        short = [n for n in new if n <= self.shared_chunk]
+        if short and len(short) < len(new):
+            return max(self.side_chunk, *short)
+        batched = [row for row in self._members if isinstance(row, BatchRow)]
+        return self.shared_chunk if len(batched) > 1 else self.chunk
 
     @staticmethod
     def _new(row, feed) -> int:
@@ -177,9 +195,10 @@ class BatchCache:
         known = feed.ids[:-1] if is_lazy(feed.ids) else feed.ids
         return len(feed.ids) - common_prefix_len(resolved(tokens), known)
 
-    def _row_chunk(self, new: int, feed, limit: int | None) -> int | None:
-        """The chunk for one row's ``new`` tokens in this call: a short feed goes whole."""
-        if limit is None or new <= self.chunk:
+    @staticmethod
+    def _row_chunk(new: int, feed, limit: int | None) -> int | None:
+        """The chunk for one row's ``new`` tokens in this call: a feed within the limit goes whole."""
+        if limit is None or new <= limit:
             return None
         return limit
 
