@@ -19,6 +19,7 @@ from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from mlx_ssbd.evaluation.bench import cpu_model, machine_info
+from mlx_ssbd.platform.backend import quiet_blas_workers
 from mlx_ssbd.platform.quantized import kernel, kernel_status
 
 import mlx.core as mx
@@ -37,15 +38,18 @@ def median_ms(fn, repeats: int) -> float:
 
 
 def times(ours, x, q, s, b, dense, bits: int, repeats: int) -> dict:
-    """Median ms of one product through the kernel, MLX's quantized_matmul and fp32 BLAS."""
-    return {
+    """Median ms of one product through the kernel, MLX's quantized_matmul and fp32 BLAS, each with
+    BLAS's threads as mlx-ssbd sets them for that path (one OpenBLAS thread beside the kernel)."""
+    quiet_blas_workers(True)
+    result = {
         "kernel_ms": median_ms(lambda: ours.quantized_matmul(x, q, s, b, 32, bits), repeats),
         "mlx_quantized_ms": median_ms(
             lambda: mx.quantized_matmul(x, q, s, b, transpose=True, group_size=32, bits=bits),
             max(3, repeats // 3),
         ),
-        "fp32_blas_ms": median_ms(lambda: x @ dense.T, repeats),
     }
+    quiet_blas_workers(False)
+    return {**result, "fp32_blas_ms": median_ms(lambda: x @ dense.T, repeats)}
 
 
 def main() -> None:
