@@ -50,8 +50,17 @@ def test_batched_streams_equal_single_streams_pipelined(tok, cfg, monkeypatch):
     assert_batched_equals_single(tok, "qwen2", cfg)
 
 
-def assert_batched_equals_single(tok, arch, cfg):
-    """Batched outputs equal each stream's own (both made under the same backend policy)."""
+@pytest.mark.parametrize("cfg", [dict(policy="ssbd", beta=0.3), dict(policy="rt", temperature=0.8)])
+def test_batched_streams_equal_single_streams_while_heavy_rows_rest(tok, cfg):
+    """Rows longer than the shortest in a call join every other call (here every longer row is
+    heavy): the outputs are still each stream's own."""
+    rests = assert_batched_equals_single(tok, "qwen2", cfg, heavy=1)
+    assert rests > 0
+
+
+def assert_batched_equals_single(tok, arch, cfg, heavy=None):
+    """Batched outputs equal each stream's own (both made under the same backend policy); with
+    ``heavy``, rows rest as heavy ones do; returns how many times a row rested."""
     model = tiny_model(arch, seed=8)
     rng = random.Random(5)
     n = 4
@@ -60,6 +69,18 @@ def assert_batched_equals_single(tok, arch, cfg):
     ]
     streams[1] = streams[1][:2]  # streams of different lengths: some sit out later steps
     batched = MultiStreamTranslator([make(model, tok, **cfg, seed=i) for i in range(n)], chunk=None)
+    rests = 0
+    if heavy is not None:
+        batched.batch.heavy, batched.batch.heavy_ratio = heavy, 1.0
+        resting = batched.batch._resting
+
+        def counted(feeds):
+            nonlocal rests
+            chosen = resting(feeds)
+            rests += len(chosen)
+            return chosen
+
+        batched.batch._resting = counted
     alone = [make(model, tok, **cfg, seed=i) for i in range(n)]
     greedy = [make(model, tok, **{**cfg, "temperature": 0.0}) for _ in range(n)]
     differs = False  # sampling is really exercised: some output differs from greedy decoding
@@ -80,6 +101,7 @@ def assert_batched_equals_single(tok, arch, cfg):
     assert differs or not cfg.get("temperature")
     for tr in list(batched.translators):
         assert_row_holds_its_tokens(batched, tr)
+    return rests
 
 
 def assert_row_holds_its_tokens(batched, tr):

@@ -26,7 +26,10 @@ one stream is in the batch, a call is at most ``shared_chunk`` tokens wide (32; 
 that is *short* and goes whole), and in a call where another stream has a short feed (a decode
 step, a caption's verify pass) a long feed takes only as many tokens as the widest short feed, at
 least ``side_chunk`` (2): a decode step beside a long context then costs about twice what it costs
-alone, not seven times. A stream alone in the batch goes ``chunk`` tokens at a time.
+alone, not seven times. A stream alone in the batch goes ``chunk`` tokens at a time. And a *heavy*
+row (its sequence at least ``heavy`` tokens, 512, and 4x the shortest in the call) joins only
+every other call beside lighter ones, sitting the others out parked (its ``Fed`` says ``fed=0,
+done=False``, so the same request comes back), so that it slows their steps half as often.
 
 Only full ``KVCache`` layers can be batched. A stream whose cache holds other layers (a hybrid
 model's recurrent states, a sliding window) joins as a *solo* row: it keeps its own ``TokenCache``
@@ -46,6 +49,7 @@ from .update import Fed
 
 PREFILL_CHUNK = 128  # prompt tokens a row feeds per call at most (the 1.5B: a few seconds on 2 CPU cores)
 SHARED_CHUNK = 32  # ... while other streams share the batch (a feed of at most this is short)
+HEAVY = 512  # a row this long, and 4x the shortest beside it, joins every other call
 SIDE_CHUNK = 2  # ... at least, in a call where another stream has a short feed
 
 
@@ -57,6 +61,7 @@ class BatchRow:
         self.feeder = feeder
         self.tokens = list(cache.tokens)
         self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
+        self.rested = False  # it sat the last call out (a heavy row joins every other call)
 
 
 class SoloRow:
@@ -76,6 +81,8 @@ class BatchCache:
         chunk: int | None = PREFILL_CHUNK,
         side_chunk: int = SIDE_CHUNK,
         shared_chunk: int = SHARED_CHUNK,
+        heavy: int = HEAVY,
+        heavy_ratio: float = 4.0,
     ):
         if chunk is not None and chunk < 1 or side_chunk < 1 or shared_chunk < 1:
             raise ValueError(
@@ -86,6 +93,7 @@ class BatchCache:
         self.chunk = chunk
         self.shared_chunk = shared_chunk if chunk is None else min(shared_chunk, chunk)
         self.side_chunk = min(side_chunk, self.shared_chunk)
+        self.heavy, self.heavy_ratio = heavy, heavy_ratio
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
@@ -163,17 +171,41 @@ class BatchCache:
         ):
             raise ValueError("each feed must name a distinct row of this batch")
         batched = [(row, feed) for row, feed in feeds if isinstance(row, BatchRow)]
+        resting = self._resting(batched)
+        running = [(row, feed) for row, feed in batched if id(row) not in resting]
         answers = dict(
             zip(
-                (id(row) for row, _ in batched),
-                self._feed_batch(batched, self._call_chunk(batched)) if batched else [],
+                (id(row) for row, _ in running),
+                self._feed_batch(running, self._call_chunk(running)) if running else [],
             )
         )
+        for row, feed in batched:
+            if id(row) in resting:  # nothing fed: the same request comes back next call
+                answers[id(row)] = Fed(
+                    mx.zeros((1, 1)), self._plan(row, feed, None)[0], 0, done=False, calls=0
+                )
         for row, feed in feeds:
             if isinstance(row, SoloRow):  # a call of its own: only ``chunk`` bounds it
                 chunk = self._row_chunk(self._new(row, feed), feed, self.chunk)
                 answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=chunk)[0]
         return [answers[id(row)] for row, _ in feeds]
+
+    def _resting(self, feeds) -> set[int]:
+        """The rows that sit this call out: a *heavy* row (its sequence at least ``heavy`` tokens
+        and ``heavy_ratio`` times the shortest in the call) joins every other call, so that the lighter rows' steps
+        cost, on average, about half of what its padded length would make them cost."""
+        if len(feeds) < 2:
+            return set()
+        lengths = {id(row): len(feed.ids) for row, feed in feeds}
+        shortest = min(lengths.values())
+        resting = set()
+        for row, feed in feeds:  # (a feed that rebuilds from nothing never rests: it must go as asked)
+            length = lengths[id(row)]
+            if feed.reuse and length > shortest and length >= max(self.heavy, self.heavy_ratio * shortest):
+                row.rested = not row.rested
+                if row.rested:
+                    resting.add(id(row))
+        return resting
 
     def _call_chunk(self, feeds) -> int | None:
         """The most any row feeds in this call (the module docstring says why)."""
