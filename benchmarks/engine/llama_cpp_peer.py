@@ -123,10 +123,11 @@ def main() -> None:
             path.unlink()
             rows.append(row)
             print(json.dumps(row), flush=True)
-    from mlx_ssbd.evaluation.bench import cpu_model
+    from mlx_ssbd.evaluation.bench import cpu_model, machine_info
 
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "llama_cpp.json").write_text(json.dumps({"rows": rows, "cpu": cpu_model()}, indent=2))
+    report = {"rows": rows, "cpu": cpu_model(), "machine": machine_info()}
+    (args.out / "llama_cpp.json").write_text(json.dumps(report, indent=2))
     lines = [
         f"# llama.cpp on the same GGUF files ({cpu_model()}, {args.threads} threads, medians of {args.repeats})",
         "",
