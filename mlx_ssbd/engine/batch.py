@@ -28,8 +28,8 @@ step, a caption's verify pass) a long feed takes only as many tokens as the wide
 least ``side_chunk`` (2): a decode step beside a long context then costs about twice what it costs
 alone, not seven times. A stream alone in the batch goes ``chunk`` tokens at a time. And a *heavy*
 row (its sequence at least ``heavy`` tokens, 512, and 4x the shortest in the call) joins only
-every other call beside lighter ones, sitting the others out parked (its ``Fed`` says ``fed=0,
-done=False``, so the same request comes back), so that it slows their steps half as often.
+one call in three beside lighter ones, sitting the others out parked (its ``Fed`` says ``fed=0,
+done=False``, so the same request comes back), so that it slows their steps a third as often.
 
 Only full ``KVCache`` layers can be batched. A stream whose cache holds other layers (a hybrid
 model's recurrent states, a sliding window) joins as a *solo* row: it keeps its own ``TokenCache``
@@ -49,7 +49,8 @@ from .update import Fed
 
 PREFILL_CHUNK = 128  # prompt tokens a row feeds per call at most (the 1.5B: a few seconds on 2 CPU cores)
 SHARED_CHUNK = 32  # ... while other streams share the batch (a feed of at most this is short)
-HEAVY = 512  # a row this long, and 4x the shortest beside it, joins every other call
+HEAVY = 512  # a row this long, and 4x the shortest beside it, joins one call in HEAVY_EVERY
+HEAVY_EVERY = 3
 SIDE_CHUNK = 2  # ... at least, in a call where another stream has a short feed
 
 
@@ -61,7 +62,7 @@ class BatchRow:
         self.feeder = feeder
         self.tokens = list(cache.tokens)
         self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
-        self.rested = False  # it sat the last call out (a heavy row joins every other call)
+        self.rests = 0  # calls it sat out in a row (a heavy row joins one call in ``heavy_every``)
 
 
 class SoloRow:
@@ -83,6 +84,7 @@ class BatchCache:
         shared_chunk: int = SHARED_CHUNK,
         heavy: int = HEAVY,
         heavy_ratio: float = 4.0,
+        heavy_every: int = HEAVY_EVERY,
     ):
         if chunk is not None and chunk < 1 or side_chunk < 1 or shared_chunk < 1:
             raise ValueError(
@@ -93,7 +95,7 @@ class BatchCache:
         self.chunk = chunk
         self.shared_chunk = shared_chunk if chunk is None else min(shared_chunk, chunk)
         self.side_chunk = min(side_chunk, self.shared_chunk)
-        self.heavy, self.heavy_ratio = heavy, heavy_ratio
+        self.heavy, self.heavy_ratio, self.heavy_every = heavy, heavy_ratio, heavy_every
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
@@ -192,8 +194,9 @@ class BatchCache:
 
     def _resting(self, feeds) -> set[int]:
         """The rows that sit this call out: a *heavy* row (its sequence at least ``heavy`` tokens
-        and ``heavy_ratio`` times the shortest in the call) joins every other call, so that the lighter rows' steps
-        cost, on average, about half of what its padded length would make them cost."""
+        and ``heavy_ratio`` times the shortest in the call) joins one call in ``heavy_every``: its
+        padded length makes a lighter row's step cost 2-3x what it costs alone, so it gets about
+        its share of the model's time, and the lighter rows' steps stay near their own cost."""
         if len(feeds) < 2:
             return set()
         lengths = {id(row): len(feed.ids) for row, feed in feeds}
@@ -202,8 +205,8 @@ class BatchCache:
         for row, feed in feeds:  # (a feed that rebuilds from nothing never rests: it must go as asked)
             length = lengths[id(row)]
             if feed.reuse and length > shortest and length >= max(self.heavy, self.heavy_ratio * shortest):
-                row.rested = not row.rested
-                if row.rested:
+                row.rests = (row.rests + 1) % self.heavy_every
+                if row.rests:
                     resting.add(id(row))
         return resting
 
