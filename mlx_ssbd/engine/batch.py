@@ -49,9 +49,10 @@ from .update import Fed
 
 PREFILL_CHUNK = 128  # prompt tokens a row feeds per call at most (the 1.5B: a few seconds on 2 CPU cores)
 SHARED_CHUNK = 32  # ... while other streams share the batch (a feed of at most this is short)
-HEAVY = 512  # a row this long, and 4x the shortest beside it, joins one call in HEAVY_EVERY
-HEAVY_EVERY = 3
 SIDE_CHUNK = 2  # ... at least, in a call where another stream has a short feed
+HEAVY = 512  # a row this long, and HEAVY_RATIO times the shortest beside it, joins one call in HEAVY_EVERY
+HEAVY_RATIO = 4.0
+HEAVY_EVERY = 3
 
 
 class BatchRow:
@@ -83,7 +84,7 @@ class BatchCache:
         side_chunk: int = SIDE_CHUNK,
         shared_chunk: int = SHARED_CHUNK,
         heavy: int = HEAVY,
-        heavy_ratio: float = 4.0,
+        heavy_ratio: float = HEAVY_RATIO,
         heavy_every: int = HEAVY_EVERY,
     ):
         if chunk is not None and chunk < 1 or side_chunk < 1 or shared_chunk < 1:
@@ -188,7 +189,7 @@ class BatchCache:
                 )
         for row, feed in feeds:
             if isinstance(row, SoloRow):  # a call of its own: only ``chunk`` bounds it
-                chunk = self._row_chunk(self._new(row, feed), feed, self.chunk)
+                chunk = self._row_chunk(self._new(row, feed), self.chunk)
                 answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=chunk)[0]
         return [answers[id(row)] for row, _ in feeds]
 
@@ -231,7 +232,7 @@ class BatchCache:
         return len(feed.ids) - common_prefix_len(resolved(tokens), known)
 
     @staticmethod
-    def _row_chunk(new: int, feed, limit: int | None) -> int | None:
+    def _row_chunk(new: int, limit: int | None) -> int | None:
         """The chunk for one row's ``new`` tokens in this call: a feed within the limit goes whole."""
         if limit is None or new <= limit:
             return None
@@ -290,7 +291,7 @@ class BatchCache:
         known = ids[:-1] if is_lazy(ids) else ids
         keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits)) if feed.reuse else 0
         new = len(ids) - keep
-        limit = self._row_chunk(new, feed, limit)
+        limit = self._row_chunk(new, limit)
         if limit is not None and new > limit:
             new = limit
         return keep, ids[keep : keep + new], ids

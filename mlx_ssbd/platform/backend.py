@@ -126,25 +126,31 @@ BLAS = _choose_blas()
 
 import mlx.core as mx  # noqa: E402  (must follow the BLAS load above)
 
-_BLAS_THREADS: dict = {}
+_OPENBLAS: dict = {}  # the loaded OpenBLAS and its thread count as it started
+
+
+def _openblas():
+    """The OpenBLAS library MLX uses (loaded once), or None with any other BLAS."""
+    if BLAS.name != "openblas" or BLAS.path is None:
+        return None
+    if "lib" not in _OPENBLAS:
+        lib = ctypes.CDLL(BLAS.path)
+        _OPENBLAS.update(lib=lib, default=lib.openblas_get_num_threads())
+    return _OPENBLAS["lib"]
 
 
 def quiet_blas_workers(quiet: bool) -> None:
     """One OpenBLAS thread while ``quiet`` (a model runs its quantized layers through the CPU
     kernel), else OpenBLAS's own default; nothing with any other BLAS."""
-    if BLAS.name != "openblas" or BLAS.path is None:
-        return
-    if "lib" not in _BLAS_THREADS:
-        lib = ctypes.CDLL(BLAS.path)
-        _BLAS_THREADS.update(lib=lib, default=lib.openblas_get_num_threads())
-    _BLAS_THREADS["lib"].openblas_set_num_threads(1 if quiet else _BLAS_THREADS["default"])
+    lib = _openblas()
+    if lib is not None:
+        lib.openblas_set_num_threads(1 if quiet else _OPENBLAS["default"])
 
 
 def blas_threads() -> int | None:
     """OpenBLAS's thread count now (None with any other BLAS), for reports."""
-    if BLAS.name != "openblas" or BLAS.path is None:
-        return None
-    return ctypes.CDLL(BLAS.path).openblas_get_num_threads()
+    lib = _openblas()
+    return None if lib is None else lib.openblas_get_num_threads()
 
 
 def is_gpu() -> bool:

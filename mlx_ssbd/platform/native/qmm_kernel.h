@@ -36,10 +36,10 @@
 // aarch64 and plain code elsewhere (qmm_generic.cpp). The vectors of each target: qmm_simd.h.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <type_traits>
 #include <vector>
