@@ -121,6 +121,17 @@ def test_strided_inputs_give_what_contiguous_ones_give():
     assert mx.array_equal(product(x, qs, ss, bs, 32, 4), want).item()
 
 
+def test_a_fused_bias_is_the_same_addition_as_adding_it_afterwards():
+    w = mx.random.normal((40, 128), key=mx.random.key(12))
+    q, s, b = mx.quantize(w, group_size=32, bits=4)
+    x = mx.random.normal((2, 3, 128), key=mx.random.key(13))
+    bias = mx.random.normal((40,), key=mx.random.key(14))
+    fused = KERNEL.quantized_matmul(x, q, s, b, 32, 4, bias=bias)
+    assert mx.array_equal(fused, product(x, q, s, b, 32, 4) + bias).item()
+    with pytest.raises(ValueError, match="bias must be 1-D"):
+        KERNEL.quantized_matmul(x, q, s, b, 32, 4, bias=mx.zeros((41,)))
+
+
 def test_bad_arguments_are_refused_with_a_reason():
     w = mx.random.normal((8, 128), key=mx.random.key(5))
     q, s, b = mx.quantize(w, group_size=32, bits=4)

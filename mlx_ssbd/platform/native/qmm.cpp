@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <vector>
 
 #include "mlx/backend/cpu/encoder.h"
 
@@ -45,6 +46,8 @@ static bool supported_bits(int bits) {
 
 // ``a`` as the kernel reads it: an evaluated row-contiguous array (a parameter) as it is, anything
 // else through a Contiguous node (which only shares the buffer when it already is contiguous).
+// x, computed anew for every product, is not: eval_cpu copies it only when it is strided, which
+// saves every product a node in the graph.
 static mx::array row_contiguous(const mx::array& a, mx::Stream s) {
   return a.is_available() && a.flags().row_contiguous ? a : mx::contiguous(a, false, s);
 }
@@ -56,6 +59,7 @@ mx::array quantized_matmul(
     const mx::array& biases,
     int group_size,
     int bits,
+    const std::optional<mx::array>& bias,
     mx::StreamOrDevice s) {
   if (!supported_bits(bits)) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bits must be 2, 3, 4, 5, 6 or 8");
@@ -77,12 +81,15 @@ mx::array quantized_matmul(
         "[mlx_ssbd.quantized_matmul] shapes do not match: x's last dimension must be "
         "w.shape[1] * 32 / bits and scales/biases must be [N, K / group_size]");
   }
+  if (bias && (bias->ndim() != 1 || bias->shape(0) != N)) {
+    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bias must be 1-D with w.shape[0] elements");
+  }
   auto stream = mx::to_stream(s);
   if (stream.device != mx::Device::cpu) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] runs on the CPU only");
   }
   auto out_dtype = mx::issubdtype(x.dtype(), mx::floating) ? x.dtype() : mx::float32;
-  auto x32 = row_contiguous(mx::astype(x, mx::float32, stream), stream);
+  auto x32 = mx::astype(x, mx::float32, stream);
   // Scales and biases as stored when both are fp32, fp16 or bf16 (fp16 halves the bytes a decode
   // step reads beside the codes); anything else as fp32.
   const bool as_stored = scales.dtype() == biases.dtype() &&
@@ -93,21 +100,46 @@ mx::array quantized_matmul(
   auto wc = row_contiguous(w, stream);
   auto shape = x.shape();
   shape.back() = N;
+  std::vector<mx::array> inputs{x32, wc, s32, b32};
+  if (bias) inputs.push_back(row_contiguous(mx::astype(*bias, mx::float32, stream), stream));
   auto out = mx::array(
-      shape, mx::float32, std::make_shared<QuantizedMatmulCpu>(stream, group_size, bits),
-      {x32, wc, s32, b32});
+      shape, mx::float32, std::make_shared<QuantizedMatmulCpu>(stream, group_size, bits), std::move(inputs));
   return out_dtype == mx::float32 ? out : mx::astype(out, out_dtype, stream);
+}
+
+mx::array row_major(const mx::array& a, mx::cpu::CommandEncoder& encoder) {
+  if (a.flags().row_contiguous) return a;
+  mx::array copy(a.shape(), mx::float32, nullptr, {});
+  copy.set_data(mx::allocator::malloc(copy.nbytes()));
+  encoder.add_temporary(copy);
+  encoder.set_input_array(a);
+  encoder.set_output_array(copy);
+  encoder.dispatch([src = a.data<float>(), dst = copy.data<float>(), shape = a.shape(),
+                    strides = a.strides(), size = a.size()]() {
+    const int last = static_cast<int>(shape.size()) - 1;
+    const int64_t width = shape[last];
+    std::vector<int64_t> index(shape.size(), 0);  // the row's index in every dimension but the last
+    for (size_t done = 0; done < size; done += width) {
+      int64_t offset = 0;
+      for (int d = 0; d < last; ++d) offset += index[d] * strides[d];
+      for (int64_t k = 0; k < width; ++k) dst[done + k] = src[offset + k * strides[last]];
+      for (int d = last - 1; d >= 0 && ++index[d] == shape[d]; --d) index[d] = 0;
+    }
+  });
+  return copy;
 }
 
 void QuantizedMatmulCpu::eval_cpu(
     const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
-  auto& x = inputs[0];
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  const mx::array x = row_major(inputs[0], encoder);
   auto& w = inputs[1];
   auto& scales = inputs[2];
   auto& biases = inputs[3];
   auto& out = outputs[0];
   out.set_data(mx::allocator::malloc(out.nbytes()));
-  auto& encoder = mx::cpu::get_command_encoder(stream());
+  const float* bias = inputs.size() > 4 ? inputs[4].data<float>() : nullptr;
+  if (inputs.size() > 4) encoder.set_input_array(inputs[4]);
   encoder.set_input_array(x);
   encoder.set_input_array(w);
   encoder.set_input_array(scales);
@@ -118,7 +150,7 @@ void QuantizedMatmulCpu::eval_cpu(
   const int M = K == 0 ? 0 : static_cast<int>(x.size() / K);
   const int scale_type = scales.dtype() == mx::float16 ? 1 : scales.dtype() == mx::bfloat16 ? 2 : 0;
   QmmParams p{x.data<float>(), w.data<uint32_t>(), scales.data<void>(), biases.data<void>(),
-              out.data<float>(), M, N, K, group_size_, bits_, scale_type};
+              bias, out.data<float>(), M, N, K, group_size_, bits_, scale_type};
   encoder.dispatch([p]() {
     if (p.M == 0 || p.N == 0) return;
     if (!run_kernel(p)) throw std::runtime_error("[mlx_ssbd.quantized_matmul] unsupported bits");

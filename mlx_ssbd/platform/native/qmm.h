@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "mlx/backend/cpu/encoder.h"
 #include "mlx/ops.h"
 #include "mlx/primitives.h"
 
@@ -16,6 +18,7 @@ struct QmmParams {
   const uint32_t* w;
   const void* scales;  // fp32, fp16 or bf16 (scale_type), biases the same
   const void* biases;
+  const float* bias;    // the layer's own bias [N], added to every row, or null
   float* out;
   int M, N, K, group, bits;
   int scale_type;  // 0: fp32, 1: fp16, 2: bf16
@@ -27,12 +30,18 @@ bool qmm_avx2(const QmmParams& p);
 bool qmm_avx512(const QmmParams& p);
 #endif
 
+// ``a`` (fp32) as a row-major array: itself when it is one, else a copy made by a task on
+// ``encoder`` (to be called from eval_cpu, before the task that reads it is dispatched).
+mx::array row_major(const mx::array& a, mx::cpu::CommandEncoder& encoder);
+
 // Which kernel this CPU runs: "avx512", "avx2", "neon" or "generic".
 std::string simd_path();
 
 // x[..., K] @ dequantize(w, scales, biases)[N, K]^T on the CPU, x quantized to int8 per block of 32
 // (qmm_kernel.h); the result has x's dtype. Scales and biases are read as stored (fp32, fp16 or
-// bf16). Same contract as mx::quantized_matmul(..., transpose=true, mode="affine").
+// bf16). Same contract as mx::quantized_matmul(..., transpose=true, mode="affine"). With `bias`
+// (a linear layer's own, [N]) the result is that product plus bias, as one fp32 addition per
+// element: the same bits as adding it afterwards, one operation fewer in the graph.
 mx::array quantized_matmul(
     const mx::array& x,
     const mx::array& w,
@@ -40,6 +49,7 @@ mx::array quantized_matmul(
     const mx::array& biases,
     int group_size,
     int bits,
+    const std::optional<mx::array>& bias = std::nullopt,
     mx::StreamOrDevice s = {});
 
 class QuantizedMatmulCpu : public mx::Primitive {

@@ -6,7 +6,7 @@
 namespace mlx_ssbd {
 bool qmm_generic(const QmmParams& p) {
   return generic::qmm_dispatch(
-      {p.x, p.w, p.scales, p.biases, p.out, p.M, p.N, p.K, p.group, p.bits},
+      {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits},
       static_cast<generic::ScaleType>(p.scale_type));
 }
 }  // namespace mlx_ssbd

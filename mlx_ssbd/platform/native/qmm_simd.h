@@ -204,11 +204,23 @@ static inline Bytes nibbles(const uint8_t* p) {
 
 #endif
 
-// Lane i and i + 8 added, then halves pairwise: one fixed order.
+// Lane i and i + 8 added, then halves pairwise: one fixed order (the same additions in every
+// build: the vector ones add lane i to lane i + width, as the loop does).
 static inline float hsum(Floats v) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+#if defined(__AVX512F__)
+  const __m256 eight = _mm256_add_ps(_mm512_castps512_ps256(v.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v.v), 1)));
+#else
+  const __m256 eight = _mm256_add_ps(v.lo, v.hi);
+#endif
+  const __m128 four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
+  const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+  return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
+#else
   float t[16];
   store_floats(t, v);
   for (int width = 8; width > 0; width /= 2)
     for (int i = 0; i < width; ++i) t[i] += t[i + width];
   return t[0];
+#endif
 }

@@ -1,0 +1,96 @@
+// silu(gate) * up (silu.h): the primitive, and the vector code behind it.
+#include "silu.h"
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+
+#include "mlx/backend/cpu/encoder.h"
+#include "qmm.h"
+
+namespace mlx_ssbd {
+
+typedef float Lanes __attribute__((vector_size(64)));
+typedef int32_t IntLanes __attribute__((vector_size(64)));
+constexpr int kWidth = 16;
+
+// exp(x) for x in [-87, 88] (callers clamp): x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes'
+// expf polynomial, 2**n built in the exponent bits.
+static inline Lanes exp_lanes(Lanes x) {
+  const Lanes round = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // n, to nearest
+  Lanes r = x - round * 0.693359375f;
+  r = r - round * -2.12194440e-4f;
+  Lanes p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const IntLanes bits = (__builtin_convertvector(round, IntLanes) + 127) << 23;
+  return p * (Lanes)bits;
+}
+
+static inline Lanes silu_mul_lanes(Lanes g, Lanes u) {
+  const Lanes low = Lanes{} - 87.0f, high = Lanes{} + 88.0f;
+  Lanes minus = -g;
+  // -g clamped to [-87, 88]: for g > 87, sigmoid(g) is 1 in fp32 anyway; for g < -88 the result
+  // is under 1e-30 in magnitude instead of smaller (e**88 is near the largest fp32).
+  minus = minus < low ? low : minus;
+  minus = minus > high ? high : minus;
+  return g / (1.0f + exp_lanes(minus)) * u;
+}
+
+static void silu_mul_rows(const float* g, const float* u, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + kWidth <= n; i += kWidth) {
+    Lanes a, b;
+    std::memcpy(&a, g + i, sizeof a);
+    std::memcpy(&b, u + i, sizeof b);
+    const Lanes c = silu_mul_lanes(a, b);
+    std::memcpy(out + i, &c, sizeof c);
+  }
+  if (i < n) {  // the tail through zero-padded lanes
+    Lanes a = {}, b = {};
+    std::memcpy(&a, g + i, (n - i) * sizeof(float));
+    std::memcpy(&b, u + i, (n - i) * sizeof(float));
+    const Lanes c = silu_mul_lanes(a, b);
+    std::memcpy(out + i, &c, (n - i) * sizeof(float));
+  }
+}
+
+mx::array silu_mul(const mx::array& gate, const mx::array& up, mx::StreamOrDevice s) {
+  if (gate.shape() != up.shape()) {
+    throw std::invalid_argument("[mlx_ssbd.silu_mul] gate and up must have the same shape");
+  }
+  if (!mx::issubdtype(gate.dtype(), mx::floating) || !mx::issubdtype(up.dtype(), mx::floating)) {
+    throw std::invalid_argument("[mlx_ssbd.silu_mul] gate and up must be floating point");
+  }
+  auto stream = mx::to_stream(s);
+  if (stream.device != mx::Device::cpu) {
+    throw std::invalid_argument("[mlx_ssbd.silu_mul] runs on the CPU only");
+  }
+  auto out = mx::array(
+      gate.shape(), mx::float32, std::make_shared<SiluMulCpu>(stream),
+      {mx::astype(gate, mx::float32, stream), mx::astype(up, mx::float32, stream)});
+  return gate.dtype() == mx::float32 ? out : mx::astype(out, gate.dtype(), stream);
+}
+
+void SiluMulCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  const mx::array gate = row_major(inputs[0], encoder);
+  const mx::array up = row_major(inputs[1], encoder);
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  encoder.set_input_array(gate);
+  encoder.set_input_array(up);
+  encoder.set_output_array(out);
+  encoder.dispatch([g = gate.data<float>(), u = up.data<float>(), o = out.data<float>(), n = out.size()]() {
+    silu_mul_rows(g, u, o, n);
+  });
+}
+
+void SiluMulCpu::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error("[mlx_ssbd.silu_mul] has no GPU implementation");
+}
+
+}  // namespace mlx_ssbd
