@@ -272,6 +272,9 @@ def test_a_long_prompt_feeds_a_small_chunk_while_other_streams_share_the_batch()
     assert [f.fed for f in both_long] == [16, 16]  # no short feed in the call: the shared chunk
     batch.leave(short_row, into=TokenCache(model))
     assert batch.feed([(long_row, Feed(prompt, 1))])[0].fed == 64  # alone again
+    for bad in ({"chunk": 0}, {"side_chunk": 0}, {"shared_chunk": 0}, {"heavy_every": 0}):
+        with pytest.raises(ValueError, match="must be at least 1"):
+            BatchCache(model, **bad)
 
 
 def test_a_long_verify_pass_is_fed_a_chunk_per_call_its_logits_in_pieces():

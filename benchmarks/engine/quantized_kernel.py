@@ -4,7 +4,9 @@ For the default model's MLP weights (8960 x 1536 and 1536 x 8960) quantized to 4
 (group 32, as the prepared models are), the median time of ``x @ W.T`` for 1 to 64 rows of x: a
 decode step is 1 row, a verify pass of a draft 8-64. fp32 BLAS multiplies the dequantized weight
 (the dense path: 8x the bytes of 4-bit weights); with OpenBLAS one-row products go through the
-sgemv shim when it is built (``mlx-ssbd doctor``).
+sgemv shim when it is built (``mlx-ssbd doctor``). Beside it, the MLP's SwiGLU on the same rows
+of 8960 values: MLX's ``silu(gate) * up`` (mlx-lm's compiled ``swiglu``) against the extension's
+``silu_mul``.
 
     python -m benchmarks.engine.quantized_kernel --out benchmarks/results/DIR/quantized-kernel
 """
@@ -52,6 +54,20 @@ def times(ours, x, q, s, b, dense, bits: int, repeats: int) -> dict:
     return {**result, "fp32_blas_ms": median_ms(lambda: x @ dense.T, repeats)}
 
 
+def swiglu_rows(ours, rows: list[int], repeats: int) -> list[dict]:
+    """Median ms of SwiGLU over ``m`` rows of 8960 values: mlx-lm's and the extension's."""
+    from mlx_lm.models.activations import swiglu
+
+    result = []
+    for m in rows:
+        gate, up = (mx.random.normal((m, 8960), key=mx.random.key(m + i)) for i in (0, 1))
+        mx.eval(gate, up)
+        mlx_ms = median_ms(lambda: swiglu(gate, up), repeats)  # noqa: B023  (timed at once)
+        ours_ms = median_ms(lambda: ours.silu_mul(gate, up), repeats)  # noqa: B023
+        result.append({"rows": m, "mlx_ms": mlx_ms, "silu_mul_ms": ours_ms})
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="1,2,4,8,16,32,64")
@@ -81,7 +97,14 @@ def main() -> None:
                 rows.append(row)
                 print(json.dumps(row), flush=True)
             del dense
-    result = {"rows": rows, "kernel": kernel_status(), "machine": machine_info(), "repeats": args.repeats}
+    activation = swiglu_rows(ours, [int(r) for r in args.rows.split(",")], args.repeats)
+    result = {
+        "rows": rows,
+        "swiglu": activation,
+        "kernel": kernel_status(),
+        "machine": machine_info(),
+        "repeats": args.repeats,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quantized_kernel.json").write_text(json.dumps(result, indent=2))
     lines = [
@@ -100,6 +123,17 @@ def main() -> None:
             f"{r['fp32_blas_ms']:.2f} | {r['fp32_blas_ms'] / r['kernel_ms']:.2f}x | "
             f"{r['mlx_quantized_ms'] / r['kernel_ms']:.1f}x |"
         )
+    lines += [
+        "",
+        "SwiGLU of one MLP (8960 values a row): mlx-lm's compiled `silu(gate) * up` against `silu_mul`.",
+        "",
+        "| rows | MLX ms | silu_mul ms | MLX / silu_mul |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {a['rows']} | {a['mlx_ms']:.3f} | {a['silu_mul_ms']:.3f} | {a['mlx_ms'] / a['silu_mul_ms']:.1f}x |"
+        for a in activation
+    ]
     (args.out / "quantized_kernel.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -87,10 +87,10 @@ class BatchCache:
         heavy_ratio: float = HEAVY_RATIO,
         heavy_every: int = HEAVY_EVERY,
     ):
-        if chunk is not None and chunk < 1 or side_chunk < 1 or shared_chunk < 1:
+        if chunk is not None and chunk < 1 or min(side_chunk, shared_chunk, heavy_every) < 1:
             raise ValueError(
-                "chunk, side_chunk and shared_chunk must be at least 1 (chunk may be None), "
-                f"got {chunk}, {side_chunk}, {shared_chunk}"
+                "chunk, side_chunk, shared_chunk and heavy_every must be at least 1 (chunk may be "
+                f"None), got {chunk}, {side_chunk}, {shared_chunk}, {heavy_every}"
             )
         self.model = model
         self.chunk = chunk

@@ -1,8 +1,10 @@
 """What forward passes cost on a real model: the benchmarks' one way to time them.
 
-Contract: ``pass_timings(loaded, sizes, repeats)`` caches the prompt of ``PROMPT`` (en->de) once,
-then for each N in ``sizes`` returns the median wall time of one forward pass over N new tokens
-of ``FILLER`` from that cached prompt, rewinding the cache after each (N = 1 is a decode step).
+Contract: ``pass_timings(loaded, sizes, repeats, context=None)`` caches the prompt of ``PROMPT``
+(en->de) once (followed by tokens of ``FILLER`` until the cache holds ``context`` tokens, when
+given: what a pass costs after a longer talk), then for each N in ``sizes`` returns the median
+wall time of one forward pass over N new tokens of ``FILLER`` from that cached context, rewinding
+the cache after each (N = 1 is a decode step).
 ``prompt_and_filler(tokenizer, family)`` gives the token ids, so a peer engine can be timed on
 exactly the same tokens.
 """
@@ -23,13 +25,15 @@ def prompt_and_filler(tokenizer, family: str) -> tuple[list[int], list[int]]:
     return list(prompt.ids), tokenizer.encode(FILLER, add_special_tokens=False)
 
 
-def pass_timings(loaded, sizes, repeats: int) -> tuple[int, dict[int, float]]:
-    """(prompt tokens, {N: median seconds of a pass over N tokens})."""
+def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tuple[int, dict[int, float]]:
+    """(cached tokens, {N: median seconds of a pass over N tokens})."""
     import mlx.core as mx
 
     from ..engine.cache import TokenCache
 
     ids, filler = prompt_and_filler(loaded.tokenizer, loaded.family)
+    while context is not None and len(ids) < context:
+        ids += filler[: context - len(ids)]
     cache = TokenCache(loaded.model)
     mx.eval(cache.forward(ids))
     base = len(cache)
