@@ -46,6 +46,7 @@ def test_strided_inputs_and_other_dtypes():
     assert mx.allclose(KERNEL.silu_mul(gate, up), want, rtol=2e-6, atol=1e-7).item()
     half = KERNEL.silu_mul(gate.astype(mx.float16), up.astype(mx.float16))
     assert half.dtype == mx.float16
+    assert KERNEL.silu_mul(gate.astype(mx.float16), up).dtype == mx.float32  # promoted, as MLX does
     assert mx.allclose(half.astype(mx.float32), want, rtol=1e-2, atol=1e-3).item()
     with pytest.raises(ValueError, match="same shape"):
         KERNEL.silu_mul(gate, up[:, :3])

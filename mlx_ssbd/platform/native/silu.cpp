@@ -72,7 +72,8 @@ mx::array silu_mul(const mx::array& gate, const mx::array& up, mx::StreamOrDevic
   auto out = mx::array(
       gate.shape(), mx::float32, std::make_shared<SiluMulCpu>(stream),
       {mx::astype(gate, mx::float32, stream), mx::astype(up, mx::float32, stream)});
-  return gate.dtype() == mx::float32 ? out : mx::astype(out, gate.dtype(), stream);
+  const auto dtype = mx::promote_types(gate.dtype(), up.dtype());
+  return dtype == mx::float32 ? out : mx::astype(out, dtype, stream);
 }
 
 void SiluMulCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {

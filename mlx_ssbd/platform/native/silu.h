@@ -13,7 +13,8 @@ namespace mlx_ssbd {
 
 namespace mx = mlx::core;
 
-// gate * sigmoid(gate) * up, elementwise, in fp32 (gate's dtype out); gate and up of one shape.
+// gate * sigmoid(gate) * up, elementwise, in fp32 (out in the inputs' promoted dtype); gate and
+// up of one shape.
 mx::array silu_mul(const mx::array& gate, const mx::array& up, mx::StreamOrDevice s = {});
 
 class SiluMulCpu : public mx::Primitive {
