@@ -128,6 +128,9 @@ def test_a_fused_bias_is_the_same_addition_as_adding_it_afterwards():
     bias = mx.random.normal((40,), key=mx.random.key(14))
     fused = KERNEL.quantized_matmul(x, q, s, b, 32, 4, bias=bias)
     assert mx.array_equal(fused, product(x, q, s, b, 32, 4) + bias).item()
+    half = bias.astype(mx.float16)  # promoted to fp32 exactly, as MLX's addition promotes it
+    fused = KERNEL.quantized_matmul(x, q, s, b, 32, 4, bias=half)
+    assert mx.array_equal(fused, product(x, q, s, b, 32, 4) + half).item()
     with pytest.raises(ValueError, match="bias must be 1-D"):
         KERNEL.quantized_matmul(x, q, s, b, 32, 4, bias=mx.zeros((41,)))
 

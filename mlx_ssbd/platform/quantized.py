@@ -117,13 +117,12 @@ def _product(layer, x, bias=None):
 
 class CpuQuantizedLinear(nn.QuantizedLinear):
     """A ``QuantizedLinear`` whose product runs through the kernel (same parameters, same result).
-    An fp32 bias is added by the kernel itself (the same addition, one graph node fewer)."""
+    With fp32 x (the CPU's compute dtype) the kernel adds the bias itself, in fp32 as the separate
+    addition would (the same bits, one graph node fewer)."""
 
     def __call__(self, x):
-        if "bias" not in self:
-            return _product(self, x)
-        bias = self["bias"]
-        if x.dtype == mx.float32 and bias.dtype == mx.float32:
+        bias = self["bias"] if "bias" in self else None
+        if bias is None or x.dtype == mx.float32:
             return _product(self, x, bias)
         return _product(self, x) + bias
 

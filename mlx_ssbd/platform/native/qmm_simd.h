@@ -209,7 +209,7 @@ static inline Bytes nibbles(const uint8_t* p) {
 static inline float hsum(Floats v) {
 #if defined(__AVX512F__) || defined(__AVX2__)
 #if defined(__AVX512F__)
-  const __m256 eight = _mm256_add_ps(_mm512_castps512_ps256(v.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v.v), 1)));
+  const __m256 eight = _mm256_add_ps(_mm512_castps512_ps256(v.v), _mm512_extractf32x8_ps(v.v, 1));
 #else
   const __m256 eight = _mm256_add_ps(v.lo, v.hi);
 #endif
