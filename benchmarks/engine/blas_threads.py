@@ -26,13 +26,27 @@ from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.platform import backend
 
 
+def token_counts(text: str) -> list[int]:
+    """``--contexts``: comma-separated token counts, each 0 or more."""
+    try:
+        counts = [int(c) for c in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 0:
+        raise argparse.ArgumentTypeError(f"expected comma-separated token counts (0 or more), got {text!r}")
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5, help="passes of each size timed per round")
     parser.add_argument(
-        "--contexts", default="0,400", help="cached tokens before the passes (0: the prompt alone)"
+        "--contexts",
+        type=token_counts,
+        default="0,400",
+        help="cached tokens before the passes (0: the prompt alone)",
     )
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -53,7 +67,7 @@ def main() -> None:
     default_threads = backend.blas_threads()
     settings = ("one", "default")
     rows = []
-    for context in [int(c) for c in args.contexts.split(",")]:
+    for context in args.contexts:
         times: dict[str, dict[int, list[float]]] = {s: {1: [], 16: []} for s in settings}
         cached = 0
         for _ in range(args.rounds):
