@@ -6,7 +6,10 @@ decode step is 1 row, a verify pass of a draft 8-64. fp32 BLAS multiplies the de
 (the dense path: 8x the bytes of 4-bit weights); with OpenBLAS one-row products go through the
 sgemv shim when it is built (``mlx-ssbd doctor``). Beside it, the MLP's SwiGLU on the same rows
 of 8960 values: MLX's ``silu(gate) * up`` (mlx-lm's compiled ``swiglu``) against the extension's
-``silu_mul``.
+``silu_mul``; and a decode layer's RoPE (12 heads of 128, the default model's queries) and
+RMSNorm (1536 values), each timed per call within a chain of 56 calls (a decode step's count, so
+the time includes what MLX's scheduling of each call costs, as it does in a model): ``mx.fast``'s
+graph of small operations against the extension's one operation.
 
     python -m benchmarks.engine.quantized_kernel --out benchmarks/results/DIR/quantized-kernel
 """
@@ -68,6 +71,53 @@ def swiglu_rows(ours, rows: list[int], repeats: int) -> list[dict]:
     return result
 
 
+def chain_ms(step, first, repeats: int, calls: int = 56) -> float:
+    """Median ms per call of ``step`` applied ``calls`` times in a chain, evaluated once."""
+
+    def chain():
+        y = first
+        for _ in range(calls):
+            y = step(y)
+        return y
+
+    return median_ms(chain, repeats) / calls
+
+
+def small_ops_rows(ours, rows: list[int], repeats: int) -> list[dict]:
+    """Median ms per call of RoPE and RMSNorm over ``m`` tokens: ``mx.fast``'s and the extension's."""
+    from mlx_ssbd.platform.layers import default_inverse_frequencies
+
+    inverse = default_inverse_frequencies(128, 1e6)
+    offset = mx.array(400, dtype=mx.int32)
+    result = []
+    for m in rows:
+        heads = mx.random.normal((1, 12, m, 128), key=mx.random.key(m))
+        hidden = mx.random.normal((1, m, 1536), key=mx.random.key(m + 1))
+        weight = mx.ones((1536,))
+        mx.eval(heads, hidden, weight, inverse)
+        # each lambda is timed at once, inside this iteration (hence the noqa: B023 below)
+        result.append(
+            {
+                "rows": m,
+                "rope_mlx_ms": chain_ms(
+                    lambda y: mx.fast.rope(y, 128, traditional=False, base=1e6, scale=1.0, offset=400),
+                    heads,
+                    repeats,
+                ),
+                "rope_ms": chain_ms(
+                    lambda y: ours.rope(
+                        y, 128, traditional=False, inv_freqs=inverse, scale=1.0, offset=offset
+                    ),
+                    heads,
+                    repeats,
+                ),
+                "rms_norm_mlx_ms": chain_ms(lambda y: mx.fast.rms_norm(y, weight, 1e-6), hidden, repeats),  # noqa: B023
+                "rms_norm_ms": chain_ms(lambda y: ours.rms_norm(y, weight, 1e-6), hidden, repeats),  # noqa: B023
+            }
+        )
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="1,2,4,8,16,32,64")
@@ -98,9 +148,11 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
             del dense
     activation = swiglu_rows(ours, [int(r) for r in args.rows.split(",")], args.repeats)
+    small = small_ops_rows(ours, [int(r) for r in args.rows.split(",")], args.repeats)
     result = {
         "rows": rows,
         "swiglu": activation,
+        "small_ops": small,
         "kernel": kernel_status(),
         "machine": machine_info(),
         "repeats": args.repeats,
@@ -133,6 +185,19 @@ def main() -> None:
     lines += [
         f"| {a['rows']} | {a['mlx_ms']:.3f} | {a['silu_mul_ms']:.3f} | {a['mlx_ms'] / a['silu_mul_ms']:.1f}x |"
         for a in activation
+    ]
+    lines += [
+        "",
+        "A decode layer's RoPE (12 heads of 128) and RMSNorm (1536 values): ms per call within a chain of 56,",
+        "`mx.fast` (a graph of small operations on the CPU) against the extension's one operation.",
+        "",
+        "| rows | RoPE MLX ms | RoPE ms | MLX / ours | RMSNorm MLX ms | RMSNorm ms | MLX / ours |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {a['rows']} | {a['rope_mlx_ms']:.3f} | {a['rope_ms']:.3f} | {a['rope_mlx_ms'] / a['rope_ms']:.1f}x | "
+        f"{a['rms_norm_mlx_ms']:.3f} | {a['rms_norm_ms']:.3f} | {a['rms_norm_mlx_ms'] / a['rms_norm_ms']:.1f}x |"
+        for a in small
     ]
     (args.out / "quantized_kernel.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -18,8 +18,8 @@ from pathlib import Path
 from ..live.prompt import detect_family, get_family
 from ..live.translator import StreamTranslator
 from ..platform.backend import compute_dtype, wire_memory
+from ..platform.layers import route_layers
 from ..platform.quantized import dequantize_layers, route_quantized_layers, stored_parameters
-from ..platform.swiglu import route_swiglu
 from .registry import ModelError, Progress, cards, default_card, prepare
 
 
@@ -98,7 +98,7 @@ def load_model(
         raise ModelError(f"cannot load model {location!r}: {error}") from error
     dense = dequantize_layers(model, compute_dtype()) if weights == "dense" else 0
     routed = route_quantized_layers(model)
-    route_swiglu(model)
+    route_layers(model)
     dtype = to_compute_dtype(model, keep=stored_parameters(model))
     quantized = any(k.endswith(".scales") for k, _ in tree_flatten(model.parameters()))
     kind = "dense" if dense or not quantized else "quantized"

@@ -24,6 +24,7 @@ fp32 BLAS on the dequantized weight for a decode step, with 1/6 of the memory.
 
 from __future__ import annotations
 
+import math
 import os
 
 import mlx.core as mx
@@ -88,20 +89,30 @@ def rounded_activations(x):
 
 def _self_check(module) -> str:
     """Compare the kernel with ``mx.quantized_matmul`` on x rounded as the kernel rounds it, and
-    ``silu_mul`` with MLX's sigmoid."""
+    ``silu_mul``, ``rope`` and ``rms_norm`` with MLX's own."""
     with mx.stream(mx.cpu):
         w = mx.random.normal((24, 64), key=mx.random.key(0))
         x = mx.random.normal((3, 64), key=mx.random.key(1))
         q, s, b = mx.quantize(w, group_size=32, bits=4)
         want = mx.quantized_matmul(rounded_activations(x), q, s, b, transpose=True, group_size=32, bits=4)
-        got = module.quantized_matmul(x, q, s, b, 32, 4)
-        err = mx.max(mx.abs(got - want)).item()
+        err = mx.max(mx.abs(module.quantized_matmul(x, q, s, b, 32, 4) - want)).item()
         if err >= 1e-4:
             return f"quantized_matmul: max difference {err:.3g}"
         gate = x * 8  # sigmoid's tails too
         want = gate * mx.sigmoid(gate) * x
         err = mx.max(mx.abs(module.silu_mul(gate, x) - want) / (mx.abs(want) + 1e-30)).item()
-    return "" if err < 1e-5 else f"silu_mul: max relative difference {err:.3g}"
+        if err >= 1e-5:
+            return f"silu_mul: max relative difference {err:.3g}"
+        heads = x.reshape(1, 3, 1, 64)
+        inverse = mx.exp(mx.arange(0, -32, -1, dtype=mx.float32) * (math.log(10000.0) / 32))
+        got = module.rope(heads, 64, traditional=False, inv_freqs=inverse, scale=1.0, offset=mx.array(9))
+        want = mx.fast.rope(heads, 64, traditional=False, base=10000.0, scale=1.0, offset=9)
+        err = mx.max(mx.abs(got - want)).item()
+        if err >= 1e-5:
+            return f"rope: max difference {err:.3g}"
+        want = mx.fast.rms_norm(x, w[0], 1e-6)
+        err = mx.max(mx.abs(module.rms_norm(x, w[0], 1e-6) - want)).item()
+    return "" if err < 1e-5 else f"rms_norm: max difference {err:.3g}"
 
 
 def _routable(layer) -> bool:

@@ -4,6 +4,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
 
+#include "layers.h"
 #include "qmm.h"
 #include "silu.h"
 
@@ -11,13 +12,18 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 NB_MODULE(_qmm, m) {
-  m.doc() = "mlx-ssbd's CPU kernels: quantized matrix products and SwiGLU (an MLX extension)";
+  m.doc() = "mlx-ssbd's CPU kernels: quantized matrix products, SwiGLU, RoPE and RMSNorm (an MLX extension)";
   m.def("quantized_matmul", &mlx_ssbd::quantized_matmul, "x"_a, "w"_a, "scales"_a, "biases"_a,
         "group_size"_a, "bits"_a, nb::kw_only(), "bias"_a = nb::none(), "stream"_a = nb::none(),
         "x @ dequantize(w, scales, biases).T (+ bias, a linear layer's own) on the CPU, in fp32; "
         "x's dtype out.");
   m.def("silu_mul", &mlx_ssbd::silu_mul, "gate"_a, "up"_a, nb::kw_only(), "stream"_a = nb::none(),
         "silu(gate) * up on the CPU, 16 lanes at a time (the SwiGLU of an MLP).");
+  m.def("rope", &mlx_ssbd::rope, "x"_a, "dims"_a, nb::kw_only(), "traditional"_a, "inv_freqs"_a,
+        "scale"_a, "offset"_a, "stream"_a = nb::none(),
+        "mx.fast.rope (forward) for fp32 x on the CPU as one operation, given inverse frequencies.");
+  m.def("rms_norm", &mlx_ssbd::rms_norm, "x"_a, "weight"_a, "eps"_a, nb::kw_only(), "stream"_a = nb::none(),
+        "mx.fast.rms_norm for fp32 x on the CPU as one operation.");
   m.def("simd_path", &mlx_ssbd::simd_path, "The kernel this CPU runs: avx2, neon or generic.");
   m.attr("mlx_version") = MLX_SSBD_BUILT_AGAINST_MLX;
   m.attr("openmp") = MLX_SSBD_OPENMP;

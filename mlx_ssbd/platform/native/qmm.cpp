@@ -44,11 +44,7 @@ static bool supported_bits(int bits) {
   return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
 }
 
-// ``a`` as the kernel reads it: an evaluated row-contiguous array (a parameter) as it is, anything
-// else through a Contiguous node (which only shares the buffer when it already is contiguous).
-// x, computed anew for every product, is not: eval_cpu copies it only when it is strided, which
-// saves every product a node in the graph.
-static mx::array row_contiguous(const mx::array& a, mx::Stream s) {
+mx::array row_contiguous(const mx::array& a, mx::Stream s) {
   return a.is_available() && a.flags().row_contiguous ? a : mx::contiguous(a, false, s);
 }
 
@@ -89,6 +85,8 @@ mx::array quantized_matmul(
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] runs on the CPU only");
   }
   auto out_dtype = mx::issubdtype(x.dtype(), mx::floating) ? x.dtype() : mx::float32;
+  // x, computed anew for every product, is not made contiguous here: eval_cpu copies it only when
+  // it is strided, which saves every product a node in the graph.
   auto x32 = mx::astype(x, mx::float32, stream);
   // Scales and biases as stored when both are fp32, fp16 or bf16 (fp16 halves the bytes a decode
   // step reads beside the codes); anything else as fp32.

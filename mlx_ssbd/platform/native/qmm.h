@@ -30,6 +30,10 @@ bool qmm_avx2(const QmmParams& p);
 bool qmm_avx512(const QmmParams& p);
 #endif
 
+// ``a`` as a kernel reads it: an evaluated row-contiguous array (a parameter) as it is, anything
+// else through a Contiguous node (which only shares the buffer when it already is contiguous).
+mx::array row_contiguous(const mx::array& a, mx::Stream s);
+
 // ``a`` (fp32) as a row-major array: itself when it is one, else a copy made by a task on
 // ``encoder`` (to be called from eval_cpu, before the task that reads it is dispatched).
 mx::array row_major(const mx::array& a, mx::cpu::CommandEncoder& encoder);

@@ -1,0 +1,121 @@
+"""A decoder's small operations on the CPU through mlx-ssbd's native extension (a part of the backend
+policy).
+
+Contract: ``route_layers(model)``: on the CPU backend, with the native extension loaded and checked
+(``quantized.kernel()``):
+- every ``nn.RoPE`` and mlx-lm ``Llama3RoPE`` of ``model`` rotates fp32 input with the extension's
+  ``rope``, and every ``nn.RMSNorm`` normalises fp32 input with its ``rms_norm`` (other dtypes go
+  to MLX's ``mx.fast`` as before);
+- every mlx-lm model module that ``model``'s layers come from and that calls mlx-lm's ``swiglu``
+  calls the extension's ``silu_mul`` instead (gate and up of one shape; anything else still goes
+  to mlx-lm's); this routing is per model architecture, for the whole process (the CPU backend is
+  chosen once per process).
+Returns the number of layers and modules routed; on a GPU, or without the extension, nothing
+changes and it returns 0. Results are within a few ulp of MLX's (tests/test_layers.py).
+
+Why: MLX's CPU backend has no kernel of its own for RoPE or RMSNorm: each call is a graph of 15-20
+or 6 small operations, each a task handed to MLX's stream thread, about 6 ms of a decode step of
+the default model; and it computes sigmoid one element at a time through libm's ``expf``, about
+5 ms more in its 28 MLPs. Each of these is one operation in the extension
+(``benchmarks/engine/quantized_kernel.py`` times both ways).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import mlx.core as mx
+import mlx.nn as nn
+import numpy as np
+from mlx_lm.models import activations
+from mlx_lm.models.rope_utils import Llama3RoPE
+
+from .backend import is_gpu
+from .quantized import kernel
+
+
+def default_inverse_frequencies(dims: int, base: float) -> mx.array:
+    """``exp(-i log(base) / (dims / 2))`` for i < dims / 2, as ``mx.fast.rope`` computes them (its
+    step ``log(base) / (dims / 2)`` rounded to fp32 first, MLX's ``exp``)."""
+    half = dims // 2
+    step = np.float32(np.log(np.float64(base))) / np.float32(half)  # fp32 as MLX's float log
+    return mx.exp(mx.arange(0, -half, -1, dtype=mx.float32) * mx.array(step, dtype=mx.float32))
+
+
+def _offset(offset) -> mx.array:
+    return offset if isinstance(offset, mx.array) else mx.array(offset, dtype=mx.int32)
+
+
+class CpuRoPE(nn.RoPE):
+    """An ``nn.RoPE`` whose fp32 rotations run as one native operation."""
+
+    def __call__(self, x, offset: int = 0):
+        if x.dtype != mx.float32:
+            return super().__call__(x, offset)
+        return kernel().rope(
+            x,
+            self.dims,
+            traditional=self.traditional,
+            inv_freqs=self._inverse_freqs,
+            scale=self.scale,
+            offset=_offset(offset),
+        )
+
+
+class CpuLlama3RoPE(Llama3RoPE):
+    """mlx-lm's ``Llama3RoPE`` (frequencies of its own, scale 1) as one native operation."""
+
+    def __call__(self, x, offset: int = 0):
+        if x.dtype != mx.float32:
+            return super().__call__(x, offset)
+        return kernel().rope(
+            x,
+            self.dims,
+            traditional=self.traditional,
+            inv_freqs=self._inverse_freqs,
+            scale=1.0,
+            offset=_offset(offset),
+        )
+
+
+class CpuRMSNorm(nn.RMSNorm):
+    """An ``nn.RMSNorm`` whose fp32 normalisation runs as one native operation."""
+
+    def __call__(self, x):
+        if x.dtype != mx.float32:
+            return super().__call__(x)
+        return kernel().rms_norm(x, self["weight"], self.eps)
+
+
+def _silu_mul(gate, up):
+    if gate.shape != up.shape:
+        return activations.swiglu(gate, up)
+    return kernel().silu_mul(gate, up)
+
+
+def route_layers(model) -> int:
+    """See the module docstring."""
+    if is_gpu() or kernel() is None:
+        return 0
+    routed = 0
+    with mx.stream(mx.cpu):
+        for _, module in model.named_modules():
+            if type(module) is nn.RoPE:
+                module.__class__ = CpuRoPE
+                module._inverse_freqs = default_inverse_frequencies(module.dims, module.base)
+            elif type(module) is Llama3RoPE:
+                module.__class__ = CpuLlama3RoPE
+                module._inverse_freqs = mx.reciprocal(module._freqs.astype(mx.float32))
+            elif type(module) is nn.RMSNorm:
+                module.__class__ = CpuRMSNorm
+            else:
+                continue
+            routed += 1
+            if "_inverse_freqs" in module:
+                mx.eval(module._inverse_freqs)
+    for name in {type(module).__module__ for _, module in model.named_modules()}:
+        namespace = sys.modules.get(name)
+        if namespace is not None and getattr(namespace, "swiglu", None) is activations.swiglu:
+            namespace.swiglu = _silu_mul
+            routed += 1
+    return routed
