@@ -154,7 +154,10 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
     for (int b = 0; b < blocks; ++b) {
       const float* v = row + b * kBlock;
       float amax = 0.0f;
-      for (int i = 0; i < kBlock; ++i) amax = std::fmax(amax, std::fabs(v[i]));
+      for (int i = 0; i < kBlock; ++i) {  // fmax's result (a NaN skipped), inlined: no libm call
+        const float magnitude = std::fabs(v[i]);
+        amax = magnitude > amax ? magnitude : amax;
+      }
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
       const float d = amax / 127.0f;
       const int c = b / 2, half = b % 2;
