@@ -138,8 +138,9 @@ def test_routed_rope_layers_match_mlx_and_leave_other_dtypes_to_it():
 def test_every_architecture_routed_gives_mlx_s_logits(arch, monkeypatch):
     model = tiny_model(arch, seed=4)
     namespace = sys.modules[type(model).__module__]
-    if hasattr(namespace, "swiglu"):
-        monkeypatch.setattr(namespace, "swiglu", activations.swiglu)  # restored after the test
+    for function, (theirs, _) in layers.ROUTED_FUNCTIONS.items():
+        if hasattr(namespace, function):
+            monkeypatch.setattr(namespace, function, theirs)  # restored after the test
     x = mx.array([[3, 17, 40, 2, 9, 11, 250]])
     want = model(x)
     assert layers.route_layers(model) > 0
@@ -154,3 +155,59 @@ def test_a_model_s_mlps_run_through_silu_mul(monkeypatch):
     monkeypatch.setattr(namespace, "swiglu", activations.swiglu)  # restored after the test
     layers.route_layers(model)
     assert namespace.swiglu is not activations.swiglu
+
+
+def attention_case(shape, mask_mode="", mask=None, seed=0):
+    B, Hq, Hkv, L, S, D = shape
+    q = mx.random.normal((B, Hq, L, D), key=mx.random.key(seed))
+    # Keys and values as a KV cache holds them: views of a longer buffer.
+    k = mx.random.normal((B, Hkv, S + 7, D), key=mx.random.key(seed + 1))[:, :, :S]
+    v = mx.random.normal((B, Hkv, S + 7, D), key=mx.random.key(seed + 2))[:, :, :S]
+    want = mx.fast.scaled_dot_product_attention(
+        q, k, v, scale=D**-0.5, mask=mask if mask is not None else mask_mode or None
+    )
+    got = KERNEL.attention(q, k, v, scale=D**-0.5, mask_mode=mask_mode, mask=mask)
+    assert got.shape == want.shape
+    return mx.max(mx.abs(got - want)).item()
+
+
+@pytest.mark.parametrize(
+    ("shape", "mask_mode"),
+    [
+        ((1, 12, 2, 1, 48, 128), ""),  # a decode step of the default model
+        ((1, 12, 2, 16, 64, 128), "causal"),  # a verify pass
+        ((2, 4, 4, 3, 9, 64), ""),
+        ((1, 14, 2, 7, 300, 64), "causal"),
+        ((1, 4, 2, 3, 9, 80), ""),  # a head size that is not a multiple of 16
+    ],
+)
+def test_attention_is_mlx_s_within_a_few_ulp(shape, mask_mode):
+    assert attention_case(shape, mask_mode) < 2e-6
+
+
+def test_attention_with_bool_and_additive_masks():
+    boolean = mx.random.uniform(shape=(2, 1, 3, 9), key=mx.random.key(3)) > 0.3
+    assert attention_case((2, 4, 2, 3, 9, 64), "array", boolean) < 2e-6
+    boolean[0, 0, 1, :] = False  # a row with every key masked: MLX's uniform average
+    assert attention_case((2, 4, 2, 3, 9, 64), "array", boolean) < 2e-6
+    additive = mx.random.normal((3, 9), key=mx.random.key(4))
+    assert attention_case((2, 4, 2, 3, 9, 64), "array", additive) < 2e-6
+
+
+def test_a_verify_row_gets_the_bits_of_a_decode_step():
+    q = mx.random.normal((1, 6, 5, 64), key=mx.random.key(6))
+    k = mx.random.normal((1, 2, 20, 64), key=mx.random.key(7))
+    v = mx.random.normal((1, 2, 20, 64), key=mx.random.key(8))
+    verify = KERNEL.attention(q, k, v, scale=0.125, mask_mode="causal")
+    for row in range(5):  # query row of the pass sees keys [0, 16 + row]: a decode step there
+        step = KERNEL.attention(q[:, :, row : row + 1], k[:, :, : 16 + row], v[:, :, : 16 + row], scale=0.125)
+        assert mx.array_equal(step[:, :, 0], verify[:, :, row]).item()
+
+
+def test_attention_refuses_bad_input():
+    q = mx.ones((1, 3, 1, 8))
+    k = mx.ones((1, 2, 4, 8))
+    with pytest.raises(ValueError, match="multiple"):
+        KERNEL.attention(q, k, k, scale=1.0)
+    with pytest.raises(ValueError, match="mask_mode"):
+        KERNEL.attention(q, q, q, scale=1.0, mask_mode="sliding")

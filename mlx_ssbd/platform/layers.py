@@ -8,15 +8,18 @@ Contract: ``route_layers(model)``: on the CPU backend, with the native extension
   to MLX's ``mx.fast`` as before);
 - every mlx-lm model module that ``model``'s layers come from and that calls mlx-lm's ``swiglu``
   calls the extension's ``silu_mul`` instead (gate and up of one shape; anything else still goes
-  to mlx-lm's); this routing is per model architecture, for the whole process (the CPU backend is
-  chosen once per process).
+  to mlx-lm's), and one that calls mlx-lm's ``scaled_dot_product_attention`` calls the
+  extension's ``attention`` for fp32 queries, keys and values without attention sinks (a
+  quantized KV cache, sinks or other dtypes still go to mlx-lm's); this routing is per model
+  architecture, for the whole process (the CPU backend is chosen once per process).
 Returns the number of layers and modules routed; on a GPU, or without the extension, nothing
 changes and it returns 0. Results are within a few ulp of MLX's (tests/test_layers.py).
 
 Why: MLX's CPU backend has no kernel of its own for RoPE or RMSNorm: each call is a graph of 15-20
 or 6 small operations, each a task handed to MLX's stream thread, about 6 ms of a decode step of
 the default model; and it computes sigmoid one element at a time through libm's ``expf``, about
-5 ms more in its 28 MLPs. Each of these is one operation in the extension
+5 ms more in its 28 MLPs; attention is a graph of its own that copies the keys and values once
+per group of query heads. Each of these is one operation in the extension
 (``benchmarks/engine/quantized_kernel.py`` times both ways).
 """
 
@@ -27,7 +30,7 @@ import sys
 import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
-from mlx_lm.models import activations
+from mlx_lm.models import activations, base
 from mlx_lm.models.rope_utils import Llama3RoPE
 
 from .backend import is_gpu
@@ -93,6 +96,21 @@ def _silu_mul(gate, up):
     return kernel().silu_mul(gate, up)
 
 
+def _attention(queries, keys, values, cache, scale: float, mask, sinks=None):
+    plain = sinks is None and not hasattr(cache, "bits")
+    if not plain or any(a.dtype != mx.float32 for a in (queries, keys, values)):
+        return base.scaled_dot_product_attention(queries, keys, values, cache, scale, mask, sinks)
+    if isinstance(mask, mx.array):
+        return kernel().attention(queries, keys, values, scale=scale, mask_mode="array", mask=mask)
+    return kernel().attention(queries, keys, values, scale=scale, mask_mode=mask or "")
+
+
+ROUTED_FUNCTIONS = {
+    "swiglu": (activations.swiglu, _silu_mul),
+    "scaled_dot_product_attention": (base.scaled_dot_product_attention, _attention),
+}
+
+
 def route_layers(model) -> int:
     """See the module docstring."""
     if is_gpu() or kernel() is None:
@@ -115,7 +133,8 @@ def route_layers(model) -> int:
                 mx.eval(module._inverse_freqs)
     for name in {type(module).__module__ for _, module in model.named_modules()}:
         namespace = sys.modules.get(name)
-        if namespace is not None and getattr(namespace, "swiglu", None) is activations.swiglu:
-            namespace.swiglu = _silu_mul
-            routed += 1
+        for function, (theirs, ours) in ROUTED_FUNCTIONS.items():
+            if namespace is not None and getattr(namespace, function, None) is theirs:
+                setattr(namespace, function, ours)
+                routed += 1
     return routed

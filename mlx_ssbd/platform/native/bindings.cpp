@@ -4,6 +4,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
 
+#include "attention.h"
 #include "layers.h"
 #include "qmm.h"
 #include "silu.h"
@@ -12,7 +13,7 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 NB_MODULE(_qmm, m) {
-  m.doc() = "mlx-ssbd's CPU kernels: quantized matrix products, SwiGLU, RoPE and RMSNorm (an MLX extension)";
+  m.doc() = "mlx-ssbd's CPU kernels: quantized matrix products, SwiGLU, RoPE, RMSNorm and attention (an MLX extension)";
   m.def("quantized_matmul", &mlx_ssbd::quantized_matmul, "x"_a, "w"_a, "scales"_a, "biases"_a,
         "group_size"_a, "bits"_a, nb::kw_only(), "bias"_a = nb::none(), "stream"_a = nb::none(),
         "x @ dequantize(w, scales, biases).T (+ bias, a linear layer's own) on the CPU, in fp32; "
@@ -24,6 +25,9 @@ NB_MODULE(_qmm, m) {
         "mx.fast.rope (forward) for fp32 x on the CPU as one operation, given inverse frequencies.");
   m.def("rms_norm", &mlx_ssbd::rms_norm, "x"_a, "weight"_a, "eps"_a, nb::kw_only(), "stream"_a = nb::none(),
         "mx.fast.rms_norm for fp32 x on the CPU as one operation.");
+  m.def("attention", &mlx_ssbd::attention, "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a,
+        "mask_mode"_a = "", "mask"_a = nb::none(), "stream"_a = nb::none(),
+        "mx.fast.scaled_dot_product_attention for fp32 q, k, v on the CPU as one operation.");
   m.def("simd_path", &mlx_ssbd::simd_path, "The kernel this CPU runs: avx2, neon or generic.");
   m.attr("mlx_version") = MLX_SSBD_BUILT_AGAINST_MLX;
   m.attr("openmp") = MLX_SSBD_OPENMP;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mlx/backend/cpu/encoder.h"
+#include "lanes.h"
 #include "qmm.h"
 
 namespace mlx_ssbd {
@@ -76,21 +77,16 @@ void rope_rows(const RopeArgs& a) {
   }
 }
 
-typedef float Lanes __attribute__((vector_size(64)));
-constexpr int kWidth = 16;
-
 void rms_norm_rows(const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* v = x + r * D;
     Lanes lanes = {};
     int64_t k = 0;
     for (; k + kWidth <= D; k += kWidth) {
-      Lanes a;
-      std::memcpy(&a, v + k, sizeof a);
+      const Lanes a = load_lanes(v + k);
       lanes += a * a;
     }
-    float sum = 0.0f;
-    for (int i = 0; i < kWidth; ++i) sum += lanes[i];
+    float sum = sum_lanes(lanes);
     for (; k < D; ++k) sum += v[k] * v[k];
     // As MLX's graph: x * rsqrt(mean + eps), rounded, then times the weight.
     const float norm = 1.0f / std::sqrt(sum * (1.0f / (float)D) + eps);

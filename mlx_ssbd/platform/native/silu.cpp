@@ -6,29 +6,10 @@
 #include <stdexcept>
 
 #include "mlx/backend/cpu/encoder.h"
+#include "lanes.h"
 #include "qmm.h"
 
 namespace mlx_ssbd {
-
-typedef float Lanes __attribute__((vector_size(64)));
-typedef int32_t IntLanes __attribute__((vector_size(64)));
-constexpr int kWidth = 16;
-
-// exp(x) for x in [-87, 88] (callers clamp): x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes'
-// expf polynomial, 2**n built in the exponent bits.
-static inline Lanes exp_lanes(Lanes x) {
-  const Lanes round = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // n, to nearest
-  Lanes r = x - round * 0.693359375f;
-  r = r - round * -2.12194440e-4f;
-  Lanes p = r * 1.9875691500e-4f + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * (r * r) + r + 1.0f;
-  const IntLanes bits = (__builtin_convertvector(round, IntLanes) + 127) << 23;
-  return p * (Lanes)bits;
-}
 
 static inline Lanes silu_mul_lanes(Lanes g, Lanes u) {
   const Lanes low = Lanes{} - 87.0f, high = Lanes{} + 88.0f;

@@ -1,0 +1,191 @@
+// Scaled dot-product attention (attention.h): the primitive and its loop over query rows.
+#include "attention.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "lanes.h"
+#include "mlx/backend/cpu/encoder.h"
+#include "qmm.h"
+
+namespace mlx_ssbd {
+
+namespace {
+
+enum MaskKind { kNone = 0, kCausal = 1, kAdditive = 2, kBool = 3 };
+
+struct View {  // an array's data and its strides, in elements
+  const void* data;
+  int64_t stride[4];
+};
+
+View view_of(const mx::array& a) {
+  View v{a.data<void>(), {0, 0, 0, 0}};
+  for (int d = 0; d < 4; ++d) v.stride[d] = a.strides()[d];
+  return v;
+}
+
+struct AttentionArgs {
+  View q, k, v, mask;
+  float* out;
+  int B, Hq, Hkv, L, S, D, Dv, mask_kind;
+  float scale;
+};
+
+// One query row: out[Dv] = softmax(scores) @ values, scores over the keys [0, keys).
+void attend_row(const AttentionArgs& a, int b, int h, int l, std::vector<float>& scores) {
+  const int kv = h / (a.Hq / a.Hkv);
+  const int keys = a.mask_kind == kCausal ? a.S - a.L + l + 1 : a.S;
+  const float* q = static_cast<const float*>(a.q.data) + b * a.q.stride[0] + h * a.q.stride[1] + l * a.q.stride[2];
+  const float* k = static_cast<const float*>(a.k.data) + b * a.k.stride[0] + kv * a.k.stride[1];
+  const float* v = static_cast<const float*>(a.v.data) + b * a.v.stride[0] + kv * a.v.stride[1];
+  float* out = a.out + (((int64_t)b * a.Hq + h) * a.L + l) * a.Dv;
+  if (keys <= 0) {  // a causal row with no key of its own (more queries than keys): as MLX, zeros
+    for (int d = 0; d < a.Dv; ++d) out[d] = 0.0f;
+    return;
+  }
+  scores.resize(keys + kWidth);
+  // The scaled query, as MLX scales it before the product.
+  std::vector<float> scaled(a.D);
+  for (int d = 0; d < a.D; ++d) scaled[d] = a.scale * q[d];
+  const int whole = a.D / kWidth * kWidth;
+  float top = -FLT_MAX;
+  for (int j = 0; j < keys; ++j) {
+    const float* key = k + j * a.k.stride[2];
+    Lanes acc = {};
+    for (int d = 0; d < whole; d += kWidth) acc += load_lanes(scaled.data() + d) * load_lanes(key + d);
+    float s = sum_lanes(acc);
+    for (int d = whole; d < a.D; ++d) s += scaled[d] * key[d];
+    if (a.mask_kind >= kAdditive) {
+      const int64_t at = b * a.mask.stride[0] + h * a.mask.stride[1] + l * a.mask.stride[2] + j * a.mask.stride[3];
+      if (a.mask_kind == kAdditive) {
+        s += static_cast<const float*>(a.mask.data)[at];
+      } else if (!static_cast<const bool*>(a.mask.data)[at]) {
+        s = -FLT_MAX;  // as MLX's where(mask, scores, finfo.min)
+      }
+    }
+    scores[j] = s;
+    top = s > top ? s : top;
+  }
+  // exp(s - top): a score 87 below the top gives 0, and so does the padding to whole lanes (-inf);
+  // a masked score (-FLT_MAX) gives 0 unless every score is masked (then each gives 1, as MLX's).
+  for (int j = keys; j < keys + kWidth; ++j) scores[j] = -INFINITY;
+  const Lanes floor = Lanes{} - 87.0f, zero = {};
+  Lanes total = {};
+  for (int j = 0; j < keys; j += kWidth) {
+    const Lanes x = load_lanes(scores.data() + j) - top;
+    const Lanes p = x < floor ? zero : exp_lanes(x);
+    total += p;
+    store_lanes(scores.data() + j, p);
+  }
+  const float inverse = 1.0f / sum_lanes(total);
+  const int whole_v = a.Dv / kWidth * kWidth;
+  std::vector<float> acc(a.Dv, 0.0f);
+  for (int j = 0; j < keys; ++j) {
+    const float p = scores[j];
+    if (p == 0.0f) continue;
+    const float* value = v + j * a.v.stride[2];
+    const Lanes weight = zero + p;
+    for (int d = 0; d < whole_v; d += kWidth) store_lanes(acc.data() + d, load_lanes(acc.data() + d) + weight * load_lanes(value + d));
+    for (int d = whole_v; d < a.Dv; ++d) acc[d] += p * value[d];
+  }
+  for (int d = 0; d < a.Dv; ++d) out[d] = acc[d] * inverse;
+}
+
+void attend(const AttentionArgs& a) {
+  const int64_t rows = (int64_t)a.B * a.Hq * a.L;
+  const double work = (double)rows * a.S * (a.D + a.Dv);
+  (void)work;  // without OpenMP
+#pragma omp parallel for schedule(static) if (work > 1 << 16)
+  for (int64_t r = 0; r < rows; ++r) {
+    thread_local std::vector<float> scores;
+    const int l = r % a.L, h = (r / a.L) % a.Hq, b = r / ((int64_t)a.L * a.Hq);
+    attend_row(a, b, h, l, scores);
+  }
+}
+
+// ``a`` (fp32, 4-D) with its last axis contiguous: itself, or a row-major copy.
+mx::array last_axis_contiguous(const mx::array& a, mx::cpu::CommandEncoder& encoder) {
+  return a.strides()[3] == 1 || a.shape(3) == 1 ? a : row_major(a, encoder);
+}
+
+}  // namespace
+
+mx::array attention(
+    const mx::array& q,
+    const mx::array& k,
+    const mx::array& v,
+    float scale,
+    const std::string& mask_mode,
+    const std::optional<mx::array>& mask,
+    mx::StreamOrDevice s) {
+  if (q.ndim() != 4 || k.ndim() != 4 || v.ndim() != 4 || q.dtype() != mx::float32 ||
+      k.dtype() != mx::float32 || v.dtype() != mx::float32) {
+    throw std::invalid_argument("[mlx_ssbd.attention] q, k and v must be 4-D fp32 arrays");
+  }
+  if (k.shape(0) != q.shape(0) || v.shape(0) != q.shape(0) || k.shape(1) != v.shape(1) ||
+      q.shape(1) % k.shape(1) != 0 || k.shape(3) != q.shape(3) || k.shape(2) != v.shape(2)) {
+    throw std::invalid_argument(
+        "[mlx_ssbd.attention] shapes do not match: q [B, Hq, L, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv], "
+        "Hq a multiple of Hkv");
+  }
+  auto stream = mx::to_stream(s);
+  if (stream.device != mx::Device::cpu) {
+    throw std::invalid_argument("[mlx_ssbd.attention] runs on the CPU only");
+  }
+  std::vector<mx::array> inputs{q, k, v};
+  int kind = kNone;
+  if (mask_mode == "causal") {
+    kind = kCausal;
+  } else if (mask_mode == "array") {
+    if (!mask) throw std::invalid_argument("[mlx_ssbd.attention] mask_mode 'array' needs a mask");
+    kind = mask->dtype() == mx::bool_ ? kBool : kAdditive;
+    auto m = kind == kBool ? *mask : mx::astype(*mask, mx::float32, stream);
+    mx::Shape full{q.shape(0), q.shape(1), q.shape(2), k.shape(2)};
+    inputs.push_back(mx::broadcast_to(m, full, stream));
+  } else if (!mask_mode.empty()) {
+    throw std::invalid_argument("[mlx_ssbd.attention] mask_mode must be '', 'causal' or 'array'");
+  }
+  mx::Shape shape{q.shape(0), q.shape(1), q.shape(2), v.shape(3)};
+  return mx::array(shape, mx::float32, std::make_shared<AttentionCpu>(stream, scale, kind), std::move(inputs));
+}
+
+void AttentionCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) {
+  auto& encoder = mx::cpu::get_command_encoder(stream());
+  const mx::array q = last_axis_contiguous(inputs[0], encoder);
+  const mx::array k = last_axis_contiguous(inputs[1], encoder);
+  const mx::array v = last_axis_contiguous(inputs[2], encoder);
+  auto& out = outputs[0];
+  out.set_data(mx::allocator::malloc(out.nbytes()));
+  encoder.set_input_array(q);
+  encoder.set_input_array(k);
+  encoder.set_input_array(v);
+  AttentionArgs a{view_of(q), view_of(k), view_of(v), View{nullptr, {0, 0, 0, 0}}, out.data<float>(),
+                  q.shape(0), q.shape(1), k.shape(1), q.shape(2), k.shape(2), q.shape(3), v.shape(3),
+                  mask_kind_, scale_};
+  if (inputs.size() > 3) {
+    encoder.set_input_array(inputs[3]);
+    a.mask = view_of(inputs[3]);
+  }
+  encoder.set_output_array(out);
+  encoder.dispatch([a]() { attend(a); });
+}
+
+void AttentionCpu::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
+  throw std::runtime_error(
+      "[mlx_ssbd.attention] has no GPU implementation: use mx.fast.scaled_dot_product_attention");
+}
+
+bool AttentionCpu::is_equivalent(const mx::Primitive& other) const {
+  auto& o = static_cast<const AttentionCpu&>(other);
+  return scale_ == o.scale_ && mask_kind_ == o.mask_kind_;
+}
+
+std::vector<mx::Shape> AttentionCpu::output_shapes(const std::vector<mx::array>& inputs) {
+  return {{inputs[0].shape(0), inputs[0].shape(1), inputs[0].shape(2), inputs[2].shape(3)}};
+}
+
+}  // namespace mlx_ssbd
