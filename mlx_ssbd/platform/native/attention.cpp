@@ -36,7 +36,7 @@ struct AttentionArgs {
 };
 
 // One query row: out[Dv] = softmax(scores) @ values, scores over the keys [0, keys).
-void attend_row(const AttentionArgs& a, int b, int h, int l, std::vector<float>& scores) {
+MLX_SSBD_VECTOR_CLONES void attend_row(const AttentionArgs& a, int b, int h, int l, std::vector<float>& scores) {
   const int kv = h / (a.Hq / a.Hkv);
   const int keys = a.mask_kind == kCausal ? a.S - a.L + l + 1 : a.S;
   const float* q = static_cast<const float*>(a.q.data) + b * a.q.stride[0] + h * a.q.stride[1] + l * a.q.stride[2];

@@ -1,10 +1,20 @@
 // Sixteen fp32 lanes in GCC's vector extension (one AVX-512 register, two AVX2 ones, four NEON
-// ones: the compiler picks what the build targets), and the few functions on them the small
-// operations share.
+// ones), and the few functions on them the small operations share.
+//
+// A loop over lanes marked MLX_SSBD_VECTOR_CLONES is built for AVX-512, AVX2 and the baseline on
+// x86-64, the loader picking the widest the CPU has (GCC's and Clang's target_clones); elsewhere
+// it is built once, for what the build targets (NEON on aarch64). The clones do the same
+// operations in the same order (no contraction), so by construction they give the same bits.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__APPLE__)
+#define MLX_SSBD_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define MLX_SSBD_VECTOR_CLONES
+#endif
 
 namespace mlx_ssbd {
 

@@ -33,7 +33,7 @@ struct RopeArgs {
   float scale;
 };
 
-void rope_rows(const RopeArgs& a) {
+MLX_SSBD_VECTOR_CLONES void rope_rows(const RopeArgs& a) {
   const int n = static_cast<int>(a.shape.size());
   const int64_t D = a.shape[n - 1], T = a.shape[n - 2];
   const int half = a.dims / 2;
@@ -77,7 +77,7 @@ void rope_rows(const RopeArgs& a) {
   }
 }
 
-void rms_norm_rows(const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps) {
+MLX_SSBD_VECTOR_CLONES void rms_norm_rows(const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* v = x + r * D;
     Lanes lanes = {};

@@ -21,7 +21,7 @@ static inline Lanes silu_mul_lanes(Lanes g, Lanes u) {
   return g / (1.0f + exp_lanes(minus)) * u;
 }
 
-static void silu_mul_rows(const float* g, const float* u, float* out, size_t n) {
+MLX_SSBD_VECTOR_CLONES static void silu_mul_rows(const float* g, const float* u, float* out, size_t n) {
   size_t i = 0;
   for (; i + kWidth <= n; i += kWidth) {
     Lanes a, b;
