@@ -7,7 +7,8 @@ kernel, ``MLX_SSBD_WEIGHTS=dense``), each in its own process so peak memory is i
 * the load time and the process's peak RSS after loading;
 * a decode step and passes of 16 and 64 tokens from the same cached prompt (medians);
 * chrF++ and wall time of RT and SSBD (beta 0.2) on held-out talk sentences
-  (``benchmarks/data/talk-sentences/en-de.test.jsonl``, revealed 3 words at a time);
+  (``benchmarks/data/talk-sentences/en-de.test.jsonl``, all 24 by default, revealed 3 words at a
+  time);
 * the peak RSS of the whole ``mlx-ssbd translate --stream`` command on a short text.
 
     python -m benchmarks.engine.quantized_weights --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b \\
@@ -106,7 +107,7 @@ def translate_rss(model: str, weights: str, text: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
-    parser.add_argument("--sentences", type=int, default=8)
+    parser.add_argument("--sentences", type=int, default=24)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
