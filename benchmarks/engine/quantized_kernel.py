@@ -6,10 +6,12 @@ decode step is 1 row, a verify pass of a draft 8-64. fp32 BLAS multiplies the de
 (the dense path: 8x the bytes of 4-bit weights); with OpenBLAS one-row products go through the
 sgemv shim when it is built (``mlx-ssbd doctor``). Beside it, the MLP's SwiGLU on the same rows
 of 8960 values: MLX's ``silu(gate) * up`` (mlx-lm's compiled ``swiglu``) against the extension's
-``silu_mul``; and a decode layer's RoPE (12 heads of 128, the default model's queries) and
-RMSNorm (1536 values), each timed per call within a chain of 56 calls (a decode step's count, so
-the time includes what MLX's scheduling of each call costs, as it does in a model): ``mx.fast``'s
-graph of small operations against the extension's one operation.
+``silu_mul``; and a decode layer's RoPE (12 heads of 128, the default model's queries), RMSNorm
+(1536 values) and attention (those queries against 2 key-value heads with 400 tokens cached, the
+keys and values views of a longer cache as mlx-lm's holds them), each timed per call within a
+chain of 56 calls (a decode step's count, so the time includes what MLX's scheduling of each call
+costs, as it does in a model): ``mx.fast``'s graph of small operations against the extension's one
+operation.
 
     python -m benchmarks.engine.quantized_kernel --out benchmarks/results/DIR/quantized-kernel
 """
@@ -83,39 +85,43 @@ def chain_ms(step, first, repeats: int, calls: int = 56) -> float:
     return median_ms(chain, repeats) / calls
 
 
-def small_ops_rows(ours, rows: list[int], repeats: int) -> list[dict]:
-    """Median ms per call of RoPE and RMSNorm over ``m`` tokens: ``mx.fast``'s and the extension's."""
+def small_ops(ours, m: int, repeats: int) -> dict:
+    """Median ms per call of RoPE, RMSNorm and attention over ``m`` tokens: ``mx.fast``'s and the
+    extension's."""
     from mlx_ssbd.platform.layers import default_inverse_frequencies
 
     inverse = default_inverse_frequencies(128, 1e6)
     offset = mx.array(400, dtype=mx.int32)
-    result = []
-    for m in rows:
-        heads = mx.random.normal((1, 12, m, 128), key=mx.random.key(m))
-        hidden = mx.random.normal((1, m, 1536), key=mx.random.key(m + 1))
-        weight = mx.ones((1536,))
-        mx.eval(heads, hidden, weight, inverse)
-        # each lambda is timed at once, inside this iteration (hence the noqa: B023 below)
-        result.append(
-            {
-                "rows": m,
-                "rope_mlx_ms": chain_ms(
-                    lambda y: mx.fast.rope(y, 128, traditional=False, base=1e6, scale=1.0, offset=400),
-                    heads,
-                    repeats,
-                ),
-                "rope_ms": chain_ms(
-                    lambda y: ours.rope(
-                        y, 128, traditional=False, inv_freqs=inverse, scale=1.0, offset=offset
-                    ),
-                    heads,
-                    repeats,
-                ),
-                "rms_norm_mlx_ms": chain_ms(lambda y: mx.fast.rms_norm(y, weight, 1e-6), hidden, repeats),  # noqa: B023
-                "rms_norm_ms": chain_ms(lambda y: ours.rms_norm(y, weight, 1e-6), hidden, repeats),  # noqa: B023
-            }
-        )
-    return result
+    heads = mx.random.normal((1, 12, m, 128), key=mx.random.key(m))
+    hidden = mx.random.normal((1, m, 1536), key=mx.random.key(m + 1))
+    weight = mx.ones((1536,))
+    keys, values = (
+        mx.random.normal((1, 2, 512, 128), key=mx.random.key(m + i))[:, :, : 400 + m] for i in (2, 3)
+    )
+    mask = "causal" if m > 1 else None
+    mx.eval(heads, hidden, weight, inverse, keys, values)
+    scale = 128**-0.5
+    return {
+        "rows": m,
+        "rope_mlx_ms": chain_ms(
+            lambda y: mx.fast.rope(y, 128, traditional=False, base=1e6, scale=1.0, offset=400), heads, repeats
+        ),
+        "rope_ms": chain_ms(
+            lambda y: ours.rope(y, 128, traditional=False, inv_freqs=inverse, scale=1.0, offset=offset),
+            heads,
+            repeats,
+        ),
+        "rms_norm_mlx_ms": chain_ms(lambda y: mx.fast.rms_norm(y, weight, 1e-6), hidden, repeats),
+        "rms_norm_ms": chain_ms(lambda y: ours.rms_norm(y, weight, 1e-6), hidden, repeats),
+        "attention_mlx_ms": chain_ms(
+            lambda y: mx.fast.scaled_dot_product_attention(y, keys, values, scale=scale, mask=mask),
+            heads,
+            repeats,
+        ),
+        "attention_ms": chain_ms(
+            lambda y: ours.attention(y, keys, values, scale=scale, mask_mode=mask or ""), heads, repeats
+        ),
+    }
 
 
 def main() -> None:
@@ -148,7 +154,7 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
             del dense
     activation = swiglu_rows(ours, [int(r) for r in args.rows.split(",")], args.repeats)
-    small = small_ops_rows(ours, [int(r) for r in args.rows.split(",")], args.repeats)
+    small = [small_ops(ours, int(r), args.repeats) for r in args.rows.split(",")]
     result = {
         "rows": rows,
         "swiglu": activation,
@@ -188,15 +194,18 @@ def main() -> None:
     ]
     lines += [
         "",
-        "A decode layer's RoPE (12 heads of 128) and RMSNorm (1536 values): ms per call within a chain of 56,",
-        "`mx.fast` (a graph of small operations on the CPU) against the extension's one operation.",
+        "A decode layer's RoPE (12 heads of 128), RMSNorm (1536 values) and attention (12 query heads,",
+        "2 key-value heads, 400 tokens cached): ms per call within a chain of 56, `mx.fast` (a graph",
+        "of small operations on the CPU) against the extension's one operation.",
         "",
-        "| rows | RoPE MLX ms | RoPE ms | MLX / ours | RMSNorm MLX ms | RMSNorm ms | MLX / ours |",
-        "|---|---|---|---|---|---|---|",
+        "| rows | RoPE MLX ms | RoPE ms | MLX / ours | RMSNorm MLX ms | RMSNorm ms | MLX / ours "
+        "| attention MLX ms | attention ms | MLX / ours |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| {a['rows']} | {a['rope_mlx_ms']:.3f} | {a['rope_ms']:.3f} | {a['rope_mlx_ms'] / a['rope_ms']:.1f}x | "
-        f"{a['rms_norm_mlx_ms']:.3f} | {a['rms_norm_ms']:.3f} | {a['rms_norm_mlx_ms'] / a['rms_norm_ms']:.1f}x |"
+        f"{a['rms_norm_mlx_ms']:.3f} | {a['rms_norm_ms']:.3f} | {a['rms_norm_mlx_ms'] / a['rms_norm_ms']:.1f}x | "
+        f"{a['attention_mlx_ms']:.3f} | {a['attention_ms']:.3f} | {a['attention_mlx_ms'] / a['attention_ms']:.1f}x |"
         for a in small
     ]
     (args.out / "quantized_kernel.md").write_text("\n".join(lines) + "\n")
