@@ -125,7 +125,7 @@ def cpu_model() -> str:
 
 def code_commit() -> str:
     """The git commit of the mlx_ssbd that runs (``+dirty`` with uncommitted changes to tracked
-    files), or ``unknown`` where its files are not tracked by a checkout (an installed package,
+    files other than benchmark reports, which a run of several steps writes as it goes), or ``unknown`` where its files are not tracked by a checkout (an installed package,
     even one inside some other repository): what a report's numbers come from."""
     import subprocess
 
@@ -137,7 +137,8 @@ def code_commit() -> str:
     try:
         tracked = git("ls-files", "--error-unmatch", Path(__file__).name)
         head = git("rev-parse", "--short", "HEAD")
-        dirty = git("diff", "--quiet", "HEAD")
+        top = git("rev-parse", "--show-toplevel").stdout.strip()
+        dirty = git("diff", "--quiet", "HEAD", "--", top, f":(exclude){top}/benchmarks/results")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     if tracked.returncode != 0 or head.returncode != 0:
