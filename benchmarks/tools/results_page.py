@@ -56,8 +56,9 @@ SECTIONS = (
     Section(
         "Memory, and the weights as they ship",
         "Each model as it ships (quantized layers through mlx-ssbd's CPU kernel) against the same "
-        "layers dequantized to fp32; llama.cpp on the same GGUF files; one product through each kernel; "
-        "OpenBLAS's threads beside the kernel; memory over a long session.",
+        "layers dequantized to fp32; llama.cpp on the same GGUF files; one product through each kernel, "
+        "and a decode layer's small operations; OpenBLAS's threads beside the kernel (measured while "
+        "attention still went through BLAS); memory over a long session.",
         (
             ("quantized-weights",),
             ("llama-cpp",),
