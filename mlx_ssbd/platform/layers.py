@@ -45,8 +45,16 @@ def default_inverse_frequencies(dims: int, base: float) -> mx.array:
     return mx.exp(mx.arange(0, -half, -1, dtype=mx.float32) * mx.array(step, dtype=mx.float32))
 
 
-def _offset(offset) -> mx.array:
-    return offset if isinstance(offset, mx.array) else mx.array(offset, dtype=mx.int32)
+def _rotate(module, x, offset, scale: float) -> mx.array:
+    offset = offset if isinstance(offset, mx.array) else mx.array(offset, dtype=mx.int32)
+    return kernel().rope(
+        x,
+        module.dims,
+        traditional=module.traditional,
+        inv_freqs=module._inverse_freqs,
+        scale=scale,
+        offset=offset,
+    )
 
 
 class CpuRoPE(nn.RoPE):
@@ -55,14 +63,7 @@ class CpuRoPE(nn.RoPE):
     def __call__(self, x, offset: int = 0):
         if x.dtype != mx.float32:
             return super().__call__(x, offset)
-        return kernel().rope(
-            x,
-            self.dims,
-            traditional=self.traditional,
-            inv_freqs=self._inverse_freqs,
-            scale=self.scale,
-            offset=_offset(offset),
-        )
+        return _rotate(self, x, offset, self.scale)
 
 
 class CpuLlama3RoPE(Llama3RoPE):
@@ -71,14 +72,7 @@ class CpuLlama3RoPE(Llama3RoPE):
     def __call__(self, x, offset: int = 0):
         if x.dtype != mx.float32:
             return super().__call__(x, offset)
-        return kernel().rope(
-            x,
-            self.dims,
-            traditional=self.traditional,
-            inv_freqs=self._inverse_freqs,
-            scale=1.0,
-            offset=_offset(offset),
-        )
+        return _rotate(self, x, offset, 1.0)
 
 
 class CpuRMSNorm(nn.RMSNorm):
