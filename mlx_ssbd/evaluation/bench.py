@@ -125,8 +125,9 @@ def cpu_model() -> str:
 
 def code_commit() -> str:
     """The git commit of the mlx_ssbd that runs (``+dirty`` with uncommitted changes to tracked
-    files other than benchmark reports, which a run of several steps writes as it goes), or ``unknown`` where its files are not tracked by a checkout (an installed package,
-    even one inside some other repository): what a report's numbers come from."""
+    files other than benchmark reports, which a run of several steps writes as it goes), or
+    ``unknown`` where its files are not tracked by a checkout (an installed package, even one
+    inside some other repository): what a report's numbers come from."""
     import subprocess
 
     here = Path(__file__).resolve().parent
