@@ -5,6 +5,9 @@
 // x86-64, the loader picking the widest the CPU has (GCC's and Clang's target_clones); elsewhere
 // it is built once, for what the build targets (NEON on aarch64). The clones do the same
 // operations in the same order (no contraction), so by construction they give the same bits.
+// Every function here is always inlined (MLX_SSBD_LANES_INLINE): a clone must compile them for its
+// own target, since a call across targets would pass the 64-byte vectors in different registers
+// (or memory) on each side.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +18,7 @@
 #else
 #define MLX_SSBD_VECTOR_CLONES
 #endif
+#define MLX_SSBD_LANES_INLINE inline __attribute__((always_inline))
 
 namespace mlx_ssbd {
 
@@ -22,19 +26,19 @@ typedef float Lanes __attribute__((vector_size(64)));
 typedef int32_t IntLanes __attribute__((vector_size(64)));
 constexpr int kWidth = 16;
 
-inline Lanes load_lanes(const float* p) {
+MLX_SSBD_LANES_INLINE Lanes load_lanes(const float* p) {
   Lanes a;
   std::memcpy(&a, p, sizeof a);
   return a;
 }
 
-inline void store_lanes(float* p, Lanes a) {
+MLX_SSBD_LANES_INLINE void store_lanes(float* p, Lanes a) {
   std::memcpy(p, &a, sizeof a);
 }
 
 // exp(x) for x in [-87, 88] (callers clamp): x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes'
 // expf polynomial, 2**n built in the exponent bits.
-inline Lanes exp_lanes(Lanes x) {
+MLX_SSBD_LANES_INLINE Lanes exp_lanes(Lanes x) {
   const Lanes round = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // n, to nearest
   Lanes r = x - round * 0.693359375f;
   r = r - round * -2.12194440e-4f;
@@ -49,7 +53,7 @@ inline Lanes exp_lanes(Lanes x) {
 }
 
 // The sum of the lanes, in a fixed order (pairwise halves).
-inline float sum_lanes(Lanes a) {
+MLX_SSBD_LANES_INLINE float sum_lanes(Lanes a) {
   float half[8];
   for (int i = 0; i < 8; ++i) half[i] = a[i] + a[i + 8];
   for (int i = 0; i < 4; ++i) half[i] += half[i + 4];

@@ -11,7 +11,7 @@
 
 namespace mlx_ssbd {
 
-static inline Lanes silu_mul_lanes(Lanes g, Lanes u) {
+static MLX_SSBD_LANES_INLINE Lanes silu_mul_lanes(Lanes g, Lanes u) {
   const Lanes low = Lanes{} - 87.0f, high = Lanes{} + 88.0f;
   Lanes minus = -g;
   // -g clamped to [-87, 88]: for g > 87, sigmoid(g) is 1 in fp32 anyway; for g < -88 the result
