@@ -115,16 +115,16 @@ def route_layers(model) -> int:
             if type(module) is nn.RoPE:
                 module.__class__ = CpuRoPE
                 module._inverse_freqs = default_inverse_frequencies(module.dims, module.base)
+                mx.eval(module._inverse_freqs)
             elif type(module) is Llama3RoPE:
                 module.__class__ = CpuLlama3RoPE
                 module._inverse_freqs = mx.reciprocal(module._freqs.astype(mx.float32))
+                mx.eval(module._inverse_freqs)
             elif type(module) is nn.RMSNorm:
                 module.__class__ = CpuRMSNorm
             else:
                 continue
             routed += 1
-            if "_inverse_freqs" in module:
-                mx.eval(module._inverse_freqs)
     for name in {type(module).__module__ for _, module in model.named_modules()}:
         namespace = sys.modules.get(name)
         for function, (theirs, ours) in ROUTED_FUNCTIONS.items():

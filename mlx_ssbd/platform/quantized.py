@@ -24,7 +24,6 @@ fp32 BLAS on the dequantized weight for a decode step, with 1/6 of the memory.
 
 from __future__ import annotations
 
-import math
 import os
 
 import mlx.core as mx
@@ -103,8 +102,10 @@ def _self_check(module) -> str:
         err = mx.max(mx.abs(module.silu_mul(gate, x) - want) / (mx.abs(want) + 1e-30)).item()
         if err >= 1e-5:
             return f"silu_mul: max relative difference {err:.3g}"
+        from .layers import default_inverse_frequencies  # layers routes through this module
+
         heads = x.reshape(1, 3, 1, 64)
-        inverse = mx.exp(mx.arange(0, -32, -1, dtype=mx.float32) * (math.log(10000.0) / 32))
+        inverse = default_inverse_frequencies(64, 10000.0)
         got = module.rope(heads, 64, traditional=False, inv_freqs=inverse, scale=1.0, offset=mx.array(9))
         want = mx.fast.rope(heads, 64, traditional=False, base=10000.0, scale=1.0, offset=9)
         err = mx.max(mx.abs(got - want)).item()

@@ -35,8 +35,13 @@ struct AttentionArgs {
   float scale;
 };
 
+// A thread's buffers for its rows (kept between rows and calls: no allocation per row).
+struct Scratch {
+  std::vector<float> scores, scaled, acc;
+};
+
 // One query row: out[Dv] = softmax(scores) @ values, scores over the keys [0, keys).
-MLX_SSBD_VECTOR_CLONES void attend_row(const AttentionArgs& a, int b, int h, int l, std::vector<float>& scores) {
+MLX_SSBD_VECTOR_CLONES void attend_row(const AttentionArgs& a, int b, int h, int l, Scratch& scratch) {
   const int kv = h / (a.Hq / a.Hkv);
   const int keys = a.mask_kind == kCausal ? a.S - a.L + l + 1 : a.S;
   const float* q = static_cast<const float*>(a.q.data) + b * a.q.stride[0] + h * a.q.stride[1] + l * a.q.stride[2];
@@ -47,17 +52,20 @@ MLX_SSBD_VECTOR_CLONES void attend_row(const AttentionArgs& a, int b, int h, int
     for (int d = 0; d < a.Dv; ++d) out[d] = 0.0f;
     return;
   }
+  std::vector<float>& scores = scratch.scores;
+  std::vector<float>& scaled = scratch.scaled;
+  std::vector<float>& acc = scratch.acc;
   scores.resize(keys + kWidth);
   // The scaled query, as MLX scales it before the product.
-  std::vector<float> scaled(a.D);
+  scaled.resize(a.D);
   for (int d = 0; d < a.D; ++d) scaled[d] = a.scale * q[d];
   const int whole = a.D / kWidth * kWidth;
   float top = -FLT_MAX;
   for (int j = 0; j < keys; ++j) {
     const float* key = k + j * a.k.stride[2];
-    Lanes acc = {};
-    for (int d = 0; d < whole; d += kWidth) acc += load_lanes(scaled.data() + d) * load_lanes(key + d);
-    float s = sum_lanes(acc);
+    Lanes dot = {};
+    for (int d = 0; d < whole; d += kWidth) dot += load_lanes(scaled.data() + d) * load_lanes(key + d);
+    float s = sum_lanes(dot);
     for (int d = whole; d < a.D; ++d) s += scaled[d] * key[d];
     if (a.mask_kind >= kAdditive) {
       const int64_t at = b * a.mask.stride[0] + h * a.mask.stride[1] + l * a.mask.stride[2] + j * a.mask.stride[3];
@@ -83,7 +91,7 @@ MLX_SSBD_VECTOR_CLONES void attend_row(const AttentionArgs& a, int b, int h, int
   }
   const float inverse = 1.0f / sum_lanes(total);
   const int whole_v = a.Dv / kWidth * kWidth;
-  std::vector<float> acc(a.Dv, 0.0f);
+  acc.assign(a.Dv, 0.0f);
   for (int j = 0; j < keys; ++j) {
     const float p = scores[j];
     if (p == 0.0f) continue;
@@ -101,9 +109,9 @@ void attend(const AttentionArgs& a) {
   (void)work;  // without OpenMP
 #pragma omp parallel for schedule(static) if (work > 1 << 16)
   for (int64_t r = 0; r < rows; ++r) {
-    thread_local std::vector<float> scores;
+    thread_local Scratch scratch;
     const int l = r % a.L, h = (r / a.L) % a.Hq, b = r / ((int64_t)a.L * a.Hq);
-    attend_row(a, b, h, l, scores);
+    attend_row(a, b, h, l, scratch);
   }
 }
 
@@ -132,10 +140,7 @@ mx::array attention(
         "[mlx_ssbd.attention] shapes do not match: q [B, Hq, L, D], k [B, Hkv, S, D], v [B, Hkv, S, Dv], "
         "Hq a multiple of Hkv");
   }
-  auto stream = mx::to_stream(s);
-  if (stream.device != mx::Device::cpu) {
-    throw std::invalid_argument("[mlx_ssbd.attention] runs on the CPU only");
-  }
+  auto stream = cpu_stream(s, "attention");
   std::vector<mx::array> inputs{q, k, v};
   int kind = kNone;
   if (mask_mode == "causal") {

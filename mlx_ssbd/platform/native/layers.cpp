@@ -15,12 +15,6 @@ namespace mlx_ssbd {
 
 namespace {
 
-void require_cpu(const mx::Stream& stream, const char* what) {
-  if (stream.device != mx::Device::cpu) {
-    throw std::invalid_argument(std::string("[mlx_ssbd.") + what + "] runs on the CPU only");
-  }
-}
-
 struct RopeArgs {
   const float* x;
   const float* inv;
@@ -49,16 +43,8 @@ MLX_SSBD_VECTOR_CLONES void rope_rows(const RopeArgs& a) {
         sin_table[((size_t)o * T + t) * half + i] = std::sin(theta);
       }
     }
-  std::vector<int64_t> index(n - 1, 0);  // the row's index in every dimension but the last
-  const int64_t total_rows = [&] {
-    int64_t r = 1;
-    for (int d = 0; d < n - 1; ++d) r *= a.shape[d];
-    return r;
-  }();
   const int64_t step = a.strides[n - 1];
-  for (int64_t r = 0; r < total_rows; ++r) {
-    int64_t at = 0;
-    for (int d = 0; d < n - 1; ++d) at += index[d] * a.strides[d];
+  for_each_row(a.shape, a.strides, [&](int64_t r, int64_t at, const std::vector<int64_t>& index) {
     const float* x = a.x + at;
     float* out = a.out + r * D;
     const int o = a.offsets == 1 ? 0 : (int)index[0];
@@ -73,8 +59,7 @@ MLX_SSBD_VECTOR_CLONES void rope_rows(const RopeArgs& a) {
       out[second] = x1 * s[i] + x2 * c[i];
     }
     for (int64_t k = a.dims; k < D; ++k) out[k] = x[k * step];
-    for (int d = n - 2; d >= 0 && ++index[d] == a.shape[d]; --d) index[d] = 0;
-  }
+  });
 }
 
 MLX_SSBD_VECTOR_CLONES void rms_norm_rows(const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps) {
@@ -118,8 +103,7 @@ mx::array rope(
       !mx::issubdtype(offset.dtype(), mx::integer)) {
     throw std::invalid_argument("[mlx_ssbd.rope] offset must be an integer scalar or one per x.shape[0]");
   }
-  auto stream = mx::to_stream(s);
-  require_cpu(stream, "rope");
+  auto stream = cpu_stream(s, "rope");
   return mx::array(
       x.shape(), mx::float32, std::make_shared<RopeCpu>(stream, dims, traditional, scale),
       {x, row_contiguous(mx::astype(inv_freqs, mx::float32, stream), stream),
@@ -154,8 +138,7 @@ mx::array rms_norm(const mx::array& x, const mx::array& weight, float eps, mx::S
   if (weight.ndim() != 1 || weight.shape(0) != x.shape(-1)) {
     throw std::invalid_argument("[mlx_ssbd.rms_norm] weight must be 1-D with x.shape[-1] elements");
   }
-  auto stream = mx::to_stream(s);
-  require_cpu(stream, "rms_norm");
+  auto stream = cpu_stream(s, "rms_norm");
   return mx::array(
       x.shape(), mx::float32, std::make_shared<RmsNormCpu>(stream, eps),
       {x, row_contiguous(mx::astype(weight, mx::float32, stream), stream)});

@@ -44,6 +44,14 @@ static bool supported_bits(int bits) {
   return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
 }
 
+mx::Stream cpu_stream(mx::StreamOrDevice s, const char* op) {
+  auto stream = mx::to_stream(s);
+  if (stream.device != mx::Device::cpu) {
+    throw std::invalid_argument(std::string("[mlx_ssbd.") + op + "] runs on the CPU only");
+  }
+  return stream;
+}
+
 mx::array row_contiguous(const mx::array& a, mx::Stream s) {
   return a.is_available() && a.flags().row_contiguous ? a : mx::contiguous(a, false, s);
 }
@@ -80,10 +88,7 @@ mx::array quantized_matmul(
   if (bias && (bias->ndim() != 1 || bias->shape(0) != N)) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bias must be 1-D with w.shape[0] elements");
   }
-  auto stream = mx::to_stream(s);
-  if (stream.device != mx::Device::cpu) {
-    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] runs on the CPU only");
-  }
+  auto stream = cpu_stream(s, "quantized_matmul");
   auto out_dtype = mx::issubdtype(x.dtype(), mx::floating) ? x.dtype() : mx::float32;
   // x, computed anew for every product, is not made contiguous here: eval_cpu copies it only when
   // it is strided, which saves every product a node in the graph.
@@ -112,17 +117,11 @@ mx::array row_major(const mx::array& a, mx::cpu::CommandEncoder& encoder) {
   encoder.add_temporary(copy);
   encoder.set_input_array(a);
   encoder.set_output_array(copy);
-  encoder.dispatch([src = a.data<float>(), dst = copy.data<float>(), shape = a.shape(),
-                    strides = a.strides(), size = a.size()]() {
-    const int last = static_cast<int>(shape.size()) - 1;
-    const int64_t width = shape[last];
-    std::vector<int64_t> index(shape.size(), 0);  // the row's index in every dimension but the last
-    for (size_t done = 0; done < size; done += width) {
-      int64_t offset = 0;
-      for (int d = 0; d < last; ++d) offset += index[d] * strides[d];
-      for (int64_t k = 0; k < width; ++k) dst[done + k] = src[offset + k * strides[last]];
-      for (int d = last - 1; d >= 0 && ++index[d] == shape[d]; --d) index[d] = 0;
-    }
+  encoder.dispatch([src = a.data<float>(), dst = copy.data<float>(), shape = a.shape(), strides = a.strides()]() {
+    const int64_t width = shape.back(), step = strides.back();
+    for_each_row(shape, strides, [&](int64_t row, int64_t offset, const std::vector<int64_t>&) {
+      for (int64_t k = 0; k < width; ++k) dst[row * width + k] = src[offset + k * step];
+    });
   });
   return copy;
 }

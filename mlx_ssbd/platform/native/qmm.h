@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "mlx/backend/cpu/encoder.h"
 #include "mlx/ops.h"
@@ -29,6 +30,26 @@ bool qmm_generic(const QmmParams& p);
 bool qmm_avx2(const QmmParams& p);
 bool qmm_avx512(const QmmParams& p);
 #endif
+
+// The stream ``s`` names, which must be on the CPU (else invalid_argument naming ``op``).
+mx::Stream cpu_stream(mx::StreamOrDevice s, const char* op);
+
+// Calls ``visit(row, offset, index)`` for every row of an array of ``shape`` and ``strides`` (a row:
+// every axis but the last fixed), in row-major order: ``offset`` is the row's first element, in
+// elements, and ``index`` its index in every axis but the last.
+template <class Visit>
+void for_each_row(const mx::Shape& shape, const mx::Strides& strides, Visit visit) {
+  const int last = static_cast<int>(shape.size()) - 1;
+  int64_t rows = 1;
+  for (int d = 0; d < last; ++d) rows *= shape[d];
+  std::vector<int64_t> index(last > 0 ? last : 0, 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t offset = 0;
+    for (int d = 0; d < last; ++d) offset += index[d] * strides[d];
+    visit(row, offset, index);
+    for (int d = last - 1; d >= 0 && ++index[d] == shape[d]; --d) index[d] = 0;
+  }
+}
 
 // ``a`` as a kernel reads it: an evaluated row-contiguous array (a parameter) as it is, anything
 // else through a Contiguous node (which only shares the buffer when it already is contiguous).

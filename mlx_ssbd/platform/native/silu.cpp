@@ -46,10 +46,7 @@ mx::array silu_mul(const mx::array& gate, const mx::array& up, mx::StreamOrDevic
   if (!mx::issubdtype(gate.dtype(), mx::floating) || !mx::issubdtype(up.dtype(), mx::floating)) {
     throw std::invalid_argument("[mlx_ssbd.silu_mul] gate and up must be floating point");
   }
-  auto stream = mx::to_stream(s);
-  if (stream.device != mx::Device::cpu) {
-    throw std::invalid_argument("[mlx_ssbd.silu_mul] runs on the CPU only");
-  }
+  auto stream = cpu_stream(s, "silu_mul");
   auto out = mx::array(
       gate.shape(), mx::float32, std::make_shared<SiluMulCpu>(stream),
       {mx::astype(gate, mx::float32, stream), mx::astype(up, mx::float32, stream)});
