@@ -322,6 +322,19 @@ for bits in (3, 4, 5, 8):
         )
         assert mx.array_equal(alone, out).item(), bits
         digest.update(bytes(memoryview(out)))
+# The small operations, odd sizes (lane tails) included, with values wide enough for exp's range.
+x = 8 * mx.random.normal((2, 3, 7, 40), key=mx.random.key(7))
+kv = mx.random.normal((2, 1, 19, 40), key=mx.random.key(8))
+inv = 1.0 / (10000.0 ** (mx.arange(0, 36, 2) / 36))
+for out in (
+    k.silu_mul(x, x[:, ::-1]),
+    k.rope(x, 36, traditional=False, inv_freqs=inv, scale=1.0, offset=mx.array(5)),
+    k.rope(x, 36, traditional=True, inv_freqs=inv, scale=0.5, offset=mx.array([3, 11])),
+    k.rms_norm(x, mx.arange(40) / 7.0, 1e-6),
+    k.attention(x[:, :, :, :32], kv[..., :32], kv, scale=0.2, mask_mode="causal"),
+    k.attention(x, kv, kv[..., :24], scale=0.7),
+):
+    digest.update(bytes(memoryview(out)))
 print(k.simd_path(), digest.hexdigest())
 """
 
@@ -340,7 +353,8 @@ def run_path(path=None):
 
 @pytest.mark.parametrize("path", ["avx2", "generic"])
 def test_every_narrower_path_of_this_cpu_gives_the_same_bits(path):
-    """The narrower builds (MLX_SSBD_QMM_SIMD) compute exactly what the widest path computes."""
+    """The narrower builds (MLX_SSBD_QMM_SIMD) compute exactly what the widest path computes: the
+    quantized products and the small operations (SwiGLU, RoPE, RMSNorm, attention) alike."""
     if path == "avx2" and KERNEL.simd_path() not in ("avx512", "avx2"):
         pytest.skip("this CPU has no AVX2")
     widest, narrow = run_path(), run_path(path)

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import DATA, REPO, relative
+from benchmarks.common import DATA, REPO, paired_chrf_delta, relative
 
 SENTENCES = DATA / "talk-sentences" / "en-de.test.jsonl"
 PATHS = ("quantized", "dense")
@@ -111,7 +111,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--report", action="store_true", help="only rewrite the report from --out's JSON")
     args = parser.parse_args()
+    if args.report:
+        result = json.loads((args.out / "quantized_weights.json").read_text())
+        (args.out / "quantized_weights.md").write_text(report(result))
+        return
     if args.child:
         print(json.dumps(measure(args.child, args.sentences, args.repeats)))
         return
@@ -190,11 +195,32 @@ def report(result: dict) -> str:
         "|---|---|---|---|",
     ]
     by = {(r["model"], r["path"]): r for r in result["rows"]}
-    for model in dict.fromkeys(r["model"] for r in result["rows"]):
-        q, d = by.get((model, "quantized")), by.get((model, "dense"))
-        if q and d:
-            ratio = {n: d["passes_s"][n] / q["passes_s"][n] for n in ("1", "16", "64")}
-            lines.append(f"| {model} | {ratio['1']:.2f}x | {ratio['16']:.2f}x | {ratio['64']:.2f}x |")
+    pairs = [
+        (model, by[model, "quantized"], by[model, "dense"])
+        for model in dict.fromkeys(r["model"] for r in result["rows"])
+        if (model, "quantized") in by and (model, "dense") in by
+    ]
+    for model, q, d in pairs:
+        ratio = {n: d["passes_s"][n] / q["passes_s"][n] for n in ("1", "16", "64")}
+        lines.append(f"| {model} | {ratio['1']:.2f}x | {ratio['16']:.2f}x | {ratio['64']:.2f}x |")
+    refs = [json.loads(line)["ref"] for line in (REPO / result["data"]).read_text().splitlines()]
+    refs = refs[: result["sentences"]]
+    lines += [
+        "",
+        "chrF++ of the quantized path minus the dense path's on the same sentences, with the 2.5th-97.5th "
+        "percentile of that difference over 1000 paired bootstrap resamples of the sentences:",
+        "",
+        "| model | RT: quantized - dense [95% interval] | SSBD: quantized - dense [95% interval] |",
+        "|---|---|---|",
+    ]
+    for model, q, d in pairs:
+        cells = []
+        for method in ("rt", "ssbd"):
+            delta, low, high = paired_chrf_delta(
+                q["methods"][method]["outputs"], d["methods"][method]["outputs"], refs
+            )
+            cells.append(f"{delta:+.2f} [{low:+.2f}, {high:+.2f}]")
+        lines.append(f"| {model} | {cells[0]} | {cells[1]} |")
     return "\n".join(lines) + "\n"
 
 

@@ -18,18 +18,16 @@ interrupted run resumes per sentence.
 from __future__ import annotations
 
 import argparse
-import random
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.common import paired_chrf_delta
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
 from mlx_ssbd.evaluation.streams import read_pairs
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
-
-from sacrebleu.metrics import CHRF
 
 WORD_S = 0.3  # seconds per source word for lagging, as ``mlx-ssbd bench``
 CONFIGS = {
@@ -54,24 +52,11 @@ def chrf_vs_rt(records: list[dict], labels: list[str], resamples: int = 1000, se
         label: {r["item"]: r for r in records if r["config"] == label and r["final"]} for label in labels
     }
     items = sorted(finals["rt"])
-    chrf = CHRF(word_order=2)
-    score = lambda label, sample: (
-        chrf.corpus_score(
-            [finals[label][i]["output"] for i in sample],
-            [[finals[label][i]["ref"] for i in sample]],
-        ).score
-    )
-    rng = random.Random(seed)
-    samples = [[rng.choice(items) for _ in items] for _ in range(resamples)]
-    out = {}
-    for label in labels:
-        deltas = sorted(score(label, sample) - score("rt", sample) for sample in samples)
-        out[label] = (
-            round(score(label, items) - score("rt", items), 2),
-            round(deltas[int(0.025 * resamples)], 2),
-            round(deltas[int(0.975 * resamples) - 1], 2),
-        )
-    return out
+    outputs = lambda label: [finals[label][i]["output"] for i in items]
+    refs = [finals["rt"][i]["ref"] for i in items]
+    return {
+        label: paired_chrf_delta(outputs(label), outputs("rt"), refs, resamples, seed) for label in labels
+    }
 
 
 def rules_table(summary: dict, deltas: dict) -> str:

@@ -41,7 +41,7 @@ struct Scratch {
 };
 
 // One query row: out[Dv] = softmax(scores) @ values, scores over the keys [0, keys).
-MLX_SSBD_VECTOR_CLONES void attend_row(const AttentionArgs& a, int b, int h, int l, Scratch& scratch) {
+MLX_SSBD_LANES_INLINE void attend_row_lanes(const AttentionArgs& a, int b, int h, int l, Scratch& scratch) {
   const int kv = h / (a.Hq / a.Hkv);
   const int keys = a.mask_kind == kCausal ? a.S - a.L + l + 1 : a.S;
   const float* q = static_cast<const float*>(a.q.data) + b * a.q.stride[0] + h * a.q.stride[1] + l * a.q.stride[2];
@@ -102,6 +102,8 @@ MLX_SSBD_VECTOR_CLONES void attend_row(const AttentionArgs& a, int b, int h, int
   }
   for (int d = 0; d < a.Dv; ++d) out[d] = acc[d] * inverse;
 }
+MLX_SSBD_LANE_TARGETS(
+    attend_row, (const AttentionArgs& a, int b, int h, int l, Scratch& scratch), (a, b, h, l, scratch))
 
 void attend(const AttentionArgs& a) {
   const int64_t rows = (int64_t)a.B * a.Hq * a.L;

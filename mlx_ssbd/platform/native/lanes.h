@@ -1,24 +1,48 @@
 // Sixteen fp32 lanes in GCC's vector extension (one AVX-512 register, two AVX2 ones, four NEON
 // ones), and the few functions on them the small operations share.
 //
-// A loop over lanes marked MLX_SSBD_VECTOR_CLONES is built for AVX-512, AVX2 and the baseline on
-// x86-64, the loader picking the widest the CPU has (GCC's and Clang's target_clones); elsewhere
-// it is built once, for what the build targets (NEON on aarch64). The clones do the same
-// operations in the same order (no contraction), so by construction they give the same bits.
-// Every function here is always inlined (MLX_SSBD_LANES_INLINE): a clone must compile them for its
-// own target, since a call across targets would pass the 64-byte vectors in different registers
-// (or memory) on each side.
+// A loop over lanes is written once, as an always-inlined function `NAME_lanes`, and
+// MLX_SSBD_LANE_TARGETS(NAME, (params), (args)) defines `NAME`, which runs it as built for
+// AVX-512, for AVX2 or for the baseline on x86-64: the build that lane_target() names, the path
+// the quantized kernel takes (qmm.cpp's simd_path(): the widest the CPU has, or a narrower one
+// that $MLX_SSBD_QMM_SIMD asks for, so that tests can run each). Elsewhere it is built once, for
+// what the build targets (NEON on aarch64). The builds do the same operations in the same order
+// (no contraction), so they give the same bits; tests/test_quantized_kernel.py checks it on each
+// path this CPU can run.
+//
+// Every function here is always inlined (MLX_SSBD_LANES_INLINE): each build must compile them for
+// its own target, since a call across targets would pass the 64-byte vectors in different
+// registers (or memory) on each side.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__APPLE__)
-#define MLX_SSBD_VECTOR_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MLX_SSBD_VECTOR_CLONES
-#endif
 #define MLX_SSBD_LANES_INLINE inline __attribute__((always_inline))
+
+namespace mlx_ssbd {
+
+enum class LaneTarget { avx512, avx2, baseline };
+LaneTarget lane_target();
+
+}  // namespace mlx_ssbd
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MLX_SSBD_LANE_TARGETS(name, params, args)                                      \
+  __attribute__((target("avx512f"))) static void name##_avx512 params { name##_lanes args; } \
+  __attribute__((target("avx2"))) static void name##_avx2 params { name##_lanes args; }      \
+  static void name##_baseline params { name##_lanes args; }                                  \
+  static void name params {                                                                  \
+    switch (lane_target()) {                                                                 \
+      case LaneTarget::avx512: return name##_avx512 args;                                    \
+      case LaneTarget::avx2: return name##_avx2 args;                                        \
+      default: return name##_baseline args;                                                  \
+    }                                                                                        \
+  }
+#else
+#define MLX_SSBD_LANE_TARGETS(name, params, args) \
+  static void name params { name##_lanes args; }
+#endif
 
 namespace mlx_ssbd {
 

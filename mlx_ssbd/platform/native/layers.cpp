@@ -27,7 +27,7 @@ struct RopeArgs {
   float scale;
 };
 
-MLX_SSBD_VECTOR_CLONES void rope_rows(const RopeArgs& a) {
+MLX_SSBD_LANES_INLINE void rope_rows_lanes(const RopeArgs& a) {
   const int n = static_cast<int>(a.shape.size());
   const int64_t D = a.shape[n - 1], T = a.shape[n - 2];
   const int half = a.dims / 2;
@@ -61,8 +61,10 @@ MLX_SSBD_VECTOR_CLONES void rope_rows(const RopeArgs& a) {
     for (int64_t k = a.dims; k < D; ++k) out[k] = x[k * step];
   });
 }
+MLX_SSBD_LANE_TARGETS(rope_rows, (const RopeArgs& a), (a))
 
-MLX_SSBD_VECTOR_CLONES void rms_norm_rows(const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps) {
+MLX_SSBD_LANES_INLINE void rms_norm_rows_lanes(
+    const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* v = x + r * D;
     Lanes lanes = {};
@@ -79,6 +81,10 @@ MLX_SSBD_VECTOR_CLONES void rms_norm_rows(const float* x, const float* weight, f
     for (k = 0; k < D; ++k) o[k] = (v[k] * norm) * weight[k];
   }
 }
+MLX_SSBD_LANE_TARGETS(
+    rms_norm_rows,
+    (const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps),
+    (x, weight, out, rows, D, eps))
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "lanes.h"
 #include "mlx/backend/cpu/encoder.h"
 
 namespace mlx_ssbd {
@@ -29,6 +30,14 @@ std::string simd_path() {
 #else
   return "generic";
 #endif
+}
+
+LaneTarget lane_target() {
+  static const LaneTarget target = [] {
+    const std::string path = simd_path();
+    return path == "avx512" ? LaneTarget::avx512 : path == "avx2" ? LaneTarget::avx2 : LaneTarget::baseline;
+  }();
+  return target;
 }
 
 static bool run_kernel(const QmmParams& p) {

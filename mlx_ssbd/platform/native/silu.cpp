@@ -21,7 +21,7 @@ static MLX_SSBD_LANES_INLINE Lanes silu_mul_lanes(Lanes g, Lanes u) {
   return g / (1.0f + exp_lanes(minus)) * u;
 }
 
-MLX_SSBD_VECTOR_CLONES static void silu_mul_rows(const float* g, const float* u, float* out, size_t n) {
+static MLX_SSBD_LANES_INLINE void silu_mul_rows_lanes(const float* g, const float* u, float* out, size_t n) {
   size_t i = 0;
   for (; i + kWidth <= n; i += kWidth) {
     Lanes a, b;
@@ -38,6 +38,7 @@ MLX_SSBD_VECTOR_CLONES static void silu_mul_rows(const float* g, const float* u,
     std::memcpy(out + i, &c, (n - i) * sizeof(float));
   }
 }
+MLX_SSBD_LANE_TARGETS(silu_mul_rows, (const float* g, const float* u, float* out, size_t n), (g, u, out, n))
 
 mx::array silu_mul(const mx::array& gate, const mx::array& up, mx::StreamOrDevice s) {
   if (gate.shape() != up.shape()) {
