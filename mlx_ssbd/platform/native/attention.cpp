@@ -40,7 +40,15 @@ struct Scratch {
   std::vector<float> scores, scaled, acc;
 };
 
+// exp(x), or 0 where x is under -87 (exp's range; a softmax weight under 1e-38 of the largest).
+template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE V exp_or_zero(V x) {
+  const V floor = V{} - 87.0f, zero = {};
+  return x < floor ? zero : exp_lanes(x);
+}
+template <class V> MLX_SSBD_LANES_INLINE Two<V> exp_or_zero(Two<V> x) { return {exp_or_zero(x.lo), exp_or_zero(x.hi)}; }
+
 // One query row: out[Dv] = softmax(scores) @ values, scores over the keys [0, keys).
+template <class L>
 MLX_SSBD_LANES_INLINE void attend_row_lanes(const AttentionArgs& a, int b, int h, int l, Scratch& scratch) {
   const int kv = h / (a.Hq / a.Hkv);
   const int keys = a.mask_kind == kCausal ? a.S - a.L + l + 1 : a.S;
@@ -59,13 +67,30 @@ MLX_SSBD_LANES_INLINE void attend_row_lanes(const AttentionArgs& a, int b, int h
   // The scaled query, as MLX scales it before the product.
   scaled.resize(a.D);
   for (int d = 0; d < a.D; ++d) scaled[d] = a.scale * q[d];
+  // Each key's product with the query: its lanes add up d in order, then sum_lanes, then the
+  // d past the last whole set of lanes. Four keys at a time: four independent sums in flight.
   const int whole = a.D / kWidth * kWidth;
+  const int64_t key_stride = a.k.stride[2];
+  int j = 0;
+  for (; j + 4 <= keys; j += 4) {
+    const float* key = k + j * key_stride;
+    L dot[4] = {splat<L>(0.0f), splat<L>(0.0f), splat<L>(0.0f), splat<L>(0.0f)};
+    for (int d = 0; d < whole; d += kWidth) {
+      const L x = load_lanes<L>(scaled.data() + d);
+      for (int i = 0; i < 4; ++i) dot[i] += x * load_lanes<L>(key + i * key_stride + d);
+    }
+    for (int i = 0; i < 4; ++i) scores[j + i] = sum_lanes(dot[i]);
+  }
+  for (; j < keys; ++j) {
+    const float* key = k + j * key_stride;
+    L dot = splat<L>(0.0f);
+    for (int d = 0; d < whole; d += kWidth) dot += load_lanes<L>(scaled.data() + d) * load_lanes<L>(key + d);
+    scores[j] = sum_lanes(dot);
+  }
   float top = -FLT_MAX;
-  for (int j = 0; j < keys; ++j) {
-    const float* key = k + j * a.k.stride[2];
-    Lanes dot = {};
-    for (int d = 0; d < whole; d += kWidth) dot += load_lanes(scaled.data() + d) * load_lanes(key + d);
-    float s = sum_lanes(dot);
+  for (j = 0; j < keys; ++j) {
+    const float* key = k + j * key_stride;
+    float s = scores[j];
     for (int d = whole; d < a.D; ++d) s += scaled[d] * key[d];
     if (a.mask_kind >= kAdditive) {
       const int64_t at = b * a.mask.stride[0] + h * a.mask.stride[1] + l * a.mask.stride[2] + j * a.mask.stride[3];
@@ -81,25 +106,38 @@ MLX_SSBD_LANES_INLINE void attend_row_lanes(const AttentionArgs& a, int b, int h
   // exp(s - top): a score 87 below the top gives 0, and so does the padding to whole lanes (-inf);
   // a masked score (-FLT_MAX) gives 0 unless every score is masked (then each gives 1, as MLX's).
   for (int j = keys; j < keys + kWidth; ++j) scores[j] = -INFINITY;
-  const Lanes floor = Lanes{} - 87.0f, zero = {};
-  Lanes total = {};
+  L total = splat<L>(0.0f);
   for (int j = 0; j < keys; j += kWidth) {
-    const Lanes x = load_lanes(scores.data() + j) - top;
-    const Lanes p = x < floor ? zero : exp_lanes(x);
+    const L p = exp_or_zero(load_lanes<L>(scores.data() + j) - top);
     total += p;
     store_lanes(scores.data() + j, p);
   }
   const float inverse = 1.0f / sum_lanes(total);
+  // The weighted sum of the values, key after key for each output; 64 outputs at a time held in
+  // registers across the keys (a key of weight 0 adds nothing and is skipped).
   const int whole_v = a.Dv / kWidth * kWidth;
+  const int64_t value_stride = a.v.stride[2];
   acc.assign(a.Dv, 0.0f);
-  for (int j = 0; j < keys; ++j) {
-    const float p = scores[j];
-    if (p == 0.0f) continue;
-    const float* value = v + j * a.v.stride[2];
-    const Lanes weight = zero + p;
-    for (int d = 0; d < whole_v; d += kWidth) store_lanes(acc.data() + d, load_lanes(acc.data() + d) + weight * load_lanes(value + d));
-    for (int d = whole_v; d < a.Dv; ++d) acc[d] += p * value[d];
+  int d = 0;
+  for (; d + 4 * kWidth <= whole_v; d += 4 * kWidth) {
+    L sum[4] = {splat<L>(0.0f), splat<L>(0.0f), splat<L>(0.0f), splat<L>(0.0f)};
+    for (j = 0; j < keys; ++j) {
+      if (scores[j] == 0.0f) continue;
+      const L weight = splat<L>(scores[j]);
+      const float* value = v + j * value_stride + d;
+      for (int i = 0; i < 4; ++i) sum[i] += weight * load_lanes<L>(value + i * kWidth);
+    }
+    for (int i = 0; i < 4; ++i) store_lanes(acc.data() + d + i * kWidth, sum[i]);
   }
+  for (; d < whole_v; d += kWidth) {
+    L sum = splat<L>(0.0f);
+    for (j = 0; j < keys; ++j)
+      if (scores[j] != 0.0f) sum += splat<L>(scores[j]) * load_lanes<L>(v + j * value_stride + d);
+    store_lanes(acc.data() + d, sum);
+  }
+  for (; d < a.Dv; ++d)
+    for (j = 0; j < keys; ++j)
+      if (scores[j] != 0.0f) acc[d] += scores[j] * v[j * value_stride + d];
   for (int d = 0; d < a.Dv; ++d) out[d] = acc[d] * inverse;
 }
 MLX_SSBD_LANE_TARGETS(

@@ -1,18 +1,25 @@
-// Sixteen fp32 lanes in GCC's vector extension (one AVX-512 register, two AVX2 ones, four NEON
-// ones), and the few functions on them the small operations share.
+// Sixteen fp32 lanes in GCC's vector extension, and the few functions on them the small operations
+// share.
 //
-// A loop over lanes is written once, as an always-inlined function `NAME_lanes`, and
-// MLX_SSBD_LANE_TARGETS(NAME, (params), (args)) defines `NAME`, which runs it as built for
-// AVX-512, for AVX2 or for the baseline on x86-64: the build that lane_target() names, the path
-// the quantized kernel takes (qmm.cpp's simd_path(): the widest the CPU has, or a narrower one
-// that $MLX_SSBD_QMM_SIMD asks for, so that tests can run each). Elsewhere it is built once, for
-// what the build targets (NEON on aarch64). The builds do the same operations in the same order
-// (no contraction), so they give the same bits; tests/test_quantized_kernel.py checks it on each
-// path this CPU can run.
+// Sixteen lanes are one native vector where the target has 64-byte registers (`Wide`, AVX-512)
+// and two or four narrower ones elsewhere (`Pair`: two 8-lane AVX2 vectors; `Quad`: four 4-lane
+// SSE2 or NEON vectors), each a `Two` of halves. A 64-byte GCC vector on a target without 64-byte
+// registers is kept in memory: a loop that accumulates in one stores and reloads it piece by piece
+// every step, which made AVX2 code slower than SSE2. Every operation is lane-wise, and a sum of
+// the lanes always adds lane i and i + 8, then halves pairwise, so each form gives the same bits.
+//
+// A loop over lanes is written once, as an always-inlined template `NAME_lanes<L>` over the lane
+// type, and MLX_SSBD_LANE_TARGETS(NAME, (params), (args)) defines `NAME`, which runs it as built
+// for AVX-512 (Wide), AVX2 (Pair) or the baseline (Quad) on x86-64: the build that lane_target()
+// names, the path the quantized kernel takes (qmm.cpp's simd_path(): the widest the CPU has, or a
+// narrower one that $MLX_SSBD_QMM_SIMD asks for, so that tests can run each). Elsewhere it is
+// built once, as Quad (NEON on aarch64). No contraction: the builds do the same operations in
+// the same order; tests/test_quantized_kernel.py checks they give the same bits on each path this
+// CPU can run.
 //
 // Every function here is always inlined (MLX_SSBD_LANES_INLINE): each build must compile them for
-// its own target, since a call across targets would pass the 64-byte vectors in different
-// registers (or memory) on each side.
+// its own target, since a call across targets would pass the vectors in different registers (or
+// memory) on each side.
 #pragma once
 
 #include <cstdint>
@@ -25,63 +32,112 @@ namespace mlx_ssbd {
 enum class LaneTarget { avx512, avx2, baseline };
 LaneTarget lane_target();
 
-}  // namespace mlx_ssbd
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define MLX_SSBD_LANE_TARGETS(name, params, args)                                      \
-  __attribute__((target("avx512f"))) static void name##_avx512 params { name##_lanes args; } \
-  __attribute__((target("avx2"))) static void name##_avx2 params { name##_lanes args; }      \
-  static void name##_baseline params { name##_lanes args; }                                  \
-  static void name params {                                                                  \
-    switch (lane_target()) {                                                                 \
-      case LaneTarget::avx512: return name##_avx512 args;                                    \
-      case LaneTarget::avx2: return name##_avx2 args;                                        \
-      default: return name##_baseline args;                                                  \
-    }                                                                                        \
-  }
-#else
-#define MLX_SSBD_LANE_TARGETS(name, params, args) \
-  static void name params { name##_lanes args; }
-#endif
-
-namespace mlx_ssbd {
-
-typedef float Lanes __attribute__((vector_size(64)));
-typedef int32_t IntLanes __attribute__((vector_size(64)));
 constexpr int kWidth = 16;
 
-MLX_SSBD_LANES_INLINE Lanes load_lanes(const float* p) {
-  Lanes a;
-  std::memcpy(&a, p, sizeof a);
-  return a;
+typedef float F4 __attribute__((vector_size(16)));
+typedef float F8 __attribute__((vector_size(32)));
+typedef float F16 __attribute__((vector_size(64)));
+typedef int32_t I4 __attribute__((vector_size(16)));
+typedef int32_t I8 __attribute__((vector_size(32)));
+typedef int32_t I16 __attribute__((vector_size(64)));
+
+// The int32 vector of a native fp32 one (only natives have one: it selects their overloads).
+template <class V> struct IntOf;
+template <> struct IntOf<F4> { using type = I4; };
+template <> struct IntOf<F8> { using type = I8; };
+template <> struct IntOf<F16> { using type = I16; };
+template <class V> using Native = typename IntOf<V>::type;
+
+// Lanes as two halves, each native or itself two halves.
+template <class V> struct Two {
+  V lo, hi;
+};
+
+using Wide = F16;
+using Pair = Two<F8>;
+using Quad = Two<Two<F4>>;
+
+template <class V> constexpr int kLanesOf = sizeof(V) / sizeof(float);
+
+template <class V> MLX_SSBD_LANES_INLINE Two<V> operator+(Two<V> a, Two<V> b) { return {a.lo + b.lo, a.hi + b.hi}; }
+template <class V> MLX_SSBD_LANES_INLINE Two<V> operator-(Two<V> a, Two<V> b) { return {a.lo - b.lo, a.hi - b.hi}; }
+template <class V> MLX_SSBD_LANES_INLINE Two<V> operator*(Two<V> a, Two<V> b) { return {a.lo * b.lo, a.hi * b.hi}; }
+template <class V> MLX_SSBD_LANES_INLINE Two<V> operator*(Two<V> a, float b) { return {a.lo * b, a.hi * b}; }
+template <class V> MLX_SSBD_LANES_INLINE Two<V> operator-(Two<V> a, float b) { return {a.lo - b, a.hi - b}; }
+template <class V> MLX_SSBD_LANES_INLINE Two<V>& operator+=(Two<V>& a, Two<V> b) { return a = a + b; }
+
+template <class L> MLX_SSBD_LANES_INLINE L load_lanes(const float* p) {
+  if constexpr (requires { typename Native<L>; }) {
+    L a;
+    std::memcpy(&a, p, sizeof a);
+    return a;
+  } else {
+    using V = decltype(L::lo);
+    return {load_lanes<V>(p), load_lanes<V>(p + kLanesOf<V>)};
+  }
 }
 
-MLX_SSBD_LANES_INLINE void store_lanes(float* p, Lanes a) {
-  std::memcpy(p, &a, sizeof a);
+template <class L> MLX_SSBD_LANES_INLINE void store_lanes(float* p, L a) {
+  if constexpr (requires { typename Native<L>; }) {
+    std::memcpy(p, &a, sizeof a);
+  } else {
+    store_lanes(p, a.lo), store_lanes(p + kLanesOf<decltype(a.lo)>, a.hi);
+  }
+}
+
+// Every lane `value`.
+template <class L> MLX_SSBD_LANES_INLINE L splat(float value) {
+  if constexpr (requires { typename Native<L>; }) {
+    return L{} + value;
+  } else {
+    using V = decltype(L::lo);
+    return {splat<V>(value), splat<V>(value)};
+  }
 }
 
 // exp(x) for x in [-87, 88] (callers clamp): x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes'
 // expf polynomial, 2**n built in the exponent bits.
-MLX_SSBD_LANES_INLINE Lanes exp_lanes(Lanes x) {
-  const Lanes round = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // n, to nearest
-  Lanes r = x - round * 0.693359375f;
+template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE V exp_lanes(V x) {
+  const V round = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // n, to nearest
+  V r = x - round * 0.693359375f;
   r = r - round * -2.12194440e-4f;
-  Lanes p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  V p = r * 1.9875691500e-4f + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * (r * r) + r + 1.0f;
-  const IntLanes bits = (__builtin_convertvector(round, IntLanes) + 127) << 23;
-  return p * (Lanes)bits;
+  const I bits = (__builtin_convertvector(round, I) + 127) << 23;
+  return p * (V)bits;
 }
+template <class V> MLX_SSBD_LANES_INLINE Two<V> exp_lanes(Two<V> x) { return {exp_lanes(x.lo), exp_lanes(x.hi)}; }
 
-// The sum of the lanes, in a fixed order (pairwise halves).
-MLX_SSBD_LANES_INLINE float sum_lanes(Lanes a) {
-  float half[8];
-  for (int i = 0; i < 8; ++i) half[i] = a[i] + a[i + 8];
-  for (int i = 0; i < 4; ++i) half[i] += half[i + 4];
-  return (half[0] + half[2]) + (half[1] + half[3]);
+// The sum of the lanes, in a fixed order: lane i and i + 8 added, then halves pairwise.
+template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE float sum_lanes(V a) {
+  constexpr int n = kLanesOf<V>;
+  float h[n];
+  for (int i = 0; i < n; ++i) h[i] = a[i];
+  for (int w = n / 2; w >= 1; w /= 2)
+    for (int i = 0; i < w; ++i) h[i] += h[i + w];
+  return h[0];
 }
+template <class V> MLX_SSBD_LANES_INLINE float sum_lanes(Two<V> a) { return sum_lanes(a.lo + a.hi); }
 
 }  // namespace mlx_ssbd
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define MLX_SSBD_LANE_TARGETS(name, params, args)                                                  \
+  __attribute__((target("avx512f"))) static void name##_avx512 params { name##_lanes<Wide> args; } \
+  __attribute__((target("avx2"))) static void name##_avx2 params { name##_lanes<Pair> args; }      \
+  static void name##_baseline params { name##_lanes<Quad> args; }                                  \
+  static void name params {                                                                        \
+    switch (lane_target()) {                                                                       \
+      case LaneTarget::avx512: return name##_avx512 args;                                          \
+      case LaneTarget::avx2: return name##_avx2 args;                                              \
+      default: return name##_baseline args;                                                        \
+    }                                                                                              \
+  }
+#else
+#define MLX_SSBD_LANE_TARGETS(name, params, args) \
+  static void name params { name##_lanes<Quad> args; }
+#endif

@@ -27,7 +27,7 @@ struct RopeArgs {
   float scale;
 };
 
-MLX_SSBD_LANES_INLINE void rope_rows_lanes(const RopeArgs& a) {
+void rope_rows(const RopeArgs& a) {
   const int n = static_cast<int>(a.shape.size());
   const int64_t D = a.shape[n - 1], T = a.shape[n - 2];
   const int half = a.dims / 2;
@@ -61,16 +61,16 @@ MLX_SSBD_LANES_INLINE void rope_rows_lanes(const RopeArgs& a) {
     for (int64_t k = a.dims; k < D; ++k) out[k] = x[k * step];
   });
 }
-MLX_SSBD_LANE_TARGETS(rope_rows, (const RopeArgs& a), (a))
 
+template <class L>
 MLX_SSBD_LANES_INLINE void rms_norm_rows_lanes(
     const float* x, const float* weight, float* out, int64_t rows, int64_t D, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* v = x + r * D;
-    Lanes lanes = {};
+    L lanes = splat<L>(0.0f);
     int64_t k = 0;
     for (; k + kWidth <= D; k += kWidth) {
-      const Lanes a = load_lanes(v + k);
+      const L a = load_lanes<L>(v + k);
       lanes += a * a;
     }
     float sum = sum_lanes(lanes);

@@ -11,31 +11,29 @@
 
 namespace mlx_ssbd {
 
-static MLX_SSBD_LANES_INLINE Lanes silu_mul_lanes(Lanes g, Lanes u) {
-  const Lanes low = Lanes{} - 87.0f, high = Lanes{} + 88.0f;
-  Lanes minus = -g;
+template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE V silu_mul_lanes(V g, V u) {
+  const V low = V{} - 87.0f, high = V{} + 88.0f;
+  V minus = -g;
   // -g clamped to [-87, 88]: for g > 87, sigmoid(g) is 1 in fp32 anyway; for g < -88 the result
   // is under 1e-30 in magnitude instead of smaller (e**88 is near the largest fp32).
   minus = minus < low ? low : minus;
   minus = minus > high ? high : minus;
   return g / (1.0f + exp_lanes(minus)) * u;
 }
+template <class V> MLX_SSBD_LANES_INLINE Two<V> silu_mul_lanes(Two<V> g, Two<V> u) {
+  return {silu_mul_lanes(g.lo, u.lo), silu_mul_lanes(g.hi, u.hi)};
+}
 
-static MLX_SSBD_LANES_INLINE void silu_mul_rows_lanes(const float* g, const float* u, float* out, size_t n) {
+template <class L>
+MLX_SSBD_LANES_INLINE void silu_mul_rows_lanes(const float* g, const float* u, float* out, size_t n) {
   size_t i = 0;
-  for (; i + kWidth <= n; i += kWidth) {
-    Lanes a, b;
-    std::memcpy(&a, g + i, sizeof a);
-    std::memcpy(&b, u + i, sizeof b);
-    const Lanes c = silu_mul_lanes(a, b);
-    std::memcpy(out + i, &c, sizeof c);
-  }
+  for (; i + kWidth <= n; i += kWidth) store_lanes(out + i, silu_mul_lanes(load_lanes<L>(g + i), load_lanes<L>(u + i)));
   if (i < n) {  // the tail through zero-padded lanes
-    Lanes a = {}, b = {};
-    std::memcpy(&a, g + i, (n - i) * sizeof(float));
-    std::memcpy(&b, u + i, (n - i) * sizeof(float));
-    const Lanes c = silu_mul_lanes(a, b);
-    std::memcpy(out + i, &c, (n - i) * sizeof(float));
+    float a[kWidth] = {}, b[kWidth] = {}, c[kWidth];
+    std::memcpy(a, g + i, (n - i) * sizeof(float));
+    std::memcpy(b, u + i, (n - i) * sizeof(float));
+    store_lanes(c, silu_mul_lanes(load_lanes<L>(a), load_lanes<L>(b)));
+    std::memcpy(out + i, c, (n - i) * sizeof(float));
   }
 }
 MLX_SSBD_LANE_TARGETS(silu_mul_rows, (const float* g, const float* u, float* out, size_t n), (g, u, out, n))
