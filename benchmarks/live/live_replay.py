@@ -109,6 +109,9 @@ def lag_summary(records: list[dict], session: LiveSession, partials: int, minute
         "lag_p50_s": statistics.median(lags),
         "lag_p95_s": quantile(lags, 0.95),
         "lag_max_s": max(lags),
+        "lag_within_3s": sum(lag <= 3.0 for lag in lags) / len(lags),
+        # the talk's final caption: when it was ready after the speech's last word
+        "lag_final_s": max(timed, key=lambda r: r["at"])["at"] - end,
         "lag_window_s": window,
         "lag_mean_first_s": statistics.mean(first),
         "lag_mean_last_s": statistics.mean(last),
@@ -190,6 +193,7 @@ def markdown(facts: dict, summary: dict) -> str:
     rows = [
         f"| {k} | {s['speech_minutes']:.1f} | {s['partials']} | {100 * s['coalesced_share']:.0f}% | {s['updates']} | "
         f"{s['commits']} | {s['lag_p50_s']:.2f} | {s['lag_p95_s']:.2f} | {s['lag_max_s']:.1f} | "
+        f"{100 * s['lag_within_3s']:.0f}% | {s['lag_final_s']:.2f} | "
         f"{s['lag_mean_first_s']:.2f} | {s['lag_mean_last_s']:.2f} | {s['lag_growth']:.2f} | "
         f"{s['passes_per_update']:.1f} | {s['chrf++_doc']:.1f} |"
         for k, s in summary.items()
@@ -199,14 +203,16 @@ def markdown(facts: dict, summary: dict) -> str:
             f"# Real-time replay of a long ASR stream: `{facts['model']}`",
             "",
             f"Latest partial wins, automatic segments ({facts['segmenter']}). Lag = time a caption event was ready "
-            f"minus the speech time of the newest word it translates; the first and last windows are the first and "
+            f"minus the speech time of the newest word it translates; final caption: when the talk's last caption "
+            f"was ready after its last word; the first and last windows are the first and "
             f"last 5 minutes of speech, or thirds of a shorter one. {where}. Data: {facts['data']}. chrF++ on "
             "the whole document (committed captions against the German text; the source is lower-cased and mostly "
             "unpunctuated, so the numbers are low for every method).",
             "",
             "| method | speech min | partials | coalesced | updates | commits | lag p50 s | lag p95 s | lag max s | "
-            "mean lag first window | mean lag last window | last/first | passes/update | chrF++ doc |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "lag <= 3 s | final caption s | mean lag first window | mean lag last window | last/first | "
+            "passes/update | chrF++ doc |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
             "",
             "![caption lag](lag.png)",

@@ -69,14 +69,17 @@ static inline float scale_at(const void* p, size_t i) {
     float f;
     std::memcpy(&f, &bits, 4);
     return f;
-  } else {  // fp16, exactly (every fp16 is an fp32)
+  } else {  // fp16, exactly (every fp16 is an fp32): its fields moved into fp32's
     const uint16_t h = static_cast<const uint16_t*>(p)[i];
-    const int exp = (h >> 10) & 0x1F;
-    const uint32_t mant = h & 0x3FF;
-    const float magnitude = exp == 0    ? std::ldexp((float)mant, -24)
-                            : exp == 31 ? (mant ? NAN : INFINITY)
-                                        : std::ldexp((float)(mant | 0x400), exp - 25);
-    return (h & 0x8000) ? -magnitude : magnitude;
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+    if (exp == 0) {  // zero and subnormals: mant * 2**-24, exact
+      const float magnitude = (float)mant * 0x1p-24f;
+      return sign ? -magnitude : magnitude;
+    }
+    const uint32_t bits = sign | (exp == 31 ? 0x7F800000u : (exp + 112) << 23) | mant << 13;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
   }
 }
 
@@ -90,9 +93,17 @@ static inline void scales_to_float(const void* p, size_t count, float* out) {
   size_t i = 0;
 #if defined(__F16C__)
   if constexpr (T == ScaleType::f16) {
+    const uint16_t* h = static_cast<const uint16_t*>(p);
     for (; i + 8 <= count; i += 8)
-      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(
-                                    reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i))));
+      _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+    if (i < count) {  // the last few through a zero-padded set of 8 (a row of 28 groups has 4)
+      uint16_t tail[8] = {};
+      float converted[8];
+      std::memcpy(tail, h + i, (count - i) * 2);
+      _mm256_storeu_ps(converted, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail))));
+      std::memcpy(out + i, converted, (count - i) * 4);
+      return;
+    }
   }
 #endif
   for (; i < count; ++i) out[i] = scale_at<T>(p, i);
