@@ -17,19 +17,20 @@
 //
 // The arithmetic is the same for every number of rows, so a row's result does not depend on the
 // rows beside it (a verify pass of 16 tokens gives each token the logits a one-token decode step
-// would). k runs in chunks of 64 (two blocks); for each (m, n), 16 int32 lanes hold a chunk's
-// partial sums (lane i: chunk bytes 4i..4i+3), converted to fp32 and accumulated with
-// fma(lanes, scale * dx, acc) chunk after chunk (scale and dx those of the lane's block); the bias
-// term in 16 lanes too, lane i accumulating fma(bias, sum of the rounded x, acc) over groups i,
-// i + 16, ... (zero-padded to a multiple of 16). At the end each set of lanes is summed (lane i and
-// i + 8 added, then halves pairwise) and the bias term's sum added to the products'. Every build
-// does exactly these operations (no contraction, -ffp-contract=off), so every path agrees bit for
-// bit.
+// would). k runs in steps of 128 (four blocks, a "quad"); a quad's codes and x are two sets of 64
+// bytes, A and B, laid out so that bytes 16t..16t+15 of each belong to block t. For each (m, n),
+// 16 int32 lanes hold a quad's sums (lane i: bytes 4i..4i+3 of A and of B, so lanes 4t..4t+3 sum
+// block t's 32 products), converted to fp32 and accumulated with fma(lanes, scale * dx, acc) quad
+// after quad (scale and dx those of the lane's block); the bias term in 16 lanes too, lane i
+// accumulating fma(bias, sum of the rounded x, acc) over groups i, i + 16, ... (zero-padded to a
+// multiple of 16). At the end each set of lanes is summed (lane i and i + 8 added, then halves
+// pairwise) and the bias term's sum added to the products'. Every build does exactly these
+// operations (no contraction, -ffp-contract=off), so every path agrees bit for bit.
 //
-// Chunk order: a chunk's 64 codes as bytes. For 4 bits, the 32 packed bytes' low nibbles (the even
-// k), then their high nibbles (the odd k), so lanes 0-3 and 8-11 hold block 0, lanes 4-7 and 12-15
-// block 1; for every other width, k in order (lanes 0-7 block 0, 8-15 block 1). x is laid out the
-// same way when it is quantized. An odd last block is a chunk with a zero second block.
+// Quad layout: for 4 bits, a quad's 64 packed bytes give A (their low nibbles: the even k) and B
+// (their high nibbles: the odd k); for every other width, A holds the first 16 k of each block and
+// B the last 16. x is laid out the same way when it is quantized. A last quad with fewer than four
+// blocks is padded with zero codes and zero x.
 //
 // One source for every CPU, built once per target (each build names its namespace, QMM_NS):
 // AVX-512 with VNNI and AVX2/FMA on x86-64, chosen at run time by what the CPU has; NEON on
@@ -53,7 +54,7 @@
 namespace mlx_ssbd::QMM_NS {
 
 constexpr int kBlock = 32;  // x's rounding block (every supported group is whole blocks)
-constexpr int kChunk = 64;  // k per step of the products: two blocks
+constexpr int kQuad = 128;  // k per step of the products: four blocks
 
 #include "qmm_simd.h"
 
@@ -109,59 +110,62 @@ static inline void scales_to_float(const void* p, size_t count, float* out) {
   for (; i < count; ++i) out[i] = scale_at<T>(p, i);
 }
 
-// Which lanes of a chunk hold its second block (4 bits: lanes 4-7 and 12-15; else 8-15).
+// The 64 codes at `p` (8 * B bytes), in order.
 template <int B>
-constexpr uint16_t kSecondBlock = B == 4 ? 0xF0F0 : 0xFF00;
-
-// The 64 codes of one chunk (8 * B bytes at `p`) as bytes, in chunk order.
-template <int B>
-static inline Bytes chunk_codes(const uint8_t* p) {
-  if constexpr (B == 4) {
-    return nibbles(p);
-  } else if constexpr (B == 8) {
+static inline Bytes codes_in_order(const uint8_t* p) {
+  if constexpr (B == 8) {
     return load_bytes(p);
   } else {  // 2, 3, 5, 6 bits: every 8 codes fill exactly B bytes
     return unpack<B>(p);
   }
 }
 
-// The last chunk of a row with an odd number of blocks: its one block, then zeros.
+// A quad's 128 codes (16 * B bytes at `p`) as its A and B bytes.
 template <int B>
-static inline Bytes half_chunk_codes(const uint8_t* p) {
-  uint8_t padded[8 * B] = {};
-  std::memcpy(padded, p, 4 * B);
-  return chunk_codes<B>(padded);
+static inline void quad_codes(const uint8_t* p, Bytes& a, Bytes& b) {
+  if constexpr (B == 4) {
+    nibble_pair(p, a, b);
+  } else {  // quarters 0 and 2 of each 64 codes are the blocks' first 16 k, quarters 1 and 3 the last
+    split_quarters(codes_in_order<B>(p), codes_in_order<B>(p + 8 * B), a, b);
+  }
+}
+
+// The last quad of a row with fewer than four blocks: its `blocks` blocks, then zero codes.
+template <int B>
+static inline void last_quad_codes(const uint8_t* p, int blocks, Bytes& a, Bytes& b) {
+  uint8_t padded[16 * B] = {};
+  std::memcpy(padded, p, (size_t)blocks * 4 * B);
+  quad_codes<B>(padded, a, b);
 }
 
 // Groups rounded up to whole sets of 16 (the bias term's lanes); the padding is zeros.
 static inline int padded_groups(int groups) { return (groups + kLanes - 1) / kLanes * kLanes; }
 
-// x, quantized for the products, per row: int8 values in chunk order (zero-padded to whole
-// chunks), each lane's dx (16 floats per chunk) and, per group, the sum of the rounded x (for the
-// bias term; zero-padded to whole sets of 16 groups).
+// x, quantized for the products, per row: int8 values as each quad's A and B bytes (zero-padded
+// to whole quads), each lane's dx (16 floats per quad) and, per group, the sum of the rounded x
+// (for the bias term; zero-padded to whole sets of 16 groups, with room for the scales' spread4).
 struct Activations {
-  int chunks = 0, groups = 0, padded = 0;
-  std::vector<int8_t> q;     // [M, chunks * 64]
-  std::vector<float> dx;     // [M, chunks * 16]
+  int quads = 0, groups = 0, padded = 0;
+  std::vector<int8_t> q;     // [M, quads * 128]
+  std::vector<float> dx;     // [M, quads * 16]
   std::vector<float> sums;   // [M, padded]
 };
 
 template <int B>
 static void quantize_rows(const float* x, int M, int K, int group, Activations& a) {
   const int blocks = K / kBlock;
-  a.chunks = (blocks + 1) / 2;
+  a.quads = (blocks + 3) / 4;
   a.groups = K / group;
-  a.padded = padded_groups(a.groups);
-  a.q.assign((size_t)M * a.chunks * kChunk, 0);
-  a.dx.assign((size_t)M * a.chunks * kLanes, 0.0f);
+  a.padded = padded_groups(a.groups + 3);  // a spread4 of the last quad's scales reads 4 groups
+  a.q.assign((size_t)M * a.quads * kQuad, 0);
+  a.dx.assign((size_t)M * a.quads * kLanes, 0.0f);
   a.sums.assign((size_t)M * a.padded, 0.0f);
 #pragma omp parallel for schedule(static) if (M >= 8)
   for (int m = 0; m < M; ++m) {
     const float* row = x + (size_t)m * K;
-    int8_t* q = a.q.data() + (size_t)m * a.chunks * kChunk;
-    float* dx = a.dx.data() + (size_t)m * a.chunks * kLanes;
+    int8_t* q = a.q.data() + (size_t)m * a.quads * kQuad;
+    float* dx = a.dx.data() + (size_t)m * a.quads * kLanes;
     float* sums = a.sums.data() + (size_t)m * a.padded;
-    float first_dx = 0.0f;  // the step of the chunk's first block, until its second is known
     for (int b = 0; b < blocks; ++b) {
       const float* v = row + b * kBlock;
       float amax = 0.0f;
@@ -171,21 +175,21 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
       }
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
       const float d = amax / 127.0f;
-      const int c = b / 2, half = b % 2;
+      const int quad = b / 4, t = b % 4;
+      int8_t* bytes = q + (size_t)quad * kQuad;
       int32_t total = 0;
       for (int i = 0; i < kBlock; ++i) {
-        // k = b * 32 + i sits at chunk byte: for 4 bits, (i / 2 + 16 * half) for even i and 32 more
-        // for odd i; otherwise 32 * half + i.
-        const int at = B == 4 ? (i % 2) * 32 + 16 * half + i / 2 : 32 * half + i;
+        // k = 32t + i of the quad: for 4 bits, A (even k) or B (odd k) byte k / 2; otherwise A
+        // byte 16t + i for the first 16, B byte 16t + i - 16 for the rest.
+        const int k = 32 * t + i;
+        const int at = B == 4 ? (k % 2) * 64 + k / 2 : (i / 16) * 64 + 16 * t + i % 16;
         const int8_t value = (int8_t)std::nearbyint(v[i] * inv);  // |v * inv| <= 127
-        q[(size_t)c * kChunk + at] = value;
+        bytes[at] = value;
         total += value;
       }
       const int g = b * kBlock / group;
       sums[g] = __builtin_fmaf(d, (float)total, sums[g]);
-      if (half == 0) first_dx = d;
-      if (half == 1 || b == blocks - 1)  // a chunk complete (an odd last block: a zero second)
-        store_floats(dx + (size_t)c * kLanes, blend(kSecondBlock<B>, first_dx, half == 1 ? d : 0.0f));
+      for (int i = 0; i < 4; ++i) dx[(size_t)quad * kLanes + 4 * t + i] = d;
     }
   }
 }
@@ -216,7 +220,7 @@ constexpr int kRows = QMM_TILE_ROWS, kCols = QMM_TILE_COLS;
 #elif defined(__AVX512F__)
 constexpr int kRows = 4, kCols = 4;
 #else
-constexpr int kRows = 2, kCols = 2;  // AVX2's 16 registers
+constexpr int kRows = 4, kCols = 1;  // AVX2's 16 registers: a weight row's quad is 4 of them
 #endif
 constexpr int kPrefetch = QMM_PREFETCH;  // bytes ahead of the weight reads
 
@@ -224,38 +228,45 @@ constexpr int kPrefetch = QMM_PREFETCH;  // bytes ahead of the weight reads
 // the NC rows' scales and biases as fp32, row after row, each `xa.padded` long (zero-padded).
 template <int B, int MR, int NC>
 static void tile(const QmmArgs& a, const Activations& xa, const float* scales, const float* biases, int m0, int n0) {
-  const int K = a.K, padded = xa.padded, full = K / kChunk;
-  const int group_shift = a.group == 32 ? 0 : a.group == 64 ? 1 : 2;  // log2 of blocks per group
+  const int K = a.K, padded = xa.padded, full = K / kQuad, blocks = K / kBlock;
   const size_t row_bytes = (size_t)K * B / 8;
   const uint8_t* w = reinterpret_cast<const uint8_t*>(a.w) + (size_t)n0 * row_bytes;
+  // Lane i of a quad takes the scale of its block 4u + i / 4: group (4u + i / 4) / blocks per group,
+  // spread from the 4 groups from (4u) / blocks per group.
+  const int group_shift = a.group == 32 ? 0 : a.group == 64 ? 1 : 2;  // log2 of blocks per group
+  int32_t spread[kLanes];
+  for (int i = 0; i < kLanes; ++i) spread[i] = (i / 4) >> group_shift;
+  const LaneIndex index = lane_index(spread);
   Floats acc[MR][NC];
   for (int r = 0; r < MR; ++r)
     for (int j = 0; j < NC; ++j) acc[r][j] = zeros();
 
-  auto chunk = [&](int c, auto tail) {
-    const int g0 = (2 * c) >> group_shift, g1 = tail ? g0 : (2 * c + 1) >> group_shift;
-    Bytes codes[NC];
+  auto quad = [&](int u, auto last) {
+    Bytes codes_a[NC], codes_b[NC];
     Floats scale[NC];
 #pragma GCC unroll 8
     for (int j = 0; j < NC; ++j) {
-      const uint8_t* p = w + (size_t)j * row_bytes + (size_t)c * 8 * B;
+      const uint8_t* p = w + (size_t)j * row_bytes + (size_t)u * 16 * B;
       __builtin_prefetch(p + kPrefetch);  // the hardware prefetcher alone falls behind
-      codes[j] = tail ? half_chunk_codes<B>(p) : chunk_codes<B>(p);
-      const float* s = scales + (size_t)j * padded;
-      scale[j] = blend(kSecondBlock<B>, s[g0], s[g1]);
+      if constexpr (decltype(last)::value)
+        last_quad_codes<B>(p, blocks - 4 * u, codes_a[j], codes_b[j]);
+      else
+        quad_codes<B>(p, codes_a[j], codes_b[j]);
+      scale[j] = spread4(scales + (size_t)j * padded + ((4 * u) >> group_shift), index);
     }
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r) {
-      const size_t row = (size_t)(m0 + r) * xa.chunks + c;
-      const Bytes xq = load_bytes(xa.q.data() + row * kChunk);
+      const size_t row = (size_t)(m0 + r) * xa.quads + u;
+      const Bytes xq_a = load_bytes(xa.q.data() + row * kQuad);
+      const Bytes xq_b = load_bytes(xa.q.data() + row * kQuad + 64);
       const Floats dx = load_floats(xa.dx.data() + row * kLanes);
 #pragma GCC unroll 8
       for (int j = 0; j < NC; ++j)  // the lanes' sums are exact in fp32: |sum| < 2**24
-        acc[r][j] = fmadd(to_floats(dot<B>(codes[j], xq)), mul(scale[j], dx), acc[r][j]);
+        acc[r][j] = fmadd(to_floats(dot2<B>(codes_a[j], xq_a, codes_b[j], xq_b)), mul(scale[j], dx), acc[r][j]);
     }
   };
-  for (int c = 0; c < full; ++c) chunk(c, std::false_type{});
-  if (full < xa.chunks) chunk(full, std::true_type{});
+  for (int u = 0; u < full; ++u) quad(u, std::false_type{});
+  if (full < xa.quads) quad(full, std::true_type{});
 
   // The bias term, 16 groups at a time.
   Floats bias_acc[MR][NC];

@@ -1,14 +1,15 @@
 // The vectors the quantized kernel computes with, one set per target (included by qmm_kernel.h
 // inside its per-target namespace):
 //
-//   Bytes  64 bytes: a chunk's 64 codes (u8) or 64 values of x (s8)
-//   Ints   16 int32 lanes: a chunk's dot products, lane i summing bytes 4i..4i+3
-//   Floats 16 fp32 lanes
+//   Bytes      64 bytes: 64 codes (u8) or 64 values of x (s8)
+//   Ints       16 int32 lanes: dot products, lane i summing bytes 4i..4i+3 of two pairs
+//   Floats     16 fp32 lanes
+//   LaneIndex  which of 4 floats each of 16 lanes takes (spread4)
 //
-// AVX-512 holds each in one register (one dpbusd per chunk with VNNI; VBMI unpacks 2/3/5/6-bit
-// codes), AVX2 in two 256-bit halves (maddubs + madd; BMI2's pdep unpacks), every other target
-// in GCC/Clang vector extensions. Every operation is exact or
-// one IEEE operation per lane (fma with one rounding), so every target computes the same bits.
+// AVX-512 holds each in one register (two dpbusd per 128 weights with VNNI; VBMI unpacks
+// 2/3/5/6-bit codes), AVX2 in two 256-bit halves (maddubs + madd; BMI2's pdep unpacks), every
+// other target in GCC/Clang vector extensions. Every operation is exact or one IEEE operation per
+// lane (fma with one rounding), so every target computes the same bits.
 
 constexpr int kLanes = 16;
 
@@ -26,14 +27,31 @@ static inline Floats mul(Floats a, Floats b) { return {_mm512_mul_ps(a.v, b.v)};
 static inline Floats fmadd(Floats a, Floats b, Floats acc) { return {_mm512_fmadd_ps(a.v, b.v, acc.v)}; }
 static inline Floats to_floats(Ints a) { return {_mm512_cvtepi32_ps(a.v)}; }
 
-// `first` in the lanes whose mask bit is clear, `second` where it is set.
-static inline Floats blend(uint16_t mask, float first, float second) {
-  return {_mm512_mask_blend_ps(mask, _mm512_set1_ps(first), _mm512_set1_ps(second))};
+struct LaneIndex { __m512i v; };
+static inline LaneIndex lane_index(const int32_t* index) { return {_mm512_loadu_si512(index)}; }
+// Lane i: s[index[i]], of the 4 floats at s.
+static inline Floats spread4(const float* s, LaneIndex index) {
+  return {_mm512_permutexvar_ps(index.v, _mm512_castps128_ps512(_mm_loadu_ps(s)))};
 }
 
+// Lane i: the products of bytes 4i..4i+3 of a and xa, plus those of b and xb (codes u8, x s8).
 template <int B>
-static inline Ints dot(Bytes codes, Bytes x) {
-  return {_mm512_dpbusd_epi32(_mm512_setzero_si512(), codes.v, x.v)};
+static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
+  return {_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), a.v, xa.v), b.v, xb.v)};
+}
+
+// Two sets of 64 bytes as 16-byte quarters: `first` a's quarters 0 and 2, then b's; `second`
+// a's quarters 1 and 3, then b's.
+static inline void split_quarters(Bytes a, Bytes b, Bytes& first, Bytes& second) {
+  first = {_mm512_shuffle_i64x2(a.v, b.v, 0x88)};
+  second = {_mm512_shuffle_i64x2(a.v, b.v, 0xDD)};
+}
+
+// 64 packed bytes of 4-bit codes: their low nibbles, and their high nibbles.
+static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
+  const __m512i bytes = _mm512_loadu_si512(p), mask = _mm512_set1_epi8(0x0F);
+  low = {_mm512_and_si512(bytes, mask)};
+  high = {_mm512_and_si512(_mm512_srli_epi16(bytes, 4), mask)};
 }
 
 // 64 codes of B bits (2, 3, 5 or 6) packed in 8 * B bytes, in order: qword i gathers the B bytes
@@ -49,13 +67,6 @@ static inline Bytes unpack(const uint8_t* p) {
   const __m512i grouped = _mm512_permutexvar_epi8(_mm512_load_si512(tables.gather), data);
   const __m512i codes = _mm512_multishift_epi64_epi8(_mm512_load_si512(tables.shift), grouped);
   return {_mm512_and_si512(codes, _mm512_set1_epi8((1 << B) - 1))};
-}
-
-// 32 packed bytes of 4-bit codes: their low nibbles, then their high nibbles.
-static inline Bytes nibbles(const uint8_t* p) {
-  const __m512i both = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  const __m512i shifts = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-  return {_mm512_and_si512(_mm512_srlv_epi16(both, shifts), _mm512_set1_epi8(0x0F))};
 }
 
 #elif defined(__AVX2__)
@@ -77,12 +88,14 @@ static inline Floats fmadd(Floats a, Floats b, Floats acc) {
 }
 static inline Floats to_floats(Ints a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
 
-static inline Floats blend(uint16_t mask, float first, float second) {
-  const __m256 a = _mm256_set1_ps(first), b = _mm256_set1_ps(second);
-  auto half = [&](int bits) {  // _mm256_blend_ps needs an immediate: the two masks the kernel uses
-    return bits == 0 ? a : bits == 0xFF ? b : _mm256_blend_ps(a, b, 0xF0);
-  };
-  return {half(mask & 0xFF), half(mask >> 8)};
+struct LaneIndex { __m256i lo, hi; };
+static inline LaneIndex lane_index(const int32_t* index) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(index)),
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(index + 8))};
+}
+static inline Floats spread4(const float* s, LaneIndex index) {
+  const __m256 four = _mm256_castps128_ps256(_mm_loadu_ps(s));
+  return {_mm256_permutevar8x32_ps(four, index.lo), _mm256_permutevar8x32_ps(four, index.hi)};
 }
 
 template <int B>
@@ -100,8 +113,23 @@ static inline __m256i dot_half(__m256i codes, __m256i x) {
 }
 
 template <int B>
-static inline Ints dot(Bytes codes, Bytes x) {
-  return {dot_half<B>(codes.lo, x.lo), dot_half<B>(codes.hi, x.hi)};
+static inline __m256i dot2_half(__m256i a, __m256i xa, __m256i b, __m256i xb) {
+  if constexpr (B < 8) {  // codes < 64: four products fit in int16 (4 * 63 * 127)
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(a, xa), _mm256_maddubs_epi16(b, xb));
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  } else {
+    return _mm256_add_epi32(dot_half<B>(a, xa), dot_half<B>(b, xb));
+  }
+}
+
+template <int B>
+static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
+  return {dot2_half<B>(a.lo, xa.lo, b.lo, xb.lo), dot2_half<B>(a.hi, xa.hi, b.hi, xb.hi)};
+}
+
+static inline void split_quarters(Bytes a, Bytes b, Bytes& first, Bytes& second) {
+  first = {_mm256_permute2x128_si256(a.lo, a.hi, 0x20), _mm256_permute2x128_si256(b.lo, b.hi, 0x20)};
+  second = {_mm256_permute2x128_si256(a.lo, a.hi, 0x31), _mm256_permute2x128_si256(b.lo, b.hi, 0x31)};
 }
 
 // 64 codes of B bits (2, 3, 5 or 6) packed in 8 * B bytes, in order: BMI2's pdep spreads each 8
@@ -122,10 +150,12 @@ static inline Bytes unpack(const uint8_t* p) {
           _mm256_set_epi64x(eight[7], eight[6], eight[5], eight[4])};
 }
 
-static inline Bytes nibbles(const uint8_t* p) {
-  const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
+  const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m256i second = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32));
   const __m256i mask = _mm256_set1_epi8(0x0F);
-  return {_mm256_and_si256(bytes, mask), _mm256_and_si256(_mm256_srli_epi16(bytes, 4), mask)};
+  low = {_mm256_and_si256(first, mask), _mm256_and_si256(second, mask)};
+  high = {_mm256_and_si256(_mm256_srli_epi16(first, 4), mask), _mm256_and_si256(_mm256_srli_epi16(second, 4), mask)};
 }
 
 #else  // portable: GCC/Clang vector extensions (NEON or SSE2 code from the compiler)
@@ -168,21 +198,37 @@ static inline Floats fmadd(Floats a, Floats b, Floats acc) {
 }
 static inline Floats to_floats(Ints a) { return {__builtin_convertvector(a.v, f16v)}; }
 
-static inline Floats blend(uint16_t mask, float first, float second) {
+struct LaneIndex { int32_t v[16]; };
+static inline LaneIndex lane_index(const int32_t* index) {
+  LaneIndex out;
+  std::memcpy(out.v, index, sizeof out.v);
+  return out;
+}
+static inline Floats spread4(const float* s, LaneIndex index) {
   Floats out;
-  for (int i = 0; i < 16; ++i) out.v[i] = (mask >> i) & 1 ? second : first;
+  for (int i = 0; i < 16; ++i) out.v[i] = s[index.v[i]];
   return out;
 }
 
 template <int B>
-static inline Ints dot(Bytes codes, Bytes x) {
+static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
   Ints out;
   for (int i = 0; i < 16; ++i) {
     int32_t s = 0;
-    for (int j = 4 * i; j < 4 * i + 4; ++j) s += (int32_t)codes.v[j] * (int32_t)(int8_t)x.v[j];
+    for (int j = 4 * i; j < 4 * i + 4; ++j)
+      s += (int32_t)a.v[j] * (int32_t)(int8_t)xa.v[j] + (int32_t)b.v[j] * (int32_t)(int8_t)xb.v[j];
     out.v[i] = s;
   }
   return out;
+}
+
+static inline void split_quarters(Bytes a, Bytes b, Bytes& first, Bytes& second) {
+  for (int q = 0; q < 2; ++q) {
+    for (int i = 0; i < 16; ++i) {
+      first.v[16 * q + i] = a.v[32 * q + i], first.v[32 + 16 * q + i] = b.v[32 * q + i];
+      second.v[16 * q + i] = a.v[32 * q + 16 + i], second.v[32 + 16 * q + i] = b.v[32 * q + 16 + i];
+    }
+  }
 }
 
 template <int B>
@@ -196,10 +242,8 @@ static inline Bytes unpack(const uint8_t* p) {
   return out;
 }
 
-static inline Bytes nibbles(const uint8_t* p) {
-  Bytes out;
-  for (int i = 0; i < 32; ++i) out.v[i] = p[i] & 0x0F, out.v[32 + i] = p[i] >> 4;
-  return out;
+static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
+  for (int i = 0; i < 64; ++i) low.v[i] = p[i] & 0x0F, high.v[i] = p[i] >> 4;
 }
 
 #endif
