@@ -61,6 +61,8 @@ STEPS = (
          ("--rows", "1,16", "--bits", "4", "--repeats", "3"), 1),
     Step("quantized-weights", "engine", 30, "benchmarks.engine.quantized_weights",
          ("--models", f"{SMALL},{DEFAULT}"), ("--models", SMALL, "--sentences", "2", "--repeats", "1"), 4),
+    Step("avx2-path", "engine", 8, "benchmarks.engine.avx2_path", ("--models", f"{SMALL},{DEFAULT}"),
+         ("--models", SMALL, "--repeats", "1"), 2),
     Step("blas-threads-1.5b", "engine", 4, "benchmarks.engine.blas_threads", ("--model", DEFAULT),
          ("--model", SMALL, "--rounds", "2"), 1),
     Step("llama-cpp", "engine", 10, "benchmarks.engine.llama_cpp_peer", ("--models", f"{SMALL},{DEFAULT}"),

@@ -352,6 +352,18 @@ def test_quantized_kernel_and_weights_reports(model_dir, tmp_path):
         assert row["translate_stream"]["peak_rss_bytes"] > 0 and row["translate_stream"]["captions"]
         assert set(row["methods"]) == {"rt", "ssbd"} and set(row["passes_s"]) == {"1", "16", "64"}
     assert "| dense |" in (tmp_path / "w" / "quantized_weights.md").read_text()
+    script("benchmarks.engine.avx2_path", "--models", model_dir, "--repeats", 1, "--out", tmp_path / "avx2")
+    rows = json.loads((tmp_path / "avx2" / "avx2_path.json").read_text())["rows"]
+    assert [r["path"] for r in rows] == [
+        "quantized, widest",
+        "dense, widest",
+        "quantized, AVX2",
+        "dense, AVX2",
+    ]
+    assert all(r["passes_s"]["64"] > 0 for r in rows)
+    if rows[0]["kernel_path"] == "avx512":  # the AVX2 rows ran the AVX2 build
+        assert rows[2]["kernel_path"] == "avx2"
+    assert "| AVX2 |" in (tmp_path / "avx2" / "avx2_path.md").read_text()
 
 
 def test_hybrid_reuse_compares_checkpoints_with_rebuilds(model_dir, tmp_path):

@@ -1,0 +1,130 @@
+"""The quantized path against fp32 BLAS on an AVX2 CPU, emulated on this one.
+
+Many x86-64 CPUs have AVX2 but not AVX-512 (AMD before Zen 4, Intel client CPUs): there the
+kernel runs its AVX2 build and fp32 BLAS its AVX2 code. This script measures that pairing on the
+machine it runs on, each in a process of its own: the kernel's AVX2 build
+(``MLX_SSBD_QMM_SIMD=avx2``) against the same layers dequantized to fp32 with MKL held to AVX2
+(``MKL_ENABLE_INSTRUCTIONS=AVX2``), beside the widest path of each (what this CPU runs by
+itself). It reports a decode step and passes of 16 and 64 tokens (``evaluation.passes``, the
+timing of ``quantized_weights.py``). The cores, caches and memory stay this machine's: an
+emulation of the instruction sets, not of an AVX2 machine. Every build of the kernel gives the
+same bits (tested), so the translations, and their chrF++, are those of ``quantized_weights.py``.
+
+    python -m benchmarks.engine.avx2_path --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b \\
+        --out benchmarks/results/DIR/avx2-path
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks.common import REPO
+
+# (label, weights, environment): the kernel's path or the BLAS's instruction set
+PATHS = (
+    ("quantized, widest", "quantized", {}),
+    ("dense, widest", "dense", {}),
+    ("quantized, AVX2", "quantized", {"MLX_SSBD_QMM_SIMD": "avx2"}),
+    ("dense, AVX2", "dense", {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}),
+)
+
+
+def measure(model: str, repeats: int) -> dict:
+    """In this process: the model's pass timings and what ran them."""
+    import mlx_ssbd  # noqa: F401  (backend policy first)
+    from mlx_ssbd.evaluation.passes import pass_timings
+    from mlx_ssbd.models.loading import load_model
+    from mlx_ssbd.platform import quantized
+    from mlx_ssbd.platform.info import backend_info
+
+    loaded = load_model(model)
+    _, timings = pass_timings(loaded, (1, 16, 64), repeats)
+    ours = quantized.kernel()
+    return {
+        "model": loaded.name,
+        "weights": loaded.weights,
+        "kernel_path": ours.simd_path() if ours is not None else None,
+        "blas": backend_info().blas,
+        "passes_s": {str(n): round(t, 5) for n, t in timings.items()},
+    }
+
+
+def report(result: dict) -> str:
+    m = result["machine"]
+    lines = [
+        "# The quantized path against fp32 BLAS on an AVX2 CPU (emulated)",
+        "",
+        f"{m.get('cpu_model', '')}, {m.get('cpus', '')} CPUs, MLX {m.get('mlx_version', '')}, "
+        f"BLAS {m.get('blas', '')}. "
+        "AVX2: the kernel's AVX2 build (`MLX_SSBD_QMM_SIMD=avx2`) and MKL held to AVX2 "
+        "(`MKL_ENABLE_INSTRUCTIONS=AVX2`) on this machine's cores and memory; widest: what this CPU runs by "
+        f"itself. Medians of {result['repeats']} passes each, one run.",
+        "",
+        "| model | path | kernel | decode step ms | 16-token pass ms | 64-token pass ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in result["rows"]:
+        p = r["passes_s"]
+        lines.append(
+            f"| {r['model']} | {r['path']} | {r['kernel_path'] if r['weights'] != 'dense' else '-'} | "
+            f"{1000 * p['1']:.1f} | {1000 * p['16']:.1f} | {1000 * p['64']:.1f} |"
+        )
+    lines += [
+        "",
+        "| model | instructions | decode step: dense / quantized | 16-token pass | 64-token pass |",
+        "|---|---|---|---|---|",
+    ]
+    by = {(r["model"], r["path"]): r for r in result["rows"]}
+    for model in dict.fromkeys(r["model"] for r in result["rows"]):
+        for isa in ("widest", "AVX2"):
+            q, d = by.get((model, f"quantized, {isa}")), by.get((model, f"dense, {isa}"))
+            if q and d:
+                ratio = {n: d["passes_s"][n] / q["passes_s"][n] for n in ("1", "16", "64")}
+                lines.append(
+                    f"| {model} | {isa} | {ratio['1']:.2f}x | {ratio['16']:.2f}x | {ratio['64']:.2f}x |"
+                )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child, args.repeats)))
+        return
+
+    from mlx_ssbd.evaluation.bench import machine_info
+
+    rows = []
+    for model in args.models.split(","):
+        for label, weights, env in PATHS:
+            child = subprocess.run(
+                [sys.executable, "-m", __spec__.name, "--child", model, "--repeats", str(args.repeats)],
+                env={**os.environ, "MLX_SSBD_WEIGHTS": weights, **env},
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+            )
+            if child.returncode != 0:
+                raise SystemExit(f"{model} {label} failed:\n{child.stderr[-2000:]}")
+            row = {**json.loads(child.stdout.strip().splitlines()[-1]), "path": label}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    result = {"rows": rows, "repeats": args.repeats, "machine": machine_info()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "avx2_path.json").write_text(json.dumps(result, indent=2))
+    (args.out / "avx2_path.md").write_text(report(result))
+    print(report(result))
+
+
+if __name__ == "__main__":
+    main()
