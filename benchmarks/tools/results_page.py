@@ -57,9 +57,8 @@ SECTIONS = (
         "Memory, and the weights as they ship",
         "Each model as it ships (quantized layers through mlx-ssbd's CPU kernel) against the same "
         "layers dequantized to fp32, also with both held to AVX2; llama.cpp on the same GGUF files; one "
-        "product through each kernel, "
-        "and a decode layer's small operations; OpenBLAS's threads beside the kernel (measured while "
-        "attention still went through BLAS); memory over a long session.",
+        "product through each kernel, and a decode layer's small operations; OpenBLAS's threads beside "
+        "the kernel; memory over a long session.",
         (
             ("quantized-weights",),
             ("avx2-path",),
