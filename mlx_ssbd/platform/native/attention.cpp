@@ -105,9 +105,9 @@ MLX_SSBD_LANES_INLINE void attend_row_lanes(const AttentionArgs& a, int b, int h
   }
   // exp(s - top): a score 87 below the top gives 0, and so does the padding to whole lanes (-inf);
   // a masked score (-FLT_MAX) gives 0 unless every score is masked (then each gives 1, as MLX's).
-  for (int j = keys; j < keys + kWidth; ++j) scores[j] = -INFINITY;
+  for (j = keys; j < keys + kWidth; ++j) scores[j] = -INFINITY;
   L total = splat<L>(0.0f);
-  for (int j = 0; j < keys; j += kWidth) {
+  for (j = 0; j < keys; j += kWidth) {
     const L p = exp_or_zero(load_lanes<L>(scores.data() + j) - top);
     total += p;
     store_lanes(scores.data() + j, p);

@@ -32,6 +32,7 @@ std::string simd_path() {
 #endif
 }
 
+// The build every kernel runs (products and small operations alike), chosen once.
 LaneTarget lane_target() {
   static const LaneTarget target = [] {
     const std::string path = simd_path();
@@ -42,9 +43,8 @@ LaneTarget lane_target() {
 
 static bool run_kernel(const QmmParams& p) {
 #if defined(__x86_64__) || defined(_M_X64)
-  static const std::string path = simd_path();
-  if (path == "avx512") return qmm_avx512(p);
-  if (path == "avx2") return qmm_avx2(p);
+  if (lane_target() == LaneTarget::avx512) return qmm_avx512(p);
+  if (lane_target() == LaneTarget::avx2) return qmm_avx2(p);
 #endif
   return qmm_generic(p);
 }
