@@ -5,7 +5,11 @@ Contract: constants and pure functions; nothing runs at import.
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -50,3 +54,25 @@ def paired_chrf_delta(
         round(deltas[int(0.025 * resamples)], 2),
         round(deltas[int(0.975 * resamples) - 1], 2),
     )
+
+
+def child_json(module: str, args: list[str], env: dict[str, str], what: str) -> dict:
+    """Run ``python -m module args`` from the repository with ``env`` added to this process's
+    environment (a measurement in a process of its own) and return the JSON of its last output
+    line; a failed child stops the benchmark with its stderr, naming ``what``."""
+    child = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        env={**os.environ, **env},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    if child.returncode != 0:
+        raise SystemExit(f"{what} failed:\n{child.stderr[-2000:]}")
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def pass_ratios(dense: dict, quantized: dict) -> str:
+    """Table cells: dense / quantized time of the decode step and the 16- and 64-token passes
+    (``passes_s`` of ``evaluation.passes.pass_timings``, keyed "1", "16", "64")."""
+    return " | ".join(f"{dense[n] / quantized[n]:.2f}x" for n in ("1", "16", "64"))

@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-from benchmarks.common import REPO
+from benchmarks.common import child_json, pass_ratios
 
 # (label, weights, environment): the kernel's path or the BLAS's instruction set
 PATHS = (
@@ -84,10 +81,7 @@ def report(result: dict) -> str:
         for isa in ("widest", "AVX2"):
             q, d = by.get((model, f"quantized, {isa}")), by.get((model, f"dense, {isa}"))
             if q and d:
-                ratio = {n: d["passes_s"][n] / q["passes_s"][n] for n in ("1", "16", "64")}
-                lines.append(
-                    f"| {model} | {isa} | {ratio['1']:.2f}x | {ratio['16']:.2f}x | {ratio['64']:.2f}x |"
-                )
+                lines.append(f"| {model} | {isa} | {pass_ratios(d['passes_s'], q['passes_s'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -107,16 +101,11 @@ def main() -> None:
     rows = []
     for model in args.models.split(","):
         for label, weights, env in PATHS:
-            child = subprocess.run(
-                [sys.executable, "-m", __spec__.name, "--child", model, "--repeats", str(args.repeats)],
-                env={**os.environ, "MLX_SSBD_WEIGHTS": weights, **env},
-                cwd=REPO,
-                capture_output=True,
-                text=True,
+            args_ = ["--child", model, "--repeats", str(args.repeats)]
+            measured = child_json(
+                __spec__.name, args_, {"MLX_SSBD_WEIGHTS": weights, **env}, f"{model} {label}"
             )
-            if child.returncode != 0:
-                raise SystemExit(f"{model} {label} failed:\n{child.stderr[-2000:]}")
-            row = {**json.loads(child.stdout.strip().splitlines()[-1]), "path": label}
+            row = {**measured, "path": label}
             rows.append(row)
             print(json.dumps(row), flush=True)
     result = {"rows": rows, "repeats": args.repeats, "machine": machine_info()}

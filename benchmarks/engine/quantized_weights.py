@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import DATA, REPO, paired_chrf_delta, relative
+from benchmarks.common import DATA, REPO, child_json, paired_chrf_delta, pass_ratios, relative
 
 SENTENCES = DATA / "talk-sentences" / "en-de.test.jsonl"
 PATHS = ("quantized", "dense")
@@ -132,27 +132,12 @@ def main() -> None:
     rows = []
     for model in args.models.split(","):
         for weights in PATHS:
-            env = dict(os.environ, MLX_SSBD_WEIGHTS=weights)
-            child = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    __spec__.name,
-                    "--child",
-                    model,
-                    "--sentences",
-                    str(args.sentences),
-                    "--repeats",
-                    str(args.repeats),
-                ],
-                env=env,
-                cwd=REPO,
-                capture_output=True,
-                text=True,
+            row = child_json(
+                __spec__.name,
+                ["--child", model, "--sentences", str(args.sentences), "--repeats", str(args.repeats)],
+                {"MLX_SSBD_WEIGHTS": weights},
+                f"{model} {weights}",
             )
-            if child.returncode != 0:
-                raise SystemExit(f"{model} {weights} failed:\n{child.stderr[-2000:]}")
-            row = json.loads(child.stdout.strip().splitlines()[-1])
             row["path"] = weights
             row["translate_stream"] = translate_rss(model, weights, text)
             rows.append(row)
@@ -201,8 +186,7 @@ def report(result: dict) -> str:
         if (model, "quantized") in by and (model, "dense") in by
     ]
     for model, q, d in pairs:
-        ratio = {n: d["passes_s"][n] / q["passes_s"][n] for n in ("1", "16", "64")}
-        lines.append(f"| {model} | {ratio['1']:.2f}x | {ratio['16']:.2f}x | {ratio['64']:.2f}x |")
+        lines.append(f"| {model} | {pass_ratios(d['passes_s'], q['passes_s'])} |")
     refs = [json.loads(line)["ref"] for line in (REPO / result["data"]).read_text().splitlines()]
     refs = refs[: result["sentences"]]
     lines += [
