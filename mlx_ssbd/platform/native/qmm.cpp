@@ -3,6 +3,9 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
 #include <vector>
 
 #include "lanes.h"
@@ -10,21 +13,32 @@
 
 namespace mlx_ssbd {
 
-// The widest path the CPU has; $MLX_SSBD_QMM_SIMD (avx2 or generic) asks for a narrower one, for
-// comparisons and tests.
+#if defined(__x86_64__) || defined(_M_X64)
+// AVX-VNNI (CPUID leaf 7, subleaf 1, EAX bit 4): not every compiler's __builtin_cpu_supports knows it.
+static bool cpu_has_avxvnni() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
+}
+#endif
+
+// The widest path the CPU has; $MLX_SSBD_QMM_SIMD (avxvnni, avx2 or generic) asks for a narrower
+// one, for comparisons and tests.
 std::string simd_path() {
   const char* wanted = std::getenv("MLX_SSBD_QMM_SIMD");
   const std::string ask = wanted ? wanted : "";
   if (ask == "generic") return "generic";
 #if defined(__x86_64__) || defined(_M_X64)
   __builtin_cpu_init();
-  if (ask != "avx2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  if (ask.empty() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
     return "avx512";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2"))
-    return "avx2";
-  return "generic";
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")))
+    return "generic";
+#if MLX_SSBD_AVXVNNI
+  if (ask != "avx2" && cpu_has_avxvnni()) return "avxvnni";
+#endif
+  return "avx2";
 #elif defined(__ARM_NEON)
   return "neon";
 #else
@@ -32,21 +46,40 @@ std::string simd_path() {
 #endif
 }
 
-// The build every kernel runs (products and small operations alike), chosen once.
-LaneTarget lane_target() {
-  static const LaneTarget target = [] {
+// The build every kernel runs, chosen once: the products' (simd_path()), and the small
+// operations' (lane_target(): AVX-VNNI adds nothing to them, so they run as built for AVX2).
+enum class KernelBuild { avx512, avxvnni, avx2, generic };
+
+static KernelBuild kernel_build() {
+  static const KernelBuild build = [] {
     const std::string path = simd_path();
-    return path == "avx512" ? LaneTarget::avx512 : path == "avx2" ? LaneTarget::avx2 : LaneTarget::baseline;
+    if (path == "avx512") return KernelBuild::avx512;
+    if (path == "avxvnni") return KernelBuild::avxvnni;
+    return path == "avx2" ? KernelBuild::avx2 : KernelBuild::generic;
   }();
-  return target;
+  return build;
+}
+
+LaneTarget lane_target() {
+  switch (kernel_build()) {
+    case KernelBuild::avx512: return LaneTarget::avx512;
+    case KernelBuild::avxvnni:
+    case KernelBuild::avx2: return LaneTarget::avx2;
+    default: return LaneTarget::baseline;
+  }
 }
 
 static bool run_kernel(const QmmParams& p) {
+  switch (kernel_build()) {
 #if defined(__x86_64__) || defined(_M_X64)
-  if (lane_target() == LaneTarget::avx512) return qmm_avx512(p);
-  if (lane_target() == LaneTarget::avx2) return qmm_avx2(p);
+    case KernelBuild::avx512: return qmm_avx512(p);
+#if MLX_SSBD_AVXVNNI
+    case KernelBuild::avxvnni: return qmm_avxvnni(p);
 #endif
-  return qmm_generic(p);
+    case KernelBuild::avx2: return qmm_avx2(p);
+#endif
+    default: return qmm_generic(p);
+  }
 }
 
 static bool supported_bits(int bits) {

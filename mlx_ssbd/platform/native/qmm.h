@@ -29,6 +29,9 @@ bool qmm_generic(const QmmParams& p);
 #if defined(__x86_64__) || defined(_M_X64)
 bool qmm_avx2(const QmmParams& p);
 bool qmm_avx512(const QmmParams& p);
+#if MLX_SSBD_AVXVNNI
+bool qmm_avxvnni(const QmmParams& p);
+#endif
 #endif
 
 // The stream ``s`` names, which must be on the CPU (else invalid_argument naming ``op``).
@@ -59,7 +62,7 @@ mx::array row_contiguous(const mx::array& a, mx::Stream s);
 // ``encoder`` (to be called from eval_cpu, before the task that reads it is dispatched).
 mx::array row_major(const mx::array& a, mx::cpu::CommandEncoder& encoder);
 
-// Which kernel this CPU runs: "avx512", "avx2", "neon" or "generic".
+// Which kernel this CPU runs: "avx512", "avxvnni", "avx2", "neon" or "generic".
 std::string simd_path();
 
 // x[..., K] @ dequantize(w, scales, biases)[N, K]^T on the CPU, x quantized to int8 per block of 32

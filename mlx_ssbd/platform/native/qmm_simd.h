@@ -7,8 +7,9 @@
 //   LaneIndex  which of 4 floats each of 16 lanes takes (spread4)
 //
 // AVX-512 holds each in one register (two dpbusd per 128 weights with VNNI; VBMI unpacks
-// 2/3/5/6-bit codes), AVX2 in two 256-bit halves (maddubs + madd; BMI2's pdep unpacks), every
-// other target in GCC/Clang vector extensions. Every operation is exact or one IEEE operation per
+// 2/3/5/6-bit codes), AVX2 in two 256-bit halves (maddubs + madd, or madd on int16 for 8-bit
+// codes; AVX-VNNI's 256-bit dpbusd where the build has it; BMI2's pdep unpacks), every other
+// target in GCC/Clang vector extensions. Every operation is exact or one IEEE operation per
 // lane (fma with one rounding), so every target computes the same bits.
 
 constexpr int kLanes = 16;
@@ -98,18 +99,29 @@ static inline Floats spread4(const float* s, LaneIndex index) {
   return {_mm256_permutevar8x32_ps(four, index.lo), _mm256_permutevar8x32_ps(four, index.hi)};
 }
 
-template <int B>
-static inline __m256i dot_half(__m256i codes, __m256i x) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  if constexpr (B < 8) {  // codes < 128: a pair's sum fits in int16 (2 * 127 * 128)
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(codes, x), ones);
-  } else {  // codes up to 255: the top bit apart, so that maddubs cannot saturate
-    const __m256i low = _mm256_and_si256(codes, _mm256_set1_epi8(0x7F));
-    const __m256i top = _mm256_and_si256(_mm256_srli_epi16(codes, 7), _mm256_set1_epi8(1));
-    const __m256i lo = _mm256_madd_epi16(_mm256_maddubs_epi16(low, x), ones);
-    const __m256i hi = _mm256_madd_epi16(_mm256_maddubs_epi16(top, x), ones);
-    return _mm256_add_epi32(lo, _mm256_slli_epi32(hi, 7));
-  }
+// 8-bit codes through int16 products (madd), which cannot overflow: each int32 lane's 4 bytes
+// split into two pairs, `first` (bytes 4i, 4i + 1) and `second` (4i + 2, 4i + 3), as int16: the
+// codes zero-extended, x in the high byte (x * 256). madd then sums 256 times the exact products.
+static inline __m256i pairs16(__m256i bytes, bool second, bool high) {
+  alignas(32) static const auto masks = [] {
+    struct { uint8_t m[4][32]; } t{};
+    for (int which = 0; which < 4; ++which)
+      for (int half = 0; half < 2; ++half)
+        for (int slot = 0; slot < 8; ++slot) {
+          const uint8_t src = (uint8_t)((slot / 2) * 4 + (which & 1) * 2 + slot % 2);
+          uint8_t* m = t.m[which] + 16 * half + 2 * slot;
+          m[0] = (which & 2) ? 0x80 : src;  // the low byte: the code, or zero under x
+          m[1] = (which & 2) ? src : 0x80;  // the high byte: x, or zero above a code
+        }
+    return t;
+  }();
+  return _mm256_shuffle_epi8(bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(masks.m[(high ? 2 : 0) + (second ? 1 : 0)])));
+}
+
+static inline __m256i dot8_half(__m256i codes, __m256i x) {
+  const __m256i first = _mm256_madd_epi16(pairs16(codes, false, false), pairs16(x, false, true));
+  const __m256i second = _mm256_madd_epi16(pairs16(codes, true, false), pairs16(x, true, true));
+  return _mm256_add_epi32(first, second);
 }
 
 template <int B>
@@ -117,14 +129,20 @@ static inline __m256i dot2_half(__m256i a, __m256i xa, __m256i b, __m256i xb) {
   if constexpr (B < 8) {  // codes < 64: four products fit in int16 (4 * 63 * 127)
     const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(a, xa), _mm256_maddubs_epi16(b, xb));
     return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-  } else {
-    return _mm256_add_epi32(dot_half<B>(a, xa), dot_half<B>(b, xb));
+  } else {  // |256 * sum| <= 8 * 255 * 127 * 256 < 2**31
+    return _mm256_srai_epi32(_mm256_add_epi32(dot8_half(a, xa), dot8_half(b, xb)), 8);
   }
 }
 
 template <int B>
 static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
+#if defined(__AVXVNNI__)  // AVX-VNNI (256-bit dpbusd): every width as AVX-512 computes it
+  const __m256i z = _mm256_setzero_si256();
+  return {_mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(z, a.lo, xa.lo), b.lo, xb.lo),
+          _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(z, a.hi, xa.hi), b.hi, xb.hi)};
+#else
   return {dot2_half<B>(a.lo, xa.lo, b.lo, xb.lo), dot2_half<B>(a.hi, xa.hi, b.hi, xb.hi)};
+#endif
 }
 
 static inline void split_quarters(Bytes a, Bytes b, Bytes& first, Bytes& second) {

@@ -1,0 +1,13 @@
+// The kernel built for x86-64 CPUs with AVX2, FMA, BMI2 and AVX-VNNI but not AVX-512 (compiled
+// with -mavx2 -mfma -mf16c -mbmi2 -mavxvnni): the AVX2 kernel with 256-bit dpbusd for the dot products.
+#define QMM_NS avxvnni
+#include "qmm_kernel.h"
+#include "qmm.h"
+
+namespace mlx_ssbd {
+bool qmm_avxvnni(const QmmParams& p) {
+  return avxvnni::qmm_dispatch(
+      {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits},
+      static_cast<avxvnni::ScaleType>(p.scale_type));
+}
+}  // namespace mlx_ssbd
