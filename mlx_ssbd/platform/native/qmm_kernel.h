@@ -9,7 +9,8 @@
 // a group g of weight row n
 //     sum_k w[n, k] x[k] ~ scale[n, g] * sum_b dx_b * sum_{k in b} code[k] * xq[k]
 //                          + bias[n, g] * sum_b dx_b * sum_{k in b} xq[k],
-// the inner sums exact in int32 (u8 codes times s8 values: VNNI's dpbusd, AVX2's maddubs). That is
+// the inner sums exact in int32 (u8 codes times s8 values: VNNI's dpbusd, AVX2's maddubs, or
+// for 8-bit codes on AVX2 madd on both as int16). That is
 // the product of the exact weights with x rounded to dx * xq: only x is rounded, by at most half a
 // step of 1/127 of its block's largest value. (The bias term on the rounded x too: on x's exact sums
 // the error would be sum_k (w[k] - bias) * e[k], with w - bias = scale * code 2-3 times larger than
@@ -149,7 +150,19 @@ struct Activations {
   std::vector<int8_t> q;     // [M, quads * 128]
   std::vector<float> dx;     // [M, quads * 16]
   std::vector<float> sums;   // [M, padded]
+  std::vector<int16_t> wide;  // [M, quads * 128]: q as int16 in dot8_wide's order (QMM_WIDE_X8, 8 bits)
 };
+
+#if QMM_WIDE_X8
+// A row's quads of q as dot8_wide takes them: per quad, A's and then B's two halves, each as its
+// `first` and then `second` pairs.
+static void widen_row(const int8_t* q, int quads, int16_t* wide) {
+  for (int u = 0; u < quads; ++u)
+    for (int v = 0; v < 8; ++v)  // v = 4 * set + 2 * half + pair
+      for (int e = 0; e < 16; ++e)
+        wide[(size_t)u * kQuad + 16 * v + e] = q[(size_t)u * kQuad + 64 * (v / 4) + 32 * (v / 2 % 2) + wide_source(e, v % 2)];
+}
+#endif
 
 template <int B>
 static void quantize_rows(const float* x, int M, int K, int group, Activations& a) {
@@ -160,6 +173,9 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
   a.q.assign((size_t)M * a.quads * kQuad, 0);
   a.dx.assign((size_t)M * a.quads * kLanes, 0.0f);
   a.sums.assign((size_t)M * a.padded, 0.0f);
+#if QMM_WIDE_X8
+  if constexpr (B == 8) a.wide.resize((size_t)M * a.quads * kQuad);
+#endif
 #pragma omp parallel for schedule(static) if (M >= 8)
   for (int m = 0; m < M; ++m) {
     const float* row = x + (size_t)m * K;
@@ -191,6 +207,9 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
       sums[g] = __builtin_fmaf(d, (float)total, sums[g]);
       for (int i = 0; i < 4; ++i) dx[(size_t)quad * kLanes + 4 * t + i] = d;
     }
+#if QMM_WIDE_X8
+    if constexpr (B == 8) widen_row(q, a.quads, a.wide.data() + (size_t)m * a.quads * kQuad);
+#endif
   }
 }
 
@@ -233,6 +252,20 @@ constexpr int kColBlock = kCols;
 constexpr int kColBlock = 8;
 #endif
 
+// A weight row's quad (codes a and b) against quad `row` of x (xq_a and xq_b, or as int16).
+template <int B>
+static inline Ints quad_lanes(Bytes a, Bytes b, Bytes xq_a, Bytes xq_b, const Activations& xa, size_t row) {
+#if QMM_WIDE_X8
+  if constexpr (B == 8)
+    return dot8_wide(a, b, xa.wide.data() + row * kQuad);
+  else
+    return dot2<B>(a, xq_a, b, xq_b);
+#else
+  (void)xa, (void)row;
+  return dot2<B>(a, xq_a, b, xq_b);
+#endif
+}
+
 // MR rows of x (from row m0) by NC weight rows (from n0), over all of k. `scales` and `biases`:
 // the NC rows' scales and biases as fp32, row after row, each `xa.padded` long (zero-padded).
 template <int B, int MR, int NC>
@@ -270,8 +303,10 @@ static void tile(const QmmArgs& a, const Activations& xa, const float* scales, c
       const Bytes xq_b = load_bytes(xa.q.data() + row * kQuad + 64);
       const Floats dx = load_floats(xa.dx.data() + row * kLanes);
 #pragma GCC unroll 8
-      for (int j = 0; j < NC; ++j)  // the lanes' sums are exact in fp32: |sum| < 2**24
-        acc[r][j] = fmadd(to_floats(dot2<B>(codes_a[j], xq_a, codes_b[j], xq_b)), mul(scale[j], dx), acc[r][j]);
+      for (int j = 0; j < NC; ++j) {  // the lanes' sums are exact in fp32: |sum| < 2**24
+        const Ints lanes = quad_lanes<B>(codes_a[j], codes_b[j], xq_a, xq_b, xa, row);
+        acc[r][j] = fmadd(to_floats(lanes), mul(scale[j], dx), acc[r][j]);
+      }
     }
   };
   for (int u = 0; u < full; ++u) quad(u, std::false_type{});

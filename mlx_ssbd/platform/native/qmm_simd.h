@@ -9,7 +9,7 @@
 // AVX-512 holds each in one register (two dpbusd per 128 weights with VNNI; VBMI unpacks
 // 2/3/5/6-bit codes), AVX2 in two 256-bit halves (maddubs + madd, or madd on int16 for 8-bit
 // codes; AVX-VNNI's 256-bit dpbusd where the build has it; BMI2's pdep unpacks), every other
-// target in GCC/Clang vector extensions. Every operation is exact or one IEEE operation per
+// target in GCC/Clang vector extensions. QMM_WIDE_X8: the build takes x for 8-bit codes as int16. Every operation is exact or one IEEE operation per
 // lane (fma with one rounding), so every target computes the same bits.
 
 constexpr int kLanes = 16;
@@ -99,39 +99,47 @@ static inline Floats spread4(const float* s, LaneIndex index) {
   return {_mm256_permutevar8x32_ps(four, index.lo), _mm256_permutevar8x32_ps(four, index.hi)};
 }
 
-// 8-bit codes through int16 products (madd), which cannot overflow: each int32 lane's 4 bytes
-// split into two pairs, `first` (bytes 4i, 4i + 1) and `second` (4i + 2, 4i + 3), as int16: the
-// codes zero-extended, x in the high byte (x * 256). madd then sums 256 times the exact products.
-static inline __m256i pairs16(__m256i bytes, bool second, bool high) {
+#if !defined(__AVXVNNI__)
+// 8-bit codes: maddubs would saturate on codes above 127, so each int32 lane's four bytes go
+// through madd as int16, in two pairs, `first` (bytes 4i, 4i + 1) and `second` (4i + 2, 4i + 3):
+// the codes zero-extended here, x sign-extended in the same order once per product
+// (quantize_rows: Activations::wide).
+#define QMM_WIDE_X8 1
+// The byte of a 32-byte half that int16 element e (0..15) of its `first` (0) or `second` (1) pairs takes.
+static constexpr int wide_source(int e, int second) { return 16 * (e / 8) + (e % 8 / 2) * 4 + 2 * second + e % 2; }
+
+static inline __m256i widen_codes(__m256i bytes, int second) {
   alignas(32) static const auto masks = [] {
-    struct { uint8_t m[4][32]; } t{};
-    for (int which = 0; which < 4; ++which)
-      for (int half = 0; half < 2; ++half)
-        for (int slot = 0; slot < 8; ++slot) {
-          const uint8_t src = (uint8_t)((slot / 2) * 4 + (which & 1) * 2 + slot % 2);
-          uint8_t* m = t.m[which] + 16 * half + 2 * slot;
-          m[0] = (which & 2) ? 0x80 : src;  // the low byte: the code, or zero under x
-          m[1] = (which & 2) ? src : 0x80;  // the high byte: x, or zero above a code
-        }
+    struct { uint8_t m[2][32]; } t{};
+    for (int which = 0; which < 2; ++which)
+      for (int e = 0; e < 16; ++e) {
+        // pshufb works within 16-byte lanes: the source byte's index in its lane, zero above it
+        t.m[which][2 * e] = (uint8_t)(wide_source(e, which) % 16);
+        t.m[which][2 * e + 1] = 0x80;
+      }
     return t;
   }();
-  return _mm256_shuffle_epi8(bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(masks.m[(high ? 2 : 0) + (second ? 1 : 0)])));
+  return _mm256_shuffle_epi8(bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(masks.m[second])));
 }
 
-static inline __m256i dot8_half(__m256i codes, __m256i x) {
-  const __m256i first = _mm256_madd_epi16(pairs16(codes, false, false), pairs16(x, false, true));
-  const __m256i second = _mm256_madd_epi16(pairs16(codes, true, false), pairs16(x, true, true));
-  return _mm256_add_epi32(first, second);
+// A quad's lanes for 8-bit codes a and b against x as int16 (8 sets of 16: A's then B's, each
+// by half, each half's `first` then `second`). Every product and sum exact in int32.
+static inline Ints dot8_wide(Bytes a, Bytes b, const int16_t* x) {
+  auto half = [&](__m256i codes, const int16_t* xs) {
+    const __m256i* v = reinterpret_cast<const __m256i*>(xs);
+    return _mm256_add_epi32(_mm256_madd_epi16(widen_codes(codes, 0), _mm256_loadu_si256(v)),
+                            _mm256_madd_epi16(widen_codes(codes, 1), _mm256_loadu_si256(v + 1)));
+  };
+  return {_mm256_add_epi32(half(a.lo, x), half(b.lo, x + 64)), _mm256_add_epi32(half(a.hi, x + 32), half(b.hi, x + 96))};
 }
+#endif
 
+// Codes of fewer than 8 bits (8-bit codes: dot8_wide).
 template <int B>
 static inline __m256i dot2_half(__m256i a, __m256i xa, __m256i b, __m256i xb) {
-  if constexpr (B < 8) {  // codes < 64: four products fit in int16 (4 * 63 * 127)
-    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(a, xa), _mm256_maddubs_epi16(b, xb));
-    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
-  } else {  // |256 * sum| <= 8 * 255 * 127 * 256 < 2**31
-    return _mm256_srai_epi32(_mm256_add_epi32(dot8_half(a, xa), dot8_half(b, xb)), 8);
-  }
+  static_assert(B < 8);  // codes < 64: four products fit in int16 (4 * 63 * 127)
+  const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(a, xa), _mm256_maddubs_epi16(b, xb));
+  return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
 }
 
 template <int B>
