@@ -5,10 +5,13 @@ kernel runs its AVX2 build and fp32 BLAS its AVX2 code. This script measures tha
 machine it runs on, each in a process of its own: the kernel's AVX2 build
 (``MLX_SSBD_QMM_SIMD=avx2``) against the same layers dequantized to fp32 with MKL held to AVX2
 (``MKL_ENABLE_INSTRUCTIONS=AVX2``), beside the widest path of each (what this CPU runs by
-itself). It reports a decode step and passes of 16 and 64 tokens (``evaluation.passes``, the
-timing of ``quantized_weights.py``). The cores, caches and memory stay this machine's: an
-emulation of the instruction sets, not of an AVX2 machine. Every build of the kernel gives the
-same bits (tested), so the translations, and their chrF++, are those of ``quantized_weights.py``.
+itself). Where the CPU has AVX-VNNI (Intel's client CPUs from Alder Lake on have it without
+AVX-512) it also runs the kernel's AVX-VNNI build (``MLX_SSBD_QMM_SIMD=avxvnni``) against the same
+fp32 AVX2 code (fp32 products gain nothing from VNNI). It reports a decode step and passes of 16
+and 64 tokens (``evaluation.passes``, the timing of ``quantized_weights.py``). The cores, caches
+and memory stay this machine's: an emulation of the instruction sets, not of an AVX2 machine.
+Every build of the kernel gives the same bits (tested), so the translations, and their chrF++,
+are those of ``quantized_weights.py``.
 
     python -m benchmarks.engine.avx2_path --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b \\
         --out benchmarks/results/DIR/avx2-path
@@ -28,6 +31,13 @@ PATHS = (
     ("dense, widest", "dense", {}),
     ("quantized, AVX2", "quantized", {"MLX_SSBD_QMM_SIMD": "avx2"}),
     ("dense, AVX2", "dense", {"MKL_ENABLE_INSTRUCTIONS": "AVX2"}),
+    ("quantized, AVX-VNNI", "quantized", {"MLX_SSBD_QMM_SIMD": "avxvnni"}),
+)
+# (instructions, quantized row, dense row) of the ratio table
+PAIRS = (
+    ("widest", "quantized, widest", "dense, widest"),
+    ("AVX2", "quantized, AVX2", "dense, AVX2"),
+    ("AVX2 + AVX-VNNI", "quantized, AVX-VNNI", "dense, AVX2"),
 )
 
 
@@ -59,8 +69,9 @@ def report(result: dict) -> str:
         f"{m.get('cpu_model', '')}, {m.get('cpus', '')} CPUs, MLX {m.get('mlx_version', '')}, "
         f"BLAS {m.get('blas', '')}. "
         "AVX2: the kernel's AVX2 build (`MLX_SSBD_QMM_SIMD=avx2`) and MKL held to AVX2 "
-        "(`MKL_ENABLE_INSTRUCTIONS=AVX2`) on this machine's cores and memory; widest: what this CPU runs by "
-        f"itself. Medians of {result['repeats']} passes each, one run.",
+        "(`MKL_ENABLE_INSTRUCTIONS=AVX2`) on this machine's cores and memory; AVX-VNNI: the kernel's "
+        "AVX-VNNI build (`MLX_SSBD_QMM_SIMD=avxvnni`, where this CPU has it); widest: what this CPU runs "
+        f"by itself. Medians of {result['repeats']} passes each, one run.",
         "",
         "| model | path | kernel | decode step ms | 16-token pass ms | 64-token pass ms |",
         "|---|---|---|---|---|---|",
@@ -78,8 +89,8 @@ def report(result: dict) -> str:
     ]
     by = {(r["model"], r["path"]): r for r in result["rows"]}
     for model in dict.fromkeys(r["model"] for r in result["rows"]):
-        for isa in ("widest", "AVX2"):
-            q, d = by.get((model, f"quantized, {isa}")), by.get((model, f"dense, {isa}"))
+        for isa, quantized, dense in PAIRS:
+            q, d = by.get((model, quantized)), by.get((model, dense))
             if q and d:
                 lines.append(f"| {model} | {isa} | {pass_ratios(d['passes_s'], q['passes_s'])} |")
     return "\n".join(lines) + "\n"
@@ -105,6 +116,11 @@ def main() -> None:
             measured = child_json(
                 __spec__.name, args_, {"MLX_SSBD_WEIGHTS": weights, **env}, f"{model} {label}"
             )
+            if "avxvnni" in env.values() and measured["kernel_path"] != "avxvnni":
+                print(
+                    f"{model} {label}: this CPU has no AVX-VNNI (the kernel ran {measured['kernel_path']}): left out"
+                )
+                continue
             row = {**measured, "path": label}
             rows.append(row)
             print(json.dumps(row), flush=True)
