@@ -37,7 +37,16 @@ def test_kernel_is_the_weights_times_x_rounded_per_block(bits, group):
     """Exactly the stored weights times x rounded to int8 steps per block of 32 (up to fp32 sums in
     another order), and within that rounding's bound of MLX's own product on the exact x."""
     key = mx.random.key(bits * 1000 + group)
-    for rows, n, k in [(1, 13, 256), (2, 7, 384), (3, 33, 128), (16, 5, 512), (64, 21, 256), (5, 9, 160)]:
+    shapes = [
+        (1, 13, 256),
+        (2, 7, 384),
+        (3, 33, 128),
+        (16, 5, 512),
+        (64, 21, 256),
+        (5, 9, 160),
+        (9, 11, 1920),
+    ]
+    for rows, n, k in shapes:
         if k % group:
             continue
         k1, k2, key = mx.random.split(key, 3)
@@ -80,9 +89,10 @@ def test_half_precision_scales_are_read_as_stored(dtype):
 
 @pytest.mark.parametrize("bits", [4, 5, 8])
 def test_each_row_gets_what_it_would_get_alone(bits):
-    """A verify pass of many tokens gives each token bit for bit its one-token decode result."""
-    w = mx.random.normal((70, 640), key=mx.random.key(1))
-    x = mx.random.normal((64, 640), key=mx.random.key(2))
+    """A verify pass of many tokens gives each token bit for bit its one-token decode result (k of
+    13 quads and a half: a last quad of two blocks)."""
+    w = mx.random.normal((70, 1728), key=mx.random.key(1))
+    x = mx.random.normal((64, 1728), key=mx.random.key(2))
     q, s, b = mx.quantize(w, group_size=64, bits=bits)
     together = product(x, q, s, b, 64, bits)
     for rows in (1, 2, 3, 5, 16, 64):
@@ -313,8 +323,8 @@ assert k is not None, quantized.kernel_status()
 digest = hashlib.sha256()
 for bits in (3, 4, 5, 8):
     for scales in (mx.float32, mx.float16):
-        w = mx.random.normal((37, 320), key=mx.random.key(bits))
-        x = mx.random.normal((9, 320), key=mx.random.key(bits + 1))
+        w = mx.random.normal((37, 1728), key=mx.random.key(bits))  # a last quad of 2 blocks
+        x = mx.random.normal((9, 1728), key=mx.random.key(bits + 1))
         q, s, b = mx.quantize(w, group_size=64, bits=bits)
         out = k.quantized_matmul(x, q, s.astype(scales), b.astype(scales), 64, bits)
         alone = mx.concatenate(
