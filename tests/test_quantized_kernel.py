@@ -321,7 +321,7 @@ from mlx_ssbd.platform import quantized
 k = quantized.kernel()
 assert k is not None, quantized.kernel_status()
 digest = hashlib.sha256()
-for bits in (3, 4, 5, 8):
+for bits in (2, 3, 4, 5, 6, 8):
     for scales in (mx.float32, mx.float16):
         w = mx.random.normal((37, 1728), key=mx.random.key(bits))  # a last quad of 2 blocks
         x = mx.random.normal((9, 1728), key=mx.random.key(bits + 1))

@@ -33,7 +33,7 @@ std::string simd_path() {
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
     return "avx512";
-  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2")))
+  if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
     return "generic";
 #if MLX_SSBD_AVXVNNI
   if (ask != "avx2" && cpu_has_avxvnni()) return "avxvnni";

@@ -1,4 +1,4 @@
-// The kernel built for x86-64 CPUs with AVX2, FMA and BMI2 (compiled with -mavx2 -mfma -mf16c -mbmi2): maddubs (and madd) for the dot products.
+// The kernel built for x86-64 CPUs with AVX2, FMA and F16C (compiled with -mavx2 -mfma -mf16c): maddubs (and madd) for the dot products.
 #define QMM_NS avx2
 #include "qmm_kernel.h"
 #include "qmm.h"

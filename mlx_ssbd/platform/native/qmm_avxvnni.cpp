@@ -1,5 +1,5 @@
-// The kernel built for x86-64 CPUs with AVX2, FMA, BMI2 and AVX-VNNI but not AVX-512 (compiled
-// with -mavx2 -mfma -mf16c -mbmi2 -mavxvnni): the AVX2 kernel with 256-bit dpbusd for the dot products.
+// The kernel built for x86-64 CPUs with AVX2, FMA, F16C and AVX-VNNI but not AVX-512 (compiled with
+// -mavx2 -mfma -mf16c -mavxvnni): the AVX2 kernel with 256-bit dpbusd for the dot products.
 #define QMM_NS avxvnni
 #include "qmm_kernel.h"
 #include "qmm.h"

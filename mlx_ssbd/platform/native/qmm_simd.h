@@ -8,7 +8,7 @@
 //
 // AVX-512 holds each in one register (two dpbusd per 128 weights with VNNI; VBMI unpacks
 // 2/3/5/6-bit codes), AVX2 in two 256-bit halves (maddubs + madd, or madd on int16 for 8-bit
-// codes; AVX-VNNI's 256-bit dpbusd where the build has it; BMI2's pdep unpacks), every other
+// codes; AVX-VNNI's 256-bit dpbusd where the build has it), every other
 // target in GCC/Clang vector extensions. QMM_WIDE_X8: the build takes x for 8-bit codes as int16. Every operation is exact or one IEEE operation per
 // lane (fma with one rounding), so every target computes the same bits.
 
@@ -158,22 +158,38 @@ static inline void split_quarters(Bytes a, Bytes b, Bytes& first, Bytes& second)
   second = {_mm256_permute2x128_si256(a.lo, a.hi, 0x31), _mm256_permute2x128_si256(b.lo, b.hi, 0x31)};
 }
 
-// 64 codes of B bits (2, 3, 5 or 6) packed in 8 * B bytes, in order: BMI2's pdep spreads each 8
-// codes' B bytes over 8 bytes.
+// 64 codes of B bits (2, 3, 5 or 6) packed in 8 * B bytes, in order, 16 at a time: their 2 * B
+// bytes loaded into both halves of a register (never past the 8 * B: the last loads end at the
+// chunk's end), each code's two bytes gathered into an int16 lane (pshufb), shifted so that its
+// B bits are the lane's top ones (mullo by 2**(16 - B - its bit offset)) and shifted down, then
+// the four sets of 16 packed to bytes. Vector instructions only: BMI2's pdep, the scalar way, is
+// microcoded (hundreds of cycles) on AMD before Zen 3.
 template <int B>
 static inline Bytes unpack(const uint8_t* p) {
-  constexpr uint64_t spread = 0x0101010101010101ull * ((1u << B) - 1);
-  uint64_t eight[8];
-  for (int i = 0; i < 7; ++i) {  // 8-byte loads (pdep takes the low 8 * B bits) inside the chunk
-    uint64_t word;
-    std::memcpy(&word, p + i * B, 8);
-    eight[i] = _pdep_u64(word, spread);
+  struct Tables { uint8_t gather[4][32]; int16_t shift[16]; int base[4]; };
+  alignas(32) static const Tables t = [] {
+    Tables t{};
+    for (int g = 0; g < 4; ++g) {
+      t.base[g] = std::min(2 * B * g, 8 * B - 16);  // the 16 bytes loaded for codes 16g..16g+15
+      for (int c = 0; c < 16; ++c) {
+        const int byte = B * (16 * g + c) / 8;
+        t.gather[g][2 * c] = (uint8_t)(byte - t.base[g]);
+        t.gather[g][2 * c + 1] = byte + 1 < 8 * B ? (uint8_t)(byte + 1 - t.base[g]) : 0x80;  // 0x80: zero
+      }
+    }
+    for (int c = 0; c < 16; ++c) t.shift[c] = (int16_t)(1 << (16 - B - B * c % 8));  // the offset repeats every 8 codes
+    return t;
+  }();
+  const __m256i shift = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.shift));
+  __m256i sixteen[4];
+  for (int g = 0; g < 4; ++g) {
+    const __m256i bytes = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + t.base[g])));
+    const __m256i pairs = _mm256_shuffle_epi8(bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(t.gather[g])));
+    sixteen[g] = _mm256_srli_epi16(_mm256_mullo_epi16(pairs, shift), 16 - B);
   }
-  uint64_t last;  // the chunk's last 8 bytes, shifted down to its last B
-  std::memcpy(&last, p + 8 * B - 8, 8);
-  eight[7] = _pdep_u64(last >> (64 - 8 * B), spread);
-  return {_mm256_set_epi64x(eight[3], eight[2], eight[1], eight[0]),
-          _mm256_set_epi64x(eight[7], eight[6], eight[5], eight[4])};
+  // packus interleaves the halves: codes 0-7, 16-23 | 8-15, 24-31, put in order by vpermq
+  return {_mm256_permute4x64_epi64(_mm256_packus_epi16(sixteen[0], sixteen[1]), 0xD8),
+          _mm256_permute4x64_epi64(_mm256_packus_epi16(sixteen[2], sixteen[3]), 0xD8)};
 }
 
 static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
