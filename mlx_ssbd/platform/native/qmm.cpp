@@ -29,7 +29,8 @@ std::string simd_path() {
   if (ask == "generic") return "generic";
 #if defined(__x86_64__) || defined(_M_X64)
   __builtin_cpu_init();
-  if (ask.empty() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  const bool narrower = ask == "avxvnni" || ask == "avx2";
+  if (!narrower && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
     return "avx512";

@@ -34,8 +34,9 @@
 // blocks is padded with zero codes and zero x.
 //
 // One source for every CPU, built once per target (each build names its namespace, QMM_NS):
-// AVX-512 with VNNI and AVX2/FMA on x86-64, chosen at run time by what the CPU has; NEON on
-// aarch64 and plain code elsewhere (qmm_generic.cpp). The vectors of each target: qmm_simd.h.
+// AVX-512 with VNNI, AVX2 with AVX-VNNI and AVX2/FMA on x86-64, chosen at run time by what the
+// CPU has; NEON on aarch64 and plain code elsewhere (qmm_generic.cpp). The vectors of each
+// target: qmm_simd.h.
 #pragma once
 
 #include <algorithm>
