@@ -72,6 +72,11 @@ def child_json(module: str, args: list[str], env: dict[str, str], what: str) -> 
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
+def pass_times(passes: dict) -> str:
+    """Table cells: the decode step and the 16- and 64-token passes in ms (``passes_s``)."""
+    return " | ".join(f"{1000 * passes[n]:.1f}" for n in ("1", "16", "64"))
+
+
 def pass_ratios(dense: dict, quantized: dict) -> str:
     """Table cells: dense / quantized time of the decode step and the 16- and 64-token passes
     (``passes_s`` of ``evaluation.passes.pass_timings``, keyed "1", "16", "64")."""

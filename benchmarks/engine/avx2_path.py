@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks.common import child_json, pass_ratios
+from benchmarks.common import child_json, pass_ratios, pass_times
 
 # (label, weights, environment): the kernel's path or the BLAS's instruction set
 PATHS = (
@@ -77,11 +77,8 @@ def report(result: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for r in result["rows"]:
-        p = r["passes_s"]
-        lines.append(
-            f"| {r['model']} | {r['path']} | {r['kernel_path'] if r['weights'] != 'dense' else '-'} | "
-            f"{1000 * p['1']:.1f} | {1000 * p['16']:.1f} | {1000 * p['64']:.1f} |"
-        )
+        kernel = r["kernel_path"] if r["weights"] != "dense" else "-"
+        lines.append(f"| {r['model']} | {r['path']} | {kernel} | {pass_times(r['passes_s'])} |")
     lines += [
         "",
         "| model | instructions | decode step: dense / quantized | 16-token pass | 64-token pass |",

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import DATA, REPO, child_json, paired_chrf_delta, pass_ratios, relative
+from benchmarks.common import DATA, REPO, child_json, paired_chrf_delta, pass_ratios, pass_times, relative
 
 SENTENCES = DATA / "talk-sentences" / "en-de.test.jsonl"
 PATHS = ("quantized", "dense")
@@ -170,7 +170,7 @@ def report(result: dict) -> str:
         p, m, t = r["passes_s"], r["methods"], r["translate_stream"]
         lines.append(
             f"| {r['model']} | {r['path']} | {r['load_s']} | {gb(r['rss_after_load_bytes'])} | "
-            f"{1000 * p['1']:.1f} | {1000 * p['16']:.1f} | {1000 * p['64']:.1f} | "
+            f"{pass_times(p)} | "
             f"{m['rt']['chrf']} / {m['rt']['wall_s']} | {m['ssbd']['chrf']} / {m['ssbd']['wall_s']} | "
             f"{gb(t['peak_rss_bytes']) if 'peak_rss_bytes' in t else 'failed'} |"
         )

@@ -228,7 +228,8 @@ struct QmmArgs {
 // (each may be set with -D for experiments): a register tile holds kRows rows of x by kCols
 // weight rows, and kColBlock weight rows go through the tiles of each kRows rows of x in turn
 // (while those rows are in L1: with AVX2's one weight row per tile, 8 rows made a 64-row product
-// with K = 1536 17% faster; no gain with AVX-512's 4); a one-row product (a decode step) takes
+// with K = 1536 9% faster on the AVX2 build and 16% on the AVX-VNNI one; no gain with AVX-512's
+// 4); a one-row product (a decode step) takes
 // kDecodeCols weight rows together (one row at a time streamed 10% faster here than four).
 #ifndef QMM_DECODE_COLS
 #define QMM_DECODE_COLS 1

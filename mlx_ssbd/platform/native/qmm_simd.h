@@ -8,9 +8,10 @@
 //
 // AVX-512 holds each in one register (two dpbusd per 128 weights with VNNI; VBMI unpacks
 // 2/3/5/6-bit codes), AVX2 in two 256-bit halves (maddubs + madd, or madd on int16 for 8-bit
-// codes; AVX-VNNI's 256-bit dpbusd where the build has it), every other
-// target in GCC/Clang vector extensions. QMM_WIDE_X8: the build takes x for 8-bit codes as int16. Every operation is exact or one IEEE operation per
-// lane (fma with one rounding), so every target computes the same bits.
+// codes; AVX-VNNI's 256-bit dpbusd where the build has it), every other target in GCC/Clang
+// vector extensions. QMM_WIDE_X8: the build takes x for 8-bit codes as int16. Every operation is
+// exact or one IEEE operation per lane (fma with one rounding), so every target computes the
+// same bits.
 
 constexpr int kLanes = 16;
 
@@ -168,17 +169,17 @@ template <int B>
 static inline Bytes unpack(const uint8_t* p) {
   struct Tables { uint8_t gather[4][32]; int16_t shift[16]; int base[4]; };
   alignas(32) static const Tables t = [] {
-    Tables t{};
+    Tables out{};
     for (int g = 0; g < 4; ++g) {
-      t.base[g] = std::min(2 * B * g, 8 * B - 16);  // the 16 bytes loaded for codes 16g..16g+15
+      out.base[g] = std::min(2 * B * g, 8 * B - 16);  // the 16 bytes loaded for codes 16g..16g+15
       for (int c = 0; c < 16; ++c) {
         const int byte = B * (16 * g + c) / 8;
-        t.gather[g][2 * c] = (uint8_t)(byte - t.base[g]);
-        t.gather[g][2 * c + 1] = byte + 1 < 8 * B ? (uint8_t)(byte + 1 - t.base[g]) : 0x80;  // 0x80: zero
+        out.gather[g][2 * c] = (uint8_t)(byte - out.base[g]);
+        out.gather[g][2 * c + 1] = byte + 1 < 8 * B ? (uint8_t)(byte + 1 - out.base[g]) : 0x80;  // 0x80: zero
       }
     }
-    for (int c = 0; c < 16; ++c) t.shift[c] = (int16_t)(1 << (16 - B - B * c % 8));  // the offset repeats every 8 codes
-    return t;
+    for (int c = 0; c < 16; ++c) out.shift[c] = (int16_t)(1 << (16 - B - B * c % 8));  // the offset repeats every 8 codes
+    return out;
   }();
   const __m256i shift = _mm256_load_si256(reinterpret_cast<const __m256i*>(t.shift));
   __m256i sixteen[4];
