@@ -324,15 +324,17 @@ digest = hashlib.sha256()
 for bits in (2, 3, 4, 5, 6, 8):
     for scales in (mx.float32, mx.float16):
         w = mx.random.normal((37, 1728), key=mx.random.key(bits))  # a last quad of 2 blocks
-        x = mx.random.normal((9, 1728), key=mx.random.key(bits + 1))
+        x = mx.random.normal((15, 1728), key=mx.random.key(bits + 1))
         q, s, b = mx.quantize(w, group_size=64, bits=bits)
         out = k.quantized_matmul(x, q, s.astype(scales), b.astype(scales), 64, bits)
         alone = mx.concatenate(
-            [k.quantized_matmul(x[i : i + 1], q, s.astype(scales), b.astype(scales), 64, bits) for i in range(9)]
+            [k.quantized_matmul(x[i : i + 1], q, s.astype(scales), b.astype(scales), 64, bits) for i in range(15)]
         )
         assert mx.array_equal(alone, out).item(), bits
         digest.update(bytes(memoryview(out)))
-        for rows in (6, 7):  # the last tile of 2 and of 3 rows
+        # last tiles of 2 and 3 rows after one of 4; with tiles of 8 rows (8-bit codes on AVX2) one
+        # of 8 and 1, of 8 and 4, and (all 15) of 8, 4 and 3
+        for rows in (6, 7, 9, 12):
             part = k.quantized_matmul(x[:rows], q, s.astype(scales), b.astype(scales), 64, bits)
             assert mx.array_equal(part, out[:rows]).item(), (bits, rows)
     # fp16 scales and biases in fp16's subnormal range (each build converts them its own way)

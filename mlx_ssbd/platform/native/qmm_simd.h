@@ -22,6 +22,7 @@ struct Ints { __m512i v; };
 struct Floats { __m512 v; };
 
 static inline Bytes load_bytes(const void* p) { return {_mm512_loadu_si512(p)}; }
+static inline void store_bytes(void* p, Bytes a) { _mm512_storeu_si512(p, a.v); }
 static inline Floats zeros() { return {_mm512_setzero_ps()}; }
 static inline Floats load_floats(const float* p) { return {_mm512_loadu_ps(p)}; }
 static inline void store_floats(float* p, Floats a) { _mm512_storeu_ps(p, a.v); }
@@ -80,6 +81,10 @@ struct Floats { __m256 lo, hi; };
 static inline Bytes load_bytes(const void* p) {
   const __m256i* q = static_cast<const __m256i*>(p);
   return {_mm256_loadu_si256(q), _mm256_loadu_si256(q + 1)};
+}
+static inline void store_bytes(void* p, Bytes a) {
+  __m256i* q = static_cast<__m256i*>(p);
+  _mm256_storeu_si256(q, a.lo), _mm256_storeu_si256(q + 1, a.hi);
 }
 static inline Floats zeros() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 static inline Floats load_floats(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
@@ -215,6 +220,7 @@ static inline Bytes load_bytes(const void* p) {
   std::memcpy(&b.v, p, 64);
   return b;
 }
+static inline void store_bytes(void* p, Bytes a) { std::memcpy(p, &a.v, 64); }
 static inline Floats zeros() { return {f16v{}}; }
 static inline Floats load_floats(const float* p) {
   Floats f;
