@@ -229,8 +229,8 @@ struct QmmArgs {
 // weight rows, and kColBlock weight rows go through the tiles of each kRows rows of x in turn
 // (while those rows are in L1: with AVX2's one weight row per tile, 8 rows made a 64-row product
 // with K = 1536 9% faster on the AVX2 build and 16% on the AVX-VNNI one; no gain with AVX-512's
-// 4); a one-row product (a decode step) takes
-// kDecodeCols weight rows together (one row at a time streamed 10% faster here than four). Every
+// 4); a one-row product (a decode step) takes kDecodeCols weight rows together (one row at a time
+// streamed 10% faster here than four). Every
 // 64-byte line of the weights is prefetched into L2 kPrefetch bytes ahead: the decode step's
 // products (the default model's shapes, 1.2 GB) streamed at 23 GB/s with one prefetch into L1 per
 // quad (half the lines of 8-bit codes) 2048 bytes ahead, at 26 GB/s so; the hardware prefetcher
@@ -394,11 +394,11 @@ static void column_block(const QmmArgs& a, const Activations& xa, int n0) {
   const float* scales = converted.data();
   const float* biases = scales + NC * padded;
   // Unpacked once where more than one tile of x will read them.
-  thread_local std::vector<uint8_t> codes;
   const uint8_t* unpacked = nullptr;
   const size_t unpacked_bytes = (size_t)xa.quads * kQuad;
   constexpr int R = kTileRows<B>;
   if (kUnpackOnce<B> && a.M > R) {
+    thread_local std::vector<uint8_t> codes;  // here, so that a decode step never touches it
     codes.resize(NC * unpacked_bytes);
     const size_t row_bytes = (size_t)a.K * B / 8;
     unpack_rows<B>(reinterpret_cast<const uint8_t*>(a.w) + (size_t)n0 * row_bytes, row_bytes, NC, a.K, xa.quads,
