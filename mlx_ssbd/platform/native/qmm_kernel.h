@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <type_traits>
 #include <vector>
 
@@ -143,15 +144,33 @@ static inline void last_quad_codes(const uint8_t* p, int blocks, Bytes& a, Bytes
 // Groups rounded up to whole sets of 16 (the bias term's lanes); the padding is zeros.
 static inline int padded_groups(int groups) { return (groups + kLanes - 1) / kLanes * kLanes; }
 
+// A vector whose data starts a 64-byte cache line. At malloc's 16-byte alignment x's quantized
+// rows began 16 bytes past a line, so every 64-byte load (AVX-512) and every other 32-byte one
+// (AVX2) crossed two lines; aligned, 16-row products through MLX ran 7-14% faster on the AVX-512
+// build and 2-5% on the AVX2 one (64-row 8-bit products in a C++ harness: AVX2 19% faster).
+template <class T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <class U>
+  LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
+  template <class U>
+  bool operator==(const LineAligned<U>&) const { return true; }
+};
+template <class T>
+using Lines = std::vector<T, LineAligned<T>>;
+
 // x, quantized for the products, per row: int8 values as each quad's A and B bytes (zero-padded
 // to whole quads), each lane's dx (16 floats per quad) and, per group, the sum of the rounded x
 // (for the bias term; zero-padded to whole sets of 16 groups, with room for the scales' spread4).
 struct Activations {
   int quads = 0, groups = 0, padded = 0;
-  std::vector<int8_t> q;     // [M, quads * 128]
-  std::vector<float> dx;     // [M, quads * 16]
-  std::vector<float> sums;   // [M, padded]
-  std::vector<int16_t> wide;  // [M, quads * 128]: q as int16 in dot8_wide's order (QMM_WIDE_X8, 8 bits)
+  Lines<int8_t> q;      // [M, quads * 128]
+  Lines<float> dx;      // [M, quads * 16]
+  Lines<float> sums;    // [M, padded]
+  Lines<int16_t> wide;  // [M, quads * 128]: q as int16 in dot8_wide's order (QMM_WIDE_X8, 8 bits)
 };
 
 #if QMM_WIDE_X8
@@ -382,7 +401,7 @@ static void tile(const QmmArgs& a, const Activations& xa, const float* scales, c
 template <int B, ScaleType T, int NC>
 static void column_block(const QmmArgs& a, const Activations& xa, int n0) {
   const size_t groups = xa.groups, padded = xa.padded, bytes = T == ScaleType::f32 ? 4 : 2;
-  thread_local std::vector<float> converted;  // the NC rows' scales, then their biases, as fp32
+  thread_local Lines<float> converted;  // the NC rows' scales, then their biases, as fp32
   converted.resize(2 * NC * padded);
   for (int i = 0; i < 2 * NC; ++i) {  // rows of scales, then rows of biases
     const int j = i % NC;
@@ -398,7 +417,7 @@ static void column_block(const QmmArgs& a, const Activations& xa, int n0) {
   const size_t unpacked_bytes = (size_t)xa.quads * kQuad;
   constexpr int R = kTileRows<B>;
   if (kUnpackOnce<B> && a.M > R) {
-    thread_local std::vector<uint8_t> codes;  // here, so that a decode step never touches it
+    thread_local Lines<uint8_t> codes;  // here, so that a decode step never touches it
     codes.resize(NC * unpacked_bytes);
     const size_t row_bytes = (size_t)a.K * B / 8;
     unpack_rows<B>(reinterpret_cast<const uint8_t*>(a.w) + (size_t)n0 * row_bytes, row_bytes, NC, a.K, xa.quads,
