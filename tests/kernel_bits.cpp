@@ -1,0 +1,87 @@
+// A digest of the quantized kernel's products on fixed pseudo-random inputs, so that builds for
+// different CPUs can be compared bit for bit without MLX (tests/test_kernel_builds.py builds it
+// for each x86-64 target this CPU runs and for aarch64, whose NEON build runs under QEMU).
+//
+// Compiled with -DQMM_NS=<namespace> and that target's flags, against mlx_ssbd/platform/native.
+// Prints the namespace, the number of products and an FNV-1a digest of their outputs' bytes.
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "qmm_kernel.h"
+
+#define QMM_STR2(x) #x
+#define QMM_STR(x) QMM_STR2(x)
+
+using namespace mlx_ssbd::QMM_NS;
+
+static uint64_t state = 0x9E3779B97F4A7C15ull;
+static uint32_t next_u32() {  // xorshift64*
+  state ^= state >> 12, state ^= state << 25, state ^= state >> 27;
+  return (uint32_t)((state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+static float uniform() { return (float)(next_u32() >> 8) * 0x1p-24f * 2.0f - 1.0f; }  // [-1, 1)
+
+static uint64_t digest = 0xCBF29CE484222325ull;
+static int products = 0;
+static void absorb(const std::vector<float>& out) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(out.data());
+  for (size_t i = 0; i < out.size() * sizeof(float); ++i) digest = (digest ^ bytes[i]) * 0x100000001B3ull;
+  ++products;
+}
+
+// `count` scales (or biases) of about `size`, stored as `type` (fp16: as its bits, subnormals
+// included when `size` is tiny; bf16: fp32's upper half).
+static std::vector<uint8_t> stored(ScaleType type, size_t count, float size) {
+  std::vector<uint8_t> bytes(count * (type == ScaleType::f32 ? 4 : 2));
+  for (size_t i = 0; i < count; ++i) {
+    const float value = size * uniform();
+    uint32_t bits;
+    std::memcpy(&bits, &value, 4);
+    if (type == ScaleType::f32) {
+      std::memcpy(bytes.data() + 4 * i, &value, 4);
+    } else if (type == ScaleType::bf16) {
+      const uint16_t upper = (uint16_t)(bits >> 16);
+      std::memcpy(bytes.data() + 2 * i, &upper, 2);
+    } else {  // fp16 by truncation: sign, exponent re-biased (or a subnormal), 10 bits of mantissa
+      const uint32_t sign = (bits >> 16) & 0x8000;
+      const int exponent = (int)((bits >> 23) & 0xFF) - 127 + 15;
+      uint16_t half;
+      if (exponent > 0)
+        half = (uint16_t)(sign | (uint32_t)exponent << 10 | (bits & 0x7FFFFF) >> 13);
+      else if (exponent > -10)
+        half = (uint16_t)(sign | ((bits & 0x7FFFFF) | 0x800000) >> (14 - exponent));
+      else
+        half = (uint16_t)sign;
+      std::memcpy(bytes.data() + 2 * i, &half, 2);
+    }
+  }
+  return bytes;
+}
+
+int main() {
+  const int N = 37, M = 15;
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int group : {32, 64, 128})
+      for (ScaleType type : {ScaleType::f32, ScaleType::f16, ScaleType::bf16}) {
+        const int K = group == 128 ? 1920 : 1728;  // 1728: a last quad of 2 blocks
+        std::vector<uint32_t> w((size_t)N * K * bits / 32);
+        for (auto& word : w) word = next_u32();
+        const float size = type == ScaleType::f16 && group == 64 ? 0x1p-16f : 0.05f;  // fp16 subnormals
+        const auto scales = stored(type, (size_t)N * K / group, size), biases = stored(type, (size_t)N * K / group, size);
+        std::vector<float> x((size_t)M * K), bias(N);
+        for (auto& v : x) v = 4.0f * uniform();
+        for (auto& v : bias) v = uniform();
+        // all 15 rows, then 1, 2, 3, 4, 6, 7, 9 and 12 of them (every tile shape and remainder)
+        for (int rows : {M, 1, 2, 3, 4, 6, 7, 9, 12}) {
+          std::vector<float> out((size_t)rows * N);
+          const float* layer_bias = rows % 2 ? bias.data() : nullptr;
+          qmm_dispatch({x.data(), w.data(), scales.data(), biases.data(), layer_bias, out.data(), rows, N, K, group, bits},
+                       type);
+          absorb(out);
+        }
+      }
+  std::printf("%s %d %016llx\n", QMM_STR(QMM_NS), products, (unsigned long long)digest);
+  return 0;
+}
