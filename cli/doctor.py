@@ -7,7 +7,6 @@ import time
 from mlx_ssbd import backend_info
 from mlx_ssbd.asr.recognizer import asr_status
 from mlx_ssbd.models.registry import cards, is_prepared, models_home
-from mlx_ssbd.platform import backend, gemv
 
 import click
 
@@ -27,23 +26,8 @@ def matmul_probe(seconds: float = 1.0, n: int = 1024) -> float:
 
 
 @click.command(short_help="Check the backend, the CPU kernel, models and speech.")
-@click.option(
-    "--build",
-    is_flag=True,
-    help="Build the decode kernel (the sgemv shim) for this machine and exit; "
-    "any mlx-ssbd command does it on its first run.",
-)
-def doctor(build):
+def doctor():
     """Check the backend: MLX, device, BLAS speed, dtype policy, prepared models, speech recognition."""
-    if build:
-        if not (backend.GEMV.active or backend.GEMV.buildable):
-            click.echo(f"decode kernel  not used here: {backend.GEMV.note}")
-            return
-        library, note = gemv.build()
-        if library is None:
-            raise click.ClickException(note)
-        click.echo(f"decode kernel  {library} ({note}); loaded by every later mlx-ssbd run or import")
-        return
     info = backend_info()
     click.echo(f"mlx            {info.mlx_version}")
     click.echo(f"platform       {info.platform}")

@@ -1,8 +1,8 @@
 """mlx-ssbd: streaming LLM re-translation with Self-Speculative Biased Decoding on MLX.
 
-Import this before ``mlx.core``: ``platform.backend`` loads an optimized BLAS (and the decode kernel,
-when the command line has built it) before ``mlx.core`` is first imported. Importing compiles
-nothing and writes nothing.
+Import this before ``mlx.core``: ``platform.backend`` loads an optimized BLAS (and the sgemv shim
+that ``pip install`` built) before ``mlx.core`` is first imported. Importing compiles nothing and
+writes nothing.
 """
 
 from .platform import backend  # noqa: F401  (must come first)

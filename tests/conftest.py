@@ -2,19 +2,14 @@
 policy can load an optimized BLAS (see ``mlx_ssbd.platform.backend``)."""
 
 import os
-import subprocess
 import sys
 
-# The decode kernel is built by the command line, never by an import: build it (once per machine)
-# before this process imports mlx_ssbd, which loads it when it is there.
-subprocess.run([sys.executable, "-m", "mlx_ssbd_cli", "doctor", "--build"], check=False, capture_output=True)
-
-import mlx_ssbd  # noqa: E402, F401  (must precede every mlx.core import)
+import mlx_ssbd  # noqa: F401  (must precede every mlx.core import)
 
 sys.path.insert(0, os.path.dirname(__file__))  # for `from tiny import ...`
 
 
-import pytest  # noqa: E402
+import pytest
 
 # Modules that start real servers, browsers, PostgreSQL, speech, COMET's own environment or
 # benchmark scripts: all slow.

@@ -9,8 +9,8 @@ CPU-specific lives here and nowhere else:
   skip), else Debian's OpenBLAS when installed, else MKL from pip (a dependency on x86-64 Linux,
   so ``pip install`` alone brings a fast BLAS), else a warning naming the reference BLAS.
   With OpenBLAS, one-row products (decode steps) go through its sgemv (``gemv``: 2.5x faster
-  than the sgemm MLX calls; ``MLX_SSBD_GEMV=0`` turns it off) once the command line has built
-  the shim; importing never compiles or writes anything.
+  than the sgemm MLX calls; ``MLX_SSBD_GEMV=0`` turns it off) where ``pip install`` built the
+  shim; importing never compiles or writes anything.
 * BLAS threads beside the quantized kernel: OpenBLAS's pthread build keeps its idle workers
   spinning after each product, and on the same cores they starve the kernel's OpenMP threads (a
   decode step of the default model took 1.5-2x as long: ``benchmarks/engine/blas_threads.py``).

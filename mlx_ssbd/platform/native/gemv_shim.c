@@ -3,14 +3,18 @@
  * MLX calls cblas_sgemm for every fp32 matmul, also with one row (a decode step: x (1 x K) times a
  * weight) or a few (a batched decode step: one row per stream). OpenBLAS's sgemm packs the whole
  * weight for those and runs about 2.5x slower than its sgemv on one row, and no faster on 2-8 rows
- * than on 1 (benchmarks/matmul_rows.py): the product is bound by reading the weight, and sgemm
- * reads it slowly. So one-row (and one-column) products go to sgemv; products of 2..few_rows_max
- * rows (8 by default) by a transposed weight (x @ W.T, a linear layer) go to few_rows below, which
- * reads each weight row once for all the input rows (one sgemv per row was tried before and was no
- * faster than sgemm: it reads the weight once per row). mlx_ssbd/gemv.py compiles this file (-O3, OpenMP, for
- * the machine it runs on), loads it with RTLD_GLOBAL before the BLAS (so MLX's cblas_sgemm
- * resolves here) and hands it the BLAS's own sgemm and sgemv; every other call goes to the BLAS's
- * sgemm unchanged. */
+ * than on 1 (benchmarks/engine/matmul_rows.py): the product is bound by reading the weight, and
+ * sgemm reads it slowly. So one-row (and one-column) products go to sgemv; products of
+ * 2..few_rows_max rows (8 by default) by a transposed weight (x @ W.T, a linear layer) go to
+ * few_rows below, which reads each weight row once for all the input rows (one sgemv per row was
+ * tried before and was no faster than sgemm: it reads the weight once per row). Every other call
+ * goes to the BLAS's sgemm unchanged.
+ *
+ * Built by `pip install` beside the CPU kernel (CMakeLists.txt: -O3, OpenMP where the compiler
+ * has it); on x86-64 the few-rows loop is compiled for AVX-512, AVX2/FMA and the baseline and the
+ * CPU picks one when the library loads (4-8 rows ran 25-30% slower at the baseline here).
+ * mlx_ssbd/platform/gemv.py loads it with RTLD_GLOBAL before the BLAS (so MLX's cblas_sgemm
+ * resolves here) and hands it the BLAS's own sgemm and sgemv. */
 
 #include <stddef.h>
 
@@ -27,33 +31,53 @@ static long long gemv_calls; /* products sent to sgemv or few_rows, for the test
 
 static int few_rows_max = 8; /* products of 2..few_rows_max rows go to few_rows (set by init) */
 
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#define TUNED __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TUNED
+#endif
+
+/* Rows of c [j, j + rows) (rows <= 4) for every one of the m input rows: four independent sums per
+ * input row, each weight row read once for all of them. */
+TUNED static void four_rows(int j, int rows, int m, int k, float alpha, const float *a, int lda, const float *b,
+                            int ldb, float beta, float *c, int ldc) {
+    const float *w0 = b + (size_t)j * ldb;
+    const float *w1 = rows > 1 ? w0 + ldb : w0, *w2 = rows > 2 ? w0 + 2 * (size_t)ldb : w0;
+    const float *w3 = rows > 3 ? w0 + 3 * (size_t)ldb : w0;
+    for (int i = 0; i < m; i++) {
+        const float *x = a + (size_t)i * lda;
+        float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+        for (int t = 0; t < k; t++) {
+            s0 += x[t] * w0[t];
+            s1 += x[t] * w1[t];
+            s2 += x[t] * w2[t];
+            s3 += x[t] * w3[t];
+        }
+        float sums[4] = {s0, s1, s2, s3};
+        float *out = c + (size_t)i * ldc + j;
+        for (int r = 0; r < rows; r++)
+            out[r] = alpha * sums[r] + (beta == 0.f ? 0.f : beta * out[r]);
+    }
+}
+
 /* c (m x n) = alpha a (m x k) b^T + beta c, b being n x k (row-major, leading dimensions given):
- * four weight rows at a time (four independent sums per input row), split across threads. */
+ * four weight rows at a time, split across threads. */
 static void few_rows(int m, int n, int k, float alpha, const float *a, int lda, const float *b, int ldb,
                      float beta, float *c, int ldc) {
     int blocks = (n + 3) / 4;
 #pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < blocks; blk++) {
-        int j = 4 * blk, rows = n - j < 4 ? n - j : 4;
-        const float *w0 = b + (size_t)j * ldb;
-        const float *w1 = rows > 1 ? w0 + ldb : w0, *w2 = rows > 2 ? w0 + 2 * (size_t)ldb : w0;
-        const float *w3 = rows > 3 ? w0 + 3 * (size_t)ldb : w0;
-        for (int i = 0; i < m; i++) {
-            const float *x = a + (size_t)i * lda;
-            float s0 = 0.f, s1 = 0.f, s2 = 0.f, s3 = 0.f;
-#pragma omp simd reduction(+ : s0, s1, s2, s3)
-            for (int t = 0; t < k; t++) {
-                s0 += x[t] * w0[t];
-                s1 += x[t] * w1[t];
-                s2 += x[t] * w2[t];
-                s3 += x[t] * w3[t];
-            }
-            float sums[4] = {s0, s1, s2, s3};
-            float *out = c + (size_t)i * ldc + j;
-            for (int r = 0; r < rows; r++)
-                out[r] = alpha * sums[r] + (beta == 0.f ? 0.f : beta * out[r]);
-        }
-    }
+    for (int blk = 0; blk < blocks; blk++)
+        four_rows(4 * blk, n - 4 * blk < 4 ? n - 4 * blk : 4, m, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* Whether few_rows runs on all cores (built with OpenMP); gemv.py leaves it off otherwise. */
+int mlx_ssbd_gemv_threaded(void) {
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
 }
 
 void mlx_ssbd_gemv_init(void *sgemm, void *sgemv, int few_max) {
