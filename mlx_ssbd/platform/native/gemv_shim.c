@@ -12,7 +12,8 @@
  *
  * Built by `pip install` beside the CPU kernel (CMakeLists.txt: -O3, OpenMP where the compiler
  * has it); on x86-64 the few-rows loop is compiled for AVX-512, AVX2/FMA and the baseline and the
- * CPU picks one when the library loads (4-8 rows ran 25-30% slower at the baseline here).
+ * CPU picks one when the library loads (where GCC 11 or later builds it; 4-8 rows ran 25-40%
+ * slower at the baseline here).
  * mlx_ssbd/platform/gemv.py loads it with RTLD_GLOBAL before the BLAS (so MLX's cblas_sgemm
  * resolves here) and hands it the BLAS's own sgemm and sgemv. */
 
@@ -31,7 +32,7 @@ static long long gemv_calls; /* products sent to sgemv or few_rows, for the test
 
 static int few_rows_max = 8; /* products of 2..few_rows_max rows go to few_rows (set by init) */
 
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+#if MLX_SSBD_TARGET_CLONES /* CMakeLists.txt: GCC that knows x86-64-v3 and v4 (GCC 11 on) */
 #define TUNED __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define TUNED
