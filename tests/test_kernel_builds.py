@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 NATIVE = ROOT / "mlx_ssbd" / "platform" / "native"
 DRIVER = ROOT / "tests" / "kernel_bits.cpp"
 SYSROOT = Path("/usr/aarch64-linux-gnu")
-FLAGS = ["-O3", "-std=c++20", "-ffp-contract=off", "-Wno-psabi", f"-I{NATIVE}", "-DQMM_NS=generic"]
+FLAGS = ["-O3", "-std=c++20", "-ffp-contract=off", "-Wno-psabi", f"-I{NATIVE}"]  # as CMakeLists.txt builds
 NATIVE_ARM = os.uname().machine == "aarch64"
 
 # The builds compared: this machine's portable one (SSE2 on x86-64: the other x86-64 builds are
@@ -46,7 +46,7 @@ def binaries(tmp_path_factory):
     out = tmp_path_factory.mktemp("kernel_bits")
     running = {
         name: subprocess.Popen(
-            [*compiler, *FLAGS, str(DRIVER), "-o", str(out / name)],
+            [*compiler, *FLAGS, "-DQMM_NS=generic", str(DRIVER), "-o", str(out / name)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,

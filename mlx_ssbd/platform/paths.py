@@ -1,8 +1,8 @@
-"""Where mlx-ssbd keeps files of its own (prepared models, built native helpers).
+"""Where mlx-ssbd keeps files of its own (prepared models, cached COMET scores).
 
 Contract: ``cache_home()`` is ``$MLX_SSBD_HOME`` when set, else ``mlx-ssbd`` under the per-user
 cache directory (``$XDG_CACHE_HOME``, ``~/.cache``, or ``~/Library/Caches`` on macOS). Imports
-nothing of MLX (the backend policy uses it before ``mlx.core`` loads).
+nothing of MLX.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ static int few_rows_max = 8; /* products of 2..few_rows_max rows go to few_rows 
 #define TUNED
 #endif
 
-/* Rows of c [j, j + rows) (rows <= 4) for every one of the m input rows: four independent sums per
- * input row, each weight row read once for all of them. */
+/* Columns [j, j + rows) of c (weight rows j.., rows <= 4) for every one of the m input rows: four
+ * independent sums per input row, each weight row read once for all of them. */
 TUNED static void four_rows(int j, int rows, int m, int k, float alpha, const float *a, int lda, const float *b,
                             int ldb, float beta, float *c, int ldc) {
     const float *w0 = b + (size_t)j * ldb;
