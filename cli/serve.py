@@ -49,6 +49,13 @@ from .common import load
     help="Seconds a new connection has to send its first message.",
 )
 @click.option(
+    "--head-timeout",
+    type=click.FloatRange(min=0.1),
+    default=ServiceOptions.head_timeout_s,
+    show_default=True,
+    help="Seconds a connection has to send a complete HTTP request head (slow or idle sockets are closed).",
+)
+@click.option(
     "--api-key",
     envvar="MLX_SSBD_API_KEY",
     default=None,
@@ -147,6 +154,7 @@ def serve(
     max_sessions,
     idle_timeout,
     handshake_timeout,
+    head_timeout,
     api_key,
     allow_origins,
     max_viewers,
@@ -176,9 +184,12 @@ def serve(
             "to serve it so anyway"
         )
     try:
+        from mlx_ssbd.service.connections import require_websockets
         from mlx_ssbd.service.protocol import Limits
         from mlx_ssbd.service.server import serve as run
         from mlx_ssbd.service.store import open_store
+
+        require_websockets()
     except ImportError as error:
         raise click.ClickException(
             f"the service needs the serve extra ({error.name} is missing): pip install 'mlx-ssbd[serve]'"
@@ -205,6 +216,7 @@ def serve(
         max_viewers=max_viewers,
         max_tokens=max_tokens,
         keepalive_s=keepalive,
+        head_timeout_s=head_timeout,
     )
 
     def ready(url: str) -> None:

@@ -38,6 +38,8 @@ class ServiceOptions:
         ``BAD_MESSAGE_WINDOW_S`` is closed (1008): a flood of junk costs the others nothing.
     keepalive_s: an SSE stream sends a comment after this long without an event, so that
         proxies keep it open.
+    head_timeout_s: a connection must send a complete HTTP request head within this, or it is
+        closed (``connections``: slow or idle sockets hold nothing viewers and health checks need).
     """
 
     limits: Limits = Limits()
@@ -54,11 +56,13 @@ class ServiceOptions:
     max_audio_s: float = 30.0
     max_bad_messages: int = 50
     keepalive_s: float = 15.0
+    head_timeout_s: float = 10.0
 
     def check(self) -> None:
         for name in (
             "idle_timeout_s",
             "handshake_timeout_s",
+            "head_timeout_s",
             "max_outbox",
             "max_viewers",
             "max_viewers_per_session",

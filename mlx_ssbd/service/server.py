@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 from ..live.segmenter import SegmenterConfig
 from .app import create_app
+from .connections import InFlightLimit, head_guarded_h11, require_websockets
 from .options import ServiceOptions
 from .scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS, Scheduler
 from .store import TranscriptStore
@@ -52,17 +53,18 @@ def serve(
 ) -> None:
     import uvicorn
 
+    require_websockets()
     scheduler = Scheduler(
         loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds, segmenter=segmenter
     )
     config = uvicorn.Config(
-        create_app(scheduler, options),
+        InFlightLimit(create_app(scheduler, options), max_sessions + options.max_viewers + 64),
         host=host,
         port=port,
         log_level="warning",
+        http=head_guarded_h11(options.head_timeout_s),
         ws_max_size=4 * options.limits.max_message_bytes,
         lifespan="off",
-        limit_concurrency=max_sessions + options.max_viewers + 64,
         timeout_graceful_shutdown=5,
         ws_ping_interval=PING_S,
         ws_ping_timeout=PING_S,
