@@ -8,7 +8,13 @@ import threading
 import time
 from collections.abc import Iterator
 
-from mlx_ssbd.evaluation.streams import DEFAULT_LAG, INPUT_KINDS, check_stream_path, open_updates
+from mlx_ssbd.evaluation.streams import (
+    DEFAULT_LAG,
+    INPUT_KINDS,
+    check_stream_path,
+    detect_format,
+    open_updates,
+)
 from mlx_ssbd.live.methods import DEFAULT_AGREEMENT, METHODS, method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import (
@@ -244,9 +250,11 @@ def translate(
     if (text is None) == (stream_path is None):
         raise click.UsageError("give either TEXT or --stream FILE")
     targets = check_languages(source, target, max_targets)
-    with user_errors():  # a wrong path or settings that do not go together, before the model loads
-        if stream_path is not None:
+    with user_errors():  # a wrong path, an empty or binary file, or settings that do not go together
+        if stream_path is not None:  # ... all before the model loads
             check_stream_path(stream_path)
+            if stream_path != "-":  # (stdin is not read ahead: a live ASR may not have spoken yet)
+                detect_format(stream_path)
         config = method_config(
             method,
             beta=beta,

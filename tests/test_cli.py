@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -332,3 +333,58 @@ def test_the_live_view_says_which_way_the_pass_count_differs_from_rt():
     assert "4 passes (6 fewer than RT would take)" in totals.line()
     totals.add(SimpleNamespace(output_tokens=0, accepted=0, draft_tokens=0, forward_passes=9, wall_s=1.0))
     assert "13 passes (2 more than RT would take)" in totals.line()
+
+
+@pytest.mark.parametrize(
+    "content,match",
+    [(b"", "no input"), (b"\n  \n", "no input"), (b"\x00\x01\x02\xff", "binary"), (b"\xff\xfe", "UTF-8")],
+)
+def test_an_empty_or_binary_file_is_refused_before_the_model_loads(tmp_path, content, match):
+    path = write(tmp_path, "in.txt", content)
+    result = CliRunner().invoke(cli, ["translate", "--stream", path, "--model", str(tmp_path / "no-model")])
+    assert result.exit_code != 0 and match in result.output, result.output
+    assert "no-model" not in result.output  # the input was refused first: no model was looked for
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads peak RSS from /proc")
+def test_a_huge_one_line_file_streams_at_once_in_bounded_memory(model_dir, tmp_path):
+    """A 2 MB line with no punctuation: captions start at once, and peak RSS stays within 300 MB
+    of a one-sentence run (every prefix of the line would be gigabytes)."""
+    exe = shutil.which("mlx-ssbd")
+    cmd = [exe] if exe else [sys.executable, "-m", "mlx_ssbd_cli"]
+    huge = write(tmp_path, "huge.txt", " ".join(f"word{i % 5000}" for i in range(250_000)))
+    one = write(tmp_path, "one.txt", "so today I want to talk\n")
+
+    def peak_after_captions(path, count):
+        proc = subprocess.Popen(
+            [*cmd, "translate", "--stream", path, "--model", model_dir, "--format", "jsonl"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        watchdog = threading.Timer(300, proc.kill)  # no caption at all: the read below ends
+        watchdog.start()
+        try:
+            seen = 0
+            for line in proc.stdout:  # until `count` commits, the end of the output, or the watchdog
+                seen += json.loads(line)["type"] == "commit"
+                if seen >= count:
+                    break
+            assert seen >= count, "no caption"
+            return _peak_rss_mb(proc.pid)
+        finally:
+            watchdog.cancel()
+            proc.kill()
+            proc.wait(timeout=30)
+
+    alone = peak_after_captions(one, 1)
+    huge_peak = peak_after_captions(huge, 3)
+    assert huge_peak < alone + 300, f"peak RSS {huge_peak:.0f} MB against {alone:.0f} MB for one sentence"

@@ -1,6 +1,10 @@
 """Stream readers: lag-k reveal, partials, plain text, bad input with line numbers."""
 
+import tracemalloc
+
+from mlx_ssbd.evaluation import streams
 from mlx_ssbd.evaluation.streams import (
+    LONG_LINE_WORDS,
     StreamError,
     detect_format,
     lag_updates,
@@ -177,3 +181,59 @@ def test_partials_with_timing_and_bad_word_timestamps(tmp_path):
     f.write_text(_lines({"id": 1, "text": "so", "start": "zero"}))
     with pytest.raises(StreamError, match=r"p.jsonl:1: field 'start' must be int or float"):
         list(read_partials(str(f)))
+
+
+def test_a_long_line_is_revealed_in_pieces_cut_after_a_sentence_end(tmp_path):
+    words = [f"w{i}" for i in range(LONG_LINE_WORDS * 2 + 10)]
+    words[LONG_LINE_WORDS - 11] += "."  # a sentence end in the first piece's second half
+    f = tmp_path / "long.txt"
+    f.write_text("short line here\n" + " ".join(words) + "\n")
+    ups = list(read_text(str(f)))
+    finals = [u for u in ups if u.final]
+    assert [u.segment_id for u in finals] == ["line1", "line2", "line2.2", "line2.3"]
+    assert finals[1].text.split()[-1] == words[LONG_LINE_WORDS - 11]  # cut after the sentence end
+    assert " ".join(u.text for u in finals[1:]) == " ".join(words)  # nothing lost, nothing doubled
+    assert all(len(u.text.split()) <= LONG_LINE_WORDS for u in ups)
+
+
+def test_lines_longer_than_a_read_piece_are_cut_at_spaces_and_characters(tmp_path, monkeypatch):
+    monkeypatch.setattr(streams, "LINE_PIECE_BYTES", 64)
+    text = " ".join(f"wörd{i}" for i in range(100))
+    f = tmp_path / "t.txt"
+    f.write_text(text + "\nnext\n" + "é" * 100 + "\n")
+    lines = list(streams.read_lines(str(f)))
+    assert {n for n, _ in lines} == {1, 2, 3}
+    assert " ".join(p.strip() for n, p in lines if n == 1).split() == text.split()
+    assert "".join(p for n, p in lines if n == 3) == "é" * 100  # no character split in two
+    with pytest.raises(StreamError, match=":1: a JSON line longer than"):
+        list(streams.parse_partials(iter([(1, streams.LinePiece('{"id": 1,')), (1, ' "text": "a"}')]), "x"))
+
+
+def test_a_huge_line_streams_in_bounded_memory(tmp_path):
+    """A 4 MB line without punctuation: the first update comes at once, and reading all of it
+    holds a few pieces, never every prefix of the line."""
+    f = tmp_path / "huge.txt"
+    with open(f, "w") as out:
+        for i in range(400_000):
+            out.write(f"word{i % 1000} ")
+    tracemalloc.start()
+    try:
+        updates = read_text(str(f))
+        assert next(updates).text == "word0 word1 word2"
+        count = 1 + sum(1 for _ in updates)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count >= 400_000 // 3
+    assert peak < 3 * streams.LINE_PIECE_BYTES + (4 << 20), f"peak {peak / 2**20:.1f} MiB"
+
+
+def test_a_line_is_revealed_before_the_next_is_read():
+    """Live stdin: a line's updates come as soon as it has arrived, never after a read ahead."""
+
+    def lines():
+        yield 1, "so today I want"
+        raise AssertionError("read a line ahead")
+
+    updates = streams.parse_text(lines(), "<stdin>")
+    assert [next(updates).text, next(updates).text] == ["so today I", "so today I want"]

@@ -14,21 +14,33 @@ naming the file and line number only when it is reached. Formats:
 * confirmed/unconfirmed, JSONL ``{"text", "unconfirmed_text"}`` (``is_final`` optional): ``text``
   is the confirmed part, which only grows (given whole or as the newly confirmed piece), and
   ``unconfirmed_text`` the revisable rest; the source is both together;
-* plain text: each non-empty line is one sentence revealed ``lag`` words at a time.
+* plain text: each non-empty line is one sentence revealed ``lag`` words at a time; a line of
+  more than ``LONG_LINE_WORDS`` words is cut into pieces of at most that many (after its last
+  sentence end in the piece's second half, when there is one), each revealed as a sentence of its
+  own, so an update's cost stays flat however long a line runs.
+
+Any input streams through in bounded memory: lines are read in pieces of at most
+``LINE_PIECE_BYTES`` (a longer plain-text line is cut at a space), and a JSONL line longer than
+that is refused with its line number.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..live.segmenter import is_sentence_end
 from ..live.source import SourcePartial, Word
 
 DEFAULT_LAG = 3
+LONG_LINE_WORDS = 96  # a plain-text line longer than this is revealed in pieces of at most this many
+LINE_PIECE_BYTES = 1 << 20  # lines are read in pieces of at most this many bytes
+WORD = re.compile(r"\S+")
 
 
 class StreamError(ValueError):
@@ -68,7 +80,10 @@ def check_stream_path(path: str) -> None:
 
 
 def read_lines(path: str) -> Iterator[tuple[int, str]]:
-    """(line number, text) for each line of a UTF-8 file, or stdin for ``-``, read lazily."""
+    """(line number, text) for each line of a UTF-8 file, or stdin for ``-``, read lazily; a line
+    longer than ``LINE_PIECE_BYTES`` comes as several pieces with the same number, cut at a space
+    (or, in a run of that many bytes without one, between two characters), each but the last a
+    ``LinePiece``. Nothing is read ahead: a line is yielded as soon as it has arrived."""
     check_stream_path(path)
     if path == "-":
         stream = sys.stdin.buffer
@@ -77,16 +92,39 @@ def read_lines(path: str) -> Iterator[tuple[int, str]]:
         stream = open(path, "rb")
         name = path
     try:
-        for number, raw in enumerate(stream, 1):
+        number, carry = 1, b""
+        while raw := carry + stream.readline(LINE_PIECE_BYTES - len(carry)):
+            carry = b""
+            whole = raw.endswith(b"\n") or len(raw) < LINE_PIECE_BYTES
+            if not whole:
+                raw, carry = _cut_piece(raw)
             if b"\x00" in raw:
                 raise StreamError(f"{name}:{number}: binary data (NUL byte), expected UTF-8 text")
             try:
-                yield number, raw.decode("utf-8").rstrip("\r\n")
+                text = raw.decode("utf-8").rstrip("\r\n")
             except UnicodeDecodeError as error:
                 raise StreamError(f"{name}:{number}: invalid UTF-8 ({error.reason})") from None
+            yield number, text if whole else LinePiece(text)
+            number += whole
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
+
+
+class LinePiece(str):
+    """A piece of a line longer than ``LINE_PIECE_BYTES``, not its end (``read_lines``)."""
+
+
+def _cut_piece(raw: bytes) -> tuple[bytes, bytes]:
+    """``raw`` (a full piece of a longer line) cut after its last space or tab, else before the
+    last UTF-8 character that starts in it: (the piece, the rest carried to the next)."""
+    cut = max(raw.rfind(b" "), raw.rfind(b"\t")) + 1
+    if cut == 0:
+        cut = len(raw)
+        while cut > 1 and raw[cut - 1] & 0xC0 == 0x80:  # inside a multi-byte character
+            cut -= 1
+        cut = cut - 1 if raw[cut - 1] >= 0xC0 else len(raw)
+    return raw[:cut], raw[cut:]
 
 
 def _json_object(name: str, number: int, line: str) -> dict:
@@ -115,8 +153,11 @@ Lines = Iterable[tuple[int, str]]
 
 
 def _objects(lines: Lines, name: str) -> Iterator[tuple[int, dict]]:
-    """(line number, JSON object) for each non-blank line."""
+    """(line number, JSON object) for each non-blank line; a line that ``read_lines`` gave in
+    pieces (longer than ``LINE_PIECE_BYTES``) is refused."""
     for number, line in lines:
+        if isinstance(line, LinePiece):
+            raise StreamError(f"{name}:{number}: a JSON line longer than {LINE_PIECE_BYTES >> 20} MiB")
         if line.strip():
             yield number, _json_object(name, number, line)
 
@@ -231,15 +272,46 @@ def _checked(check, text: str, where: str) -> None:
 
 
 def parse_text(lines: Lines, name: str, lag: int = DEFAULT_LAG, check=None) -> Iterator[SourcePartial]:
-    """Plain text: each non-empty line is a sentence revealed ``lag`` words at a time.
+    """Plain text: each non-empty line is a sentence revealed ``lag`` words at a time, a long one
+    in pieces (module docstring), each with a segment id of its own (``line7``, ``line7.2``, ...).
 
-    ``check(line)``, if given, vets the whole line before its first update (e.g. that it fits
-    the model's context), so an impossible line fails at once rather than after many updates.
+    ``check(sentence)``, if given, vets each sentence (or piece) before its first update (e.g. that
+    it fits the model's context), so an impossible one fails at once rather than after many updates.
     """
-    for number, line in lines:
-        if line.strip():
-            _checked(check, line, f"{name}:{number}")
-            yield from lag_updates(line, lag, segment_id=f"line{number}")
+    lines = iter(lines)
+    for number, piece in lines:
+        for k, sentence in enumerate(_long_line_pieces(_line_words(piece, lines), LONG_LINE_WORDS), 1):
+            text = " ".join(sentence)
+            _checked(check, text, f"{name}:{number}")
+            yield from lag_updates(text, lag, segment_id=f"line{number}" + (f".{k}" if k > 1 else ""))
+
+
+def _line_words(piece: str, lines: Iterator[tuple[int, str]]) -> Iterator[str]:
+    """The words of the line that starts with ``piece``, its further pieces taken from ``lines``
+    as they are needed (never a line ahead: a live stdin line is read as soon as it arrives)."""
+    while True:
+        yield from (match.group() for match in WORD.finditer(piece))
+        if not isinstance(piece, LinePiece) or (item := next(lines, None)) is None:
+            return
+        piece = item[1]
+
+
+def _long_line_pieces(words: Iterator[str], max_words: int) -> Iterator[list[str]]:
+    """The words of one line in pieces of at most ``max_words``: a piece ends after its last
+    sentence end past ``max_words // 2`` words, else at ``max_words``; a line of at most
+    ``max_words`` words is one piece (none for a blank line)."""
+    piece: list[str] = []
+    for word in words:
+        piece.append(word)
+        if len(piece) > max_words:
+            cut = next(
+                (i + 1 for i in range(max_words - 1, max_words // 2 - 1, -1) if is_sentence_end(piece[i])),
+                max_words,
+            )
+            yield piece[:cut]
+            piece = piece[cut:]
+    if piece:
+        yield piece
 
 
 def pair_updates(
@@ -285,9 +357,7 @@ def open_updates(
     """
     name = _display_name(path)
     lines = read_lines(path)
-    first = next(((n, line) for n, line in lines if line.strip()), None)
-    if first is None:
-        raise StreamError(f"{name}: no input (empty file or only blank lines)")
+    first = _first_line(lines, name)
     if kind == "auto":
         kind = _guess_kind(name, *first)
     lines = itertools.chain([first], lines)
@@ -321,7 +391,13 @@ def _guess_kind(name: str, number: int, line: str) -> str:
 
 def detect_format(path: str) -> str:
     """ "pairs", "partials" or "text", judged by the first non-empty line of ``path``."""
-    first = next(((n, line) for n, line in read_lines(path) if line.strip()), None)
+    name = _display_name(path)
+    return _guess_kind(name, *_first_line(read_lines(path), name))
+
+
+def _first_line(lines: Iterator[tuple[int, str]], name: str) -> tuple[int, str]:
+    """(number, text) of the first non-blank line, read from ``lines``."""
+    first = next(((n, line) for n, line in lines if line.strip()), None)
     if first is None:
-        raise StreamError(f"{_display_name(path)}: empty file")
-    return _guess_kind(_display_name(path), *first)
+        raise StreamError(f"{name}: no input (empty file or only blank lines)")
+    return first
