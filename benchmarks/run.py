@@ -65,6 +65,8 @@ STEPS = (
          ("--models", SMALL, "--repeats", "1"), 2),
     Step("blas-threads-1.5b", "engine", 4, "benchmarks.engine.blas_threads", ("--model", DEFAULT),
          ("--model", SMALL, "--rounds", "2"), 1),
+    Step("busy-machine-1.5b", "engine", 8, "benchmarks.engine.busy_machine", ("--models", DEFAULT),
+         ("--models", SMALL, "--rounds", "1", "--repeats", "2"), 2),
     Step("llama-cpp", "engine", 10, "benchmarks.engine.llama_cpp_peer", ("--models", f"{SMALL},{DEFAULT}"),
          ("--models", SMALL, "--repeats", "2"), 2, needs="llama_cpp"),
     Step("verify-cost-1.5b", "engine", 6, "benchmarks.engine.verify_cost", ("--model", DEFAULT),

@@ -394,3 +394,14 @@ def test_hybrid_reuse_compares_checkpoints_with_rebuilds(model_dir, tmp_path):
     assert [r["rebuilds"] > 0 for r in rows] == [False, False, False, True, False, True]
     assert len({r["updates"] for r in rows}) == 1
     assert "| qwen3_5 | rebuild | ssbd |" in (tmp_path / "hybrid_reuse.md").read_text()
+
+
+def test_busy_machine_reports_each_thread_wait_policy_quiet_and_busy(model_dir, tmp_path):
+    args = ("--models", model_dir, "--rounds", 1, "--repeats", 1, "--busy", 1, "--out", tmp_path / "b")
+    script("benchmarks.engine.busy_machine", *args)
+    result = json.loads((tmp_path / "b" / "busy_machine.json").read_text())
+    assert [r["policy"] for r in result["rows"]] == ["mlx-ssbd", "runtime defaults", "passive"]
+    waits = [r["thread_waits"] for r in result["rows"]]
+    assert "GOMP_SPINCOUNT=1000" in waits[0] and "300000 (yours)" in waits[1] and "PASSIVE" in waits[2]
+    assert all(r["quiet_ms"]["1"] > 0 and r["busy_ms"]["16"] > 0 for r in result["rows"])
+    assert "| passive (" in (tmp_path / "b" / "busy_machine.md").read_text()

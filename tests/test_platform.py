@@ -63,3 +63,75 @@ def test_pip_install_built_the_sgemv_shim():
     assert gemv.LIBRARY.is_file(), f"{gemv.LIBRARY} missing: the install did not build the shim"
     if backend.BLAS.name == "openblas" and os.environ.get(gemv.GEMV_ENV, "1") != "0":
         assert backend.GEMV.active, backend.GEMV.note
+
+
+IDLE_PROBE = """
+import time
+import mlx_ssbd
+import mlx.core as mx
+import mlx.nn as nn
+from mlx_ssbd.platform.quantized import kernel, route_quantized_layers
+
+if kernel() is None:
+    print("no-kernel")
+    raise SystemExit
+model = nn.Sequential(nn.Linear(1024, 2048))
+nn.quantize(model, group_size=32, bits=4)
+assert route_quantized_layers(model) == 1
+x = mx.random.normal((16, 1024))
+idle = 0.0
+for _ in range(12):  # a product on the kernel's threads, then 50 ms with nothing to do
+    mx.eval(model(x))
+    start = time.process_time()
+    time.sleep(0.05)
+    idle += time.process_time() - start
+print(idle)
+"""
+
+
+def _idle_cpu_s(**env) -> float | None:
+    run_env = {
+        k: v for k, v in os.environ.items() if k not in (*backend.THREAD_WAITS, backend.WAIT_POLICY_ENV)
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", IDLE_PROBE],
+        env={**run_env, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    return None if out.stdout.strip() == "no-kernel" else float(out.stdout)
+
+
+def test_idle_kernel_threads_sleep_instead_of_spinning_beside_busy_processes():
+    """The platform's short spin-waits reach the kernel's OpenMP runtime: between products its
+    idle threads burn (almost) no CPU, where libgomp's default spin-wait (300,000 spins, about a
+    millisecond or more) takes the cores that other processes, here two busy loops, are using.
+    CPU time, not wall time."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        ours = _idle_cpu_s()
+        if ours is None:
+            pytest.skip("the CPU kernel is not built here")
+        spinning = _idle_cpu_s(GOMP_SPINCOUNT="300000")  # libgomp's own default
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    assert spinning > 0.01, f"the default spin-wait burnt only {spinning:.4f} s in 12 idle gaps"
+    assert ours < 0.2 * spinning, f"idle threads burnt {ours:.3f} s of CPU (spinning: {spinning:.3f} s)"
+
+
+def test_thread_waits_are_set_before_any_runtime_loads_and_a_users_choice_is_kept():
+    probe = "import os, mlx_ssbd; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('KMP_BLOCKTIME'))"
+    base = {k: v for k, v in os.environ.items() if k not in (*backend.THREAD_WAITS, backend.WAIT_POLICY_ENV)}
+
+    def run(**env):
+        return subprocess.run(
+            [sys.executable, "-c", probe], env={**base, **env}, capture_output=True, text=True, check=True
+        ).stdout.split()
+
+    assert run() == [backend.THREAD_WAITS["GOMP_SPINCOUNT"], backend.THREAD_WAITS["KMP_BLOCKTIME"]]
+    assert run(GOMP_SPINCOUNT="5") == ["5", backend.THREAD_WAITS["KMP_BLOCKTIME"]]
+    assert run(OMP_WAIT_POLICY="ACTIVE") == ["None", "None"]  # a wait policy of the user's: hands off

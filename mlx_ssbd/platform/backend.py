@@ -16,6 +16,15 @@ CPU-specific lives here and nowhere else:
   decode step of the default model took 1.5-2x as long: ``benchmarks/engine/blas_threads.py``).
   While a model's quantized layers run through the kernel, OpenBLAS (then only attention's small
   products) runs on one thread (``quiet_blas_workers``); MKL's workers sleep and are left alone.
+* idle threads beside other work: the OpenMP runtimes spin-wait between parallel regions
+  (GNU libgomp, which the CPU kernel and the sgemv shim use, about 300,000 spins by default; Intel's
+  libiomp5 behind MKL, 200 ms), and on a machine doing other work (OBS, a browser, Whisper) the
+  spinning threads take the cores the working ones need: a decode step of the default model took
+  10x its quiet time beside two busy processes. Before any OpenMP runtime loads, mlx-ssbd sets
+  ``GOMP_SPINCOUNT=1000`` and ``KMP_BLOCKTIME=0`` (``THREAD_WAITS``), so an idle thread sleeps
+  after a few microseconds; the quiet decode step is unchanged and beside two busy processes it
+  takes about 2.5x its quiet time (``benchmarks/engine/busy_machine.py``). A user's own
+  ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` is kept (``thread_waits``).
 * dtype: fp32 activations and floating parameters on the CPU (only fp32 uses BLAS there; MLX's
   bf16/fp16 matmuls cost grows with the number of tokens, which defeats one-pass verification);
   quantized layers stay quantized and run through mlx-ssbd's own kernel (``quantized``); the
@@ -41,6 +50,9 @@ from dataclasses import dataclass
 from . import gemv
 
 BLAS_ENV = "MLX_SSBD_BLAS"
+# How long an idle OpenMP thread spins before it sleeps (module docstring): GNU's in spins, Intel's in ms.
+THREAD_WAITS = {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "0"}
+WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 
 OPENBLAS_CANDIDATES = (
     "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
@@ -68,7 +80,7 @@ def _mkl_candidates() -> list[str]:
     return found
 
 
-GEMV = gemv.GemvChoice(False, "not an OpenBLAS")
+GEMV = gemv.GemvChoice(False, "used with OpenBLAS only")
 
 
 def _load_global(path: str, with_gemv: bool = False) -> bool:
@@ -122,7 +134,26 @@ def _openblas_candidates() -> list[str]:
     return [path for path in OPENBLAS_CANDIDATES if os.path.exists(path)]
 
 
+def _set_thread_waits() -> dict[str, str]:
+    """Short spin-waits for the OpenMP runtimes (module docstring), before any of them loads;
+    nothing where the user chose a wait policy. Returns what was set."""
+    if WAIT_POLICY_ENV in os.environ:
+        return {}
+    chosen = {name: value for name, value in THREAD_WAITS.items() if name not in os.environ}
+    os.environ.update(chosen)
+    return chosen
+
+
+THREAD_WAITS_SET = _set_thread_waits()
 BLAS = _choose_blas()
+
+
+def thread_waits() -> str:
+    """How idle OpenMP threads wait, for ``doctor`` and reports."""
+    names = [name for name in (WAIT_POLICY_ENV, *THREAD_WAITS) if name in os.environ]
+    return ", ".join(
+        f"{name}={os.environ[name]}" + ("" if name in THREAD_WAITS_SET else " (yours)") for name in names
+    )
 
 import mlx.core as mx  # noqa: E402  (must follow the BLAS load above)
 

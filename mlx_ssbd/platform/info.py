@@ -28,6 +28,7 @@ class BackendInfo:
     gemv: str
     compute_dtype: str
     quantized_kernel: str
+    thread_waits: str
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -48,4 +49,5 @@ def backend_info() -> BackendInfo:
         gemv=gemv.note if gemv.active else f"off ({gemv.note})",
         compute_dtype=dtype,
         quantized_kernel=kernel,
+        thread_waits=backend.thread_waits(),
     )

@@ -1,0 +1,146 @@
+"""A decode step and a 16-token pass on a quiet machine and beside busy processes, by thread-wait policy.
+
+A caption machine runs other work beside the model (OBS, a browser, Zoom, Whisper). The OpenMP
+runtimes' idle threads spin-wait between parallel regions, and beside busy processes the spinning
+threads take the cores the working ones need. This measures, for each model, in a process of its
+own per policy: a decode step and a 16-token pass (``evaluation.passes``) on the quiet machine,
+then beside ``--busy`` processes that each spin a core (``while True: pass``), rounds alternating
+between the policies:
+
+* ``mlx-ssbd``: what ``platform.backend`` sets (short spin-waits, ``THREAD_WAITS``);
+* ``runtime defaults``: libgomp's and libiomp5's own (``GOMP_SPINCOUNT=300000``,
+  ``KMP_BLOCKTIME=200``, the values they use when nothing is set);
+* ``passive``: ``OMP_WAIT_POLICY=PASSIVE`` (idle threads sleep at once).
+
+The figure that matters is busy / quiet of the same policy (two busy processes on two cores: the
+fair share is 2x) and each policy's quiet time against the runtime defaults' quiet time.
+
+    python -m benchmarks.engine.busy_machine --models qwen2.5-coder-1.5b --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.common import child_json
+
+POLICIES = (
+    ("mlx-ssbd", {}),
+    ("runtime defaults", {"GOMP_SPINCOUNT": "300000", "KMP_BLOCKTIME": "200"}),
+    ("passive", {"OMP_WAIT_POLICY": "PASSIVE"}),
+)
+SIZES = (1, 16)
+
+
+def measure(model: str, repeats: int, busy: int) -> dict:
+    """In this process: quiet pass timings, then the same beside ``busy`` spinning processes."""
+    import mlx_ssbd  # noqa: F401  (backend policy first)
+    from mlx_ssbd.evaluation.passes import pass_timings
+    from mlx_ssbd.models.loading import load_model
+    from mlx_ssbd.platform import backend
+
+    loaded = load_model(model)
+    pass_timings(loaded, SIZES, 2)  # warm up
+    _, quiet = pass_timings(loaded, SIZES, repeats)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        time.sleep(1.0)  # the spinners are running
+        _, loaded_ = pass_timings(loaded, SIZES, repeats)
+    finally:
+        for proc in spinners:
+            proc.kill()
+            proc.wait()
+    return {
+        "model": loaded.name,
+        "thread_waits": backend.thread_waits(),
+        "quiet_s": {str(n): round(t, 5) for n, t in quiet.items()},
+        "busy_s": {str(n): round(t, 5) for n, t in loaded_.items()},
+    }
+
+
+def report(result: dict) -> str:
+    m = result["machine"]
+    lines = [
+        "# A decode step and a 16-token pass beside busy processes",
+        "",
+        f"{m.get('cpu_model', '')}, {m.get('cpus', '')} CPUs, MLX {m.get('mlx_version', '')}, "
+        f"BLAS {m.get('blas', '')}. Each policy in a process of its own; quiet, then beside "
+        f"{result['busy']} processes that each spin a core; medians over {result['rounds']} alternating "
+        f"rounds of the medians of {result['repeats']} passes each, one run.",
+        "",
+        "| model | thread waits | decode quiet ms | decode busy ms | busy / quiet | quiet / defaults' quiet "
+        "| 16-token quiet ms | 16-token busy ms | busy / quiet |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for model in dict.fromkeys(r["model"] for r in result["rows"]):
+        rows = {r["policy"]: r for r in result["rows"] if r["model"] == model}
+        defaults = rows["runtime defaults"]["quiet_ms"]["1"]
+        for policy, r in rows.items():
+            q, b = r["quiet_ms"], r["busy_ms"]
+            lines.append(
+                f"| {model} | {policy} (`{r['thread_waits']}`) | {q['1']:.1f} | {b['1']:.1f} | "
+                f"{b['1'] / q['1']:.2f}x | {q['1'] / defaults:.2f}x | {q['16']:.1f} | {b['16']:.1f} | "
+                f"{b['16'] / q['16']:.2f}x |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--repeats", type=int, default=5, help="passes of each size timed per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds over the policies")
+    parser.add_argument("--busy", type=int, default=2, help="processes spinning a core beside the model")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child, args.repeats, args.busy)))
+        return
+
+    from mlx_ssbd.evaluation.bench import machine_info
+
+    rows = []
+    for model in args.models.split(","):
+        runs: dict[str, list[dict]] = {name: [] for name, _ in POLICIES}
+        for _ in range(args.rounds):
+            for name, env in POLICIES:
+                child_args = ["--child", model, "--repeats", str(args.repeats), "--busy", str(args.busy)]
+                runs[name].append(child_json(__spec__.name, child_args, env, f"{model} {name}"))
+        for name, measured in runs.items():
+            row = {
+                "model": measured[0]["model"],
+                "policy": name,
+                "thread_waits": measured[0]["thread_waits"],
+                "runs": measured,
+                **{
+                    f"{kind}_ms": {
+                        str(n): round(1000 * statistics.median(r[f"{kind}_s"][str(n)] for r in measured), 2)
+                        for n in SIZES
+                    }
+                    for kind in ("quiet", "busy")
+                },
+            }
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "runs"}), flush=True)
+    result = {
+        "rows": rows,
+        "repeats": args.repeats,
+        "rounds": args.rounds,
+        "busy": args.busy,
+        "machine": machine_info(),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "busy_machine.json").write_text(json.dumps(result, indent=2))
+    (args.out / "busy_machine.md").write_text(report(result))
+    print(report(result))
+
+
+if __name__ == "__main__":
+    main()
