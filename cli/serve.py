@@ -21,7 +21,7 @@ from .common import load
     "--model",
     "-m",
     default=None,
-    help="Model card name, local mlx-lm directory or HF id (default: the default card).",
+    help="Model name, local mlx-lm directory or HF id. [default: qwen2.5-coder-1.5b]",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
@@ -113,8 +113,20 @@ from .common import load
     show_default=True,
     help="On SIGTERM/SIGINT: seconds to commit every open caption and close every session before exiting.",
 )
-@click.option("--max-message-bytes", type=click.IntRange(64), default=64 * 1024, show_default=True)
-@click.option("--max-source-chars", type=click.IntRange(1), default=4000, show_default=True)
+@click.option(
+    "--max-message-bytes",
+    type=click.IntRange(64),
+    default=64 * 1024,
+    show_default=True,
+    help="A WebSocket message's size at most; a larger one gets a 'message_too_large' error.",
+)
+@click.option(
+    "--max-source-chars",
+    type=click.IntRange(1),
+    default=4000,
+    show_default=True,
+    help="A source text's length at most (characters); a longer one gets an 'invalid_message' error.",
+)
 @click.option(
     "--max-targets",
     type=click.IntRange(1, 16),

@@ -147,7 +147,15 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
     show_default=True,
     help="Words revealed per update when streaming text lines or pairs.",
 )
-@click.option("--input", "input_kind", type=click.Choice(INPUT_KINDS), default="auto", show_default=True)
+@click.option(
+    "--input",
+    "input_kind",
+    type=click.Choice(INPUT_KINDS),
+    default="auto",
+    show_default=True,
+    help="What --stream reads: plain text, ASR partials, whisper_streaming output, confirmed/unconfirmed "
+    "JSONL or sentence pairs (auto: the first line decides).",
+)
 @click.option(
     "--format",
     "fmt",

@@ -72,7 +72,8 @@ def model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def postgres():
-    """One real PostgreSQL server for the whole run (``tests/postgres.py``); skipped where missing."""
+    """One real PostgreSQL server for the whole run (``service.store.scratch_postgres``); skipped
+    where missing."""
     from mlx_ssbd.service.store.scratch_postgres import MISSING, postgres_server
 
     if MISSING:

@@ -388,3 +388,15 @@ def test_a_huge_one_line_file_streams_at_once_in_bounded_memory(model_dir, tmp_p
     alone = peak_after_captions(one, 1)
     huge_peak = peak_after_captions(huge, 3)
     assert huge_peak < alone + 300, f"peak RSS {huge_peak:.0f} MB against {alone:.0f} MB for one sentence"
+
+
+def test_the_help_names_the_default_model_and_every_option_says_what_it_does():
+    from mlx_ssbd.models.registry import default_card
+
+    def help_of(command):  # words as a reader sees them, whatever the terminal's line breaks
+        return " ".join(CliRunner().invoke(cli, [command, "--help"]).output.split())
+
+    for command in ("translate", "serve", "bench"):
+        assert f"[default: {default_card().name}]" in help_of(command), command
+    assert "message's size at most" in help_of("serve") and "source text's length" in help_of("serve")
+    assert "the first line decides" in help_of("translate")

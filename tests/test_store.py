@@ -1,5 +1,5 @@
 """The transcript store's contract, on both backends: SQLite (a file) and PostgreSQL (a real
-server, ``tests/postgres.py``): sessions and captions, replicas and session states, resume
+server, ``mlx_ssbd/service/store/scratch_postgres.py``): sessions and captions, replicas and session states, resume
 claims, schema migrations, durability across ``kill -9``, and the event bus between replicas."""
 
 import subprocess

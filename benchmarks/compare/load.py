@@ -1,4 +1,4 @@
-"""Compare two ``service_load.py`` runs (before and after a change to the server), side by side.
+"""Compare two ``benchmarks/service/load.py`` runs (before and after a change to the server), side by side.
 
 Reads ``BEFORE/service_load.json`` and ``AFTER/service_load.json`` (the same script, options and
 machine, run one after the other) and writes ``service_batching.md`` (or ``--name``) with lag

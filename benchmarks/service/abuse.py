@@ -1,7 +1,7 @@
 """Hostile clients against ``mlx-ssbd serve``: does a reference session lose anything, and what
 does the server hold in memory meanwhile?
 
-Two reference sessions replay ASR-like partials in real time (``service_faults.Good``), first alone
+Two reference sessions replay ASR-like partials in real time (``benchmarks.service.faults.Good``), first alone
 (the baseline), then beside, all at once:
 
 * **junk floods**: clients sending malformed frames as fast as they can, reading their errors,

@@ -1,8 +1,8 @@
 """Failover of replicas sharing a PostgreSQL store: what a caption team's viewers and speakers see.
 
 Two ``mlx-ssbd serve`` replicas on one PostgreSQL (a throwaway server: Debian's binaries, ``initdb``
-in a temporary directory, ``tests/postgres.py``) behind HAProxy (``service.deploy``); 4 sessions
-replay ASR-like streams in real time (``service_faults.Good`` clients), each with one SSE
+in a temporary directory, ``mlx_ssbd.service.store.scratch_postgres``) behind HAProxy (``service.deploy``); 4 sessions
+replay ASR-like streams in real time (``benchmarks.service.faults.Good`` clients), each with one SSE
 viewer, both through the proxy. After ``--kill-after`` seconds one replica is killed with SIGKILL.
 The killed replica's clients reconnect through the proxy and send ``session.resume`` (retrying
 while the session still looks live), then go on with their stream; viewers reconnect as a

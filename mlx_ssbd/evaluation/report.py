@@ -89,7 +89,7 @@ def markdown(summary: dict) -> str:
         "verify passes, Decode s = token-by-token decoding (together: Wall s). Passes/upd counts "
         "the model's passes. TPS = output tokens / generation wall time. NE on raw outputs; "
         "NE disp on displayed text. LAAL-CA: "
-        "computation-aware length-adaptive average lagging in seconds (see mlx_ssbd/metrics.py).",
+        "computation-aware length-adaptive average lagging in seconds (see mlx_ssbd/evaluation/metrics.py).",
         "",
         "**Substitutions:** " + substitutions(summary),
     ]

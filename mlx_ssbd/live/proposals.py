@@ -11,7 +11,7 @@ off, ``plan`` proposes nothing and the update is plain SSBD.
 
 None changes the output at β = 0. What each costs and gains is measured in ``docs/results.md``:
 on short sentences the session's n-gram pools checked at β = 0 (``ssbd-pool``) saved passes; these
-methods are for research (``methods.RESEARCH_METHODS``).
+methods are for research (those not in ``methods.USER_METHODS``).
 """
 
 from __future__ import annotations

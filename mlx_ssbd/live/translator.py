@@ -8,7 +8,7 @@ draft, but keeps the cache, so the shared system prompt is never recomputed acro
 Invalid input raises ``ValueError`` before any state changes, so the translator stays usable.
 
 Settings: ``methods.TranslatorConfig`` (``methods.METHODS`` names the usual combinations); the
-source comes as ``source.SourcePartial``s; each update gives an ``updates.Update``.
+source comes as ``source.SourcePartial``s; each update gives an ``records.Update``.
 
 Draft mask-k (``draft_mask_k``) drops the last k tokens from the draft (the paper's ablation);
 display mask-k (``display_mask_k``) hides the last k tokens from the viewer only while the

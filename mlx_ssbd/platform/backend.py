@@ -155,6 +155,7 @@ def thread_waits() -> str:
         f"{name}={os.environ[name]}" + ("" if name in THREAD_WAITS_SET else " (yours)") for name in names
     )
 
+
 import mlx.core as mx  # noqa: E402  (must follow the BLAS load above)
 
 _OPENBLAS: dict = {}  # the loaded OpenBLAS and its thread count as it started

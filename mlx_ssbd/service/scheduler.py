@@ -58,7 +58,7 @@ from .works import Busy, Works
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_SESSIONS = 8
-# batched caption rounds per step of interleaved work (service_load.py --chat-tokens)
+# batched caption rounds per step of interleaved work (benchmarks/service/load.py --chat-tokens)
 DEFAULT_CAPTION_ROUNDS = 4
 DEFAULT_MAX_CALLS = 8  # interleaved works (chat completions) waiting or under way
 DEFAULT_MAX_PENDING_FINALS = 16  # a session's commits waiting to be translated
