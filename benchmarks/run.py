@@ -118,7 +118,7 @@ STEPS = (
          ("--model", SMALL, "--seconds", "20"), 3),
     Step("service-abuse-0.5b", "service", 8, "benchmarks.service.abuse", ("--model", SMALL),
          ("--model", SMALL, "--seconds", "15", "--idle", "50", "--viewers", "20"), 3),
-    Step("service-attacks-0.5b", "service", 6, "benchmarks.service.attacks", ("--model", SMALL),
+    Step("service-attacks-0.5b", "service", 8, "benchmarks.service.attacks", ("--model", SMALL),
          ("--model", SMALL, "--seconds", "15"), 3),
     Step("service-failover-0.5b", "service", 5, "benchmarks.service.failover",
          ("--model", SMALL, "--seconds", "60", "--kill-after", "25"),

@@ -22,7 +22,7 @@ from mlx_ssbd.live.methods import METHODS
 
 import click
 
-from .common import check_languages, load, user_errors
+from .common import check_languages, load, user_errors, weights_option
 
 UDHR_NOTE = "UDHR paragraphs (human translations; not FLORES; likely seen in training)"
 
@@ -188,6 +188,7 @@ DATA_HELP = (
     show_default=True,
     help="Context token budget, or a list (0,256): each > 0 adds '-ctx<n>' variants (items in document order).",
 )
+@weights_option
 def bench(
     data,
     flores_dir,
@@ -213,6 +214,7 @@ def bench(
     data_note,
     agree,
     context,
+    weights,
 ):
     """Benchmark decoding policies on one data set, every method in one run.
 
@@ -252,7 +254,7 @@ def bench(
             agreements=parse_list(int, agree, bounds=(0, 64), what="agreement"),
             contexts=parse_list(int, context, bounds=(0, 100_000), what="context"),
         )
-    loaded = load(model)
+    loaded = load(model, weights=weights)
     translators = {
         label: loaded.translator(target, source_lang=source, config=config)
         for label, config in configs.items()

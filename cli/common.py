@@ -7,6 +7,7 @@ import sys
 import time
 
 from mlx_ssbd.live.languages import language_name
+from mlx_ssbd.platform.backend import WEIGHT_FORMATS
 
 import click
 
@@ -59,7 +60,20 @@ class StageProgress:
             self._bar = None
 
 
-def load(model: str | None, family: str | None = None):
+WEIGHTS_HELP = (
+    "The weights' format: auto (as shipped on the CPU and Metal, dense on CUDA where they fit), "
+    "as-shipped (quantized layers stay quantized) or dense. Default: $MLX_SSBD_WEIGHTS, else auto."
+)
+
+
+def weights_option(command):
+    """``--weights auto|as-shipped|dense`` (``models.loading.weight_format``)."""
+    return click.option("--weights", type=click.Choice(WEIGHT_FORMATS), default=None, help=WEIGHTS_HELP)(
+        command
+    )
+
+
+def load(model: str | None, family: str | None = None, weights: str | None = None):
     """Load a model for the CLI, preparing it with progress bars; errors become ClickExceptions."""
     from mlx_ssbd.models.loading import load_model
 
@@ -69,7 +83,7 @@ def load(model: str | None, family: str | None = None):
         click.echo(f"Loading {model or 'the default model'} ...", err=True)
     start = time.monotonic()
     try:
-        loaded = load_model(model, family=family, progress=progress)
+        loaded = load_model(model, family=family, progress=progress, weights=weights)
     except ValueError as error:
         raise click.ClickException(str(error)) from error
     finally:

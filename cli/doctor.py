@@ -43,6 +43,7 @@ def doctor():
     click.echo(f"matmul probe   {gflops:.1f} GFLOP/s fp32 (1024x1024, 1 s) - {verdict}")
     click.echo(f"compute dtype  {info.compute_dtype}")
     click.echo(f"quantized      {info.quantized_kernel}")
+    click.echo(f"weights        {info.weights}")
     click.echo(f"thread waits   {info.thread_waits}")
     click.echo(f"models home    {models_home()}")
     for card in cards().values():

@@ -17,7 +17,7 @@ from mlx_ssbd.live.session import LiveSession
 
 import click
 
-from .common import caption_options, check_languages, load, user_errors
+from .common import caption_options, check_languages, load, user_errors, weights_option
 from .sinks import SINK_FORMATS, make_sink
 from .translate import STREAM_METHODS, run_stream
 
@@ -110,6 +110,7 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
     show_default=True,
     help="CPU threads of the ASR (0: all cores).",
 )
+@weights_option
 def listen(
     audio,
     mic,
@@ -130,6 +131,7 @@ def listen(
     asr_threads,
     max_words,
     context_tokens,
+    weights,
 ):
     """Caption speech: AUDIO (any file ffmpeg reads, e.g. WAV), - (16 kHz mono s16le PCM or WAV
     on stdin) or --mic, recognised by Whisper and translated live. A file is recognised in one pass
@@ -170,6 +172,7 @@ def listen(
             max_words=max_words,
             context_tokens=context_tokens,
             glossary=glossary,
+            weights=weights,
         )
     started = time.monotonic()  # the models are loaded: from here on, the speech
     try:
@@ -205,8 +208,9 @@ def _session(
     max_words,
     context_tokens,
     glossary=None,
+    weights=None,
 ):
-    loaded = load(model)
+    loaded = load(model, weights=weights)
     config = method_config(method, beta=beta, display_mask_k=mask_k, context_tokens=context_tokens)
     translators = {
         target: loaded.translator(target, source_lang=source, config=config, glossary=glossary)

@@ -13,7 +13,7 @@ from mlx_ssbd.service.scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, 
 
 import click
 
-from .common import load
+from .common import load, weights_option
 
 
 @click.command(short_help="Serve live captions: WebSocket, speaker page, viewers, API.")
@@ -159,6 +159,7 @@ from .common import load
     help="Commit a session's open caption once its text has not changed for this many seconds (0: never): "
     "seconds of speech for audio, of arrival for text partials.",
 )
+@weights_option
 def serve(
     model,
     host,
@@ -181,6 +182,7 @@ def serve(
     pause,
     allow_hosts,
     public_without_key,
+    weights,
 ):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
 
@@ -216,7 +218,7 @@ def serve(
             f"cannot open the transcript store {_redacted(location)}: "
             f"{str(error).strip() or type(error).__name__}"
         ) from None
-    loaded = load(model)
+    loaded = load(model, weights=weights)
     logging.basicConfig(level=logging.WARNING, format="mlx-ssbd serve: %(levelname)s %(name)s: %(message)s")
     options = ServiceOptions(
         Limits(max_message_bytes, max_source_chars, max_targets=max_targets),

@@ -27,7 +27,7 @@ from mlx_ssbd.live.source import SourcePartial
 
 import click
 
-from .common import caption_options, check_languages, load, user_errors
+from .common import caption_options, check_languages, load, user_errors, weights_option
 from .sinks import SINK_FORMATS, make_sink
 
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
@@ -218,6 +218,7 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
     show_default=True,
     help="Commit when the source has not changed for this many seconds (0: never; live input only).",
 )
+@weights_option
 def translate(
     text,
     stream_path,
@@ -244,6 +245,7 @@ def translate(
     max_words,
     pause,
     context_tokens,
+    weights,
 ):
     """Translate TEXT, or stream live captions from a file or stdin.
 
@@ -273,7 +275,7 @@ def translate(
             agreement=agree,
             context_tokens=context_tokens,
         )
-    loaded = load(model)
+    loaded = load(model, weights=weights)
     translators = {
         lang: loaded.translator(lang, source_lang=source, config=config, glossary=glossary)
         for lang in targets

@@ -194,3 +194,23 @@ def test_qwen_full_stop_newline_token_keeps_the_full_stop(loaded):
         ids = tok.encode(text)
         assert len(ids) == 1, text  # one merged token
         assert tok.decode(list(rule(ids[0]))) == kept
+
+
+def test_the_weights_format_is_chosen_per_backend_and_by_the_user(loaded, monkeypatch):
+    from mlx_ssbd.models.loading import WEIGHTS_ENV, ModelError, weight_format
+    from mlx_ssbd.platform.backend import auto_weights
+
+    assert weight_format(None) == "auto" and weight_format("quantized") == "as-shipped"
+    monkeypatch.setenv(WEIGHTS_ENV, "dense")
+    assert weight_format(None) == "dense" and weight_format("as-shipped") == "as-shipped"
+    with pytest.raises(ModelError, match="weights must be one of auto, as-shipped, dense, not 'fp8'$"):
+        weight_format("fp8")
+    with pytest.raises(ModelError, match=r"\$MLX_SSBD_WEIGHTS"):
+        monkeypatch.setenv(WEIGHTS_ENV, "fp8")
+        weight_format(None)
+    monkeypatch.delenv(WEIGHTS_ENV)
+    if mx.default_device().type == mx.DeviceType.cpu:
+        assert auto_weights()[0] == "as-shipped"
+        assert loaded.weights.startswith("quantized")  # the default, auto, kept them as shipped
+    dense = load_model(MODEL, weights="dense")
+    assert dense.weights == "dense" and not any(hasattr(m, "bits") for _, m in dense.model.named_modules())

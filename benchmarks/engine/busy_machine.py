@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -105,7 +106,10 @@ def main() -> None:
         return
 
     from mlx_ssbd.evaluation.bench import machine_info
+    from mlx_ssbd.platform.backend import THREAD_WAITS, WAIT_POLICY_ENV
 
+    for name in (WAIT_POLICY_ENV, *THREAD_WAITS):  # each child gets its policy's settings alone
+        os.environ.pop(name, None)
     rows = []
     for model in args.models.split(","):
         runs: dict[str, list[dict]] = {name: [] for name, _ in POLICIES}

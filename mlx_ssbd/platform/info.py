@@ -29,6 +29,7 @@ class BackendInfo:
     compute_dtype: str
     quantized_kernel: str
     thread_waits: str
+    weights: str
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -50,4 +51,5 @@ def backend_info() -> BackendInfo:
         compute_dtype=dtype,
         quantized_kernel=kernel,
         thread_waits=backend.thread_waits(),
+        weights="auto loads them {}: {}".format(*backend.auto_weights()),
     )
