@@ -28,15 +28,23 @@ def amount(done: int, total: int, unit: str) -> str:
 
 class StageProgress:
     """A ``registry.Progress`` callback drawing one click progress bar per stage on stderr:
-    percent, ETA and the amount done (MB, or tensors)."""
+    percent, ETA and the amount done (MB, or tensors). Without a terminal (a log, CI), one line
+    per stage every ``LOG_EVERY_S`` seconds instead, and one when the stage ends."""
 
-    def __init__(self, file=None):
+    LOG_EVERY_S = 5.0
+
+    def __init__(self, file=None, *, clock=time.monotonic):
         self._file = file or sys.stderr
         self._stage = None
         self._bar = None
         self._done = 0
+        self._clock = clock
+        self._logged = None  # without a terminal: (stage, done, total, when) of the last line written
 
     def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self._file.isatty():
+            self._log(stage, done, total)
+            return
         if stage != self._stage:
             self.close()
             self._stage, self._done = stage, 0
@@ -53,6 +61,24 @@ class StageProgress:
         self._bar.length = max(total, 1)  # a download's total is an estimate until its last part
         self._bar.update(done - self._done, done)
         self._done = done
+
+    def _log(self, stage: str, done: int, total: int) -> None:
+        now = self._clock()
+        if self._logged is not None and self._logged[0] != stage:
+            last_stage, last_done, last_total, _ = self._logged
+            if last_done < last_total:  # the previous stage ended: its end, once
+                self._line(last_stage, last_total, last_total)
+            self._logged = None
+        last = self._logged
+        if last is None or now - last[3] >= self.LOG_EVERY_S or (done >= total > last[1]):
+            self._line(stage, done, total)
+            self._logged = (stage, done, total, now)
+
+    def _line(self, stage: str, done: int, total: int) -> None:
+        unit = STAGE_UNITS.get(stage, "bytes")
+        percent = 100 * done / max(total, 1)
+        label = STAGE_LABELS.get(stage, stage)
+        click.echo(f"{label}: {amount(done, total, unit)} ({percent:.0f}%)", file=self._file)
 
     def close(self) -> None:
         if self._bar is not None:
@@ -97,11 +123,11 @@ def check_languages(source: str, target: str, max_targets: int = 1) -> tuple[str
     """The target languages of ``--target`` (one code, or several separated by commas), checked
     against ``source`` and ``max_targets``; a ``click.BadParameter`` otherwise."""
     targets = tuple(code.strip().lower() for code in target.split(",") if code.strip())
-    for code in (source, *targets):
+    for code, option in ((source, "--source"), *((t, "--target") for t in targets)):
         try:
             language_name(code)
         except ValueError as error:
-            raise click.BadParameter(str(error), param_hint="--source/--target") from None
+            raise click.BadParameter(str(error), param_hint=option) from None
     if not targets:
         raise click.BadParameter("no target language", param_hint="--target")
     if len(set(targets)) != len(targets):
@@ -184,7 +210,10 @@ def caption_options(methods: tuple[str, ...]):
             type=click.Choice(methods),
             default=DEFAULT_METHOD,
             show_default=True,
-            help="; ".join(f"{name}: {METHODS[name].help}" for name in methods) + ".",
+            help="; ".join(f"{name}: {METHODS[name].about}" for name in methods if not METHODS[name].research)
+            + ". Research methods ("
+            + ", ".join(name for name in methods if METHODS[name].research)
+            + "): docs/how-it-works.md.",
         ),
         beta_option(),
         click.option(

@@ -30,7 +30,7 @@ def deploy():
     """Configuration for replicas of `mlx-ssbd serve` (see docs/deployment.md)."""
 
 
-@deploy.command()
+@deploy.command(short_help="Print an HAProxy configuration for the replicas.")
 @click.option(
     "--listen",
     default="0.0.0.0:8000",

