@@ -72,6 +72,16 @@ def child_json(module: str, args: list[str], env: dict[str, str], what: str) -> 
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
+def machine_line(machine: dict) -> str:
+    """A report's opening words on the machine (``evaluation.bench.machine_info``): CPU, cores,
+    MLX and BLAS."""
+    m = machine
+    return (
+        f"{m.get('cpu_model', '')}, {m.get('cpus', '')} CPUs, MLX {m.get('mlx_version', '')}, "
+        f"BLAS {m.get('blas', '')}."
+    )
+
+
 def pass_times(passes: dict) -> str:
     """Table cells: the decode step and the 16- and 64-token passes in ms (``passes_s``)."""
     return " | ".join(f"{1000 * passes[n]:.1f}" for n in ("1", "16", "64"))

@@ -141,10 +141,12 @@ def test_serve_refuses_to_start_without_a_websocket_library(monkeypatch, run):
 
 
 @pytest.mark.slow
-def test_slow_heads_beside_a_session_leave_health_and_captions_alone(model_dir, tmp_path):
+@pytest.mark.parametrize("limits", [("--max-viewers", "20"), ()], ids=["max-viewers-20", "default-limits"])
+def test_slow_heads_beside_a_session_leave_health_and_captions_alone(model_dir, tmp_path, limits):
     """150 sockets sending a request head one header at a time, straight at a server whose
-    connection limit is low (--max-viewers 20): /health stays 200 and a session commits."""
-    with server(model_dir, tmp_path / "t.sqlite3", "--max-viewers", "20", "--head-timeout", "3") as (base, _):
+    connection limit is low (--max-viewers 20: 92 connections) or at its defaults: /health stays
+    200 and a session commits."""
+    with server(model_dir, tmp_path / "t.sqlite3", *limits, "--head-timeout", "3") as (base, _):
         port = int(base.rsplit(":", 1)[1])
         stop = threading.Event()
         socks = [slow_head(port) for _ in range(150)]

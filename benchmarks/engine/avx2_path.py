@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks.common import child_json, pass_ratios, pass_times
+from benchmarks.common import child_json, machine_line, pass_ratios, pass_times
 
 # (label, weights, environment): the kernel's path or the BLAS's instruction set
 PATHS = (
@@ -62,12 +62,10 @@ def measure(model: str, repeats: int) -> dict:
 
 
 def report(result: dict) -> str:
-    m = result["machine"]
     lines = [
         "# The quantized path against fp32 BLAS on an AVX2 CPU (emulated)",
         "",
-        f"{m.get('cpu_model', '')}, {m.get('cpus', '')} CPUs, MLX {m.get('mlx_version', '')}, "
-        f"BLAS {m.get('blas', '')}. "
+        f"{machine_line(result['machine'])} "
         "AVX2: the kernel's AVX2 build (`MLX_SSBD_QMM_SIMD=avx2`) and MKL held to AVX2 "
         "(`MKL_ENABLE_INSTRUCTIONS=AVX2`) on this machine's cores and memory; AVX-VNNI: the kernel's "
         "AVX-VNNI build (`MLX_SSBD_QMM_SIMD=avxvnni`, where this CPU has it); widest: what this CPU runs "

@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import child_json
+from benchmarks.common import child_json, machine_line
 
 POLICIES = (
     ("mlx-ssbd", {}),
@@ -66,12 +66,10 @@ def measure(model: str, repeats: int, busy: int) -> dict:
 
 
 def report(result: dict) -> str:
-    m = result["machine"]
     lines = [
         "# A decode step and a 16-token pass beside busy processes",
         "",
-        f"{m.get('cpu_model', '')}, {m.get('cpus', '')} CPUs, MLX {m.get('mlx_version', '')}, "
-        f"BLAS {m.get('blas', '')}. Each policy in a process of its own; quiet, then beside "
+        f"{machine_line(result['machine'])} Each policy in a process of its own; quiet, then beside "
         f"{result['busy']} processes that each spin a core; medians over {result['rounds']} alternating "
         f"rounds of the medians of {result['repeats']} passes each, one run.",
         "",
