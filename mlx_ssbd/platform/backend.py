@@ -21,10 +21,11 @@ CPU-specific lives here and nowhere else:
   libiomp5 behind MKL, 200 ms), and on a machine doing other work (OBS, a browser, Whisper) the
   spinning threads take the cores the working ones need: a decode step of the default model took
   8x its quiet time beside two busy processes. Before any OpenMP runtime loads, mlx-ssbd sets
-  ``GOMP_SPINCOUNT=30000`` and ``KMP_BLOCKTIME=0`` (``THREAD_WAITS``): an idle libgomp thread
-  spins for about a millisecond at most, long enough to bridge the gaps between one decode step's
-  parallel regions, then sleeps, so beside busy processes it no longer spins away whole time
-  slices (``benchmarks/engine/busy_machine.py`` measures both). A user's own
+  ``GOMP_SPINCOUNT=1000`` and ``KMP_BLOCKTIME=0`` (``THREAD_WAITS``): an idle libgomp thread
+  spins for some tens of microseconds at most, then sleeps, so beside busy processes it no longer
+  spins away whole time slices. The price is a wake-up per parallel region on a quiet machine
+  (``benchmarks/engine/busy_machine.py`` measures both; 30,000 spins, about a millisecond, kept
+  neither figure reliably in its runs). A user's own
   ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` is kept (``thread_waits``).
 * dtype: fp32 activations and floating parameters on the CPU (only fp32 uses BLAS there; MLX's
   bf16/fp16 matmuls cost grows with the number of tokens, which defeats one-pass verification);
@@ -52,7 +53,7 @@ from . import gemv
 
 BLAS_ENV = "MLX_SSBD_BLAS"
 # How long an idle OpenMP thread spins before it sleeps (module docstring): GNU's in spins, Intel's in ms.
-THREAD_WAITS = {"GOMP_SPINCOUNT": "30000", "KMP_BLOCKTIME": "0"}
+THREAD_WAITS = {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "0"}
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 
 OPENBLAS_CANDIDATES = (
