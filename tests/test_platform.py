@@ -89,13 +89,15 @@ print(idle)
 """
 
 
+def _without_thread_waits(**env) -> dict:
+    """This process's environment with no thread-wait setting of its own, and ``env`` added."""
+    return {**{k: v for k, v in os.environ.items() if k not in backend.THREAD_WAIT_NAMES}, **env}
+
+
 def _idle_cpu_s(**env) -> float | None:
-    run_env = {
-        k: v for k, v in os.environ.items() if k not in (*backend.THREAD_WAITS, backend.WAIT_POLICY_ENV)
-    }
     out = subprocess.run(
         [sys.executable, "-c", IDLE_PROBE],
-        env={**run_env, **env},
+        env=_without_thread_waits(**env),
         capture_output=True,
         text=True,
         timeout=300,
@@ -125,11 +127,14 @@ def test_idle_kernel_threads_sleep_instead_of_spinning_beside_busy_processes():
 
 def test_thread_waits_are_set_before_any_runtime_loads_and_a_users_choice_is_kept():
     probe = "import os, mlx_ssbd; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('KMP_BLOCKTIME'))"
-    base = {k: v for k, v in os.environ.items() if k not in (*backend.THREAD_WAITS, backend.WAIT_POLICY_ENV)}
 
     def run(**env):
         return subprocess.run(
-            [sys.executable, "-c", probe], env={**base, **env}, capture_output=True, text=True, check=True
+            [sys.executable, "-c", probe],
+            env=_without_thread_waits(**env),
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout.split()
 
     assert run() == [backend.THREAD_WAITS["GOMP_SPINCOUNT"], backend.THREAD_WAITS["KMP_BLOCKTIME"]]

@@ -104,9 +104,9 @@ def main() -> None:
         return
 
     from mlx_ssbd.evaluation.bench import machine_info
-    from mlx_ssbd.platform.backend import THREAD_WAITS, WAIT_POLICY_ENV
+    from mlx_ssbd.platform.backend import THREAD_WAIT_NAMES
 
-    for name in (WAIT_POLICY_ENV, *THREAD_WAITS):  # each child gets its policy's settings alone
+    for name in THREAD_WAIT_NAMES:  # each child gets its policy's settings alone
         os.environ.pop(name, None)
     rows = []
     for model in args.models.split(","):

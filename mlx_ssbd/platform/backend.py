@@ -15,7 +15,7 @@ CPU-specific lives here and nowhere else:
   spinning after each product, and on the same cores they starve the kernel's OpenMP threads (a
   decode step of the default model took 1.5-2x as long: ``benchmarks/engine/blas_threads.py``).
   While a model's quantized layers run through the kernel, OpenBLAS (then only attention's small
-  products) runs on one thread (``quiet_blas_workers``); MKL's workers sleep and are left alone.
+  products) runs on one thread (``quiet_blas_workers``); MKL's workers are left alone (their spin-wait: below).
 * idle threads beside other work: the OpenMP runtimes spin-wait between parallel regions
   (GNU libgomp, which the CPU kernel and the sgemv shim use, about 300,000 spins by default; Intel's
   libiomp5 behind MKL, 200 ms), and on a machine doing other work (OBS, a browser, Whisper) the
@@ -55,6 +55,7 @@ BLAS_ENV = "MLX_SSBD_BLAS"
 # How long an idle OpenMP thread spins before it sleeps (module docstring): GNU's in spins, Intel's in ms.
 THREAD_WAITS = {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "0"}
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+THREAD_WAIT_NAMES = (WAIT_POLICY_ENV, *THREAD_WAITS)  # every variable that says how threads wait
 
 OPENBLAS_CANDIDATES = (
     "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3",
@@ -152,7 +153,7 @@ BLAS = _choose_blas()
 
 def thread_waits() -> str:
     """How idle OpenMP threads wait, for ``doctor`` and reports."""
-    names = [name for name in (WAIT_POLICY_ENV, *THREAD_WAITS) if name in os.environ]
+    names = [name for name in THREAD_WAIT_NAMES if name in os.environ]
     return ", ".join(
         f"{name}={os.environ[name]}" + ("" if name in THREAD_WAITS_SET else " (yours)") for name in names
     )
