@@ -18,6 +18,7 @@ from mlx_ssbd.live.session import LiveSession
 import click
 
 from .common import caption_options, check_languages, load, user_errors, weights_option
+from .push import PushSink, push_option, push_specs
 from .sinks import SINK_FORMATS, make_sink
 from .translate import STREAM_METHODS, run_stream
 
@@ -110,6 +111,7 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
     show_default=True,
     help="CPU threads of the ASR (0: all cores).",
 )
+@push_option
 @weights_option
 def listen(
     audio,
@@ -131,6 +133,7 @@ def listen(
     asr_threads,
     max_words,
     context_tokens,
+    push,
     weights,
 ):
     """Caption speech: AUDIO (any file ffmpeg reads, e.g. WAV), - (16 kHz mono s16le PCM or WAV
@@ -151,6 +154,9 @@ def listen(
     with user_errors():
         card = get_asr_card(asr_model)
         targets = check_languages(card.language, target, max_targets)
+        pushes = push_specs(push, targets)
+        if pushes and asr_only:
+            raise click.UsageError("--push sends translated captions; --asr-only translates nothing")
         recognizer = load_recognizer(card.name, threads=asr_threads)
         chunks = audio_chunks(audio, mic, step_s, pace)
     streaming = mic or audio == "-" or pace != "offline"
@@ -159,7 +165,8 @@ def listen(
     )
     session = sink = None
     if not asr_only:
-        sink = ComputeTally(make_sink(fmt, targets, output))
+        sink = make_sink(fmt, targets, output)
+        sink = ComputeTally(PushSink(sink, pushes, targets) if pushes else sink)
         session = _session(
             model,
             card.language,

@@ -28,6 +28,7 @@ from mlx_ssbd.live.source import SourcePartial
 import click
 
 from .common import caption_options, check_languages, load, user_errors, weights_option
+from .push import PushSink, push_option, push_specs
 from .sinks import SINK_FORMATS, make_sink
 
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
@@ -218,6 +219,12 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
     show_default=True,
     help="Commit when the source has not changed for this many seconds (0: never; live input only).",
 )
+@push_option
+@click.option(
+    "--push-stable",
+    is_flag=True,
+    help="With --agree: push the open caption's locked words as they lock (less delay), not only commits.",
+)
 @weights_option
 def translate(
     text,
@@ -245,6 +252,8 @@ def translate(
     max_words,
     pause,
     context_tokens,
+    push,
+    push_stable,
     weights,
 ):
     """Translate TEXT, or stream live captions from a file or stdin.
@@ -256,10 +265,16 @@ def translate(
       asr-tool | mlx-ssbd translate --stream - --input partials --format jsonl
       mlx-ssbd translate --stream asr.jsonl --realtime --format srt > captions.srt
       mlx-ssbd translate --stream talk.txt -t de,fr,ja --format srt -o talk.{lang}.srt
+      mlx-ssbd translate --stream - -t de,fr --push zoom=https://wmcapi.zoom.us/closedcaption?...
     """
     if (text is None) == (stream_path is None):
         raise click.UsageError("give either TEXT or --stream FILE")
     targets = check_languages(source, target, max_targets)
+    pushes = push_specs(push, targets)
+    if pushes and stream_path is None:
+        raise click.UsageError("--push sends live captions: use it with --stream")
+    if push_stable and not (pushes and agree):
+        raise click.UsageError("--push-stable pushes the words --agree N locks: give --push and --agree")
     with user_errors():  # a wrong path, an empty or binary file, or settings that do not go together
         if stream_path is not None:  # ... all before the model loads
             check_stream_path(stream_path)
@@ -303,6 +318,8 @@ def translate(
             if realtime:
                 updates = paced(updates, wps)
             sink = make_sink(fmt, targets, output)
+            if pushes:
+                sink = PushSink(sink, pushes, targets, stable=push_stable)
             run_stream(LiveSession(translators, segmenter=segmenter, latest_wins=latest_wins), updates, sink)
     except KeyboardInterrupt:
         click.echo("interrupted: the committed translations are above", err=True)
