@@ -6,7 +6,8 @@ captions as Zoom, YouTube Live or Teams CART document them and records every rul
 * the URL's signature parameters (Zoom ``id``/``ns``/``expire``/``signature``, YouTube ``cid``,
   Teams ``meetingid``/``token``) must be there and match, else 403;
 * a POST's ``seq`` must be the last accepted one + 1, else 400 and a violation; the last
-  accepted one again is a retry (200, not recorded twice); Zoom and Teams posts carry ``lang`` (one of ``langs``), YouTube's none;
+  accepted one again is a retry (200, not recorded twice); Zoom and Teams posts carry ``lang``
+  (one of ``langs``), YouTube's none;
 * the body is ``text/plain`` UTF-8; YouTube's is ``YYYY-MM-DDTHH:MM:SS.mmm\\nLINE\\n``;
 * Zoom answers 400 until ``started`` (the meeting has not started) and ``GET .../seq`` with the
   last accepted number;
@@ -32,7 +33,13 @@ import msgpack
 import websockets
 
 SIGNED = {
-    "zoom": {"id": "200610693", "ns": "GZHkEA==", "expire": "86400", "sparams": "id,ns,expire", "signature": "nYtX"},
+    "zoom": {
+        "id": "200610693",
+        "ns": "GZHkEA==",
+        "expire": "86400",
+        "sparams": "id,ns,expire",
+        "signature": "nYtX",
+    },
     "youtube": {"cid": "abcd-efgh-ijkl"},
     "teams": {"meetingid": '{"tId":"72f9","oId":"9c3d"}', "token": "tkb8kvx"},
 }
@@ -52,8 +59,16 @@ class RulesServer:
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self.thread.start()
+
+    @property
+    def place(self) -> str:
+        """The URL as reports name it (no query)."""
+        host, port = self.server.server_address
+        return f"http://{host}:{port}{PATHS[self.platform]}"
 
     @property
     def url(self) -> str:
@@ -85,7 +100,9 @@ class RulesServer:
                 self.wfile.write(data)
 
             def _signed(self, query: dict) -> bool:
-                return all(query.get(k, [None])[0] == v for k, v in SIGNED[rules.platform].items() if k != "sparams")
+                return all(
+                    query.get(k, [None])[0] == v for k, v in SIGNED[rules.platform].items() if k != "sparams"
+                )
 
             def do_GET(self):
                 parts = urlsplit(self.path)
@@ -166,9 +183,16 @@ class ObsPeer:
         return await websockets.serve(self._serve, "127.0.0.1", 0, subprotocols=["obswebsocket.msgpack"])
 
     async def _serve(self, ws) -> None:
-        salt, challenge = base64.b64encode(b"salt-1234").decode(), base64.b64encode(time.time_ns().to_bytes(8)).decode()
-        await ws.send(msgpack.packb({"op": 0, "d": {"obsWebSocketVersion": "5.1.0", "rpcVersion": 1,
-                                                  "authentication": {"challenge": challenge, "salt": salt}}}))  # fmt: skip
+        salt, challenge = (
+            base64.b64encode(b"salt-1234").decode(),
+            base64.b64encode(time.time_ns().to_bytes(8)).decode(),
+        )
+        auth = {"challenge": challenge, "salt": salt}
+        await ws.send(
+            msgpack.packb(
+                {"op": 0, "d": {"obsWebSocketVersion": "5.1.0", "rpcVersion": 1, "authentication": auth}}
+            )
+        )
         identify = msgpack.unpackb(await ws.recv())
         secret = base64.b64encode(hashlib.sha256((self.password + salt).encode()).digest())
         expected = base64.b64encode(hashlib.sha256(secret + challenge.encode()).digest()).decode()
@@ -186,8 +210,8 @@ class ObsPeer:
             if ok:
                 self.captions.append((d["requestData"]["captionText"], time.monotonic()))
             status = {"result": ok, "code": 100 if ok else 501}
-            await ws.send(msgpack.packb({"op": 7, "d": {"requestType": d["requestType"], "requestId": d["requestId"],
-                                                       "requestStatus": status}}))  # fmt: skip
+            answer = {"requestType": d["requestType"], "requestId": d["requestId"], "requestStatus": status}
+            await ws.send(msgpack.packb({"op": 7, "d": answer}))
 
     def close(self) -> None:
         async def stop():

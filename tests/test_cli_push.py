@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from conftest import write
 from mlx_ssbd_cli.main import cli
-from push_peers import ObsPeer, RulesServer
 
+import pytest
 from click.testing import CliRunner
+from conftest import write
+from push_peers import ObsPeer, RulesServer
 
 TALK = "So today I want to talk about rules.\nThe first problem is latency.\nThe second one is flicker.\n"
 
@@ -28,7 +28,10 @@ def zoom():
         ("zoomx=https://a.b/?id=1", "unknown push platform 'zoomx'"),
         ("zoom=https://wmcapi.zoom.us/closedcaption?id=1&signature=s3cret", "no ns, expire parameters"),
         ("youtube=http://upload.youtube.com/closedcaption?cid=s3cret", "youtube:de=URL"),
-        ("zoom:ja=https://wmcapi.zoom.us/closedcaption?id=1&ns=2&expire=3&signature=s3cret", "not captioned in 'ja'"),
+        (
+            "zoom:ja=https://wmcapi.zoom.us/closedcaption?id=1&ns=2&expire=3&signature=s3cret",
+            "not captioned in 'ja'",
+        ),
     ],
 )
 def test_a_bad_push_target_is_refused_before_the_model_loads(tmp_path, push, words):
@@ -60,7 +63,10 @@ def test_every_commit_reaches_zoom_in_both_languages_and_youtube_and_obs_in_one(
         assert result.exit_code == 0, result.output
         commits = [json.loads(line) for line in result.stdout.splitlines()]
         commits = [c for c in commits if c["type"] == "commit" and c["output"].strip()]
-        words = {lang: " ".join(c["output"] for c in commits if c["target"] == lang).split() for lang in ("de", "fr")}
+        words = {
+            lang: " ".join(c["output"] for c in commits if c["target"] == lang).split()
+            for lang in ("de", "fr")
+        }
         assert zoom.violations == youtube.violations == []
         assert " ".join(zoom.texts("de-DE")).split() == words["de"]
         assert " ".join(zoom.texts("fr-FR")).split() == words["fr"]

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import time
 
-import pytest
-
 from mlx_ssbd.live.languages import LANGUAGES
 from mlx_ssbd.push.delivery import DeliveryLimits, PushHub
 from mlx_ssbd.push.senders import youtube_time
 from mlx_ssbd.push.spec import BCP47_LANGS, ZOOM_LANGS, PushError, parse_targets, redact
 from mlx_ssbd.push.text import cea608, cut_lines
 
+import pytest
 from push_peers import ObsPeer, RulesServer
 
 FAST = DeliveryLimits(backoff_s=(0.05, 0.2), hold_s=0.05, timeout_s=2.0)
@@ -200,8 +199,12 @@ def test_obs_gets_cea608_rows_after_the_real_handshake_and_holds_while_not_strea
     try:
         obs.streaming = False
         reports = []
-        pusher = hub.open(parse_targets([f"obs=ws://:pa55@127.0.0.1:{obs.port}"], ("de",)), reports.append, FAST)
-        pusher.submit("de", "Die Größe der Modelle – und ihre Łatenz ist das erste Problem.", spoken_at=0, caption=1)
+        pusher = hub.open(
+            parse_targets([f"obs=ws://:pa55@127.0.0.1:{obs.port}"], ("de",)), reports.append, FAST
+        )
+        pusher.submit(
+            "de", "Die Größe der Modelle – und ihre Łatenz ist das erste Problem.", spoken_at=0, caption=1
+        )
         wait_until(lambda: reports)
         assert "not streaming" in reports[0].message
         obs.streaming = True
@@ -209,7 +212,9 @@ def test_obs_gets_cea608_rows_after_the_real_handshake_and_holds_while_not_strea
         rows = [text for text, _ in obs.captions]
         assert rows == ["Die Größe der Modelle - und ihre", "atenz ist das erste Problem."]
 
-        wrong = hub.open(parse_targets([f"obs=ws://:nope@127.0.0.1:{obs.port}"], ("de",)), reports.append, FAST)
+        wrong = hub.open(
+            parse_targets([f"obs=ws://:nope@127.0.0.1:{obs.port}"], ("de",)), reports.append, FAST
+        )
         wrong.submit("de", "Satz.", spoken_at=0, caption=2)
         (stats,) = wrong.finish(10).result(30)
         assert stats["state"] == "stopped" and "password" in stats["last_error"] and obs.auth_failures == 1

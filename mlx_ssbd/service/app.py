@@ -111,6 +111,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
                 "max_sessions": scheduler.max_sessions,
                 "completions": scheduler.completions,
                 "viewers": viewers.total,
+                "push": scheduler.pushes.health(),
             },
             status_code=503 if scheduler.draining else 200,
         )

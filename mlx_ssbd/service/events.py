@@ -9,8 +9,10 @@ sent ``end``, and ``stats``); ``translation.commit`` (``target``, ``segment``, `
 ``seq``, ``text``, ``start``, ``end``, ``reason``, ``stored``); ``transcript.stored``
 (``captions``: commits sent with ``stored: false`` that the store has taken since);
 ``transcription.update`` (speech sessions: ``segment``, ``text``, ``final``, ``start``, ``end``,
-what the recognizer heard); ``error`` (``code``, ``message``) and ``session.closed`` (``reason``:
-``closed``, ``idle``, ``shutdown`` or ``error``). ``sse`` frames one event for an event stream;
+what the recognizer heard); ``push.status`` (to the session's client only: ``target``, ``kind``:
+``failing``, ``recovered``, ``undelivered`` or ``stopped``, ``message``, ``lines``); ``error``
+(``code``, ``message``) and ``session.closed`` (``reason``: ``closed``, ``idle``, ``shutdown`` or
+``error``). ``sse`` frames one event for an event stream;
 ``openai_error`` is the body of an HTTP error in OpenAI's shape.
 """
 
@@ -28,6 +30,17 @@ def error_event(code: str, message: str) -> dict:
 def closed_event(session: str, reason: str | None = None) -> dict:
     """``session.closed``; ``reason`` (closed, idle, shutdown, error) for a live session's end."""
     return {"type": "session.closed", "session": session, **({"reason": reason} if reason else {})}
+
+
+def push_event(report) -> dict:
+    """``push.status`` from a ``push.delivery.PushReport`` (it names no secret)."""
+    return {
+        "type": "push.status",
+        "target": report.target,
+        "kind": report.kind,
+        "message": report.message,
+        "lines": report.lines,
+    }
 
 
 def openai_error(code: str, message: str) -> dict:
@@ -49,6 +62,7 @@ def settings_event(kind: str, session: str, settings: Settings, model: str, **ex
         "protocol": PROTOCOL_VERSION,
         "model": model,
         **settings.to_dict(),
+        "push": [spec.name for spec in settings.push_specs()],  # platform, languages, host: no secrets
         **extra,
     }
 

@@ -11,6 +11,8 @@ Client messages (every field but ``type`` optional)::
     {"type": "session.update", "source": "en", "target": "de", "method": "ssbd", "beta": 0.2, "mask_k": 0}
     {"type": "session.update", "targets": ["de", "fr", "ja"]}  (several caption languages)
     {"type": "session.update", "glossary": {"de": {"weather station": "Wetterstation"}}}  (or TSV text)
+    {"type": "session.update", "push": [{"platform": "zoom", "url": "https://wmcapi.zoom.us/..."},
+                                        {"platform": "youtube", "lang": "de", "url": "http://..."}]}
     {"type": "source.update", "segment": "s1", "text": "so today", "final": false, "start": 0.0, "end": 1.2}
     {"type": "session.close"}
     {"type": "session.resume", "session": "sess_...", "resume_token": "..."}
@@ -38,6 +40,7 @@ from dataclasses import dataclass, replace
 from ..live.glossary import GlossaryError, parse_json, parse_tsv
 from ..live.languages import language_name
 from ..live.methods import DEFAULT_METHOD, METHODS
+from ..push.spec import PushError, PushSpec, parse_targets
 
 PROTOCOL_VERSION = 1
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
@@ -63,6 +66,7 @@ class Limits:
     max_time_s: float = 1e7  # audio times (``start``/``end``): finite, in [0, this]
     max_mask_k: int = 64
     max_targets: int = 4  # target languages of one session
+    max_push: int = 8  # push targets of one session
 
 
 @dataclass(frozen=True)
@@ -76,10 +80,19 @@ class Settings:
     beta: float = METHODS[DEFAULT_METHOD].beta
     mask_k: int = 0
     glossary: dict | None = None  # {target: {source term: rendering}} (``live.glossary``)
+    # (platform, language or None, URL) as the client named them: secrets, never stored or echoed
+    push: tuple[tuple[str, str | None, str], ...] = ()
 
     @property
     def target(self) -> str:
         return self.targets[0]
+
+    def push_specs(self) -> list[PushSpec]:
+        """The push targets for these languages; raises ``ProtocolError`` (``invalid_push``)."""
+        try:
+            return parse_targets(self.push, self.targets)
+        except PushError as error:
+            raise ProtocolError("invalid_push", str(error)) from None
 
     def to_dict(self) -> dict:
         return {
@@ -113,6 +126,7 @@ class SessionUpdate:
             raise ProtocolError(
                 "source_in_targets", f"the source language {changed.source!r} is also a target"
             )
+        changed.push_specs()  # the push targets fit the languages
         return changed
 
 
@@ -314,7 +328,26 @@ def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
         changes["mask_k"] = mask_k
     if obj.get("glossary") is not None:
         changes["glossary"] = _glossary(obj["glossary"])
+    if (push := obj.get("push")) is not None:
+        changes["push"] = _push(push, limits)
     return SessionUpdate(changes)
+
+
+def _push(value, limits: Limits) -> tuple[tuple[str, str | None, str], ...]:
+    """``push``: a list of ``{"platform", "lang" (optional), "url"}`` ([] removes them all)."""
+    if not isinstance(value, list) or len(value) > limits.max_push:
+        raise ProtocolError("invalid_push", f"'push' must be a list of at most {limits.max_push} targets")
+    targets = []
+    for each in value:
+        if not isinstance(each, dict):
+            raise ProtocolError("invalid_push", 'each push target is {"platform": ..., "url": ...}')
+        platform = _string(each, "platform", "a platform name", 16)
+        url = _string(each, "url", "the URL the platform gives", 2048)
+        if not platform or not url:
+            raise ProtocolError("invalid_push", "a push target needs 'platform' and 'url'")
+        lang = _language(each, "lang")
+        targets.append((platform.lower(), lang, url))
+    return tuple(targets)
 
 
 def _source_update(obj: dict, limits: Limits) -> SourceMessage:

@@ -51,6 +51,7 @@ from ..live.translator import StreamTranslator
 from . import events, protocol
 from .journal import Journal
 from .protocol import Settings
+from .pushes import Pushes
 from .session import ServiceSession
 from .store import NotResumable, SessionInfo, TranscriptStore
 from .store.bus import LocalBus
@@ -101,6 +102,7 @@ class Scheduler:
         self._resuming = threading.Lock()
         self._sessions: list[ServiceSession] = []
         self.works = Works(max_calls, caption_rounds)  # chat completions (interleaved work)
+        self.pushes = Pushes()  # sessions' push targets (Zoom, YouTube, Teams, OBS)
         self._stopping = False
         self._drain_until: float | None = None  # monotonic deadline once draining
 
@@ -128,6 +130,7 @@ class Scheduler:
                 self.journal,
                 self.bus,
                 resume_token=secrets.token_urlsafe(24),
+                pushes=self.pushes,
             )
             self._sessions.append(session)
         if self.store is not None:
@@ -268,6 +271,7 @@ class Scheduler:
                 if not self._stopping and not self.works.waiting:
                     self._cond.wait(self._idle_wait(sessions))
         self.journal.catch_up([], last=True)
+        self.pushes.close()
 
     def _drained(self, sessions: list[ServiceSession], deadline: float) -> bool:
         """Close every session for the drain; True once nothing is left, or at the deadline."""

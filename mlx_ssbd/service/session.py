@@ -5,12 +5,15 @@ change ``settings`` (or ``resume`` another session) before the first source and 
 speech worker ``hear``-s partials; the scheduler's thread (the model's) calls ``emit`` with the
 ``LiveSession``'s events: each becomes protocol JSON (``protocol``) sent to the client (``send``)
 and published on the store's bus (``store.bus``) for every viewer on every replica, and a commit
-goes through the ``journal.Journal`` into the transcript store before anyone sees it.
+goes through the ``journal.Journal`` into the transcript store before anyone sees it, then to the
+session's push targets (``pushes.Pushes``, started with its translators, finished at its end;
+their reports go to the client only, as ``push.status``).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -23,6 +26,7 @@ from ..live.translator import StreamTranslator
 from . import events, protocol
 from .journal import Journal
 from .protocol import Settings
+from .pushes import Pushes
 from .store import Caption, SessionInfo
 from .store.bus import LocalBus
 
@@ -42,6 +46,7 @@ class ServiceSession:
         journal: Journal,
         bus: LocalBus,
         resume_token: str = "",
+        pushes: Pushes | None = None,
     ):
         self.id = sid
         self.resume_token = resume_token  # the client's secret for a later resume: never published
@@ -58,6 +63,9 @@ class ServiceSession:
         self.discarded = False
         self.reason = "closed"  # what session.closed will say
         self.failed = False  # it cannot go on: closed at the next round, its queued sources dropped
+        self.pushes = pushes
+        self.pusher = None  # its push targets' ``push.delivery.Pusher``, from its first source
+        self.wall_origin = 0.0  # Unix time of the session clock's 0 (the time words were spoken)
 
     def build_translators(self, loaded) -> dict[str, StreamTranslator]:
         """One translator per target language, with the settings in force (``loaded``: a
@@ -68,6 +76,11 @@ class ServiceSession:
         for target in s.targets:
             self.translators[target] = loaded.translator(
                 target, source_lang=s.source, config=config, glossary=glossary
+            )
+        if s.push and self.pushes is not None and self.pusher is None:
+            self.wall_origin = time.time() - self.live.now()
+            self.pusher = self.pushes.open(
+                s.push_specs(), lambda report: self.send(events.push_event(report))
             )
         return self.translators
 
@@ -80,7 +93,11 @@ class ServiceSession:
 
     def record_end(self, ended: bool) -> None:
         """The store learns this session ended, or (``ended`` False) that no replica serves it
-        now: it is detached and may be resumed. A failing store costs only the state's news."""
+        now: it is detached and may be resumed. A failing store costs only the state's news.
+        Its push targets get what waits (in the background)."""
+        if self.pusher is not None:
+            self.pushes.finish(self.pusher)
+            self.pusher = None
         if self.journal.store is None:
             return
         try:
@@ -154,5 +171,10 @@ class ServiceSession:
                     )
                 )
             self.publish(events.commit_event(event.segment, event, stored=stored))
+            if self.pusher is not None:
+                lang = event.target or self.settings.target
+                self.pusher.submit(
+                    lang, event.text, spoken_at=self.wall_origin + event.start, caption=event.caption
+                )
         else:
             self.send(events.error_event("translation_failed", event.message))
