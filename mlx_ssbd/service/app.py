@@ -8,7 +8,8 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes be
   on a session's WebSocket, with what was heard and the captions live; ``?source=en&target=de``
   (``mode=mic|text|file``) preset it. Its files are under ``/static/``.
 * ``GET /health``: ``{"status": "ok", "model", "replica", "sessions", "max_sessions", "completions"
-  (chat completions queued or running), "viewers"}``; while
+  (chat completions queued or running), "viewers", "push"}`` (``push``: the sessions' push targets,
+  ``pushes.Pushes.health``); while
   the server drains, ``"status": "draining"`` with 503 (so a proxy stops sending it sessions).
 * ``GET /v1/models``: the one model, in OpenAI's list format.
 * ``GET /v1/sessions``: the newest sessions of every replica sharing the store (``?limit=``, at
@@ -24,6 +25,8 @@ Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes be
   ``max_viewers`` in all or ``max_viewers_per_session``.
 * ``GET /captions/{id}``: a caption page for a browser or an OBS browser source, fed by the SSE
   (``?lang=`` as there); it may be framed (an overlay on a web page), the speaker's page may not.
+* ``GET /watch/{id}``: the viewer page for phones, and ``GET /v1/sessions/{id}/qr.png`` (``.svg``)
+  the QR code of its link (``watch``).
 * ``POST /v1/chat/completions``: OpenAI-compatible, with Predicted Outputs (``chat_http``).
 * ``WS /v1/stream``: live caption sessions, protocol version 1 (``stream``, ``protocol``).
 
@@ -60,6 +63,7 @@ from .speech import SpeechWorker
 from .stream import serve_stream
 from .transcripts import Transcripts, store_unavailable
 from .viewers import Viewers, viewer_response
+from .watch import Watch
 
 log = logging.getLogger(__name__)
 CAPTION_PAGE = Path(__file__).parent / "captions.html"
@@ -125,6 +129,7 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         await serve_stream(ws, scheduler, speech, options)
 
     transcripts = Transcripts(scheduler)
+    watch = Watch(transcripts, CAPTION_POLICY)
 
     async def viewer_events(request: Request) -> Response:
         sid = request.path_params["sid"]
@@ -173,7 +178,9 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
             Route("/v1/sessions", transcripts.sessions),
             Route("/v1/sessions/{sid}/transcript.{kind}", transcripts.transcript),
             Route("/v1/sessions/{sid}/events", viewer_events),
+            Route("/v1/sessions/{sid}/qr.{kind}", watch.qr),
             Route("/captions/{sid}", captions),
+            Route("/watch/{sid}", watch.page),
             Route("/", index),
             Mount("/static", StaticFiles(directory=WEB)),
         ]

@@ -63,6 +63,7 @@ function start() {
   $("errors").replaceChildren();
   $("languages-out").replaceChildren();
   for (const id of ["heard-done", "heard-open", "figures", "links"]) $(id).textContent = "";
+  $("qr").hidden = true;
   Object.assign(state, { sid: null, resumeToken: null, input: mode(), live: false, sending: false, closing: false, finished: false,
                          sentS: 0, heardS: 0, lag: null, stats: null });
   const targets = $("target").value.split(",").map((code) => code.trim()).filter((code) => code);
@@ -199,7 +200,12 @@ function showLinks(ended) {
     a.href = href; a.textContent = text; a.target = "_blank"; a.rel = "noopener";
     links.append(a, " ");
   };
+  const qr = $("qr");
+  qr.hidden = false;
+  qr.querySelector("img").src = `/v1/sessions/${state.sid}/qr.svg`;
+  qr.querySelector("a").href = `/watch/${state.sid}`;
   for (const target of state.targets) {
+    add(`/watch/${state.sid}?lang=${target}`, `Phone page ${target}`);
     add(`/captions/${state.sid}?lang=${target}`, `Viewer page ${target} (for OBS)`);
     if (ended) {
       for (const kind of ["srt", "vtt"]) add(`/v1/sessions/${state.sid}/transcript.${target}.${kind}`,
