@@ -123,6 +123,8 @@ STEPS = (
     Step("service-failover-0.5b", "service", 5, "benchmarks.service.failover",
          ("--model", SMALL, "--seconds", "60", "--kill-after", "25"),
          ("--model", SMALL, "--seconds", "30", "--kill-after", "12"), 3),
+    Step("service-push-0.5b", "service", 6, "benchmarks.service.push", ("--model", SMALL),
+         ("--model", SMALL, "--seconds", "25", "--outage", "8", "--outage-at", "5"), 2),
     Step("chat-predicted-0.5b", "service", 10, "benchmarks.service.chat_predicted", ("--model", SMALL, "--limit", "8"),
          ("--model", SMALL, "--limit", "2"), 2),
 )  # fmt: skip

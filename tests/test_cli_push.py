@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 
+from benchmarks.service.push_peers import ObsPeer, RulesServer
 from mlx_ssbd_cli.main import cli
 
 import pytest
 from click.testing import CliRunner
 from conftest import write
-from push_peers import ObsPeer, RulesServer
 
 TALK = "So today I want to talk about rules.\nThe first problem is latency.\nThe second one is flicker.\n"
 

@@ -1,10 +1,11 @@
 """Push targets: what users name is checked, and every caption reaches each platform-rules
-endpoint once, in order, through faults (``tests/push_peers.py`` enforces the rules)."""
+endpoint once, in order, through faults (``benchmarks/service/push_peers.py`` enforces the rules)."""
 
 from __future__ import annotations
 
 import time
 
+from benchmarks.service.push_peers import ObsPeer, RulesServer
 from mlx_ssbd.live.languages import LANGUAGES
 from mlx_ssbd.push.delivery import DeliveryLimits, PushHub
 from mlx_ssbd.push.senders import youtube_time
@@ -12,7 +13,6 @@ from mlx_ssbd.push.spec import BCP47_LANGS, ZOOM_LANGS, PushError, parse_targets
 from mlx_ssbd.push.text import cea608, cut_lines
 
 import pytest
-from push_peers import ObsPeer, RulesServer
 
 FAST = DeliveryLimits(backoff_s=(0.05, 0.2), hold_s=0.05, timeout_s=2.0)
 ZOOM = "https://wmcapi.zoom.us/closedcaption?id=1&ns=x&expire=86400&sparams=id&signature=s3cret"

@@ -6,10 +6,11 @@ import json
 import pathlib
 import time
 
+from benchmarks.service.push_peers import RulesServer
+
 import httpx
 import pytest
 import websockets
-from push_peers import RulesServer
 from serving import server, ws_url
 from test_service_languages import PARTIALS
 from test_service_replicas import expect

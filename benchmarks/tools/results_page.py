@@ -102,6 +102,13 @@ SECTIONS = (
         ),
     ),
     Section(
+        "Push targets",
+        "A live talk's captions pushed to Zoom-, YouTube- and OBS-rules endpoints, all healthy and with one "
+        "endpoint down for a while: lines delivered exactly once and in order, delivery delay per target, "
+        "the viewers' delay and the speaker's caption lag.",
+        (("service-push-0.5b",),),
+    ),
+    Section(
         "Hybrid models",
         "Random-weight models of each cache kind: tokens fed and wall time per update with checkpoints "
         "against rebuilding the cache.",

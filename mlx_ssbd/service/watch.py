@@ -8,9 +8,9 @@ Contract: ``Watch(transcripts, policy)`` serves two routes (both 404 for an unkn
   one), text size, light and dark, ``aria-live`` for screen readers, and an opt-in "Listen" that
   speaks each new committed caption with the browser's speech synthesis.
 * ``GET /v1/sessions/{id}/qr.png`` and ``qr.svg``: a QR code (``segno``) of the page's absolute
-  link, as the request reached this server (its scheme and ``Host``; behind a proxy, run uvicorn
-  with the proxy's address in ``--forwarded-allow-ips`` so the link is the public one); ``?lang=``
-  is carried into the link.
+  link, as the request reached this server (its ``Host``, and its scheme: a proxy's
+  ``X-Forwarded-Proto`` counts from the addresses in uvicorn's ``FORWARDED_ALLOW_IPS``, by default
+  this machine); ``?lang=`` is carried into the link.
 """
 
 from __future__ import annotations
