@@ -5,7 +5,8 @@ Teams CART and OBS while they are written to the terminal or files.
 naming what is wrong, never the URL's secrets). ``PushSink`` wraps the output sink: every
 committed caption goes to the sink first, then to the push thread (``mlx_ssbd.push.delivery``),
 so a slow or dead target never delays the captions; with ``stable`` the locked words of the open
-caption (``--agree``) go out as they lock, and the rest of it at its commit. Reports from the
+caption (``--agree``) go out as they lock (whole words only: a word is whole once a space follows
+it), and the rest of it at its commit. Reports from the
 targets (failing, recovered, lines given up) are written to stderr between captions, and a
 summary per target at the end.
 """
@@ -77,12 +78,12 @@ class PushSink:
     def update(self, event: CaptionUpdate) -> None:
         self._tell()
         self.sink.update(event)
-        if self.stable:
+        if self.stable:  # the locked words that are whole (a space after them) and not yet sent
             lang, stable = event.target or self.default_lang, event.update.stable
-            sent = self.sent.get(lang, "")
-            if len(stable.strip()) > len(sent.strip()) and stable.startswith(sent):
-                self._submit(event, stable[len(sent) :])
-                self.sent[lang] = stable
+            sent, whole = self.sent.get(lang, ""), stable[: stable.rfind(" ") + 1]
+            if whole.startswith(sent) and whole[len(sent) :].strip():
+                self._submit(event, whole[len(sent) :])
+                self.sent[lang] = whole
 
     def commit(self, event: CaptionCommit) -> None:
         self._tell()

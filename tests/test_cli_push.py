@@ -92,3 +92,48 @@ def test_a_dead_target_costs_no_caption_and_says_so(run, tmp_path):
         assert "0 lines delivered" in result.stderr and "tkb8kvx" not in result.stderr
     finally:
         dead.close()
+
+
+def test_push_stable_sends_the_locked_words_as_they_lock_and_the_rest_at_the_commit(run, tmp_path, zoom):
+    talk = write(tmp_path, "talk.txt", TALK)
+    args = ["translate", "--stream", talk, "-t", "de", "--agree", "2", "--format", "jsonl"]
+    result = run(*args, "--push", f"zoom:de={zoom.url}", "--push-stable")
+    assert result.exit_code == 0, result.output
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    commits = [e["output"] for e in events if e["type"] == "commit"]
+    assert zoom.violations == [] and " ".join(zoom.texts("de-DE")).split() == " ".join(commits).split()
+    # each piece sent before its commit was a run of whole locked words of an update
+    stables = [e["stable"] for e in events if e["type"] == "update" and not e["final"]]
+    early = len(zoom.texts("de-DE")) - len([c for c in commits if c.strip()])
+    assert early >= 0 and (early == 0 or any(" " in s.strip() for s in stables))
+
+
+def test_listen_refuses_push_with_asr_only(tmp_path, zoom):
+    wav = write(tmp_path, "a.wav", b"RIFF")
+    result = CliRunner().invoke(cli, ["listen", wav, "--asr-only", "--push", f"zoom={zoom.url}"])
+    assert result.exit_code == 2 and "--asr-only translates nothing" in result.output
+
+
+def test_push_stable_sends_whole_locked_words_once_then_the_rest_at_the_commit(zoom):
+    from types import SimpleNamespace
+
+    from mlx_ssbd.live.session import CaptionCommit
+    from mlx_ssbd.push.spec import parse_targets
+    from mlx_ssbd_cli.push import PushSink
+
+    class Quiet:
+        update = commit = close = lambda *a: None
+
+    sink = PushSink(Quiet(), parse_targets([f"zoom={zoom.url}"], ("de",)), ("de",), stable=True)
+    for stable in ("Das", "Das erste Pro", "Das erste Problem ist ", "Das erste Problem ist "):
+        sink.update(
+            SimpleNamespace(
+                target="de", caption=0, speech_end=1.0, pushed_at=1.0, update=SimpleNamespace(stable=stable)
+            )
+        )
+    text = "Das erste Problem ist die Latenz."
+    sink.commit(
+        CaptionCommit(0, 5, text, "src", 0.0, 2.0, "clock", "sentence", None, 0, None, 2.0, target="de")
+    )
+    sink.close()
+    assert zoom.texts("de-DE") == ["Das erste", "Problem ist", "die Latenz."] and zoom.violations == []

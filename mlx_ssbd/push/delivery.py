@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .senders import HttpSender, Line, ObsSender, Verdict, lines_for
+from .senders import Line, Verdict, lines_for, sender_for
 from .spec import PushSpec
 
 
@@ -239,11 +239,7 @@ class PushHub:
             workers = [
                 TargetWorker(
                     spec,
-                    (
-                        ObsSender(spec, limits.timeout_s)
-                        if spec.platform == "obs"
-                        else HttpSender(spec, self.client, limits.timeout_s)
-                    ),
+                    sender_for(spec, self.client, limits.timeout_s),
                     limits,
                     report,
                     self.clock,

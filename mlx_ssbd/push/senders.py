@@ -85,18 +85,31 @@ def http_verdict(platform: str, status: int) -> tuple[Verdict, str]:
 
 
 class HttpSender:
-    """Zoom, YouTube Live and Teams CART over HTTP (``client``: an ``httpx.AsyncClient``)."""
+    """A platform that takes captions as HTTP posts (``client``: an ``httpx.AsyncClient``); a
+    subclass says what a post is (``request``) and, where the platform can tell, from which number
+    to go on (``last_seq``)."""
+
+    # the last sequence number the platform accepted: known from the start (none yet), or asked
+    start_seq: int | None = 0
 
     def __init__(self, spec: PushSpec, client, timeout_s: float):
         self.spec, self.client, self.timeout_s = spec, client, timeout_s
-        self.seq: int | None = None if spec.platform == "zoom" else 0  # the last one accepted
+        self.seq = self.start_seq
+
+    def request(self, line: Line, seq: int) -> tuple[str, str]:
+        """The URL and body of the post that carries ``line`` as number ``seq``."""
+        raise NotImplementedError
+
+    async def last_seq(self) -> tuple[Verdict, str]:
+        """Ask the platform for its last accepted number, into ``self.seq``."""
+        raise NotImplementedError
 
     async def send(self, line: Line) -> tuple[Verdict, str]:
         import httpx
 
         try:
             if self.seq is None:
-                verdict, detail = await self._last_seq()
+                verdict, detail = await self.last_seq()
                 if verdict is not Verdict.OK:
                     return verdict, detail
             url, body = self.request(line, self.seq + 1)
@@ -115,15 +128,20 @@ class HttpSender:
             self.seq += 1
         return verdict, detail
 
-    def request(self, line: Line, seq: int) -> tuple[str, str]:
-        """The URL and body of the post that carries ``line`` as number ``seq``."""
-        if self.spec.platform == "youtube":
-            return with_query(self.spec.url, seq=seq), f"{youtube_time(line.spoken_at)}\n{line.text}\n"
-        langs = ZOOM_LANGS if self.spec.platform == "zoom" else BCP47_LANGS
-        return with_query(self.spec.url, seq=seq, lang=langs[line.lang]), line.text
+    async def close(self) -> None:
+        pass
 
-    async def _last_seq(self) -> tuple[Verdict, str]:
-        """Zoom's last accepted ``seq`` (``GET .../closedcaption/seq``), into ``self.seq``."""
+
+class ZoomSender(HttpSender):
+    """Zoom's caption API: ``&seq=N&lang=de-DE``; the last ``seq`` from ``GET .../closedcaption/seq``."""
+
+    start_seq = None
+    langs = ZOOM_LANGS
+
+    def request(self, line: Line, seq: int) -> tuple[str, str]:
+        return with_query(self.spec.url, seq=seq, lang=self.langs[line.lang]), line.text
+
+    async def last_seq(self) -> tuple[Verdict, str]:
         parts = urlsplit(self.spec.url)
         url = urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/seq"))
         response = await self.client.get(url, timeout=self.timeout_s)
@@ -135,14 +153,25 @@ class HttpSender:
                 return Verdict.RETRY, f"the seq query answered {response.text[:40]!r}, not a number"
         return verdict, detail
 
-    async def close(self) -> None:
-        pass
+
+class TeamsSender(ZoomSender):
+    """Teams' CART link: Zoom's posts with BCP 47 tags, counted from 1 (no seq query is documented)."""
+
+    start_seq = 0
+    langs = BCP47_LANGS
+
+
+class YouTubeSender(HttpSender):
+    """YouTube Live's caption ingestion: ``&seq=N``, the spoken time (UTC) and the line as the body."""
+
+    def request(self, line: Line, seq: int) -> tuple[str, str]:
+        return with_query(self.spec.url, seq=seq), f"{youtube_time(line.spoken_at)}\n{line.text}\n"
 
 
 class ObsSender:
     """OBS Studio through obs-websocket 5: ``SendStreamCaption`` for each line."""
 
-    def __init__(self, spec: PushSpec, timeout_s: float):
+    def __init__(self, spec: PushSpec, client, timeout_s: float):  # (client: unused, OBS has its own socket)
         parts = urlsplit(spec.url)
         self.spec, self.timeout_s = spec, timeout_s
         self.address = f"{parts.scheme}://{parts.hostname}:{parts.port or 4455}"
@@ -197,3 +226,11 @@ class ObsSender:
                 await client.disconnect()
             except Exception:  # already gone
                 pass
+
+
+SENDERS = {"zoom": ZoomSender, "youtube": YouTubeSender, "teams": TeamsSender, "obs": ObsSender}
+
+
+def sender_for(spec: PushSpec, client, timeout_s: float):
+    """The sender of ``spec``'s platform (``client``: the HTTP client the HTTP platforms share)."""
+    return SENDERS[spec.platform](spec, client, timeout_s)
