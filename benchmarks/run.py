@@ -123,6 +123,8 @@ STEPS = (
     Step("service-failover-0.5b", "service", 5, "benchmarks.service.failover",
          ("--model", SMALL, "--seconds", "60", "--kill-after", "25"),
          ("--model", SMALL, "--seconds", "30", "--kill-after", "12"), 3),
+    Step("service-outage-0.5b", "service", 9, "benchmarks.service.outage", ("--model", SMALL),
+         ("--model", SMALL, "--seconds", "60", "--outage-at", "15", "--outage", "20"), 3, needs="psycopg"),
     Step("service-push-0.5b", "service", 6, "benchmarks.service.push", ("--model", SMALL),
          ("--model", SMALL, "--seconds", "25", "--outage", "8", "--outage-at", "5"), 2),
     Step("chat-predicted-0.5b", "service", 10, "benchmarks.service.chat_predicted", ("--model", SMALL, "--limit", "8"),

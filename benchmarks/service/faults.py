@@ -71,6 +71,8 @@ class Good:
     def __init__(self, partials, method: str = "ssbd", reconnect: bool = False, resume: bool = False):
         self.partials, self.method, self.reconnect, self.resume = partials, method, reconnect, resume
         self.commits, self.lags, self.errors, self.drops, self.sessions = [], [], 0, 0, []
+        self.lag_at: list[float] = []  # when each lag was measured (monotonic)
+        self.commit_at: list[float] = []  # when each commit came (monotonic)
         self.resume_s: list[float] = []
         self.killed_at: float | None = None
         self.resume_token: str | None = None  # the first session's, from its session.created
@@ -121,8 +123,10 @@ class Good:
                             event = json.loads(raw)
                             if event.get("end") is not None and event["type"].startswith("translation."):
                                 self.lags.append(time.monotonic() - t0 - event["end"])
+                                self.lag_at.append(time.monotonic())
                             if event["type"] == "translation.commit":
                                 self.commits.append((self.sessions[-1], event["caption"], event["text"]))
+                                self.commit_at.append(time.monotonic())
                             elif event["type"] == "error":
                                 self.errors += 1
                             elif event["type"] == "session.closed":

@@ -92,12 +92,13 @@ SECTIONS = (
     Section(
         "The service under attack and faults",
         "A reference session's commit latency alone and beside hostile clients; faults of the store "
-        "and the network; a replica killed behind HAProxy.",
+        "and the network; a replica killed behind HAProxy; the database gone for minutes.",
         (
             ("service-attacks-0.5b", "service-attacks"),
             ("service-abuse-0.5b",),
             ("service-faults-0.5b",),
             ("service-failover-0.5b",),
+            ("service-outage-0.5b",),
             ("chat-predicted-0.5b",),
         ),
     ),

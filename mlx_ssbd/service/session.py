@@ -162,12 +162,16 @@ class ServiceSession:
             )
             stored = self.journal.write(self.id, caption)
             if not stored:
+                kept = (
+                    "it is kept in memory and written when the store is back"
+                    if self.journal.kept
+                    else f"{self.journal.max_waiting} captions wait already: this one is not kept"
+                )
                 self.send(
                     events.error_event(
                         "store_failed",
                         f"caption {event.caption} ({event.target}) could not "
-                        f"be written to the transcript store ({self.journal.error}); it is "
-                        "kept in memory and written when the store is back",
+                        f"be written to the transcript store ({self.journal.error}); {kept}",
                     )
                 )
             self.publish(events.commit_event(event.segment, event, stored=stored))

@@ -14,12 +14,16 @@ has every commit). After ``keepalive_s`` without an event a comment line is sent
 keep a silent stream open. A store that cannot be read gives an ``error`` event
 (``store_unavailable``) and the end of the stream; so does a bus that lost events
 (``events_interrupted``): the browser reconnects (``retry:`` 1 s) and is replayed what it missed.
+A live commit past a gap (commits of another replica whose events were lost while the store was
+gone) is preceded by the missing ones from the store, waited for a few seconds while that
+replica's journal writes them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 
 from starlette.responses import StreamingResponse
@@ -32,6 +36,8 @@ from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 RECONNECT_MS = 1000  # how soon a browser reconnects a dropped stream (SSE ``retry:``)
+GAP_WAIT_S = 10.0  # commits missing before a live one are waited for this long in the store
+GAP_POLL_S = 0.5
 
 
 class Viewers:
@@ -155,6 +161,10 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
             if event["type"] == "translation.commit":
                 if event["caption"] <= replayed:
                     continue
+                if event["caption"] > replayed + 1 and scheduler.store is not None:
+                    async for line, number in _fill(scheduler, sid, target, replayed, event["caption"]):
+                        yield line
+                        replayed = number
                 replayed = event["caption"]
                 yield sse(event, event["caption"])
             else:
@@ -164,6 +174,27 @@ async def _viewer_events(scheduler: Scheduler, sid: str, options: ServiceOptions
     finally:
         scheduler.bus.unsubscribe(sid, viewer)
         outbox.close()
+
+
+async def _fill(scheduler: Scheduler, sid: str, target: str, after: int, before: int):
+    """The commits between ``after`` and ``before`` that this viewer has not seen, from the store:
+    another replica's commits whose events were lost while the store (the bus between replicas)
+    was gone, written by that replica's journal once it is back. Waited for ``GAP_WAIT_S`` at most;
+    what the store still lacks then was never kept, and the viewer goes on without it."""
+    deadline = time.monotonic() + GAP_WAIT_S
+    while after + 1 < before:
+        try:
+            stored, _ = await asyncio.to_thread(_replay, scheduler, sid, after, target)
+        except Exception as error:
+            log.error("the transcript of %s could not be read: %s", sid, error)
+            stored = []
+        for caption in stored:
+            if caption.caption < before:
+                yield sse(events.stored_commit_event(caption), caption.caption), caption.caption
+                after = caption.caption
+        if after + 1 >= before or time.monotonic() >= deadline:
+            return
+        await asyncio.sleep(GAP_POLL_S)
 
 
 def _replay(scheduler: Scheduler, sid: str, after: int, target: str):
