@@ -7,16 +7,22 @@ cache that cannot be trimmed (``HYBRIDS``: Gated DeltaNet + attention for ``qwen
 windows + a global layer for ``gemma3_text``). ``width`` scales the hidden size (heads of 16
 dimensions), so a full-attention and a hybrid model of one width are of one size. The output layer
 is scaled by ``logit_scale`` so that greedy choices are decisive (random logits are otherwise
-nearly flat). For tests and for measurements that do not depend on what the weights say (tokens
-fed, model calls, cache rebuilds), never for quality.
+nearly flat). ``save_random_model(path, tokenizer_dir, ...)`` writes such a model as an mlx-lm
+model directory, with the tokenizer of a real one, for a process that loads a model by path
+(``mlx-ssbd serve --model PATH``). For tests and for measurements that do not depend on what the
+weights say (tokens fed, model calls, cache rebuilds, memory over time), never for quality.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+import json
+import shutil
+from pathlib import Path
 
 import mlx.core as mx
-from mlx.utils import tree_map
+from mlx.utils import tree_flatten, tree_map
 
 FULL_ATTENTION = ("llama", "qwen2")
 HYBRIDS = ("qwen3_5", "qwen3_next", "lfm2", "mamba2", "gemma3_text")  # each cache kind mlx-lm has
@@ -145,3 +151,33 @@ def random_model(
         model.model.embedding_norm.weight = model.model.embedding_norm.weight * logit_scale
     mx.eval(model.parameters())
     return model
+
+
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+)
+
+
+def save_random_model(
+    path: str | Path,
+    tokenizer_dir: str | Path,
+    *,
+    arch: str = "qwen2",
+    width: int = 64,
+    layers: int | None = None,
+) -> Path:
+    """A ``random_model`` of ``arch`` saved at ``path`` (config, fp32 weights) with the tokenizer files
+    of the model directory ``tokenizer_dir`` (its vocabulary size too); returns ``path``."""
+    path, source = Path(path), Path(tokenizer_dir)
+    vocab_size = json.loads((source / "config.json").read_text())["vocab_size"]
+    model = random_model(arch, vocab_size=vocab_size, width=width, layers=layers)
+    path.mkdir(parents=True, exist_ok=True)
+    mx.save_safetensors(str(path / "model.safetensors"), dict(tree_flatten(model.parameters())))
+    (path / "config.json").write_text(json.dumps(dataclasses.asdict(model.args), indent=2))
+    for name in TOKENIZER_FILES:
+        if (source / name).exists():
+            shutil.copy(source / name, path / name)
+    return path

@@ -1,0 +1,248 @@
+"""A long day through ``mlx-ssbd serve``: does anything grow or slow down over hours of speech?
+
+``--sessions`` sessions (2) each replay the real talk partials (``benchmarks/data/talks``) in a
+loop, each pass with new segment ids, timed at 2.5 words a second with a 0.6 s breath between
+sentences, until ``--hours`` of speech (2), with one SSE viewer each. The speech clock runs
+``--speed`` times faster than real time (30): the engine must keep up, so by default the server
+runs a random-weight model of the 0.5B's tokenizer and 64-wide layers
+(``evaluation.random_models.save_random_model``): it costs what the service, the engine's
+bookkeeping and the caches cost over hours, not what a real model's weights cost (``--model NAME``
+runs a real one; at real-time speed for the 0.5B: ``--speed 1``). Every 10 s of speech the server
+process's RSS, open file descriptors and threads are sampled. Reported: RSS, descriptors and threads
+after the first 10 minutes of speech and at the end; the caption lag (wall seconds from a
+partial's send to its caption, the engine's delay) in the first and the last 10 minutes; commits
+received, seen by the viewers and in the transcript.
+
+    python -m benchmarks.service.soak --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import sqlite3
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.common import DATA, machine_line
+from benchmarks.service.load import rss_mb, start_server
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.random_models import save_random_model
+from mlx_ssbd.models.registry import get_card, model_dir
+
+TALK = DATA / "talks" / "talk-partials.jsonl"
+WPS, BREATH_S, SAMPLE_S, WINDOW_S = 2.5, 0.6, 10.0, 600.0
+
+
+def day(hours: float, session: int) -> list[tuple[float, dict]]:
+    """The talk's partials looped for ``hours`` of speech: ``(speech time, source.update)``."""
+    talk = [json.loads(line) for line in TALK.read_text().splitlines() if line.strip()]
+    out, clock, loop = [], 0.0, 0
+    while clock < hours * 3600:
+        said, segment = 0, None
+        for p in talk:
+            if p["id"] != segment:
+                segment, said, clock = p["id"], 0, clock + BREATH_S
+            words = len(p["text"].split())
+            clock += max(0, words - said) / WPS
+            said = words
+            out.append((clock, {"type": "source.update", "segment": f"{session}.{loop}.{p['id']}",
+                                "text": p["text"], "final": p["final"], "end": round(clock, 3)}))  # fmt: skip
+        loop += 1
+    return out
+
+
+def process_sample(pid: int) -> dict:
+    status = Path(f"/proc/{pid}/status").read_text()
+    threads = next(int(line.split()[1]) for line in status.splitlines() if line.startswith("Threads:"))
+    return {"rss_mb": round(rss_mb(pid), 1), "fds": len(os.listdir(f"/proc/{pid}/fd")), "threads": threads}
+
+
+async def speaker(url: str, partials, speed: float, t0: float, out: dict) -> None:
+    """One session: sends its partials on the sped-up clock; ``out`` gets lags (speech time of the
+    send, wall lag), commits and the session id."""
+    import websockets
+
+    sent: dict[tuple[str, str], float] = {}  # (segment, text) -> wall time sent
+    async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
+        out["session"] = json.loads(await ws.recv())["session"]
+        await ws.send(json.dumps({"type": "session.update", "method": "ssbd"}))
+        await ws.recv()
+
+        async def send():
+            for due, message in partials:
+                await asyncio.sleep(max(0.0, t0 + due / speed - time.monotonic()))
+                sent[message["segment"], message["end"]] = time.monotonic()
+                await ws.send(json.dumps(message))
+            await ws.send(json.dumps({"type": "session.close"}))
+
+        sender = asyncio.create_task(send())
+        async for raw in ws:
+            event = json.loads(raw)
+            if event["type"].startswith("translation.") and (event["segment"], event.get("end")) in sent:
+                at = sent[event["segment"], event["end"]]
+                out["lags"].append(((at - t0) * speed, time.monotonic() - at))
+            if event["type"] == "translation.commit":
+                out["commits"].append(event["caption"])
+            elif event["type"] == "error":
+                out["errors"] += 1
+            elif event["type"] == "session.closed":
+                break
+        await sender
+
+
+def viewer(url: str, sid_of: dict, seen: list, stop: threading.Event) -> None:
+    import httpx
+
+    while "session" not in sid_of and not stop.is_set():
+        time.sleep(0.05)
+    with httpx.stream("GET", f"{url}/v1/sessions/{sid_of['session']}/events", timeout=None) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: ") and '"translation.commit"' in line:
+                seen.append(json.loads(line[6:])["caption"])
+            elif '"session.closed"' in line or stop.is_set():
+                return
+
+
+def window(lags: list, start: float, end: float) -> dict:
+    values = sorted(lag for at, lag in lags if start <= at < end)
+    if not values:
+        return {"p50_s": None, "p95_s": None, "n": 0}
+    return {
+        "p50_s": round(statistics.median(values), 4),
+        "p95_s": round(values[math.ceil(0.95 * len(values)) - 1], 4),
+        "n": len(values),
+    }
+
+
+def run(model: str, hours: float, speed: float, sessions: int, scratch: Path) -> dict:
+    if model == "random":
+        model = str(save_random_model(scratch / "model", model_dir(get_card("qwen2.5-coder-0.5b"))))
+    store = scratch / "soak.sqlite3"
+    proc, url = start_server(model, store, sessions + 2)
+    days = [day(hours, n) for n in range(sessions)]
+    outs = [{"lags": [], "commits": [], "errors": 0} for _ in range(sessions)]
+    seen: list[list[int]] = [[] for _ in range(sessions)]
+    samples, stop = [], threading.Event()
+    try:
+        t0 = time.monotonic() + 1.0
+
+        def sample() -> None:
+            while not stop.is_set():
+                samples.append(((time.monotonic() - t0) * speed, process_sample(proc.pid)))
+                stop.wait(SAMPLE_S / speed)
+
+        threads = [threading.Thread(target=sample, daemon=True)]
+        threads += [
+            threading.Thread(target=viewer, args=(url, outs[n], seen[n], stop), daemon=True)
+            for n in range(sessions)
+        ]
+        for thread in threads:
+            thread.start()
+
+        async def all_speakers():
+            await asyncio.gather(*(speaker(url, days[n], speed, t0, outs[n]) for n in range(sessions)))
+
+        asyncio.run(all_speakers())
+        for thread in threads[1:]:
+            thread.join(60)
+        stop.set()
+        threads[0].join(10)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    with sqlite3.connect(store) as db:
+        stored = {
+            sid: [
+                c
+                for (c,) in db.execute(
+                    "SELECT caption FROM captions WHERE session = ? ORDER BY caption", (sid,)
+                )
+            ]
+            for sid in (o["session"] for o in outs)
+        }
+    end = hours * 3600
+    first = next(s for at, s in samples if at >= WINDOW_S)
+    last = samples[-1][1]
+    lags = [lag for o in outs for lag in o["lags"]]
+    return {
+        "hours": hours,
+        "speed": speed,
+        "sessions": sessions,
+        "model": model if Path(model).name != "model" else "random (the 0.5B's tokenizer, 64 wide, 2 layers)",
+        "after_10_min": first,
+        "at_the_end": last,
+        "rss_growth": round(last["rss_mb"] / first["rss_mb"] - 1, 4),
+        "lag_first_10_min": window(lags, 0, WINDOW_S),
+        "lag_last_10_min": window(lags, end - WINDOW_S, end + 3600),
+        "commits": sum(len(o["commits"]) for o in outs),
+        "errors": sum(o["errors"] for o in outs),
+        "viewer_commits": sum(len(v) for v in seen),
+        "transcript_holds_every_commit": all(
+            stored[o["session"]] == sorted(o["commits"]) == list(range(len(o["commits"]))) for o in outs
+        ),
+        "samples": [{"speech_s": round(at, 1), **s} for at, s in samples],
+    }
+
+
+def report(result: dict) -> str:
+    first, last, a, b = (
+        result["after_10_min"],
+        result["at_the_end"],
+        result["lag_first_10_min"],
+        result["lag_last_10_min"],
+    )
+    ratio = f"{b['p50_s'] / a['p50_s']:.2f}x" if a["p50_s"] and b["p50_s"] else "-"
+    return (
+        "\n".join(
+            [
+                f"# A long day: {result['hours']:g} hours of speech through serve, {result['sessions']} sessions",
+                "",
+                f"{machine_line(result['machine'])} Model: {result['model']}; speech replayed "
+                f"{result['speed']:g}x faster than real time (the real talk partials looped, new segment ids); one "
+                "viewer per session.",
+                "",
+                "| | after 10 min of speech | at the end | end / 10 min |",
+                "|---|---|---|---|",
+                f"| server RSS (MB) | {first['rss_mb']} | {last['rss_mb']} | {100 * result['rss_growth']:+.1f}% |",
+                f"| open file descriptors | {first['fds']} | {last['fds']} | |",
+                f"| threads | {first['threads']} | {last['threads']} | |",
+                f"| caption lag p50 / p95 (wall s) | {a['p50_s']} / {a['p95_s']} (first 10 min) | "
+                f"{b['p50_s']} / {b['p95_s']} (last 10 min) | {ratio} |",
+                "",
+                f"Commits {result['commits']} (errors {result['errors']}); the viewers saw {result['viewer_commits']}; "
+                f"the transcript holds every commit once, in order: "
+                f"{'yes' if result['transcript_holds_every_commit'] else 'NO'}.",
+            ]
+        )
+        + "\n"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="random", help="random (default) or a model name or path")
+    parser.add_argument("--hours", type=float, default=2.0, help="hours of speech per session")
+    parser.add_argument("--speed", type=float, default=30.0, help="speech clock / real time")
+    parser.add_argument("--sessions", type=int, default=2)
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    started, machine = time.time(), machine_info()
+    with tempfile.TemporaryDirectory() as scratch:
+        result = {"machine": machine, **run(args.model, args.hours, args.speed, args.sessions, Path(scratch))}
+    result["wall_s"] = round(time.time() - started)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "service_soak.json").write_text(json.dumps(result, indent=2))
+    (args.out / "report.md").write_text(report(result))
+    print(report(result))
+
+
+if __name__ == "__main__":
+    main()
