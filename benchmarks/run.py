@@ -125,6 +125,7 @@ STEPS = (
          ("--model", SMALL, "--seconds", "30", "--kill-after", "12"), 3),
     Step("service-outage-0.5b", "service", 9, "benchmarks.service.outage", ("--model", SMALL),
          ("--model", SMALL, "--seconds", "60", "--outage-at", "15", "--outage", "20"), 3, needs="psycopg"),
+    Step("service-soak", "service", 14, "benchmarks.service.soak", (), ("--hours", "0.3"), 3),
     Step("service-push-0.5b", "service", 6, "benchmarks.service.push", ("--model", SMALL),
          ("--model", SMALL, "--seconds", "25", "--outage", "8", "--outage-at", "5"), 2),
     Step("chat-predicted-0.5b", "service", 10, "benchmarks.service.chat_predicted", ("--model", SMALL, "--limit", "8"),

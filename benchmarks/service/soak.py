@@ -3,7 +3,7 @@
 ``--sessions`` sessions (2) each replay the real talk partials (``benchmarks/data/talks``) in a
 loop, each pass with new segment ids, timed at 2.5 words a second with a 0.6 s breath between
 sentences, until ``--hours`` of speech (2), with one SSE viewer each. The speech clock runs
-``--speed`` times faster than real time (30): the engine must keep up, so by default the server
+``--speed`` times faster than real time (10): the engine must keep up, so by default the server
 runs a random-weight model of the 0.5B's tokenizer and 64-wide layers
 (``evaluation.random_models.save_random_model``): it costs what the service, the engine's
 bookkeeping and the caches cost over hours, not what a real model's weights cost (``--model NAME``
@@ -46,15 +46,18 @@ def day(hours: float, session: int) -> list[tuple[float, dict]]:
     talk = [json.loads(line) for line in TALK.read_text().splitlines() if line.strip()]
     out, clock, loop = [], 0.0, 0
     while clock < hours * 3600:
-        said, segment = 0, None
+        said, segment, start = 0, None, 0.0
         for p in talk:
             if p["id"] != segment:
                 segment, said, clock = p["id"], 0, clock + BREATH_S
+                start = clock
             words = len(p["text"].split())
             clock += max(0, words - said) / WPS
             said = words
-            out.append((clock, {"type": "source.update", "segment": f"{session}.{loop}.{p['id']}",
-                                "text": p["text"], "final": p["final"], "end": round(clock, 3)}))  # fmt: skip
+            message = {"type": "source.update", "segment": f"{session}.{loop}.{p['id']}", "text": p["text"]}
+            out.append(
+                (clock, {**message, "final": p["final"], "start": round(start, 3), "end": round(clock, 3)})
+            )
         loop += 1
     return out
 
@@ -86,7 +89,7 @@ async def speaker(url: str, partials, speed: float, t0: float, out: dict) -> Non
         sender = asyncio.create_task(send())
         async for raw in ws:
             event = json.loads(raw)
-            if event["type"].startswith("translation.") and (event["segment"], event.get("end")) in sent:
+            if event["type"] == "translation.update" and (event["segment"], event.get("end")) in sent:
                 at = sent[event["segment"], event["end"]]
                 out["lags"].append(((at - t0) * speed, time.monotonic() - at))
             if event["type"] == "translation.commit":
@@ -230,7 +233,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="random", help="random (default) or a model name or path")
     parser.add_argument("--hours", type=float, default=2.0, help="hours of speech per session")
-    parser.add_argument("--speed", type=float, default=30.0, help="speech clock / real time")
+    parser.add_argument("--speed", type=float, default=10.0, help="speech clock / real time")
     parser.add_argument("--sessions", type=int, default=2)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()

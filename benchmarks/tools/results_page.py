@@ -92,13 +92,14 @@ SECTIONS = (
     Section(
         "The service under attack and faults",
         "A reference session's commit latency alone and beside hostile clients; faults of the store "
-        "and the network; a replica killed behind HAProxy; the database gone for minutes.",
+        "and the network; a replica killed behind HAProxy; the database gone for minutes; hours of speech.",
         (
             ("service-attacks-0.5b", "service-attacks"),
             ("service-abuse-0.5b",),
             ("service-faults-0.5b",),
             ("service-failover-0.5b",),
             ("service-outage-0.5b",),
+            ("service-soak",),
             ("chat-predicted-0.5b",),
         ),
     ),
