@@ -9,7 +9,8 @@ runs a random-weight model of the 0.5B's tokenizer and 64-wide layers
 bookkeeping and the caches cost over hours, not what a real model's weights cost (``--model NAME``
 runs a real one; at real-time speed for the 0.5B: ``--speed 1``). Every 10 s of speech the server
 process's RSS, open file descriptors and threads are sampled. Reported: RSS, descriptors and threads
-after the first 10 minutes of speech and at the end; the caption lag (wall seconds from a
+after the first 10 minutes of speech and in the last sample before the sessions end (and the
+highest RSS after those 10 minutes); the caption lag (wall seconds from a
 partial's send to its caption, the engine's delay) in the first and the last 10 minutes; commits
 received, seen by the viewers and in the transcript.
 
@@ -172,17 +173,13 @@ def run(model: str, hours: float, speed: float, sessions: int, scratch: Path) ->
             for sid in (o["session"] for o in outs)
         }
     end = hours * 3600
-    first = next(s for at, s in samples if at >= WINDOW_S)
-    last = samples[-1][1]
     lags = [lag for o in outs for lag in o["lags"]]
     return {
         "hours": hours,
         "speed": speed,
         "sessions": sessions,
         "model": model if Path(model).name != "model" else "random (the 0.5B's tokenizer, 64 wide, 2 layers)",
-        "after_10_min": first,
-        "at_the_end": last,
-        "rss_growth": round(last["rss_mb"] / first["rss_mb"] - 1, 4),
+        **memory(samples, end),
         "lag_first_10_min": window(lags, 0, WINDOW_S),
         "lag_last_10_min": window(lags, end - WINDOW_S, end + 3600),
         "commits": sum(len(o["commits"]) for o in outs),
@@ -192,6 +189,21 @@ def run(model: str, hours: float, speed: float, sessions: int, scratch: Path) ->
             stored[o["session"]] == sorted(o["commits"]) == list(range(len(o["commits"]))) for o in outs
         ),
         "samples": [{"speech_s": round(at, 1), **s} for at, s in samples],
+    }
+
+
+def memory(samples: list, end: float) -> dict:
+    """The server process after the first 10 minutes of speech, in its last sample while the
+    sessions still ran (the sessions' end frees their caches), and its peak."""
+    live = [(at, s) for at, s in samples if at <= end]
+    first = next(s for at, s in live if at >= WINDOW_S)
+    last = live[-1][1]
+    return {
+        "after_10_min": first,
+        "at_the_end": last,
+        "peak_rss_mb": max(s["rss_mb"] for _, s in live),
+        "peak_after_10_min_rss_mb": max(s["rss_mb"] for at, s in live if at >= WINDOW_S),
+        "rss_growth": round(last["rss_mb"] / first["rss_mb"] - 1, 4),
     }
 
 
@@ -215,6 +227,8 @@ def report(result: dict) -> str:
                 "| | after 10 min of speech | at the end | end / 10 min |",
                 "|---|---|---|---|",
                 f"| server RSS (MB) | {first['rss_mb']} | {last['rss_mb']} | {100 * result['rss_growth']:+.1f}% |",
+                f"| server RSS, highest after 10 min (MB) | | {result['peak_after_10_min_rss_mb']} | "
+                f"{100 * (result['peak_after_10_min_rss_mb'] / first['rss_mb'] - 1):+.1f}% |",
                 f"| open file descriptors | {first['fds']} | {last['fds']} | |",
                 f"| threads | {first['threads']} | {last['threads']} | |",
                 f"| caption lag p50 / p95 (wall s) | {a['p50_s']} / {a['p95_s']} (first 10 min) | "
