@@ -35,9 +35,9 @@ from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.service.store.scratch_postgres import MISSING, postgres_server
 
 
-async def view(url: str, speaker: Good, seen: list, stop: asyncio.Event) -> int:
-    """An ``EventSource``: reads the session's SSE, reconnecting with ``Last-Event-ID``; returns the
-    number of connections it made."""
+async def view(url: str, speaker: Good, stop: asyncio.Event, on_commit) -> int:
+    """An ``EventSource``: reads the session's SSE, reconnecting with ``Last-Event-ID``; calls
+    ``on_commit(caption number)`` for each commit it shows; returns the connections it made."""
     import httpx
 
     while not speaker.sessions:
@@ -57,7 +57,7 @@ async def view(url: str, speaker: Good, seen: list, stop: asyncio.Event) -> int:
                         elif line.startswith("data: "):
                             event = json.loads(line[6:])
                             if event["type"] == "translation.commit":
-                                seen.append(event["caption"])
+                                on_commit(event["caption"])
                                 last = event_id or last
                             if event["type"] == "session.closed":
                                 return connections
@@ -102,7 +102,9 @@ def run(model: str, seconds: float, kill_after: float, scratch: Path) -> dict:
                         if owners.get(speaker.sessions[0]) == victim:
                             speaker.killed_at = now
 
-                viewers = [asyncio.create_task(view(url, s, seen[i], stop)) for i, s in enumerate(speakers)]
+                viewers = [
+                    asyncio.create_task(view(url, s, stop, seen[i].append)) for i, s in enumerate(speakers)
+                ]
                 await asyncio.gather(killer(), *(s.run(url) for s in speakers))
                 done, _ = await asyncio.wait(viewers, timeout=30)
                 stop.set()

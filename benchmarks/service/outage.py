@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import math
 import statistics
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import machine_line
-from benchmarks.service.failover import stored
+from benchmarks.service.failover import stored, view
 from benchmarks.service.faults import Good, streams
 from benchmarks.service.load import start_server
 from mlx_ssbd.evaluation.bench import machine_info
@@ -48,32 +47,6 @@ def quantiles(values: list[float]) -> dict:
         "p95_s": round(values[math.ceil(0.95 * len(values)) - 1], 2),  # nearest rank
         "n": len(values),
     }
-
-
-async def view(url: str, speaker: Good, seen: list, stop: asyncio.Event) -> int:
-    """An ``EventSource`` on ``url``: ``seen`` gets (caption, receive time); returns its connections."""
-    import httpx
-
-    while not speaker.sessions:
-        await asyncio.sleep(0.05)
-    sid, last, connections = speaker.sessions[0], None, 0
-    async with httpx.AsyncClient(timeout=httpx.Timeout(5, read=60)) as client:
-        while not stop.is_set():
-            with contextlib.suppress(httpx.HTTPError):
-                headers = {"Last-Event-ID": last} if last else {}
-                async with client.stream("GET", f"{url}/v1/sessions/{sid}/events", headers=headers) as r:
-                    connections += 1
-                    async for line in r.aiter_lines():
-                        if line.startswith("id: "):
-                            last = line[4:]
-                        elif line.startswith("data: "):
-                            event = json.loads(line[6:])
-                            if event["type"] == "translation.commit":
-                                seen.append((event["caption"], time.monotonic()))
-                            elif event["type"] == "session.closed":
-                                return connections
-            await asyncio.sleep(1.0)  # the stream's ``retry:``
-    return connections
 
 
 def poll_health(url: str, stop: threading.Event, samples: list) -> None:
@@ -111,7 +84,9 @@ def run(model: str, seconds: float, outage_at: float, outage: float, scratch: Pa
                     await asyncio.to_thread(pg.start)
                     window.append(time.monotonic())
 
-                viewer = asyncio.create_task(view(url_b, speaker, seen, stop))
+                viewer = asyncio.create_task(
+                    view(url_b, speaker, stop, lambda c: seen.append((c, time.monotonic())))
+                )
                 await asyncio.gather(database(), speaker.run(url_a))
                 done, _ = await asyncio.wait({viewer}, timeout=60)
                 stop.set()
