@@ -6,8 +6,10 @@ Contract: constants and pure functions; nothing runs at import.
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +25,19 @@ def relative(path: str | Path) -> str:
         return str(Path(path).resolve().relative_to(REPO))
     except ValueError:
         return Path(path).name
+
+
+def p50_p95(values, digits: int = 2) -> dict:
+    """``{"p50_s", "p95_s", "n"}`` of ``values`` (seconds): the median and the nearest-rank 95th
+    percentile (None when there are none)."""
+    values = sorted(values)
+    if not values:
+        return {"p50_s": None, "p95_s": None, "n": 0}
+    return {
+        "p50_s": round(statistics.median(values), digits),
+        "p95_s": round(values[math.ceil(0.95 * len(values)) - 1], digits),
+        "n": len(values),
+    }
 
 
 def chrf(commits: list[str], reference: str) -> float:

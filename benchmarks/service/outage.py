@@ -22,31 +22,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
-import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import machine_line
+from benchmarks.common import machine_line, p50_p95
 from benchmarks.service.failover import stored, view
 from benchmarks.service.faults import Good, streams
 from benchmarks.service.load import start_server
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.service.store.scratch_postgres import MISSING, postgres_server
-
-
-def quantiles(values: list[float]) -> dict:
-    values = sorted(values)
-    if not values:
-        return {"p50_s": None, "p95_s": None, "n": 0}
-    return {
-        "p50_s": round(statistics.median(values), 2),
-        "p95_s": round(values[math.ceil(0.95 * len(values)) - 1], 2),  # nearest rank
-        "n": len(values),
-    }
 
 
 def poll_health(url: str, stop: threading.Event, samples: list) -> None:
@@ -124,7 +111,7 @@ def run(model: str, seconds: float, outage_at: float, outage: float, scratch: Pa
         "commits": len(captions),
         "errors": speaker.errors,
         "drops": speaker.drops,
-        "lag": {p: quantiles(v) for p, v in lags.items()},
+        "lag": {p: p50_p95(v) for p, v in lags.items()},
         "health_not_200": sum(code != 200 for code, _ in samples),
         "health_checks": len(samples),
         "most_held": max((s.get("waiting", 0) for _, s in samples), default=0),
@@ -133,7 +120,7 @@ def run(model: str, seconds: float, outage_at: float, outage: float, scratch: Pa
             "missed": len(set(captions) - {c for c, _ in seen}),
             "repeated": len(seen) - len({c for c, _ in seen}),
             "connections": connections,
-            "delay": {p: quantiles(v) for p, v in delays.items()},
+            "delay": {p: p50_p95(v) for p, v in delays.items()},
         },
         "transcript_exactly_once": sorted(in_store) == sorted(captions) == list(range(len(captions))),
     }

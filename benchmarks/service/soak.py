@@ -22,17 +22,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import math
 import os
 import sqlite3
-import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import DATA, machine_line
+from benchmarks.common import DATA, machine_line, p50_p95
 from benchmarks.service.load import rss_mb, start_server
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.random_models import save_random_model
@@ -116,14 +114,7 @@ def viewer(url: str, sid_of: dict, seen: list, stop: threading.Event) -> None:
 
 
 def window(lags: list, start: float, end: float) -> dict:
-    values = sorted(lag for at, lag in lags if start <= at < end)
-    if not values:
-        return {"p50_s": None, "p95_s": None, "n": 0}
-    return {
-        "p50_s": round(statistics.median(values), 4),
-        "p95_s": round(values[math.ceil(0.95 * len(values)) - 1], 4),
-        "n": len(values),
-    }
+    return p50_p95((lag for at, lag in lags if start <= at < end), digits=4)
 
 
 def run(model: str, hours: float, speed: float, sessions: int, scratch: Path) -> dict:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
@@ -148,14 +148,9 @@ def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions())
         return viewer_response(scheduler, sid, viewers, options, lang, request.headers.get("last-event-id"))
 
     def captions(request: Request) -> Response:
-        sid = request.path_params["sid"]
-        try:
-            if (targets := transcripts.targets_of(sid)) is None:
-                return PlainTextResponse(f"no session {sid[:80]!r}", status_code=404)
-        except Exception as error:
-            return store_unavailable(error)
-        if isinstance(lang := transcripts.language(request, targets), Response):
-            return lang
+        if isinstance(found := transcripts.page_language(request), Response):
+            return found
+        sid, _, lang = found
         return HTMLResponse(
             caption_page.replace("{{EVENTS}}", html.escape(f"/v1/sessions/{sid}/events?lang={lang}")).replace(
                 'lang="en"', f'lang="{html.escape(lang)}"'

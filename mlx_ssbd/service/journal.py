@@ -65,17 +65,16 @@ class Journal:
     def write(self, session: str, caption: Caption) -> bool:
         if self.store is None:
             return True
+        if len(self._waiting) >= self.max_waiting:
+            self.retry()  # the store may be back: room for this one
         self.kept = len(self._waiting) < self.max_waiting
         if not self.kept:
-            self.retry()
-            if len(self._waiting) >= self.max_waiting:
-                self.not_kept += 1
-                if self.not_kept == 1:
-                    log.error(
-                        "%d captions wait for the transcript store; newer ones are not kept", self.max_waiting
-                    )
-                return False
-            self.kept = True
+            self.not_kept += 1
+            if self.not_kept == 1:
+                log.error(
+                    "%d captions wait for the transcript store; newer ones are not kept", self.max_waiting
+                )
+            return False
         self._waiting.append((session, caption))
         self._flush()
         return not self._waiting

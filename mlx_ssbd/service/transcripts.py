@@ -5,7 +5,8 @@ also for ended sessions, across restarts, and for sessions another replica serve
 ``transcript`` and ``sessions`` are plain (not async) Starlette handlers, which Starlette runs in
 its thread pool, so store reads never block the event loop that carries every WebSocket.
 ``targets_of(sid)`` is a session's target languages (None: no such session); ``language`` picks
-the one a request asks for (``?lang=``; default: the first) or answers 404. A store that cannot be
+the one a request asks for (``?lang=``; default: the first) or answers 404; ``page_language`` does
+both for a page of one session. A store that cannot be
 read answers 503 (``store_unavailable``); nothing here touches MLX.
 """
 
@@ -55,6 +56,18 @@ class Transcripts:
                 status_code=404,
             )
         return lang
+
+    def page_language(self, request: Request) -> tuple[str, tuple[str, ...], str] | Response:
+        """For a page of the session ``{sid}``: its id, its languages and the one asked for, or the
+        answer that refuses (404: no such session or language; 503: the store cannot be read)."""
+        sid = request.path_params["sid"]
+        try:
+            if (targets := self.targets_of(sid)) is None:
+                return PlainTextResponse(f"no session {sid[:80]!r}", status_code=404)
+        except Exception as error:
+            return store_unavailable(error)
+        lang = self.language(request, targets)
+        return lang if isinstance(lang, Response) else (sid, targets, lang)
 
     def transcript(self, request: Request) -> Response:
         """``GET /v1/sessions/{sid}/transcript.{kind}``: JSON (every language), SRT or VTT (one)."""

@@ -24,7 +24,7 @@ from urllib.parse import quote
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from .transcripts import Transcripts, store_unavailable
+from .transcripts import Transcripts
 
 PAGE = Path(__file__).parent / "web" / "watch.html"
 QR_KINDS = {"png": "image/png", "svg": "image/svg+xml"}
@@ -36,20 +36,9 @@ class Watch:
         self.transcripts, self.policy = transcripts, policy
         self.template = PAGE.read_text(encoding="utf-8")
 
-    def _session(self, request: Request) -> tuple[str, tuple[str, ...], str] | Response:
-        """``(id, languages, the language asked for)``, or the response that refuses."""
-        sid = request.path_params["sid"]
-        try:
-            if (targets := self.transcripts.targets_of(sid)) is None:
-                return PlainTextResponse(f"no session {sid[:80]!r}", status_code=404)
-        except Exception as error:
-            return store_unavailable(error)
-        lang = self.transcripts.language(request, targets)
-        return lang if isinstance(lang, Response) else (sid, targets, lang)
-
     def page(self, request: Request) -> Response:
         """``GET /watch/{id}``."""
-        if isinstance(found := self._session(request), Response):
+        if isinstance(found := self.transcripts.page_language(request), Response):
             return found
         sid, targets, lang = found
         config = json.dumps({"session": sid, "languages": list(targets), "lang": lang}).replace("</", "<\\/")
@@ -61,7 +50,7 @@ class Watch:
         kind = request.path_params["kind"]
         if kind not in QR_KINDS:
             return PlainTextResponse("a QR code is qr.png or qr.svg", status_code=404)
-        if isinstance(found := self._session(request), Response):
+        if isinstance(found := self.transcripts.page_language(request), Response):
             return found
         sid, _, lang = found
         link = f"{str(request.base_url).rstrip('/')}/watch/{quote(sid, safe='')}"
