@@ -406,3 +406,20 @@ def test_busy_machine_reports_each_thread_wait_policy_quiet_and_busy(model_dir, 
     assert "300000 (yours)" in waits[1] and waits[2] == "OMP_WAIT_POLICY=PASSIVE (yours)"
     assert all(r["quiet_ms"]["1"] > 0 and r["busy_ms"]["16"] > 0 for r in result["rows"])
     assert "| passive (" in (tmp_path / "b" / "busy_machine.md").read_text()
+
+
+def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
+    script(
+        "benchmarks.engine.capacity",
+        *("--models", "small-shape", "--streams", "1,3", "--methods", "rt,ssbd", "--steps", 2),
+        *("--out", tmp_path),
+    )
+    report = json.loads((tmp_path / "capacity.json").read_text())
+    rows = report["results"][0]["rows"]
+    assert [(r["method"], r["streams"]) for r in rows] == [("rt", 1), ("rt", 3), ("ssbd", 1), ("ssbd", 3)]
+    for r in rows:
+        assert r["updates"] == 2 * r["streams"]  # every stream's every measured partial
+        assert 0 < r["calls"] <= r["rounds"] and 1 <= r["mean_rows"] <= r["streams"]
+        assert 0 < r["model_ms_per_round"] and r["outside_share"] < 1 and 0 <= r["padding_share"] < 1
+        assert r["output_tok_per_s"] > r["updates_per_s"] > 0  # random outputs run to their length limit
+    assert "| ssbd | 3 |" in (tmp_path / "capacity.md").read_text()

@@ -404,3 +404,24 @@ def test_a_translator_attaches_to_one_batch_at_a_time_and_detaches_with_its_kv(t
     assert translator.row is translator.cache and translator.cache.tokens == held
     after = translator.update("so today we talk")
     assert after.output == alone.update("so today we talk").output and after.stats.reused_tokens > 0
+
+
+@pytest.mark.parametrize("cfg", [dict(policy="ssbd", beta=0.3), dict(policy="rt")])
+def test_the_batch_tells_the_shape_of_every_model_call(tok, cfg):
+    """``BatchCache.trace`` hears of each batched call: its rows are the passes the updates
+    count, its new tokens at most what they fed (refeeds aside) and the rest of rows x width is
+    padding; a call attends over what the batch held before it (nothing, for the first)."""
+    model = tiny_model("qwen2", seed=3)
+    streams = [["so today", "so today we talk"], ["hello", "hello there, friends"], ["we", "we made it"]]
+    batched = MultiStreamTranslator([make(model, tok, **cfg) for _ in streams])
+    calls, updates = [], []
+    batched.batch.trace = calls.append
+    for step in range(2):
+        for update in batched.update([(s[step], step == 1) for s in streams]):
+            updates.append(update)
+    assert calls[0].context == 0 and calls[0].rows == len(streams)
+    assert sum(c.rows for c in calls) == sum(u.stats.forward_passes for u in updates)
+    assert sum(c.new for c in calls) <= sum(u.stats.tokens_fed for u in updates)
+    assert sum(u.stats.tokens_fed for u in updates) <= sum(c.rows * c.width for c in calls)
+    assert all(1 <= c.logits <= c.width and c.new <= c.rows * c.width for c in calls)
+    assert any(c.context > 0 for c in calls)

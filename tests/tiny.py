@@ -9,17 +9,18 @@ are ``mlx_ssbd.evaluation.random_models`` at their smallest.
 
 from __future__ import annotations
 
-from mlx_ssbd.evaluation.random_models import HYBRIDS, random_model  # noqa: F401  (HYBRIDS for tests)
+from mlx_ssbd.evaluation.random_models import (  # noqa: F401  (re-exported for tests)
+    BYTE_VOCAB,
+    CHATML_TEMPLATE,
+    HYBRIDS,
+    byte_tokenizer,
+    random_model,
+)
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
-from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-CHATML_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 GEMMA_TEMPLATE = (
     "<bos>{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}"
     "\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
@@ -27,21 +28,7 @@ GEMMA_TEMPLATE = (
 )
 
 
-def byte_tokenizer(chat_template: str = CHATML_TEMPLATE) -> PreTrainedTokenizerFast:
-    """A 256-byte vocabulary plus ChatML specials (ids 256-258); EOS is ``<|im_end|>``."""
-    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
-    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    backend.decoder = decoders.ByteLevel()
-    tok = PreTrainedTokenizerFast(tokenizer_object=backend, chat_template=chat_template)
-    tok.add_special_tokens(
-        {"additional_special_tokens": SPECIALS + ["<bos>", "<start_of_turn>", "<end_of_turn>"]}
-    )
-    tok.eos_token = "<|im_end|>"
-    return tok
-
-
-VOCAB = 256 + 6
+VOCAB = BYTE_VOCAB
 BPE_VOCAB = 400
 BPE_CORPUS = (
     "so today we talk about the weather. English: so today it is cold, and tomorrow? "

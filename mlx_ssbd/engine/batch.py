@@ -8,7 +8,9 @@ feeder interface) serves any subset of rows in ONE model call. A row stays in th
 to call and from update to update while it has work; a row without a request in a call is set
 aside (*parked*: its keys and values taken out of the batch) so that it costs the running rows
 nothing, and comes back in (one ``extend``) with its next request. A ``BatchRow`` records exactly
-the ids its row holds (``tokens``).
+the ids its row holds (``tokens``). ``trace``, when set, is told the shape of every batched
+model call (``CallShape``: rows, width, context, logits), for measurements that cost the same
+model work again alone.
 
 How one call lines rows up: row b must end up holding ``Feed.ids``; it keeps the longest cached
 prefix (at most ``len(ids) - Feed.logits``) and feeds the rest, F_b tokens. All rows feed the same
@@ -39,7 +41,8 @@ most, so every model runs in a batch with the same outputs as alone, hybrids at 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
@@ -53,6 +56,18 @@ SIDE_CHUNK = 2  # ... at least, in a call where another stream has a short feed
 HEAVY = 512  # a row this long, and HEAVY_RATIO times the shortest beside it, joins one call in HEAVY_EVERY
 HEAVY_RATIO = 4.0
 HEAVY_EVERY = 3
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """One batched model call as the model sees it (``BatchCache.trace``): enough to cost the same
+    model work again alone (``benchmarks/engine/capacity.py``)."""
+
+    rows: int  # rows in the call
+    width: int  # tokens each row feeds (the widest row's new tokens; the others refeed or pad)
+    context: int  # cached positions every row attends over before the call (left padding included)
+    logits: int  # positions whose logits the call returns per row
+    new: int  # tokens the rows asked to take in; rows x width less this is refeeds and padding
 
 
 class BatchRow:
@@ -102,6 +117,7 @@ class BatchCache:
         self.layers: list[BatchKVCache] | None = None
         self._padding: list[int] = []  # left padding per row (mirrors every layer's)
         self._end = 0  # the common end index of every row (every layer's ``_idx``)
+        self.trace: Callable[[CallShape], None] | None = None  # told each batched call's shape
 
     # -- streams joining and leaving ---------------------------------------------------------
 
@@ -249,6 +265,7 @@ class BatchCache:
             self._unpark(back)
         plans = [self._plan(row, wanted[id(row)], limit) for row in self.rows]
         width = max(len(new) for _, new, _ in plans)
+        asked = sum(len(new) for _, new, _ in plans)
         inputs, drops, pads, kept = [], [], [], []
         for row, (keep, new, source) in zip(self.rows, plans):
             refeed = min(keep, width - len(new))
@@ -270,6 +287,8 @@ class BatchCache:
             if not done[id(row)]
         }
         last = max([feed.logits for row, feed in feeds if done[id(row)]] + list(piece.values()) + [1])
+        if self.trace is not None:
+            self.trace(CallShape(len(self.rows), width, self._end, last, asked))
         logits = model_logits(self.model, mx.stack(inputs), self.layers, last)
         self._end += width
         index = {id(row): b for b, row in enumerate(self.rows)}

@@ -9,8 +9,11 @@ dimensions), so a full-attention and a hybrid model of one width are of one size
 is scaled by ``logit_scale`` so that greedy choices are decisive (random logits are otherwise
 nearly flat). ``save_random_model(path, tokenizer_dir, ...)`` writes such a model as an mlx-lm
 model directory, with the tokenizer of a real one, for a process that loads a model by path
-(``mlx-ssbd serve --model PATH``). For tests and for measurements that do not depend on what the
-weights say (tokens fed, model calls, cache rebuilds, memory over time), never for quality.
+(``mlx-ssbd serve --model PATH``). ``shaped_model(config)`` is a random model of a real model's
+shape (its ``config.json``: architecture, width, depth, vocabulary): what that model's calls cost,
+without its weights. ``byte_tokenizer()`` is a tokenizer that needs no files (one token per byte,
+ChatML specials and template). For tests and for measurements that do not depend on what the
+weights say (tokens fed, model calls, cache rebuilds, time and memory), never for quality.
 """
 
 from __future__ import annotations
@@ -151,6 +154,45 @@ def random_model(
         model.model.embedding_norm.weight = model.model.embedding_norm.weight * logit_scale
     mx.eval(model.parameters())
     return model
+
+
+def shaped_model(config: dict, *, dtype: mx.Dtype = mx.float32, seed: int = 0):
+    """A random-weight mlx-lm model of ``config`` (a ``config.json`` as a dict), its parameters in
+    ``dtype``; see the module docstring."""
+    from mlx_lm.utils import _get_classes
+
+    mx.random.seed(seed)
+    model_class, args_class = _get_classes(config)
+    model = model_class(args_class.from_dict(config))
+    model.update(tree_map(lambda p: p.astype(dtype), model.parameters()))
+    mx.eval(model.parameters())
+    return model
+
+
+CHATML_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+BYTE_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<bos>", "<start_of_turn>", "<end_of_turn>")
+BYTE_VOCAB = 256 + len(BYTE_SPECIALS)
+
+
+def byte_tokenizer(chat_template: str = CHATML_TEMPLATE):
+    """A Hugging Face fast tokenizer with one token per byte (byte-level BPE without merges), the
+    ``BYTE_SPECIALS`` as ids 256-261 and ``chat_template`` (ChatML); EOS is ``<|im_end|>``. Ids it
+    does not know (a larger model's) decode to nothing."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    vocab = {ch: i for i, ch in enumerate(bytes_to_unicode().values())}
+    backend = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    backend.decoder = decoders.ByteLevel()
+    tok = PreTrainedTokenizerFast(tokenizer_object=backend, chat_template=chat_template)
+    tok.add_special_tokens({"additional_special_tokens": list(BYTE_SPECIALS)})
+    tok.eos_token = "<|im_end|>"
+    return tok
 
 
 TOKENIZER_FILES = (

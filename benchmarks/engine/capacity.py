@@ -1,0 +1,281 @@
+"""How many live streams one machine carries: N streams through the real engine, and where a round goes.
+
+N concurrent caption streams (``--streams``, up to 128) run through ``MultiStreamTranslator``: each
+stream replays the talk's real-time ASR partials (``benchmarks/data/talks``), stream i starting at
+its own segment; at every step each stream's next partial is submitted, then rounds run (one
+batched model call and one host sync each) until every update has ended. One step warms up (the
+prompts fed, the kernels compiled), the next ``--steps`` are measured. RT and SSBD (``--methods``).
+
+Where a round's time goes: every batched model call's shape (rows, width, context, logits:
+``engine.batch.CallShape``) is recorded, and after the run each is replayed alone on the same model
+with a pre-sized cache and no engine around it (the faster of two runs). The model's time is the
+sum of those bare calls; the engine's own time is the rest of the wall (bookkeeping, building the
+inputs, moving rows in and out of the batch, copying caches, host syncs). Padding: the share of
+the calls' rows x width that no row asked for (refeeds and left padding; it is inside the model's
+time).
+
+Models (``--models``): ``0.5b-shape`` and ``1.5b-shape`` are random weights of the Qwen2.5(-Coder)
+0.5B's and 1.5B's configurations (the default model's is the 1.5B's), in the backend's compute
+dtype (fp32 on a CPU, fp16 on a GPU): they cost what those models' calls cost without their
+weights. ``small-shape`` (width 512, 8 layers, the byte tokenizer's 262 tokens) makes calls of a
+few milliseconds on a 2-core CPU, as the real shapes' are on a GPU, so the engine's own share shows
+as it would there. A prepared model's name (``qwen2.5-coder-0.5b``) runs its weights as served.
+Random models use the tokenizer of ``--tokenizer`` (a model directory; default: the 0.5B's when
+prepared, else a byte tokenizer, which makes prompts about 4x longer); their outputs are random
+tokens up to each update's length limit (special tokens never win, loops are not cut), so SSBD's draft acceptance
+says nothing about a real model's.
+
+    python -m benchmarks.engine.capacity --models small-shape,0.5b-shape --streams 1,2,4,8 --out DIR
+
+On an NVIDIA GPU (``pip install "mlx[cuda]"`` beside this package):
+``python -m benchmarks.engine.capacity --models 0.5b-shape,1.5b-shape --streams 1,2,4,8,16,32,64,128 --out DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+from pathlib import Path
+
+import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.common import DATA, machine_line, relative
+from mlx_ssbd.engine.batch import CallShape
+from mlx_ssbd.engine.cache import model_logits
+from mlx_ssbd.evaluation.bench import machine_info
+from mlx_ssbd.evaluation.random_models import BYTE_VOCAB, byte_tokenizer, shaped_model
+from mlx_ssbd.evaluation.streams import read_partials
+from mlx_ssbd.live.methods import method_config
+from mlx_ssbd.live.multistream import MultiStreamTranslator
+from mlx_ssbd.live.translator import StreamTranslator
+from mlx_ssbd.models.loading import load_model
+from mlx_ssbd.models.registry import get_card, model_dir
+from mlx_ssbd.platform.backend import compute_dtype
+
+import mlx.core as mx
+from mlx_lm.models.cache import BatchKVCache, make_prompt_cache
+
+TALK = DATA / "talks" / "talk-partials.jsonl"
+QWEN2 = dict(
+    model_type="qwen2",
+    vocab_size=151936,
+    rms_norm_eps=1e-6,
+    rope_theta=1000000.0,
+    max_position_embeddings=32768,
+    tie_word_embeddings=False,
+)
+SHAPES = {  # the configurations of Qwen2.5-Coder 0.5B and 1.5B (config.json), and a small one
+    "0.5b-shape": dict(
+        QWEN2,
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+    ),
+    "1.5b-shape": dict(
+        QWEN2,
+        hidden_size=1536,
+        intermediate_size=8960,
+        num_hidden_layers=28,
+        num_attention_heads=12,
+        num_key_value_heads=2,
+    ),
+    "small-shape": dict(  # with the byte tokenizer's vocabulary: its calls cost a few ms on a CPU
+        QWEN2,
+        vocab_size=BYTE_VOCAB,
+        hidden_size=512,
+        intermediate_size=1024,
+        num_hidden_layers=8,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+    ),
+}
+
+
+def model_and_tokenizer(name: str, tokenizer_dir: str | None):
+    """``(model, tokenizer, family, description)`` of a shape or a prepared model."""
+    if name not in SHAPES:
+        loaded = load_model(name)
+        return loaded.model, loaded.tokenizer, loaded.family, f"{loaded.name} ({loaded.weights})"
+    dtype = compute_dtype()
+    model = shaped_model(SHAPES[name], dtype=dtype)
+    if tokenizer_dir and SHAPES[name]["vocab_size"] != BYTE_VOCAB:
+        from transformers import AutoTokenizer
+
+        tokenizer, source = AutoTokenizer.from_pretrained(tokenizer_dir), f"{Path(tokenizer_dir).name}'s"
+    else:
+        tokenizer, source = byte_tokenizer(), "a byte"
+    specials = mx.array(sorted(set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)))
+    model.lm_head.weight[specials] = 0  # a zero logit never wins: outputs run to their length limit
+    return model, tokenizer, "chatml", f"{name}, random {str(dtype).split('.')[-1]} weights, {source} tokenizer"
+
+
+def measure(model, tokenizer, family: str, streams: int, method: str, steps: int, beta: float) -> dict:
+    """Run ``streams`` streams for one warm-up step and ``steps`` measured steps; the run's
+    figures and its calls' shapes (``"calls"``)."""
+    talk = [(partial.text, partial.final) for partial in read_partials(str(TALK))]
+    starts = [0, *(i + 1 for i, (_, final) in enumerate(talk[:-1]) if final)]  # each segment's first
+    lanes = [talk[starts[i % len(starts)] :] + talk[: starts[i % len(starts)]] for i in range(streams)]
+    config = dataclasses.replace(method_config(method, beta=beta), cut_loops=False)  # random outputs loop
+    translators = [
+        StreamTranslator(model, tokenizer, family=family, source_lang="en", target_lang="de", config=config)
+        for _ in range(streams)
+    ]
+    multi = MultiStreamTranslator(translators)
+    updates, calls, rounds, wall = [], [], 0, 0.0
+    for step in range(steps + 1):
+        measured = step > 0
+        multi.batch.trace = calls.append if measured else None
+        start = time.perf_counter()
+        for translator, lane in zip(translators, lanes):
+            text, final = lane[step % len(lane)]
+            multi.submit(translator, text, final, updates.append if measured else (lambda update: None))
+        while multi.busy:
+            multi.round()
+            rounds += measured
+        wall += (time.perf_counter() - start) * measured
+    return {
+        "wall_s": wall,
+        "rounds": rounds,
+        "updates": len(updates),
+        "output_tokens": sum(u.stats.output_tokens for u in updates),
+        "draft_tokens": sum(u.stats.draft_tokens for u in updates),
+        "accepted": sum(u.stats.accepted for u in updates),
+        "calls": calls,
+    }
+
+
+def kv_layout(model) -> tuple[int, int, int, mx.Dtype]:
+    """(layers, KV heads, head size, dtype) of ``model``'s cache, read off one token's."""
+    cache = make_prompt_cache(model)
+    mx.eval(model(mx.array([[0]]), cache=cache))
+    keys = cache[0].keys
+    return len(cache), keys.shape[1], keys.shape[3], keys.dtype
+
+
+def bare_call_s(model, layout, shape: CallShape) -> float:
+    """Seconds ``model`` takes for one call of ``shape`` alone: the same rows, width, context and
+    logits, a cache sized to hold it (no growth, no padding), the faster of two runs."""
+    n_layers, heads, size, dtype = layout
+    room = -(-(shape.context + shape.width) // BatchKVCache.step) * BatchKVCache.step
+    layers = []
+    for _ in range(n_layers):
+        layer = BatchKVCache([0] * shape.rows)
+        layer.keys = mx.zeros((shape.rows, heads, room, size), dtype)
+        layer.values = mx.zeros((shape.rows, heads, room, size), dtype)
+        layers.append(layer)
+    inputs = mx.zeros((shape.rows, shape.width), mx.int32)
+    mx.eval(inputs, *(layer.keys for layer in layers), *(layer.values for layer in layers))
+    best = float("inf")
+    for _ in range(2):
+        for layer in layers:
+            layer.offset, layer._idx = mx.array([shape.context] * shape.rows), shape.context
+        start = time.perf_counter()
+        mx.eval(model_logits(model, inputs, layers, shape.logits))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def summary(run: dict, bare: dict[CallShape, float], streams: int, method: str) -> dict:
+    calls = run["calls"]
+    model_s = sum(bare[shape] for shape in calls)
+    slots = sum(shape.rows * shape.width for shape in calls)
+    return {
+        "method": method,
+        "streams": streams,
+        "updates": run["updates"],
+        "rounds": run["rounds"],
+        "calls": len(calls),
+        "mean_rows": round(statistics.mean(s.rows for s in calls), 1) if calls else 0,
+        "wall_s": round(run["wall_s"], 2),
+        "round_ms": round(1000 * run["wall_s"] / max(1, run["rounds"]), 1),
+        "model_ms_per_round": round(1000 * model_s / max(1, run["rounds"]), 1),
+        "outside_share": round(1 - model_s / run["wall_s"], 3),
+        "padding_share": round(1 - sum(s.new for s in calls) / slots, 3) if slots else 0.0,
+        "updates_per_s": round(run["updates"] / run["wall_s"], 2),
+        "output_tok_per_s": round(run["output_tokens"] / run["wall_s"], 1),
+        "accepted_share": round(run["accepted"] / run["draft_tokens"], 3) if run["draft_tokens"] else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="small-shape,0.5b-shape", help="shapes and/or prepared models")
+    parser.add_argument("--streams", default="1,2,4,8,16", help="numbers of concurrent streams")
+    parser.add_argument("--methods", default="rt,ssbd")
+    parser.add_argument("--steps", type=int, default=6, help="measured partials per stream")
+    parser.add_argument("--beta", type=float, default=0.2)
+    parser.add_argument("--tokenizer", help="model directory whose tokenizer random models use")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    counts = [int(n) for n in args.streams.split(",")]
+    tokenizer_dir = args.tokenizer
+    if tokenizer_dir is None and (model_dir(get_card("qwen2.5-coder-0.5b")) / "tokenizer.json").exists():
+        tokenizer_dir = str(model_dir(get_card("qwen2.5-coder-0.5b")))
+    results = []
+    for name in args.models.split(","):
+        model, tokenizer, family, described = model_and_tokenizer(name, tokenizer_dir)
+        layout, bare, rows = kv_layout(model), {}, []
+        for method in args.methods.split(","):
+            for n in counts:
+                run = measure(model, tokenizer, family, n, method, args.steps, args.beta)
+                for shape in run["calls"]:
+                    if shape not in bare:
+                        bare[shape] = bare_call_s(model, layout, shape)
+                rows.append(summary(run, bare, n, method))
+                print(json.dumps({"model": name, **rows[-1]}), flush=True)
+        results.append({"model": name, "described": described, "rows": rows})
+        del model
+    report = {
+        "steps": args.steps,
+        "beta": args.beta,
+        "data": relative(TALK),
+        "results": results,
+        "machine": machine_info(),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "capacity.json").write_text(json.dumps(report, indent=2))
+    (args.out / "capacity.md").write_text(markdown(report))
+    print(markdown(report))
+
+
+def percent(share: float | None) -> str:
+    return "" if share is None else f"{100 * share:.0f}%"
+
+
+def markdown(report: dict) -> str:
+    lines = [
+        "# Capacity: N live streams through the engine, and where a round goes",
+        "",
+        f"{machine_line(report['machine'])} Each stream replays the talk's ASR partials "
+        f"({report['data']}), {report['steps']} measured partials per stream after one warm-up; SSBD "
+        f"β = {report['beta']}. A round: one batched model call and one host sync. *model*: the "
+        "round's model calls replayed alone (same rows, width, context, logits); *engine*: the rest "
+        "of the wall. *padding*: the share of the calls' rows x width no row asked for (inside the "
+        "model's time). Random models' outputs are random tokens, so their acceptance is not a "
+        "real model's.",
+    ]
+    for result in report["results"]:
+        lines += [
+            "",
+            f"## {result['described']}",
+            "",
+            "| method | streams | rounds | rows/call | round ms | model ms | engine share | padding | "
+            "updates/s | output tok/s | draft accepted |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['method']} | {r['streams']} | {r['rounds']} | {r['mean_rows']} | {r['round_ms']} | "
+            f"{r['model_ms_per_round']} | {percent(r['outside_share'])} | {percent(r['padding_share'])} | "
+            f"{r['updates_per_s']} | {r['output_tok_per_s']} | "
+            f"{percent(r['accepted_share'])} |"
+            for r in result["rows"]
+        ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
