@@ -51,6 +51,36 @@ def test_batched_streams_equal_single_streams_pipelined(tok, cfg, monkeypatch):
 
 
 @pytest.mark.parametrize("cfg", [dict(policy="ssbd", beta=0.3), dict(policy="rt", temperature=0.8)])
+def test_batched_streams_equal_single_streams_in_one_call_a_round(tok, cfg, monkeypatch):
+    """Where a call's fixed cost is large next to padding (a GPU), every round is one call."""
+    monkeypatch.setattr("mlx_ssbd.platform.backend.call_tokens", lambda: None)
+    assert_batched_equals_single(tok, "qwen2", cfg)
+
+
+def test_rows_feeding_very_different_widths_go_in_separate_calls():
+    """With a call's fixed cost worth ``call_tokens`` tokens (a CPU), three decode steps beside a
+    16-token feed go in a call of their own rather than padded to 16 (4 + 3 + 4 + 16 tokens'
+    worth against 4 + 4 x 16); feeds of about one width share a call. Each row's logits are
+    those it gets alone."""
+    model = tiny_model("qwen2", seed=8)
+    batch = BatchCache(model, chunk=64, shared_chunk=16, call_tokens=4)
+    calls = []
+    batch.trace = calls.append
+    rows = [batch.join(TokenCache(model)) for _ in range(4)]
+    starts = [[5, 6, 7], [8, 9], [10, 11, 12, 13], list(range(20, 36))]
+    batch.feed([(row, Feed(ids, 1)) for row, ids in zip(rows[:3], starts)])
+    assert [(c.rows, c.width) for c in calls] == [(3, 4)]  # 4 + 3 x 4: less than any split
+    calls.clear()
+    steps = [[*ids, 1] for ids in starts[:3]]
+    fed = batch.feed([*((row, Feed(ids, 1)) for row, ids in zip(rows, steps)), (rows[3], Feed(starts[3], 2))])
+    assert sorted((c.rows, c.width) for c in calls) == [(1, 16), (3, 1)]
+    for ids, answer in zip([*steps, starts[3]], fed):
+        alone = TokenCache(model)
+        want = alone.feed([(alone, Feed(ids, answer.logits.shape[0]))])[0].logits
+        assert mx.allclose(answer.logits, want, atol=1e-4, rtol=1e-4).item()
+
+
+@pytest.mark.parametrize("cfg", [dict(policy="ssbd", beta=0.3), dict(policy="rt", temperature=0.8)])
 def test_batched_streams_equal_single_streams_while_heavy_rows_rest(tok, cfg):
     """Rows longer than the shortest in a call join every other call (here every longer row is
     heavy): the outputs are still each stream's own."""
@@ -254,9 +284,10 @@ def test_a_long_prompt_is_fed_a_chunk_per_round_while_others_decode(tok):
 def test_a_long_prompt_feeds_a_small_chunk_while_other_streams_share_the_batch():
     """Alone in the batch, a long prompt goes ``chunk`` tokens a call; once another stream is in it,
     ``shared_chunk``; beside a short feed (a decode step, a short verify pass), only as many as the
-    widest short feed takes, at least ``side_chunk``, so that call costs about what it costs alone."""
+    widest short feed takes, at least ``side_chunk``, so that call costs about what it costs alone
+    (where every round is one call: a GPU)."""
     model = tiny_model("qwen2", seed=8)
-    batch = BatchCache(model, chunk=64, shared_chunk=16, side_chunk=4)
+    batch = BatchCache(model, chunk=64, shared_chunk=16, side_chunk=4, call_tokens=None)
     long_row = batch.join(TokenCache(model))
     prompt = list(range(10, 410))
     alone = batch.feed([(long_row, Feed(prompt, 1))])[0]
@@ -279,15 +310,16 @@ def test_a_long_prompt_feeds_a_small_chunk_while_other_streams_share_the_batch()
 
 def test_a_long_verify_pass_is_fed_a_chunk_per_call_its_logits_in_pieces():
     """A feed asking for the logits of many tokens (a verify pass of a long draft) beside a decode
-    step goes ``side_chunk`` tokens a call too, until what is left fits one ``chunk``; the pieces of
-    logits it gets back, in order, are the logits the whole pass gives alone."""
+    step goes ``side_chunk`` tokens a call too (in one call a round: a GPU), until what is left fits
+    one ``chunk``; the pieces of logits it gets back, in order, are the logits the whole pass gives
+    alone."""
     import dataclasses
 
     model = tiny_model("qwen2", seed=8)
     ids = list(range(10, 110))
     ref = TokenCache(model)
     want = ref.feed([(ref, Feed(ids, 40))])[0].logits
-    batch = BatchCache(model, chunk=16, side_chunk=4)
+    batch = BatchCache(model, chunk=16, side_chunk=4, call_tokens=None)
     long_row, short_row = batch.join(TokenCache(model)), batch.join(TokenCache(model))
     short = [5, 6, 7]
     batch.feed([(short_row, Feed(short, 1))])

@@ -1,16 +1,16 @@
 """One persistent KV cache for many streams: a row each, kept across updates and decode steps.
 
-Contract: ``BatchCache(model)`` holds one mlx-lm ``BatchKVCache`` per layer (left padded, every
-row ending at the same index) for the streams that are running, and the KV of the others aside.
-``join(cache)`` moves a stream's own ``TokenCache`` in and returns its ``BatchRow``;
-``leave(row, into=cache)`` moves it back out (keys, values and ids). ``feed`` (the ``engine``
-feeder interface) serves any subset of rows in ONE model call. A row stays in the batch from call
-to call and from update to update while it has work; a row without a request in a call is set
-aside (*parked*: its keys and values taken out of the batch) so that it costs the running rows
+Contract: ``BatchCache(model)`` holds one mlx-lm ``BatchKVCache`` per layer (left padded, every row
+ending at the same index) for the streams that are running, and the KV of the others aside.
+``join(cache)`` moves a stream's own ``TokenCache`` in and returns its ``BatchRow``; ``leave(row,
+into=cache)`` moves it back out (keys, values and ids). ``feed`` (the ``engine`` feeder interface)
+serves any subset of rows in one model call (or a few, on a CPU: below). A row stays in the batch
+from call to call and from update to update while it has work; a row without a request in a call is
+set aside (*parked*: its keys and values taken out of the batch) so that it costs the running rows
 nothing, and comes back in (one ``extend``) with its next request. A ``BatchRow`` records exactly
-the ids its row holds (``tokens``). ``trace``, when set, is told the shape of every batched
-model call (``CallShape``: rows, width, context, logits), for measurements that cost the same
-model work again alone.
+the ids its row holds (``tokens``). ``trace``, when set, is told the shape of every batched model
+call (``CallShape``: rows, width, context, logits), for measurements that cost the same model work
+again alone.
 
 How one call lines rows up: row b must end up holding ``Feed.ids``; it keeps the longest cached
 prefix (at most ``len(ids) - Feed.logits``) and feeds the rest, F_b tokens. All rows feed the same
@@ -33,6 +33,13 @@ row (its sequence at least ``heavy`` tokens, 512, and 4x the shortest in the cal
 one call in three beside lighter ones, sitting the others out parked (its ``Fed`` says ``fed=0,
 done=False``, so the same request comes back), so that it slows their steps a third as often.
 
+On a CPU a call costs in proportion to rows x width, padding included, plus a fixed part worth
+a few tokens (``platform.backend.call_tokens``, 4): three decode steps padded to the width of a
+fourth stream's 30-token verify pass cost some 120 tokens' worth where they cost 7 and the pass
+34 in calls of their own. So where ``call_tokens`` is set, the rows of a ``feed`` are split into
+the calls that cost least in all (rows by width, each call ``call_tokens`` plus rows x its
+widest); rows of about one width share a call. On a GPU (None) every ``feed`` is one call.
+
 Only full ``KVCache`` layers can be batched. A stream whose cache holds other layers (a hybrid
 model's recurrent states, a sliding window) joins as a *solo* row: it keeps its own ``TokenCache``
 (checkpoints and all) and is fed in a model call of its own in the same round, ``chunk`` tokens at
@@ -47,6 +54,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
 
+from ..platform import backend
 from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logits, resolved
 from .update import Fed
 
@@ -101,6 +109,7 @@ class BatchCache:
         heavy: int = HEAVY,
         heavy_ratio: float = HEAVY_RATIO,
         heavy_every: int = HEAVY_EVERY,
+        call_tokens: int | None | str = "auto",
     ):
         if chunk is not None and chunk < 1 or min(side_chunk, shared_chunk, heavy_every) < 1:
             raise ValueError(
@@ -112,6 +121,7 @@ class BatchCache:
         self.shared_chunk = shared_chunk if chunk is None else min(shared_chunk, chunk)
         self.side_chunk = min(side_chunk, self.shared_chunk)
         self.heavy, self.heavy_ratio, self.heavy_every = heavy, heavy_ratio, heavy_every
+        self.call_tokens = backend.call_tokens() if call_tokens == "auto" else call_tokens
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
@@ -192,12 +202,11 @@ class BatchCache:
         batched = [(row, feed) for row, feed in feeds if isinstance(row, BatchRow)]
         resting = self._resting(batched)
         running = [(row, feed) for row, feed in batched if id(row) not in resting]
-        answers = dict(
-            zip(
-                (id(row) for row, _ in running),
-                self._feed_batch(running, self._call_chunk(running)) if running else [],
+        answers = {}
+        for group in self._groups(running):
+            answers.update(
+                zip((id(row) for row, _ in group), self._feed_batch(group, self._call_chunk(group)))
             )
-        )
         for row, feed in batched:
             if id(row) in resting:  # nothing fed: the same request comes back next call
                 answers[id(row)] = Fed(
@@ -226,6 +235,34 @@ class BatchCache:
                 if row.rests:
                     resting.add(id(row))
         return resting
+
+    def _groups(self, feeds) -> list[list]:
+        """The model calls that serve ``feeds``: one, unless ``call_tokens`` says a call's fixed
+        cost is small next to the padding it would take (a CPU). Then the rows, by the tokens
+        each feeds (within ``shared_chunk``), are split into the calls that cost least in all,
+        each call costing ``call_tokens`` plus its rows x its widest row's tokens: a decode step
+        is not padded to the width of another stream's verify pass."""
+        if self.call_tokens is None or len(feeds) < 2:
+            return [feeds] if feeds else []
+        bound = self.shared_chunk if self.chunk is not None else None
+        new = [self._new(row, feed) for row, feed in feeds]
+        sized = sorted(
+            ((max(1, n if bound is None else min(n, bound)), i) for i, n in enumerate(new)),
+            key=lambda x: x[0],
+        )
+        order = [feeds[i] for _, i in sized]
+        widths = [w for w, _ in sized]
+        best, cut = [0] + [None] * len(order), [0] * (len(order) + 1)
+        for end in range(1, len(order) + 1):
+            for start in range(end):
+                cost = best[start] + self.call_tokens + (end - start) * widths[end - 1]
+                if best[end] is None or cost < best[end]:
+                    best[end], cut[end] = cost, start
+        groups, end = [], len(order)
+        while end:
+            groups.append(order[cut[end] : end])
+            end = cut[end]
+        return groups
 
     def _call_chunk(self, feeds) -> int | None:
         """The most any row feeds in this call (the module docstring says why)."""

@@ -17,7 +17,8 @@ their answers.
 ``Runner(feeder)`` drives any number of such generators in lock-step: every ``round()``, all
 pending ``Sync``s are evaluated with ONE host sync, then all ``Feed``s (those the decided jobs
 ask for next included) go to the feeder (``cache.TokenCache`` for one stream, ``batch.BatchCache``
-for many) as ONE batched model call, ``feeder.feed``. A job may join
+for many) in ONE ``feeder.feed``: one batched model call (a few on a CPU, where the batch
+splits rows of very different widths: ``batch``). A job may join
 (``add``) between any two rounds, so a stream whose source changes does not wait for the others'
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
 ends, with what it cost (model passes, tokens fed), counted by the runner from the feeder's

@@ -2,13 +2,13 @@
 
 Contract: ``MultiStreamTranslator(translators)`` moves the KV caches of several
 ``StreamTranslator``s that share one model into one persistent ``batch.BatchCache`` and runs their
-updates together with ``engine.run``: one batched model call per round for every stream that
-needs one (the verify passes of all streams, then decode steps and lookahead proposals), one host
-sync per round. The update algorithm is the very one a translator runs alone (``engine``), so the
-outputs equal each translator's own, greedy and sampled (each keeps its own sampler and PRNG key,
-drawn in the same order). Streams join (``add``) and leave (``remove``, which hands the translator
-its KV back) between updates; a stream without work in a round is parked out of the batch (see
-``batch``).
+updates together with ``engine.run``: one batched model call per round for every stream that needs
+one (the verify passes of all streams, then decode steps and lookahead proposals; on a CPU rows of
+very different widths go in separate calls: ``batch``), one host sync per round. The update
+algorithm is the very one a translator runs alone (``engine``), so the outputs equal each
+translator's own, greedy and sampled (each keeps its own sampler and PRNG key, drawn in the same
+order). Streams join (``add``) and leave (``remove``, which hands the translator its KV back)
+between updates; a stream without work in a round is parked out of the batch (see ``batch``).
 
 Two ways to drive it: ``update(sources)`` runs one update of each named stream to the end
 together; ``submit(translator, text, final, done)`` starts one stream's update at any time and

@@ -201,6 +201,15 @@ def compute_dtype(model_dtype: mx.Dtype | None = None) -> mx.Dtype:
     return mx.float32
 
 
+def call_tokens() -> int | None:
+    """The fixed cost of one model call, in tokens fed (``engine.batch``): on a CPU a call costs
+    in proportion to every token its rows feed, padding included, plus a fixed part (reading the
+    weights) worth about 4 tokens (a 16-token pass costs 3.6-4.5 decode steps:
+    ``benchmarks/engine/verify_cost.py``), so rows whose feeds differ much in width are cheaper in
+    separate calls; on a GPU a wider call costs little more than a narrow one: None, one call."""
+    return None if is_gpu() else 4
+
+
 WEIGHT_FORMATS = ("auto", "as-shipped", "dense")
 
 
