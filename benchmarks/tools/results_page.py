@@ -70,8 +70,10 @@ SECTIONS = (
     ),
     Section(
         "Many streams, one model",
-        "Streams one after another against batched into one forward per round.",
-        (("multistream-0.5b", "multistream"),),
+        "Streams one after another against batched into one forward per round; N live streams (1-64) "
+        "through the engine on random weights of a real model's shape and on the real models, each round "
+        "split into the model's calls (replayed alone) and the engine's own time.",
+        (("capacity-small",), ("capacity-0.5b",), ("capacity-1.5b",), ("multistream-0.5b", "multistream")),
     ),
     Section(
         "Several caption languages",
