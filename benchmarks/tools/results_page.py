@@ -43,6 +43,13 @@ SECTIONS = (
         (("sentences-1.5b",), ("rules-test-1.5b",)),
     ),
     Section(
+        "Example translations in the prompt",
+        "The held-out talk translated with and without four example sentences of the other talk in the "
+        "prompt's shared prefix (`--examples`), RT and SSBD in one run: chrF++ against the references with "
+        "a paired-bootstrap interval, speed against RT without examples.",
+        (("examples-test-1.5b",),),
+    ),
+    Section(
         "Flicker on ASR partials",
         "Talk-style ASR partials (short, unpunctuated, revised): speed and NE of RT and SSBD; no references.",
         (("talks-1.5b", "talks-pool-1.5b"),),
