@@ -34,6 +34,7 @@ SMALL = "qwen2.5-coder-0.5b"
 SENTENCES = str(DATA / "udhr-sentences" / "en-de.jsonl")
 TALK_DEV, TALK_TEST = (str(DATA / "talk-sentences" / f"en-de.{part}.jsonl") for part in ("dev", "test"))
 PARTIALS = str(DATA / "talks" / "talk-partials.jsonl")
+EXAMPLES = str(DATA / "talk-sentences" / "en-de.examples.tsv")  # four sentences of the dev talk
 
 
 @dataclass(frozen=True)
@@ -74,13 +75,13 @@ STEPS = (
     Step("multistream-0.5b", "engine", 15, "benchmarks.engine.multistream",
          ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2,4", "--items", "4"),
          ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2", "--items", "2"), 3),
-    Step("capacity-small", "engine", 8, "benchmarks.engine.capacity",
+    Step("capacity-small", "engine", 14, "benchmarks.engine.capacity",
          ("--models", "small-shape", "--streams", "1,2,4,8,16,32,64", "--steps", "4"),
          ("--models", "small-shape", "--streams", "1,4", "--steps", "1"), 1),
-    Step("capacity-0.5b", "engine", 15, "benchmarks.engine.capacity",
+    Step("capacity-0.5b", "engine", 7, "benchmarks.engine.capacity",
          ("--models", f"0.5b-shape,{SMALL}", "--streams", "1,4,16", "--steps", "4"),
          ("--models", SMALL, "--streams", "1,2", "--steps", "1"), 1),
-    Step("capacity-1.5b", "engine", 15, "benchmarks.engine.capacity",
+    Step("capacity-1.5b", "engine", 5, "benchmarks.engine.capacity",
          ("--models", f"1.5b-shape,{DEFAULT}", "--streams", "1,4", "--steps", "4"),
          ("--models", DEFAULT, "--streams", "1", "--steps", "1"), 1),
     Step("longform-0.5b", "engine", 15, "benchmarks.engine.longform_memory", ("--model", SMALL),
@@ -101,6 +102,11 @@ STEPS = (
          ("--model", DEFAULT, "--data", TALK_TEST, "--semsim",
           "--configs", "rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.8,ssbd-final0-b0.2"),
          ("--model", SMALL, "--data", TALK_TEST, "--limit", "3", "--configs", "rt,ssbd-b0.2"), 3),
+    Step("examples-test-1.5b", "quality", 35, "benchmarks.quality.accept_rules",
+         ("--model", DEFAULT, "--data", TALK_TEST, "--semsim", "--examples", EXAMPLES,
+          "--configs", "rt,rt+examples,ssbd-b0.2,ssbd-b0.2+examples"),
+         ("--model", SMALL, "--data", TALK_TEST, "--limit", "2", "--examples", EXAMPLES,
+          "--configs", "rt,rt+examples"), 3),
     Step("paper-preset", "quality", 60, BENCH,
          ("reproduce", "--models", f"{SMALL},{DEFAULT}", "--data", str(DATA / "udhr-sentences" / "{pair}.jsonl"),
           "--words", "8-20", "--limit", "10"),

@@ -155,21 +155,21 @@ DEFAULT_MAX_TARGETS = 4
 
 
 def _load_glossary(ctx, param, path):
-    """``--glossary FILE`` read and checked; a bad one exits 1 naming file:line."""
+    """``--glossary FILE`` or ``--examples FILE`` read and checked; a bad one exits 1 naming file:line."""
     if path is None:
         return None
-    from mlx_ssbd.live.glossary import GlossaryError, load_glossary
+    from mlx_ssbd.live.glossary import EXAMPLES, GLOSSARY, GlossaryError, load_glossary
 
     try:
-        return load_glossary(path)
+        return load_glossary(path, EXAMPLES if param.name == "examples" else GLOSSARY)
     except GlossaryError as error:
         raise click.ClickException(str(error)) from None
 
 
 def caption_options(methods: tuple[str, ...]):
-    """``--target`` (one or several), ``--max-targets``, ``--glossary``, ``--output``, ``--method`` (one of
-    ``methods``), ``--beta``, ``--mask-k``, ``--max-words`` and ``--context``: how captions are
-    translated and where they go, the same for ``translate`` and ``listen``."""
+    """``--target`` (one or several), ``--max-targets``, ``--glossary``, ``--examples``, ``--output``,
+    ``--method`` (one of ``methods``), ``--beta``, ``--mask-k``, ``--max-words`` and ``--context``:
+    how captions are translated and where they go, the same for ``translate`` and ``listen``."""
     from mlx_ssbd.live.methods import DEFAULT_METHOD, METHODS
     from mlx_ssbd.live.segmenter import SegmenterConfig
 
@@ -196,6 +196,15 @@ def caption_options(methods: tuple[str, ...]):
             callback=_load_glossary,
             help="A glossary the translation follows: TSV whose first line names the languages "
             '(en<TAB>de<TAB>fr, then one term per line) or JSON {"de": {"term": "rendering"}}.',
+        ),
+        click.option(
+            "--examples",
+            type=click.Path(dir_okay=False),
+            default=None,
+            callback=_load_glossary,
+            help="Example translations the model sees before the talk (a translation memory): the "
+            "glossary's formats, one source sentence and its translations per line, at most 20 per "
+            "language.",
         ),
         click.option(
             "--output",

@@ -122,6 +122,7 @@ def listen(
     target,
     max_targets,
     glossary,
+    examples,
     output,
     method,
     beta,
@@ -179,6 +180,7 @@ def listen(
             max_words=max_words,
             context_tokens=context_tokens,
             glossary=glossary,
+            examples=examples,
             weights=weights,
         )
     started = time.monotonic()  # the models are loaded: from here on, the speech
@@ -215,12 +217,15 @@ def _session(
     max_words,
     context_tokens,
     glossary=None,
+    examples=None,
     weights=None,
 ):
     loaded = load(model, weights=weights)
     config = method_config(method, beta=beta, display_mask_k=mask_k, context_tokens=context_tokens)
     translators = {
-        target: loaded.translator(target, source_lang=source, config=config, glossary=glossary)
+        target: loaded.translator(
+            target, source_lang=source, config=config, glossary=glossary, examples=examples
+        )
         for target in targets
     }
     # The ASR ends sentences itself; a pause in the speech (on the audio's clock) commits while it streams.

@@ -30,7 +30,7 @@ def list_models():
     """Name, parameters, source, prompt family, prepared or not."""
     from mlx_ssbd.models.footprint import footprint, gigabytes
     from mlx_ssbd.platform.backend import is_gpu
-    from mlx_ssbd.platform.quantized import kernel
+    from mlx_ssbd.platform.extension import kernel
 
     rows = [("NAME", "PARAMS", "SOURCE", "FAMILY", "PREPARED", "DISK", "MEMORY")]
     for card in cards().values():

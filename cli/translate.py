@@ -234,6 +234,7 @@ def translate(
     target,
     max_targets,
     glossary,
+    examples,
     output,
     method,
     beta,
@@ -292,7 +293,7 @@ def translate(
         )
     loaded = load(model, weights=weights)
     translators = {
-        lang: loaded.translator(lang, source_lang=source, config=config, glossary=glossary)
+        lang: loaded.translator(lang, source_lang=source, config=config, glossary=glossary, examples=examples)
         for lang in targets
     }
     translator = translators[targets[0]]

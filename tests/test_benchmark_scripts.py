@@ -315,7 +315,7 @@ def test_live_replay_speaks_the_sentences_it_is_given(model_dir, tmp_path):
 
 
 def test_quantized_kernel_and_weights_reports(model_dir, tmp_path):
-    from mlx_ssbd.platform.quantized import kernel, kernel_status
+    from mlx_ssbd.platform.extension import kernel, kernel_status
 
     import pytest
 

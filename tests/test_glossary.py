@@ -3,9 +3,10 @@
 import json
 
 from mlx_ssbd.live.glossary import (
-    MAX_TERM_CHARS,
-    MAX_TERMS,
+    EXAMPLES,
+    GLOSSARY,
     GlossaryError,
+    load_examples,
     load_glossary,
     parse_json,
     parse_tsv,
@@ -54,10 +55,10 @@ def test_matching_is_case_insensitive_and_by_whole_words():
         ("en\tde\tfr\nstation\t\t\n", "g.tsv:2: the term 'station' has no rendering"),
         ("en\tde\nstation\tStation\n# x\nStation\tHaltestelle\n", "g.tsv:4: the term 'Station' is already"),
         ("en\tde\nstation\tSta\x07tion\n", "g.tsv:2: the de rendering holds a control character"),
-        ("en\tde\n" + "x" * (MAX_TERM_CHARS + 1) + "\ty\n", f"the limit is {MAX_TERM_CHARS}"),
+        ("en\tde\n" + "x" * (GLOSSARY.chars + 1) + "\ty\n", f"the limit is {GLOSSARY.chars}"),
         (
-            "en\tde\n" + "".join(f"t{i}\tu{i}\n" for i in range(MAX_TERMS + 1)),
-            f"g.tsv:{MAX_TERMS + 2}: more than",
+            "en\tde\n" + "".join(f"t{i}\tu{i}\n" for i in range(GLOSSARY.entries + 1)),
+            f"g.tsv:{GLOSSARY.entries + 2}: more than",
         ),
     ],
 )
@@ -71,7 +72,7 @@ def test_bad_tsv_says_where(tmp_path, text, message):
 @pytest.mark.parametrize(
     "obj, message",
     [
-        ([], "a JSON glossary is an object"),
+        ([], "JSON glossary must be an object"),
         ({"de": ["x"]}, "the de entries must be an object"),
         ({"de": {"": "x"}}, "a source term is empty"),
         ({"de": {"x": 5}}, "a rendering must be text"),
@@ -161,3 +162,57 @@ def test_a_bad_glossary_file_exits_1_naming_the_line(model_dir, tmp_path):
         .exit_code
         == 0
     )
+
+
+def test_examples_are_whole_sentences_within_their_own_limits(tmp_path):
+    """A file of example translations has the glossary's formats, with sentences up to 300
+    characters and 20 per language."""
+    long = "word " * 50
+    (tmp_path / "x.tsv").write_text(f"en\tde\tfr\n{long}\tWort\t\nso today\tAlso heute\tDonc aujourd'hui\n")
+    examples = load_examples(tmp_path / "x.tsv")
+    assert examples.entries == {
+        "de": {long.strip(): "Wort", "so today": "Also heute"},
+        "fr": {"so today": "Donc aujourd'hui"},
+    }
+    with pytest.raises(GlossaryError, match="x.tsv:3: the example 'So today' is already in the de examples"):
+        parse_tsv("en\tde\nso today\ta\nSo today\tb\n", str(tmp_path / "x.tsv"), EXAMPLES)
+    many = "en\tde\n" + "".join(f"sentence {i}\tSatz {i}\n" for i in range(EXAMPLES.entries + 1))
+    with pytest.raises(GlossaryError, match=f"more than {EXAMPLES.entries} examples for de"):
+        parse_tsv(many, "x.tsv", EXAMPLES)
+    with pytest.raises(GlossaryError, match="the limit is 100"):
+        parse_tsv(f"en\tde\n{long}\tWort\n", "g.tsv")  # too long for a glossary's term
+
+
+def test_a_translator_shows_its_languages_examples_once_in_the_shared_prefix(model_dir):
+    """The examples for the translator's target language end the prompt's prefix; a second
+    segment reuses their KV (the prefix is fed once); other languages' examples are not shown."""
+    from mlx_ssbd.live.methods import method_config
+    from mlx_ssbd.models.loading import load_model
+
+    loaded = load_model(model_dir)
+    examples = parse_tsv("en\tde\tfr\nso today\tAlso heute\t\nthe weather\t\tla météo\n", "x", EXAMPLES)
+    plain = loaded.translator("de", config=method_config("rt"))
+    tr = loaded.translator("de", config=method_config("rt"), examples=examples)
+    shown = loaded.tokenizer.decode(list(tr.prompts.prefix[len(plain.prompts.prefix) :]))
+    assert "Also heute" in shown and "météo" not in shown
+    first = tr.update("we talk", final=True)
+    second = tr.update("all human beings", final=True)
+    assert first.stats.tokens_fed >= len(tr.prompts.prefix) > len(plain.prompts.prefix)
+    assert second.stats.reused_tokens >= len(tr.prompts.prefix)
+
+
+def test_a_bad_examples_file_exits_1_naming_the_line(model_dir, tmp_path):
+    from mlx_ssbd_cli.main import cli
+
+    from click.testing import CliRunner
+
+    (tmp_path / "x.tsv").write_text("en\tde\nso today\n")
+    result = CliRunner().invoke(
+        cli, ["translate", "hello", "--model", model_dir, "--examples", str(tmp_path / "x.tsv")]
+    )
+    assert result.exit_code == 1 and f"{tmp_path / 'x.tsv'}:2: 1 columns" in result.output
+    (tmp_path / "ok.tsv").write_text("en\tde\nso today\tAlso heute\n")
+    ok = CliRunner().invoke(
+        cli, ["translate", "hello", "--model", model_dir, "--examples", str(tmp_path / "ok.tsv")]
+    )
+    assert ok.exit_code == 0, ok.output

@@ -6,7 +6,7 @@ unrotated, far positions), and models routed to them with logits within a few ul
 import sys
 
 from mlx_ssbd.evaluation.random_models import ARCHITECTURES
-from mlx_ssbd.platform import layers, quantized
+from mlx_ssbd.platform import extension, layers
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -15,9 +15,9 @@ from mlx_lm.models import activations
 from mlx_lm.models.rope_utils import Llama3RoPE
 from tiny import tiny_model
 
-KERNEL = quantized.kernel()
+KERNEL = extension.kernel()
 if KERNEL is None:
-    pytest.skip(f"native extension not available: {quantized.kernel_status()}", allow_module_level=True)
+    pytest.skip(f"native extension not available: {extension.kernel_status()}", allow_module_level=True)
 
 
 def reference(gate, up):
@@ -62,7 +62,7 @@ def rope_case(x, dims, traditional, offset, scale=1.0, base=10000.0):
         x,
         dims,
         traditional=traditional,
-        inv_freqs=layers.default_inverse_frequencies(dims, base),
+        inv_freqs=extension.default_inverse_frequencies(dims, base),
         scale=scale,
         offset=offset if isinstance(offset, mx.array) else mx.array(offset, dtype=mx.int32),
     )
@@ -93,7 +93,7 @@ def test_rope_far_positions_agree_as_far_as_fp32_angles_do():
 
 def test_rope_and_rms_norm_refuse_bad_input():
     x = mx.ones((1, 2, 3, 8))
-    inv = layers.default_inverse_frequencies(8, 10000.0)
+    inv = extension.default_inverse_frequencies(8, 10000.0)
     with pytest.raises(ValueError, match="dims"):
         KERNEL.rope(x, 10, traditional=False, inv_freqs=inv, scale=1.0, offset=mx.array(0))
     with pytest.raises(ValueError, match="offset"):

@@ -70,7 +70,8 @@ import time
 import mlx_ssbd
 import mlx.core as mx
 import mlx.nn as nn
-from mlx_ssbd.platform.quantized import kernel, route_quantized_layers
+from mlx_ssbd.platform.extension import kernel
+from mlx_ssbd.platform.quantized import route_quantized_layers
 
 if kernel() is None:
     print("no-kernel")

@@ -3,7 +3,7 @@
 from mlx_ssbd.live.prompt import FAMILIES, PromptBuilder, detect_family
 
 import pytest
-from tiny import GEMMA_TEMPLATE, bpe_tokenizer, byte_tokenizer
+from tiny import CHATML_TEMPLATE, GEMMA_TEMPLATE, bpe_tokenizer, byte_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +88,25 @@ def test_context_turns_are_the_ids_that_were_fed(chatml):
         "<|im_start|>user\nEnglish: we made it<|im_end|>\n<|im_start|>assistant\n"
     )
     assert builder.context_ids([]) == ()
+
+
+@pytest.mark.parametrize("family", ["chatml", "qwen3", "tower"])
+def test_examples_are_finished_turns_at_the_end_of_the_shared_prefix(family):
+    """Example translations come before the talk as turns the model already answered, in the
+    prefix every source shares (so their KV is computed once), tokenized as a source and an
+    answer are; the prompt is the tokenizer's own tokenization of the rendered text."""
+    tok = bpe_tokenizer(GEMMA_TEMPLATE if family == "tower" else CHATML_TEMPLATE)
+    examples = [("so today we talk about the weather.", "Also heute reden wir über das Wetter.")]
+    plain = PromptBuilder(tok, family, "en", "de")
+    builder = PromptBuilder(tok, family, "en", "de", examples=examples)
+    prompt = builder.build("all human beings")
+    assert prompt.prefix == builder.prefix == builder.build("so").prefix
+    assert prompt.prefix[: len(plain.prefix)] == plain.prefix
+    shown = text(tok, prompt.prefix[len(plain.prefix) :])
+    assert shown.startswith(" so today we talk about the weather.") and "Also heute reden wir" in shown
+    assert text(tok, prompt.ids).endswith(text(tok, plain.build("all human beings").ids)[-60:])
+    assert tok.encode(tok.decode(prompt.ids), add_special_tokens=False) == prompt.ids
+    assert builder.examples == tuple(examples) and plain.examples == ()
 
 
 SOURCES = ["so today we talk", "so today", '"Quoted" words', "42 rights.", "e.g. it's cold", "Würde\nund"]

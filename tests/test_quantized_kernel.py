@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from mlx_ssbd.platform import quantized
+from mlx_ssbd.platform import extension, quantized
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -18,11 +18,11 @@ import pytest
 from mlx.utils import tree_flatten
 from tiny import tiny_model
 
-KERNEL = quantized.kernel()
+KERNEL = extension.kernel()
 if KERNEL is None:
     if os.environ.get("CI"):  # CI installs a compiler: the kernel must be there
-        raise RuntimeError(f"the CPU kernel is missing in CI: {quantized.kernel_status()}")
-    pytest.skip(f"CPU kernel not available: {quantized.kernel_status()}", allow_module_level=True)
+        raise RuntimeError(f"the CPU kernel is missing in CI: {extension.kernel_status()}")
+    pytest.skip(f"CPU kernel not available: {extension.kernel_status()}", allow_module_level=True)
 
 NATIVE = Path(quantized.__file__).with_name("native")
 
@@ -54,7 +54,7 @@ def test_kernel_is_the_weights_times_x_rounded_per_block(bits, group):
         x = mx.random.normal((rows, k), key=k2)
         q, s, b = mx.quantize(w, group_size=group, bits=bits)
         weights = mx.dequantize(q, s, b, group_size=group, bits=bits)
-        rounded = quantized.rounded_activations(x)
+        rounded = extension.rounded_activations(x)
         ours = product(x, q, s, b, group, bits)
         want = rounded @ weights.T
         scale = mx.max(mx.abs(want)).item()
@@ -68,7 +68,7 @@ def test_kernel_is_the_weights_times_x_rounded_per_block(bits, group):
 def test_rounding_is_half_a_step_of_the_block_s_largest_value():
     x = mx.random.normal((3, 128), key=mx.random.key(9)) * mx.array([1.0, 10.0, 0.01])[:, None]
     x = mx.concatenate([x, mx.zeros((1, 128))])  # an all-zero row stays zero
-    rounded = quantized.rounded_activations(x)
+    rounded = extension.rounded_activations(x)
     blocks = x.reshape(4, 4, 32)
     step = mx.max(mx.abs(blocks), axis=-1, keepdims=True) / 127
     err = mx.abs(rounded.reshape(4, 4, 32) - blocks)
@@ -169,12 +169,12 @@ class RoundedLinear(nn.QuantizedLinear):
     """MLX's own quantized layer fed x rounded as the kernel rounds it: the kernel's contract."""
 
     def __call__(self, x):
-        return super().__call__(quantized.rounded_activations(x))
+        return super().__call__(extension.rounded_activations(x))
 
 
 class RoundedEmbedding(nn.QuantizedEmbedding):
     def as_linear(self, x):
-        return super().as_linear(quantized.rounded_activations(x))
+        return super().as_linear(extension.rounded_activations(x))
 
 
 def test_a_quantized_model_runs_through_the_kernel_with_mlx_s_logits():
@@ -282,10 +282,10 @@ def test_status_says_when_the_kernel_is_missing(monkeypatch):
         return real_import(name, globals, locals, fromlist, level)
 
     monkeypatch.setattr(builtins, "__import__", no_kernel)
-    module, status = quantized._load()
+    module, status = extension._load()
     assert module is None and "not built" in status and "slower" in status
-    monkeypatch.setenv(quantized.QMM_ENV, "0")
-    assert quantized._load()[0] is None
+    monkeypatch.setenv(extension.QMM_ENV, "0")
+    assert extension._load()[0] is None
 
 
 @pytest.mark.skipif(shutil.which("cmake") is None, reason="needs cmake on PATH")
@@ -317,9 +317,9 @@ def test_without_a_compiler_the_build_succeeds_and_builds_nothing(tmp_path):
 CHECK_PATH = """
 import hashlib, sys
 import mlx_ssbd, mlx.core as mx
-from mlx_ssbd.platform import quantized
-k = quantized.kernel()
-assert k is not None, quantized.kernel_status()
+from mlx_ssbd.platform import extension
+k = extension.kernel()
+assert k is not None, extension.kernel_status()
 digest = hashlib.sha256()
 for bits in (2, 3, 4, 5, 6, 8):
     for scales in (mx.float32, mx.float16):

@@ -153,7 +153,7 @@ def test_a_glossary_in_session_update(url):
         ("en\tde\nnew rules\n", "glossary:2: 1 columns"),
         ({"de": {"x": ""}}, "a rendering is empty"),
         ("{not json", "not JSON"),
-        ([1], "a JSON glossary is an object"),
+        ([1], "JSON glossary must be an object"),
     ):
         refused = asyncio.run(settings(bad))
         assert (
@@ -161,3 +161,27 @@ def test_a_glossary_in_session_update(url):
             and refused["code"] == "invalid_glossary"
             and message in refused["message"]
         )
+
+
+def test_example_translations_in_session_update(url):
+    """``examples`` in ``session.update``: the glossary's formats with sentences; the settings
+    events carry them; a bad one is an ``invalid_examples`` error that changes nothing."""
+
+    async def settings(examples):
+        async with websockets.connect(ws_url(url)) as ws:
+            await expect(ws, "session.created")
+            await ws.send(json.dumps({"type": "session.update", "examples": examples}))
+            return json.loads(await asyncio.wait_for(ws.recv(), 10))
+
+    sentence = "Thank you all for being here this morning."
+    updated = asyncio.run(settings(f"en\tde\n{sentence}\tVielen Dank, dass Sie heute Morgen hier sind.\n"))
+    assert updated["type"] == "session.updated"
+    assert updated["examples"] == {"de": {sentence: "Vielen Dank, dass Sie heute Morgen hier sind."}}
+    for bad, message in (
+        ("en\tde\nso today\n", "examples:2: 1 columns"),
+        ({"de": {"x" * 301: "y"}}, "the limit is 300"),
+        ([1], "JSON examples must be an object"),
+    ):
+        refused = asyncio.run(settings(bad))
+        assert refused["type"] == "error" and refused["code"] == "invalid_examples", refused
+        assert message in refused["message"]

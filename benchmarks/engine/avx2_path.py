@@ -46,12 +46,12 @@ def measure(model: str, repeats: int) -> dict:
     import mlx_ssbd  # noqa: F401  (backend policy first)
     from mlx_ssbd.evaluation.passes import pass_timings
     from mlx_ssbd.models.loading import load_model
-    from mlx_ssbd.platform import quantized
+    from mlx_ssbd.platform import extension
     from mlx_ssbd.platform.info import backend_info
 
     loaded = load_model(model)
     _, timings = pass_timings(loaded, (1, 16, 64), repeats)
-    ours = quantized.kernel()
+    ours = extension.kernel()
     return {
         "model": loaded.name,
         "weights": loaded.weights,

@@ -27,7 +27,7 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from mlx_ssbd.evaluation.bench import cpu_model, machine_info
 from mlx_ssbd.platform.backend import quiet_blas_workers
-from mlx_ssbd.platform.quantized import kernel, kernel_status
+from mlx_ssbd.platform.extension import kernel, kernel_status
 
 import mlx.core as mx
 
@@ -88,7 +88,7 @@ def chain_ms(step, first, repeats: int, calls: int = 56) -> float:
 def small_ops(ours, m: int, repeats: int) -> dict:
     """Median ms per call of RoPE, RMSNorm and attention over ``m`` tokens: ``mx.fast``'s and the
     extension's."""
-    from mlx_ssbd.platform.layers import default_inverse_frequencies
+    from mlx_ssbd.platform.extension import default_inverse_frequencies
 
     inverse = default_inverse_frequencies(128, 1e6)
     offset = mx.array(400, dtype=mx.int32)

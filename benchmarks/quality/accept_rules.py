@@ -8,8 +8,10 @@ captions, NE and LAAL-CA (``mlx-ssbd bench``'s report, ``report.md``), a Pareto 
 against chrF++ and NE (``pareto.png``), and for each configuration the difference of its chrF++
 from RT's with a 95% interval from a paired bootstrap over the sentences (``rules.md``: how much of
 a difference these few sentences can tell apart). ``--semsim`` adds USE-multilingual similarity
-to the references (after the run; not COMET). ``--configs`` picks a subset by label; an
-interrupted run resumes per sentence.
+to the references (after the run; not COMET). ``--configs`` picks a subset by label; a label
+ending in ``+examples`` is that configuration with the example translations of ``--examples FILE``
+in its prompt (``glossary.load_examples``), so one run measures what they change. An interrupted
+run resumes per sentence.
 
     python -m benchmarks.quality.accept_rules --model qwen2.5-coder-0.5b \
         --data benchmarks/data/talk-sentences/en-de.dev.jsonl --out DIR
@@ -21,14 +23,16 @@ import argparse
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import paired_chrf_delta
+from benchmarks.common import paired_chrf_delta, relative
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
 from mlx_ssbd.evaluation.streams import read_pairs
+from mlx_ssbd.live.glossary import load_examples
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
 
+EXAMPLED = "+examples"  # a config label's suffix: the same with the --examples in its prompt
 WORD_S = 0.3  # seconds per source word for lagging, as ``mlx-ssbd bench``
 CONFIGS = {
     "rt": dict(method="rt"),
@@ -112,21 +116,26 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=0, help="the first N sentences only")
     parser.add_argument("--configs", default=",".join(CONFIGS), help="labels of CONFIGS, comma-separated")
     parser.add_argument("--semsim", action="store_true", help="USE-multilingual similarity to the references")
+    parser.add_argument("--examples", help="example translations for the configs labelled LABEL+examples")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     labels = [label.strip() for label in args.configs.split(",")]
-    unknown = [label for label in labels if label not in CONFIGS]
+    unknown = [label for label in labels if label.removesuffix(EXAMPLED) not in CONFIGS]
+    if any(label.endswith(EXAMPLED) for label in labels) and not args.examples:
+        parser.error(f"configs labelled LABEL{EXAMPLED} need --examples FILE")
     if unknown or "rt" not in labels:
         parser.error(
             f"unknown configs {unknown}; rt must be among them" if unknown else "rt must be among the configs"
         )
 
     loaded = load_model(args.model)
+    examples = load_examples(args.examples) if args.examples else None
     translators = {}
     for label in labels:
-        settings = dict(CONFIGS[label])
+        settings = dict(CONFIGS[label.removesuffix(EXAMPLED)])
         config = method_config(settings.pop("method"), **settings)
-        translators[label] = loaded.translator(args.target, config=config)
+        shown = examples if label.endswith(EXAMPLED) else None
+        translators[label] = loaded.translator(args.target, config=config, examples=shown)
     items = items_from_pairs([pair for _, pair in read_pairs(args.data)][: args.limit or None], args.lag)
     facts = {
         "data": args.data,
@@ -139,7 +148,8 @@ def main() -> None:
         "word_s": WORD_S,
         "items": len(items),
         "data_note": "talk-like sentences written for the project, references by the authors",
-        "configs": {label: CONFIGS[label] for label in labels},
+        "configs": {label: CONFIGS[label.removesuffix(EXAMPLED)] for label in labels},
+        "examples": relative(args.examples) if args.examples else None,
     }
     records = run_bench(
         translators, items, args.out, run_facts=facts, on_item=lambda item: print(item.id, flush=True)
@@ -156,6 +166,7 @@ def main() -> None:
         "captions minus RT's; the interval: 2.5th-97.5th percentile of that difference over 1000 paired bootstrap "
         "resamples of the sentences."
         + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if args.semsim else "")
+        + (f" {EXAMPLED}: with the example translations of {facts['examples']} in the prompt." if examples else "")
         + "\n"
     )
     pareto_plot(

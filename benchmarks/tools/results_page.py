@@ -43,6 +43,13 @@ SECTIONS = (
         (("sentences-1.5b",), ("rules-test-1.5b",)),
     ),
     Section(
+        "Example translations in the prompt",
+        "The held-out talk translated with and without four example sentences of the other talk in the "
+        "prompt's shared prefix (`--examples`), RT and SSBD in one run: chrF++ against the references with "
+        "a paired-bootstrap interval, speed against RT without examples.",
+        (("examples-test-1.5b",),),
+    ),
+    Section(
         "Flicker on ASR partials",
         "Talk-style ASR partials (short, unpunctuated, revised): speed and NE of RT and SSBD; no references.",
         (("talks-1.5b", "talks-pool-1.5b"),),
@@ -70,8 +77,10 @@ SECTIONS = (
     ),
     Section(
         "Many streams, one model",
-        "Streams one after another against batched into one forward per round.",
-        (("multistream-0.5b", "multistream"),),
+        "Streams one after another against batched into one forward per round; N live streams (1-64) "
+        "through the engine on random weights of a real model's shape and on the real models, each round "
+        "split into the model's calls (replayed alone) and the engine's own time.",
+        (("capacity-small",), ("capacity-0.5b",), ("capacity-1.5b",), ("multistream-0.5b", "multistream")),
     ),
     Section(
         "Several caption languages",

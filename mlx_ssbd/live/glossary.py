@@ -1,18 +1,21 @@
-"""A talk's glossary: the renderings its translations must use, per target language.
+"""A talk's glossary: the renderings its translations must use, per target language; and example
+translations in the same format.
 
 Contract: ``parse_tsv(text, origin)`` and ``parse_json(obj, origin)`` build a ``Glossary`` or raise
 ``GlossaryError`` whose message starts with ``origin:line:`` (TSV) or ``origin:`` (JSON);
 ``load_glossary(path)`` reads either format from a file (``.json``, else TSV). Pure functions, no
-I/O beyond that read.
+I/O beyond that read. ``load_examples(path)`` reads a file of example translations (a translation
+memory: whole sentences and their translations, which the prompt shows the model before the talk,
+``prompt.PromptBuilder``) in the same formats, with ``EXAMPLES``' limits.
 
 TSV: the first line names the languages, the source first (``en<TAB>de<TAB>fr``); each further
 line is one term: its source form, then its required rendering in each target language (an empty
 cell: no rendering required in that language). Blank lines and lines starting with ``#`` are
 skipped. JSON: ``{"de": {"source term": "required rendering", ...}, "fr": {...}}``.
 
-Limits: at most ``MAX_TERMS`` terms per language, ``MAX_TERM_CHARS`` characters per term or
-rendering; no empty terms, no term twice in one language, no control characters; languages are
-codes that ``languages.LANGUAGES`` knows.
+Limits (``Kind``): at most 500 terms per language, 100 characters per term or rendering (examples:
+20 per language, 300 characters each); nothing empty, nothing twice in one language, no control
+characters; languages are codes that ``languages.LANGUAGES`` knows.
 
 ``Glossary.matches(source, target)`` lists the entries of ``target`` whose source term occurs in
 ``source`` (case-insensitive, as whole words where the term starts and ends with a letter or digit),
@@ -31,8 +34,19 @@ from pathlib import Path
 
 from .languages import LANGUAGES
 
-MAX_TERMS = 500
-MAX_TERM_CHARS = 100
+
+@dataclass(frozen=True)
+class Kind:
+    """What a file holds, and its limits."""
+
+    noun: str  # one entry, in messages
+    name: str  # the whole, in messages
+    entries: int  # per language, at most
+    chars: int  # per entry or rendering, at most
+
+
+GLOSSARY = Kind("term", "glossary", 500, 100)
+EXAMPLES = Kind("example", "examples", 20, 300)
 
 
 class GlossaryError(ValueError):
@@ -71,14 +85,14 @@ def _pattern(term: str) -> re.Pattern:
     return re.compile(head + re.escape(term) + tail, re.IGNORECASE)
 
 
-def _check(text: object, what: str, where: str) -> str:
+def _check(text: object, what: str, where: str, kind: Kind = GLOSSARY) -> str:
     if not isinstance(text, str):
         raise GlossaryError(f"{where}: {what} must be text, got {json.dumps(text)[:40]}")
     text = text.strip()
     if not text:
         raise GlossaryError(f"{where}: {what} is empty")
-    if len(text) > MAX_TERM_CHARS:
-        raise GlossaryError(f"{where}: {what} has {len(text)} characters; the limit is {MAX_TERM_CHARS}")
+    if len(text) > kind.chars:
+        raise GlossaryError(f"{where}: {what} has {len(text)} characters; the limit is {kind.chars}")
     if any(ch < " " or "\x7f" <= ch <= "\x9f" for ch in text):
         raise GlossaryError(f"{where}: {what} holds a control character")
     return text
@@ -93,16 +107,18 @@ def _language(code: object, where: str) -> str:
     return code
 
 
-def _add(entries: dict[str, dict[str, str]], target: str, term: str, rendering: str, where: str) -> None:
+def _add(
+    entries: dict[str, dict[str, str]], target: str, term: str, rendering: str, where: str, kind: Kind
+) -> None:
     terms = entries.setdefault(target, {})
     if term.lower() in (known.lower() for known in terms):
-        raise GlossaryError(f"{where}: the term {term!r} is already in the {target} glossary")
-    if len(terms) >= MAX_TERMS:
-        raise GlossaryError(f"{where}: more than {MAX_TERMS} terms for {target}")
+        raise GlossaryError(f"{where}: the {kind.noun} {term[:60]!r} is already in the {target} {kind.name}")
+    if len(terms) >= kind.entries:
+        raise GlossaryError(f"{where}: more than {kind.entries} {kind.noun}s for {target}")
     terms[term] = rendering
 
 
-def parse_tsv(text: str, origin: str = "glossary") -> Glossary:
+def parse_tsv(text: str, origin: str = "glossary", kind: Kind = GLOSSARY) -> Glossary:
     lines = [
         (n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip() and not line.startswith("#")
     ]
@@ -125,44 +141,36 @@ def parse_tsv(text: str, origin: str = "glossary") -> Glossary:
                 f"{origin}:{n}: {len(cells)} columns; the first line names {len(languages)} "
                 f"({', '.join(languages)})"
             )
-        term = _check(cells[0], "the source term", f"{origin}:{n}")
+        term = _check(cells[0], f"the source {kind.noun}", f"{origin}:{n}", kind)
         renderings = [(target, cell) for target, cell in zip(languages[1:], cells[1:]) if cell.strip()]
         if not renderings:
-            raise GlossaryError(f"{origin}:{n}: the term {term!r} has no rendering in any language")
-        for target, cell in renderings:
-            _add(
-                entries,
-                target,
-                term,
-                _check(cell, f"the {target} rendering", f"{origin}:{n}"),
-                f"{origin}:{n}",
+            raise GlossaryError(
+                f"{origin}:{n}: the {kind.noun} {term[:60]!r} has no rendering in any language"
             )
+        for target, cell in renderings:
+            rendering = _check(cell, f"the {target} rendering", f"{origin}:{n}", kind)
+            _add(entries, target, term, rendering, f"{origin}:{n}", kind)
     return Glossary(entries, languages[0])
 
 
-def parse_json(obj: object, origin: str = "glossary") -> Glossary:
+def parse_json(obj: object, origin: str = "glossary", kind: Kind = GLOSSARY) -> Glossary:
     if not isinstance(obj, dict):
         raise GlossaryError(
-            f'{origin}: a JSON glossary is an object: {{"de": {{"source term": "rendering"}}}}'
+            f'{origin}: JSON {kind.name} must be an object: {{"de": {{"source {kind.noun}": "rendering"}}}}'
         )
     entries: dict[str, dict[str, str]] = {}
     for target, terms in obj.items():
         target = _language(target, origin)
         if not isinstance(terms, dict):
-            raise GlossaryError(f"{origin}: the {target} entries must be an object of term: rendering")
+            raise GlossaryError(f"{origin}: the {target} entries must be an object of {kind.noun}: rendering")
         for term, rendering in terms.items():
             where = f"{origin}: {target}"
-            _add(
-                entries,
-                target,
-                _check(term, "a source term", where),
-                _check(rendering, "a rendering", where),
-                where,
-            )
+            term = _check(term, f"a source {kind.noun}", where, kind)
+            _add(entries, target, term, _check(rendering, "a rendering", where, kind), where, kind)
     return Glossary(entries)
 
 
-def load_glossary(path: str | Path) -> Glossary:
+def load_glossary(path: str | Path, kind: Kind = GLOSSARY) -> Glossary:
     """A glossary file: JSON when its name ends in ``.json``, else TSV."""
     path = Path(path)
     try:
@@ -174,8 +182,13 @@ def load_glossary(path: str | Path) -> Glossary:
             obj = json.loads(text)
         except ValueError as error:
             raise GlossaryError(f"{path}:{getattr(error, 'lineno', 1)}: not JSON: {error}") from None
-        return parse_json(obj, str(path))
-    return parse_tsv(text, str(path))
+        return parse_json(obj, str(path), kind)
+    return parse_tsv(text, str(path), kind)
+
+
+def load_examples(path: str | Path) -> Glossary:
+    """A file of example translations (module docstring): source sentences and their translations."""
+    return load_glossary(path, EXAMPLES)
 
 
 def term_accuracy(glossary: Glossary, target: str, captions: Iterable[tuple[str, str]]) -> tuple[int, int]:

@@ -13,6 +13,10 @@ with the source (``["English", ":", " so"]``, never ``[":", " ", "so"]``), and a
 in a lone space (the answer's first token carries it). The prefix stops before that whitespace,
 so it still tokenizes the same for every source (BPE pre-tokenizers split before " word").
 
+With ``examples`` (``(source text, translation)`` pairs: a translation memory), the prefix ends
+with them as finished user/assistant turns, built as context is: the model sees how this talk's
+kind of text is translated, and they are computed once, with the rest of the shared prefix.
+
 With ``context`` (earlier committed segments as ``(source ids, output ids)`` pairs), the prefix
 also holds those segments as finished user/assistant turns, built from the very ids that were fed
 for them (source ids, suffix, output ids), so a cache that translated them holds exactly this
@@ -30,6 +34,7 @@ Families:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .languages import language_name
@@ -107,9 +112,18 @@ class PromptBuilder:
         tokenizer: a Hugging Face tokenizer (or mlx-lm ``TokenizerWrapper``) with a chat template.
         family: a key of ``FAMILIES``.
         source_lang, target_lang: ISO 639-1 codes.
+        examples: ``(source text, translation)`` pairs shown as finished turns at the end of the
+            prefix (module docstring).
     """
 
-    def __init__(self, tokenizer, family: str, source_lang: str, target_lang: str):
+    def __init__(
+        self,
+        tokenizer,
+        family: str,
+        source_lang: str,
+        target_lang: str,
+        examples: Sequence[tuple[str, str]] = (),
+    ):
         self.family = get_family(family)
         self.source_lang = source_lang
         self.target_lang = target_lang
@@ -125,6 +139,9 @@ class PromptBuilder:
         self.suffix = tuple(self._encode(self._suffix_text))
         turn_break, _ = _split_trailing_spaces(self._render_turn_break(tokenizer, src, tgt))
         self.turn_break = tuple(self._encode(turn_break))
+        self.examples = tuple(examples)
+        shown = [(self._encode(self._boundary + source), self._encode(target)) for source, target in examples]
+        self.prefix += self.context_ids(shown)
 
     def _render_chat(self, tokenizer, src: str, tgt: str, text: str, more=()) -> str:
         """The chat template rendered: the instruction and a user turn holding ``text`` as the

@@ -71,6 +71,9 @@ class StreamTranslator:
         glossary: a ``glossary.Glossary``: its entries for ``target_lang`` whose term occurs in
             the source are named in the prompt, after the source (``prompt.PromptBuilder.build``),
             in the order they occur, as many as ``config.glossary_tokens`` allows.
+        examples: a ``glossary.Glossary`` of example translations (``glossary.load_examples``):
+            its entries for ``target_lang`` are shown to the model as finished turns before the
+            talk (``prompt.PromptBuilder``), once, in the prompt's shared prefix.
     """
 
     def __init__(
@@ -84,12 +87,14 @@ class StreamTranslator:
         config: TranslatorConfig | None = None,
         max_kv_size: int | None = None,
         glossary: Glossary | None = None,
+        examples: Glossary | None = None,
     ):
         self.model = model
         self.tokenizer = tokenizer
         config = method_config() if config is None else config
         self.config = config
-        self.prompts = PromptBuilder(tokenizer, family, source_lang, target_lang)
+        shown = list(examples.entries.get(target_lang, {}).items()) if examples is not None else []
+        self.prompts = PromptBuilder(tokenizer, family, source_lang, target_lang, examples=shown)
         self.glossary = glossary
         self._term_tokens: dict[tuple[str, str], int] = {}  # tokens each glossary entry costs in a prompt
         self.cache = TokenCache(model, max_kv_size=max_kv_size)

@@ -1,7 +1,7 @@
 """What the platform layer chose, in one record: for ``doctor`` and benchmark reports.
 
 Contract: ``backend_info()`` reads the choices of ``backend`` (BLAS, sgemv shim, device, dtype)
-and ``quantized`` (the CPU kernel) and returns them as a ``BackendInfo``; it changes nothing.
+and ``extension`` (the CPU kernel) and returns them as a ``BackendInfo``; it changes nothing.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 import mlx.core as mx
 
 from . import backend
-from .quantized import kernel_status
+from .extension import kernel_status
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 policy).
 
 Contract: ``route_layers(model)``: on the CPU backend, with the native extension loaded and checked
-(``quantized.kernel()``):
+(``extension.kernel()``):
 - every ``nn.RoPE`` and mlx-lm ``Llama3RoPE`` of ``model`` rotates fp32 input with the extension's
   ``rope``, and every ``nn.RMSNorm`` normalises fp32 input with its ``rms_norm`` (other dtypes go
   to MLX's ``mx.fast`` as before);
@@ -29,20 +29,11 @@ import sys
 
 import mlx.core as mx
 import mlx.nn as nn
-import numpy as np
 from mlx_lm.models import activations, base
 from mlx_lm.models.rope_utils import Llama3RoPE
 
 from .backend import is_gpu
-from .quantized import kernel
-
-
-def default_inverse_frequencies(dims: int, base: float) -> mx.array:
-    """``exp(-i log(base) / (dims / 2))`` for i < dims / 2, as ``mx.fast.rope`` computes them (its
-    step ``log(base) / (dims / 2)`` rounded to fp32 first, MLX's ``exp``)."""
-    half = dims // 2
-    step = np.float32(np.log(np.float64(base))) / np.float32(half)  # fp32 as MLX's float log
-    return mx.exp(mx.arange(0, -half, -1, dtype=mx.float32) * mx.array(step, dtype=mx.float32))
+from .extension import default_inverse_frequencies, kernel
 
 
 def _rotate(module, x, offset, scale: float) -> mx.array:

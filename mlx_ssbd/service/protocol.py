@@ -11,6 +11,7 @@ Client messages (every field but ``type`` optional)::
     {"type": "session.update", "source": "en", "target": "de", "method": "ssbd", "beta": 0.2, "mask_k": 0}
     {"type": "session.update", "targets": ["de", "fr", "ja"]}  (several caption languages)
     {"type": "session.update", "glossary": {"de": {"weather station": "Wetterstation"}}}  (or TSV text)
+    {"type": "session.update", "examples": {"de": {"Thank you all.": "Vielen Dank an alle."}}}  (or TSV text)
     {"type": "session.update", "push": [{"platform": "zoom", "url": "https://wmcapi.zoom.us/..."},
                                         {"platform": "youtube", "lang": "de", "url": "http://..."}]}
     {"type": "source.update", "segment": "s1", "text": "so today", "final": false, "start": 0.0, "end": 1.2}
@@ -37,7 +38,7 @@ import json
 import math
 from dataclasses import dataclass, replace
 
-from ..live.glossary import GlossaryError, parse_json, parse_tsv
+from ..live.glossary import EXAMPLES, GLOSSARY, GlossaryError, Kind, parse_json, parse_tsv
 from ..live.languages import language_name
 from ..live.methods import DEFAULT_METHOD, METHODS
 from ..push.spec import PushError, PushSpec, parse_targets
@@ -80,6 +81,7 @@ class Settings:
     beta: float = METHODS[DEFAULT_METHOD].beta
     mask_k: int = 0
     glossary: dict | None = None  # {target: {source term: rendering}} (``live.glossary``)
+    examples: dict | None = None  # {target: {source sentence: translation}} (``live.glossary.EXAMPLES``)
     # (platform, language or None, URL) as the client named them: secrets, never stored or echoed
     push: tuple[tuple[str, str | None, str], ...] = ()
 
@@ -103,13 +105,16 @@ class Settings:
             "beta": self.beta,
             "mask_k": self.mask_k,
             "glossary": self.glossary,
+            "examples": self.examples,
         }
 
     @classmethod
     def from_dict(cls, stored: dict) -> Settings:
         """The settings ``to_dict`` wrote (a stored session's), keys this version knows only."""
         known = {
-            key: stored[key] for key in ("source", "method", "beta", "mask_k", "glossary") if key in stored
+            key: stored[key]
+            for key in ("source", "method", "beta", "mask_k", "glossary", "examples")
+            if key in stored
         }
         targets = stored.get("targets") or ([stored["target"]] if "target" in stored else None)
         return cls(**known, **({"targets": tuple(targets)} if targets else {}))
@@ -288,20 +293,23 @@ def _targets(obj: dict, limits: Limits) -> tuple[str, ...] | None:
     return targets
 
 
-def _glossary(value) -> dict | None:
-    """``glossary``: the JSON form (an object), or the text of a TSV or JSON glossary ("" clears it)."""
+def _glossary(value, kind: Kind = GLOSSARY) -> dict | None:
+    """``glossary`` (or ``examples``): the JSON form (an object), or the text of a TSV or JSON file
+    ("" clears it)."""
     try:
         if isinstance(value, str):
             if not value.strip():
                 return None
             text = value.strip()
             glossary = (
-                parse_json(loads(text), "glossary") if text.startswith("{") else parse_tsv(value, "glossary")
+                parse_json(loads(text), kind.name, kind)
+                if text.startswith("{")
+                else parse_tsv(value, kind.name, kind)
             )
         else:
-            glossary = parse_json(value, "glossary")
+            glossary = parse_json(value, kind.name, kind)
     except (GlossaryError, ProtocolError) as error:
-        raise ProtocolError("invalid_glossary", str(error)) from None
+        raise ProtocolError(f"invalid_{kind.name}", str(error)) from None
     return glossary.to_json()
 
 
@@ -328,6 +336,8 @@ def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
         changes["mask_k"] = mask_k
     if obj.get("glossary") is not None:
         changes["glossary"] = _glossary(obj["glossary"])
+    if obj.get("examples") is not None:
+        changes["examples"] = _glossary(obj["examples"], EXAMPLES)
     if (push := obj.get("push")) is not None:
         changes["push"] = _push(push, limits)
     return SessionUpdate(changes)

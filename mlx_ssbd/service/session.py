@@ -73,9 +73,10 @@ class ServiceSession:
         s = self.settings
         config = replace(method_config(s.method, beta=s.beta), display_mask_k=s.mask_k)
         glossary = Glossary(s.glossary) if s.glossary else None
+        examples = Glossary(s.examples) if s.examples else None
         for target in s.targets:
             self.translators[target] = loaded.translator(
-                target, source_lang=s.source, config=config, glossary=glossary
+                target, source_lang=s.source, config=config, glossary=glossary, examples=examples
             )
         if s.push and self.pushes is not None and self.pusher is None:
             self.wall_origin = time.time() - self.live.now()
