@@ -145,23 +145,22 @@ def test_the_terms_named_in_a_prompt_fit_a_token_budget_in_the_order_they_occur(
         assert (len(named) > 0) == (budget > 0) and len(named) < 200
 
 
-def test_a_bad_glossary_file_exits_1_naming_the_line(model_dir, tmp_path):
+@pytest.mark.parametrize("option", ["--glossary", "--examples"])
+def test_a_bad_glossary_or_examples_file_exits_1_naming_the_line(model_dir, tmp_path, option):
     from mlx_ssbd_cli.main import cli
 
     from click.testing import CliRunner
 
-    (tmp_path / "g.tsv").write_text("en\tde\nstation\n")
+    (tmp_path / "g.tsv").write_text("en\tde\nso today\n")
     result = CliRunner().invoke(
-        cli, ["translate", "hello", "--model", model_dir, "--glossary", str(tmp_path / "g.tsv")]
+        cli, ["translate", "hello", "--model", model_dir, option, str(tmp_path / "g.tsv")]
     )
     assert result.exit_code == 1 and f"{tmp_path / 'g.tsv'}:2: 1 columns" in result.output
-    (tmp_path / "ok.tsv").write_text("en\tde\nhello\tHallo\n")
-    assert (
-        CliRunner()
-        .invoke(cli, ["translate", "hello", "--model", model_dir, "--glossary", str(tmp_path / "ok.tsv")])
-        .exit_code
-        == 0
+    (tmp_path / "ok.tsv").write_text("en\tde\nso today\tAlso heute\n")
+    ok = CliRunner().invoke(
+        cli, ["translate", "hello", "--model", model_dir, option, str(tmp_path / "ok.tsv")]
     )
+    assert ok.exit_code == 0, ok.output
 
 
 def test_examples_are_whole_sentences_within_their_own_limits(tmp_path):
@@ -199,20 +198,3 @@ def test_a_translator_shows_its_languages_examples_once_in_the_shared_prefix(mod
     second = tr.update("all human beings", final=True)
     assert first.stats.tokens_fed >= len(tr.prompts.prefix) > len(plain.prompts.prefix)
     assert second.stats.reused_tokens >= len(tr.prompts.prefix)
-
-
-def test_a_bad_examples_file_exits_1_naming_the_line(model_dir, tmp_path):
-    from mlx_ssbd_cli.main import cli
-
-    from click.testing import CliRunner
-
-    (tmp_path / "x.tsv").write_text("en\tde\nso today\n")
-    result = CliRunner().invoke(
-        cli, ["translate", "hello", "--model", model_dir, "--examples", str(tmp_path / "x.tsv")]
-    )
-    assert result.exit_code == 1 and f"{tmp_path / 'x.tsv'}:2: 1 columns" in result.output
-    (tmp_path / "ok.tsv").write_text("en\tde\nso today\tAlso heute\n")
-    ok = CliRunner().invoke(
-        cli, ["translate", "hello", "--model", model_dir, "--examples", str(tmp_path / "ok.tsv")]
-    )
-    assert ok.exit_code == 0, ok.output
