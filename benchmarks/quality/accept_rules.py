@@ -166,7 +166,11 @@ def main() -> None:
         "captions minus RT's; the interval: 2.5th-97.5th percentile of that difference over 1000 paired bootstrap "
         "resamples of the sentences."
         + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if args.semsim else "")
-        + (f" {EXAMPLED}: with the example translations of {facts['examples']} in the prompt." if examples else "")
+        + (
+            f" {EXAMPLED}: with the example translations of {facts['examples']} in the prompt."
+            if examples
+            else ""
+        )
         + "\n"
     )
     pareto_plot(
