@@ -101,16 +101,17 @@ def assert_batched_equals_single(tok, arch, cfg, heavy=None):
     batched = MultiStreamTranslator([make(model, tok, **cfg, seed=i) for i in range(n)], chunk=None)
     rests = 0
     if heavy is not None:
-        batched.batch.heavy, batched.batch.heavy_ratio = heavy, 1.0
-        resting = batched.batch._resting
+        planner = batched.batch.planner
+        planner.heavy, planner.heavy_ratio = heavy, 1.0
+        plan = planner.plan
 
-        def counted(feeds):
+        def counted(requests, members):
             nonlocal rests
-            chosen = resting(feeds)
-            rests += len(chosen)
+            chosen = plan(requests, members)
+            rests += len(chosen.resting)
             return chosen
 
-        batched.batch._resting = counted
+        planner.plan = counted
     alone = [make(model, tok, **cfg, seed=i) for i in range(n)]
     greedy = [make(model, tok, **{**cfg, "temperature": 0.0}) for _ in range(n)]
     differs = False  # sampling is really exercised: some output differs from greedy decoding
@@ -457,3 +458,30 @@ def test_the_batch_tells_the_shape_of_every_model_call(tok, cfg):
     assert sum(u.stats.tokens_fed for u in updates) <= sum(c.rows * c.width for c in calls)
     assert all(1 <= c.logits <= c.width and c.new <= c.rows * c.width for c in calls)
     assert any(c.context > 0 for c in calls)
+
+
+def test_the_planner_rests_heavy_rows_splits_calls_by_width_and_bounds_chunks():
+    """The round's plan alone, no model: a heavy row joins one call in ``heavy_every``; on a CPU
+    (``call_tokens``) three decode steps and a long feed go in two calls, each bounded by the
+    shared chunk; in one call a round (a GPU) the long feed takes only the side chunk."""
+    from mlx_ssbd.engine.planner import Planner, Request
+
+    class Row:  # a handle: the planner keeps weak references to rows
+        pass
+
+    steps, wide = [Row() for _ in range(3)], Row()
+    requests = [*(Request(row, 40, 1) for row in steps), Request(wide, 70, 30)]
+    cpu = Planner(chunk=64, shared_chunk=16, side_chunk=4, call_tokens=4)
+    plan = cpu.plan(requests, members=4)
+    assert plan.resting == [] and sorted((len(rows), limit) for rows, limit in plan.calls) == [
+        (1, 16),
+        (3, 16),
+    ]
+    gpu = Planner(chunk=64, shared_chunk=16, side_chunk=4, call_tokens=None)
+    assert gpu.plan(requests, members=4).calls == [([*steps, wide], 4)]
+    assert gpu.plan(requests[:1], members=1).calls == [([steps[0]], 64)]  # alone: the whole chunk
+    heavy = Planner(heavy=100, heavy_ratio=4.0, heavy_every=3, call_tokens=None)
+    long = Request(wide, 600, 1)
+    rested = [heavy.plan([Request(steps[0], 40, 1), long], members=2).resting for _ in range(6)]
+    assert rested == [[wide], [wide], [], [wide], [wide], []]
+    assert heavy.plan([Request(steps[0], 40, 1), Request(wide, 600, 600, reuse=False)], 2).resting == []

@@ -19,26 +19,12 @@ keeps nothing, is left padded in the input). Dropping a row's diverged tail is a
 that row alone (``dynamic_roll``) under a larger left padding; leading columns that every row pads
 are cut off, so the cache does not grow with the padding.
 
-With ``chunk``, no row feeds more than ``chunk`` tokens in one call: a long prompt or a long
-verify pass is fed a chunk per call, its ``Fed`` saying ``done=False`` until the last (a verify
-chunk's logits come back as ``Fed.piece``), so the call's width (its memory) stays bounded. Rows
-share the call's width, and a row beside a long context attends over its padded length, so a long
-feed costs the others dearly on a CPU (``benchmarks/service/attacks.py``). Hence, while more than
-one stream is in the batch, a call is at most ``shared_chunk`` tokens wide (32; a feed of at most
-that is *short* and goes whole), and in a call where another stream has a short feed (a decode
-step, a caption's verify pass) a long feed takes only as many tokens as the widest short feed, at
-least ``side_chunk`` (2): a decode step beside a long context then costs about twice what it costs
-alone, not seven times. A stream alone in the batch goes ``chunk`` tokens at a time. And a *heavy*
-row (its sequence at least ``heavy`` tokens, 512, and 4x the shortest in the call) joins only
-one call in three beside lighter ones, sitting the others out parked (its ``Fed`` says ``fed=0,
-done=False``, so the same request comes back), so that it slows their steps a third as often.
-
-On a CPU a call costs in proportion to rows x width, padding included, plus a fixed part worth
-a few tokens (``platform.backend.call_tokens``, 4): three decode steps padded to the width of a
-fourth stream's 30-token verify pass cost some 120 tokens' worth where they cost 7 and the pass
-34 in calls of their own. So where ``call_tokens`` is set, the rows of a ``feed`` are split into
-the calls that cost least in all (rows by width, each call ``call_tokens`` plus rows x its
-widest); rows of about one width share a call. On a GPU (None) every ``feed`` is one call.
+What each row feeds in a call, which rows sit a call out and which rows share a call is the
+round's *plan*, made by a ``planner.Planner`` (chunks of a long prompt or verify pass, heavy rows
+resting, rows of very different widths in separate calls on a CPU): ``BatchCache(model, ...)``
+takes its settings. A row fed only a chunk gets ``Fed.done`` False until its last chunk (a verify
+chunk's logits come back as ``Fed.piece``); a resting row gets ``fed=0, done=False``, so the same
+request comes back.
 
 Only full ``KVCache`` layers can be batched. A stream whose cache holds other layers (a hybrid
 model's recurrent states, a sliding window) joins as a *solo* row: it keeps its own ``TokenCache``
@@ -54,16 +40,19 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
 
-from ..platform import backend
 from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logits, resolved
+from .planner import (
+    HEAVY,
+    HEAVY_EVERY,
+    HEAVY_RATIO,
+    PREFILL_CHUNK,
+    SHARED_CHUNK,
+    SIDE_CHUNK,
+    Planner,
+    Request,
+    chunk_for,
+)
 from .update import Fed
-
-PREFILL_CHUNK = 128  # prompt tokens a row feeds per call at most (the 1.5B: a few seconds on 2 CPU cores)
-SHARED_CHUNK = 32  # ... while other streams share the batch (a feed of at most this is short)
-SIDE_CHUNK = 2  # ... at least, in a call where another stream has a short feed
-HEAVY = 512  # a row this long, and HEAVY_RATIO times the shortest beside it, joins one call in HEAVY_EVERY
-HEAVY_RATIO = 4.0
-HEAVY_EVERY = 3
 
 
 @dataclass(frozen=True)
@@ -86,7 +75,6 @@ class BatchRow:
         self.feeder = feeder
         self.tokens = list(cache.tokens)
         self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
-        self.rests = 0  # calls it sat out in a row (a heavy row joins one call in ``heavy_every``)
 
 
 class SoloRow:
@@ -111,17 +99,8 @@ class BatchCache:
         heavy_every: int = HEAVY_EVERY,
         call_tokens: int | None | str = "auto",
     ):
-        if chunk is not None and chunk < 1 or min(side_chunk, shared_chunk, heavy_every) < 1:
-            raise ValueError(
-                "chunk, side_chunk, shared_chunk and heavy_every must be at least 1 (chunk may be "
-                f"None), got {chunk}, {side_chunk}, {shared_chunk}, {heavy_every}"
-            )
         self.model = model
-        self.chunk = chunk
-        self.shared_chunk = shared_chunk if chunk is None else min(shared_chunk, chunk)
-        self.side_chunk = min(side_chunk, self.shared_chunk)
-        self.heavy, self.heavy_ratio, self.heavy_every = heavy, heavy_ratio, heavy_every
-        self.call_tokens = backend.call_tokens() if call_tokens == "auto" else call_tokens
+        self.planner = Planner(chunk, side_chunk, shared_chunk, heavy, heavy_ratio, heavy_every, call_tokens)
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
@@ -199,81 +178,25 @@ class BatchCache:
             row not in self._members for row, _ in feeds
         ):
             raise ValueError("each feed must name a distinct row of this batch")
-        batched = [(row, feed) for row, feed in feeds if isinstance(row, BatchRow)]
-        resting = self._resting(batched)
-        running = [(row, feed) for row, feed in batched if id(row) not in resting]
+        batched = {id(row): feed for row, feed in feeds if isinstance(row, BatchRow)}
+        requests = [
+            Request(row, len(feed.ids), self._new(row, feed), feed.reuse)
+            for row, feed in feeds
+            if isinstance(row, BatchRow)
+        ]
+        plan = self.planner.plan(requests, members=sum(isinstance(row, BatchRow) for row in self._members))
         answers = {}
-        for group in self._groups(running):
-            answers.update(
-                zip((id(row) for row, _ in group), self._feed_batch(group, self._call_chunk(group)))
-            )
-        for row, feed in batched:
-            if id(row) in resting:  # nothing fed: the same request comes back next call
-                answers[id(row)] = Fed(
-                    mx.zeros((1, 1)), self._plan(row, feed, None)[0], 0, done=False, calls=0
-                )
+        for rows, limit in plan.calls:
+            fed = self._feed_batch([(row, batched[id(row)]) for row in rows], limit)
+            answers.update(zip(map(id, rows), fed))
+        for row in plan.resting:  # nothing fed: the same request comes back next call
+            kept = self._plan(row, batched[id(row)], None)[0]
+            answers[id(row)] = Fed(mx.zeros((1, 1)), kept, 0, done=False, calls=0)
         for row, feed in feeds:
             if isinstance(row, SoloRow):  # a call of its own: only ``chunk`` bounds it
-                chunk = self._row_chunk(self._new(row, feed), self.chunk)
+                chunk = chunk_for(self._new(row, feed), self.planner.chunk)
                 answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=chunk)[0]
         return [answers[id(row)] for row, _ in feeds]
-
-    def _resting(self, feeds) -> set[int]:
-        """The rows that sit this call out: a *heavy* row (its sequence at least ``heavy`` tokens
-        and ``heavy_ratio`` times the shortest in the call) joins one call in ``heavy_every``: its
-        padded length makes a lighter row's step cost 2-3x what it costs alone, so it gets about
-        its share of the model's time, and the lighter rows' steps stay near their own cost."""
-        if len(feeds) < 2:
-            return set()
-        lengths = {id(row): len(feed.ids) for row, feed in feeds}
-        shortest = min(lengths.values())
-        resting = set()
-        for row, feed in feeds:  # (a feed that rebuilds from nothing never rests: it must go as asked)
-            length = lengths[id(row)]
-            if feed.reuse and length > shortest and length >= max(self.heavy, self.heavy_ratio * shortest):
-                row.rests = (row.rests + 1) % self.heavy_every
-                if row.rests:
-                    resting.add(id(row))
-        return resting
-
-    def _groups(self, feeds) -> list[list]:
-        """The model calls that serve ``feeds``: one, unless ``call_tokens`` says a call's fixed
-        cost is small next to the padding it would take (a CPU). Then the rows, by the tokens
-        each feeds (within ``shared_chunk``), are split into the calls that cost least in all,
-        each call costing ``call_tokens`` plus its rows x its widest row's tokens: a decode step
-        is not padded to the width of another stream's verify pass."""
-        if self.call_tokens is None or len(feeds) < 2:
-            return [feeds] if feeds else []
-        bound = self.shared_chunk if self.chunk is not None else None
-        new = [self._new(row, feed) for row, feed in feeds]
-        sized = sorted(
-            ((max(1, n if bound is None else min(n, bound)), i) for i, n in enumerate(new)),
-            key=lambda x: x[0],
-        )
-        order = [feeds[i] for _, i in sized]
-        widths = [w for w, _ in sized]
-        best, cut = [0] + [None] * len(order), [0] * (len(order) + 1)
-        for end in range(1, len(order) + 1):
-            for start in range(end):
-                cost = best[start] + self.call_tokens + (end - start) * widths[end - 1]
-                if best[end] is None or cost < best[end]:
-                    best[end], cut[end] = cost, start
-        groups, end = [], len(order)
-        while end:
-            groups.append(order[cut[end] : end])
-            end = cut[end]
-        return groups
-
-    def _call_chunk(self, feeds) -> int | None:
-        """The most any row feeds in this call (the module docstring says why)."""
-        if self.chunk is None:
-            return None
-        new = [self._new(row, feed) for row, feed in feeds]
-        short = [n for n in new if n <= self.shared_chunk]
-        if short and len(short) < len(new):
-            return max(self.side_chunk, *short)
-        batched = [row for row in self._members if isinstance(row, BatchRow)]
-        return self.shared_chunk if len(batched) > 1 else self.chunk
 
     @staticmethod
     def _new(row, feed) -> int:
@@ -283,13 +206,6 @@ class BatchCache:
         tokens = row.tokens if isinstance(row, BatchRow) else row.cache.tokens
         known = feed.ids[:-1] if is_lazy(feed.ids) else feed.ids
         return len(feed.ids) - common_prefix_len(resolved(tokens), known)
-
-    @staticmethod
-    def _row_chunk(new: int, limit: int | None) -> int | None:
-        """The chunk for one row's ``new`` tokens in this call: a feed within the limit goes whole."""
-        if limit is None or new <= limit:
-            return None
-        return limit
 
     def _feed_batch(self, feeds, limit: int | None) -> list[Fed]:
         """One model call for the batched rows' ``[(row, Feed)]``."""
@@ -347,7 +263,7 @@ class BatchCache:
         known = ids[:-1] if is_lazy(ids) else ids
         keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits)) if feed.reuse else 0
         new = len(ids) - keep
-        limit = self._row_chunk(new, limit)
+        limit = chunk_for(new, limit)
         if limit is not None and new > limit:
             new = limit
         return keep, ids[keep : keep + new], ids

@@ -29,7 +29,8 @@ import functools
 from collections.abc import Callable, Sequence
 
 from ..engine import update as engine
-from ..engine.batch import PREFILL_CHUNK, BatchCache
+from ..engine.batch import BatchCache
+from ..engine.planner import PREFILL_CHUNK
 from .records import Update
 from .translator import StreamTranslator
 

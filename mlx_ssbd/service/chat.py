@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
-from ..engine.batch import PREFILL_CHUNK
 from ..engine.cache import TokenCache, context_length
+from ..engine.planner import PREFILL_CHUNK
 from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
 from ..engine.update import Job, Runner
