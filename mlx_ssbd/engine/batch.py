@@ -41,17 +41,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
 
 from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logits, resolved
-from .planner import (
-    HEAVY,
-    HEAVY_EVERY,
-    HEAVY_RATIO,
-    PREFILL_CHUNK,
-    SHARED_CHUNK,
-    SIDE_CHUNK,
-    Planner,
-    Request,
-    chunk_for,
-)
+from .planner import PREFILL_CHUNK, Planner, Request, chunk_for
 from .update import Fed
 
 
@@ -88,19 +78,10 @@ class SoloRow:
 class BatchCache:
     """See the module docstring."""
 
-    def __init__(
-        self,
-        model,
-        chunk: int | None = PREFILL_CHUNK,
-        side_chunk: int = SIDE_CHUNK,
-        shared_chunk: int = SHARED_CHUNK,
-        heavy: int = HEAVY,
-        heavy_ratio: float = HEAVY_RATIO,
-        heavy_every: int = HEAVY_EVERY,
-        call_tokens: int | None | str = "auto",
-    ):
+    def __init__(self, model, chunk: int | None = PREFILL_CHUNK, **planning):
+        """``chunk`` and ``planning``: the settings of the round's ``planner.Planner``."""
         self.model = model
-        self.planner = Planner(chunk, side_chunk, shared_chunk, heavy, heavy_ratio, heavy_every, call_tokens)
+        self.planner = Planner(chunk, **planning)
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.layers: list[BatchKVCache] | None = None
