@@ -3,7 +3,8 @@
 N concurrent caption streams (``--streams``, up to 128) run through ``MultiStreamTranslator``: each
 stream replays the talk's real-time ASR partials (``benchmarks/data/talks``), stream i starting at
 its own segment; at every step each stream's next partial is submitted, then rounds run (one
-batched model call and one host sync each) until every update has ended. One step warms up (the
+host sync and one batched model call each, a few on a CPU: ``engine.planner``) until every update
+has ended. One step warms up (the
 prompts fed, the kernels compiled), the next ``--steps`` are measured. RT and SSBD (``--methods``).
 
 Where a round's time goes: every batched model call's shape (rows, width, context, logits:
@@ -258,7 +259,8 @@ def markdown(report: dict) -> str:
         "",
         f"{machine_line(report['machine'])} Each stream replays the talk's ASR partials "
         f"({report['data']}), {report['steps']} measured partials per stream after one warm-up; SSBD "
-        f"β = {report['beta']}. A round: one batched model call and one host sync. *model*: the "
+        f"β = {report['beta']}. A round: one host sync and one batched model call (on a CPU a few, "
+        "rows of very different widths apart). *model*: the "
         "round's model calls replayed alone (same rows, width, context, logits); *engine*: the rest "
         "of the wall. *padding*: the share of the calls' rows x width no row asked for (inside the "
         "model's time). Random models' outputs are random tokens, so their acceptance is not a "
