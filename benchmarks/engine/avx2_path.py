@@ -23,7 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
-from benchmarks.common import child_json, machine_line, pass_ratios, pass_times
+from benchmarks.common import child_json, machine_line, pass_ratios, pass_times, save_report
 
 # (label, weights, environment): the kernel's path or the BLAS's instruction set
 PATHS = (
@@ -120,10 +120,7 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     result = {"rows": rows, "repeats": args.repeats, "machine": machine_info()}
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "avx2_path.json").write_text(json.dumps(result, indent=2))
-    (args.out / "avx2_path.md").write_text(report(result))
-    print(report(result))
+    save_report(args.out, result, "avx2_path.json", "avx2_path.md", report(result))
 
 
 if __name__ == "__main__":

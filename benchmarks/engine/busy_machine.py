@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import child_json, machine_line
+from benchmarks.common import child_json, machine_line, save_report
 
 POLICIES = (
     ("mlx-ssbd", {}),
@@ -138,10 +138,7 @@ def main() -> None:
         "busy": args.busy,
         "machine": machine_info(),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "busy_machine.json").write_text(json.dumps(result, indent=2))
-    (args.out / "busy_machine.md").write_text(report(result))
-    print(report(result))
+    save_report(args.out, result, "busy_machine.json", "busy_machine.md", report(result))
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import DATA, machine_line, relative
+from benchmarks.common import DATA, machine_line, relative, save_report
 from mlx_ssbd.engine.batch import CallShape
 from mlx_ssbd.engine.cache import model_logits
 from mlx_ssbd.evaluation.bench import machine_info
@@ -243,10 +243,7 @@ def main() -> None:
         "results": results,
         "machine": machine_info(),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "capacity.json").write_text(json.dumps(report, indent=2))
-    (args.out / "capacity.md").write_text(markdown(report))
-    print(markdown(report))
+    save_report(args.out, report, "capacity.json", "capacity.md", markdown(report))
 
 
 def percent(share: float | None) -> str:

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import threading
 import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import machine_line, p50_p95
+from benchmarks.common import machine_line, p50_p95, save_report
 from benchmarks.service.failover import stored, view
 from benchmarks.service.faults import Good, streams
 from benchmarks.service.load import start_server
@@ -181,10 +180,7 @@ def main() -> None:
             **run(args.model, args.seconds, args.outage_at, args.outage, Path(scratch)),
             "wall_s": round(time.time() - started),
         }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "service_outage.json").write_text(json.dumps(result, indent=2))
-    (args.out / "report.md").write_text(report(result))
-    print(report(result))
+    save_report(args.out, result, "service_outage.json", "report.md", report(result))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import machine_line
+from benchmarks.common import machine_line, save_report
 from benchmarks.service.faults import streams
 from benchmarks.service.load import source_message, start_server
 from benchmarks.service.push_peers import ObsPeer, RulesServer
@@ -224,10 +224,7 @@ def main() -> None:
         "runs": runs,
         "wall_s": round(time.time() - started),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "service_push.json").write_text(json.dumps(result, indent=2))
-    (args.out / "report.md").write_text(report(result))
-    print(report(result))
+    save_report(args.out, result, "service_push.json", "report.md", report(result))
 
 
 if __name__ == "__main__":

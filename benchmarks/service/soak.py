@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import DATA, machine_line, p50_p95
+from benchmarks.common import DATA, machine_line, p50_p95, save_report
 from benchmarks.service.load import rss_mb, start_server
 from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.random_models import save_random_model
@@ -242,14 +242,13 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=2)
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
+    if args.hours * 3600 <= WINDOW_S:
+        parser.error("--hours must be more than 10 minutes of speech: the report starts after the first 10")
     started, machine = time.time(), machine_info()
     with tempfile.TemporaryDirectory() as scratch:
         result = {"machine": machine, **run(args.model, args.hours, args.speed, args.sessions, Path(scratch))}
     result["wall_s"] = round(time.time() - started)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "service_soak.json").write_text(json.dumps(result, indent=2))
-    (args.out / "report.md").write_text(report(result))
-    print(report(result))
+    save_report(args.out, result, "service_soak.json", "report.md", report(result))
 
 
 if __name__ == "__main__":

@@ -94,9 +94,9 @@ class Planner:
         """The round for ``requests`` in a batch of ``members`` rows (see the module docstring)."""
         resting = self._resting(requests)
         running = [r for r in requests if r.row not in resting]
-        calls = [(group, self._call_chunk(group, members)) for group in self._groups(running)]
         return Plan(
-            [r.row for r in requests if r.row in resting], [([r.row for r in g], c) for g, c in calls]
+            [r.row for r in requests if r.row in resting],
+            [([r.row for r in group], self._call_chunk(group, members)) for group in self._groups(running)],
         )
 
     def _resting(self, requests: list[Request]) -> set:
