@@ -332,9 +332,12 @@ def test_quantized_kernel_and_weights_reports(model_dir, tmp_path):
         "--out",
         tmp_path / "kernel",
     )
-    rows = json.loads((tmp_path / "kernel" / "quantized_kernel.json").read_text())["rows"]
+    report = json.loads((tmp_path / "kernel" / "quantized_kernel.json").read_text())
+    rows = report["rows"]
     assert [(r["bits"], r["rows"]) for r in rows] == [(4, 1), (4, 2)] * 2
     assert all(r["kernel_ms"] > 0 and r["fp32_blas_ms"] > 0 for r in rows)
+    assert report["ceiling_gmacs"]["4"] == max(report["ceiling_gmacs_before_after"]["4"]) > 0
+    assert "of ceiling" in (tmp_path / "kernel" / "quantized_kernel.md").read_text()
     script(
         "benchmarks.engine.quantized_weights",
         "--models",

@@ -253,6 +253,26 @@ def test_dense_path_dequantizes_every_quantized_layer():
     assert mx.max(mx.abs(model(x) - want)).item() <= 1e-4 * mx.max(mx.abs(want)).item()
 
 
+def test_the_in_cache_ceiling_is_a_rate_for_every_width_the_kernel_knows():
+    rates = {bits: KERNEL.in_cache_rate(bits, 0.01) for bits in (2, 3, 4, 5, 6, 7, 8)}
+    assert rates.pop(7) == 0.0  # a width the kernel does not know
+    assert all(rate > 1e6 for rate in rates.values()), rates  # multiply-adds per second, not seconds
+
+
+def test_a_token_s_multiply_adds_are_counted_per_code_width():
+    from mlx_ssbd.evaluation.passes import multiply_adds
+
+    model = quantized_tiny(bits=4)
+    layers = [m for _, m in model.named_modules() if isinstance(m, nn.QuantizedLinear)]
+    tied = not hasattr(model, "lm_head")
+    want = sum(m.weight.shape[0] * m.weight.shape[1] * 8 for m in layers)
+    want += (
+        model.model.embed_tokens.weight.shape[0] * model.model.embed_tokens.weight.shape[1] * 8 if tied else 0
+    )
+    assert multiply_adds(model) == {4: want} and want > 0
+    assert multiply_adds(tiny_model("qwen2")) == {}  # a dense model has none
+
+
 def test_openblas_runs_on_one_thread_while_a_model_runs_through_the_kernel():
     from mlx_ssbd.platform import backend
 

@@ -6,7 +6,9 @@ given: what a pass costs after a longer talk), then for each N in ``sizes`` retu
 wall time of one forward pass over N new tokens of ``FILLER`` from that cached context, rewinding
 the cache after each (N = 1 is a decode step).
 ``prompt_and_filler(tokenizer, family)`` gives the token ids, so a peer engine can be timed on
-exactly the same tokens.
+exactly the same tokens. ``multiply_adds(model)`` counts a token's multiply-adds in the model's
+quantized products by code width, the arithmetic a pass over N tokens cannot do with less than N
+times (set against the kernel's ``in_cache_rate``, it is the floor under that pass).
 """
 
 from __future__ import annotations
@@ -49,3 +51,18 @@ def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tup
 
     median(filler[:16])  # warm up
     return len(ids), {n: median(filler[:n]) for n in sizes}
+
+
+def multiply_adds(model) -> dict[int, int]:
+    """{bits: one token's multiply-adds} over the model's quantized linear layers (the output layer
+    included; a tied embedding counted as the output layer it is when there is no other)."""
+    import mlx.nn as nn
+
+    counts: dict[int, int] = {}
+    modules = dict(model.named_modules())
+    tied = not any(name.endswith("lm_head") for name in modules)
+    for module in modules.values():
+        if isinstance(module, nn.QuantizedLinear) or (tied and isinstance(module, nn.QuantizedEmbedding)):
+            rows, words = module.weight.shape
+            counts[module.bits] = counts.get(module.bits, 0) + rows * words * 32 // module.bits
+    return counts

@@ -28,6 +28,9 @@ NB_MODULE(_qmm, m) {
   m.def("attention", &mlx_ssbd::attention, "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a,
         "mask_mode"_a = "", "mask"_a = nb::none(), "stream"_a = nb::none(),
         "mx.fast.scaled_dot_product_attention for fp32 q, k, v on the CPU as one operation.");
+  m.def("in_cache_rate", &mlx_ssbd::in_cache_rate, "bits"_a, "seconds"_a = 0.3,
+        "Multiply-adds per second of the products' own tiles on operands already in L1, every thread at "
+        "once: the ceiling the quantized products reach against (0 for an unknown width).");
   m.def("simd_path", &mlx_ssbd::simd_path, "The build of the kernels this process runs: avx512, avxvnni, avx2, neon or generic.");
   m.attr("mlx_version") = MLX_SSBD_BUILT_AGAINST_MLX;
   m.attr("openmp") = MLX_SSBD_OPENMP;

@@ -83,6 +83,19 @@ static bool run_kernel(const QmmParams& p) {
   }
 }
 
+double in_cache_rate(int bits, double seconds) {
+  switch (kernel_build()) {
+#if defined(__x86_64__) || defined(_M_X64)
+    case KernelBuild::avx512: return qmm_avx512_in_cache(bits, seconds);
+#if MLX_SSBD_AVXVNNI
+    case KernelBuild::avxvnni: return qmm_avxvnni_in_cache(bits, seconds);
+#endif
+    case KernelBuild::avx2: return qmm_avx2_in_cache(bits, seconds);
+#endif
+    default: return qmm_generic_in_cache(bits, seconds);
+  }
+}
+
 static bool supported_bits(int bits) {
   return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
 }

@@ -26,11 +26,15 @@ struct QmmParams {
 };
 
 bool qmm_generic(const QmmParams& p);
+double qmm_generic_in_cache(int bits, double seconds);
 #if defined(__x86_64__) || defined(_M_X64)
 bool qmm_avx2(const QmmParams& p);
 bool qmm_avx512(const QmmParams& p);
+double qmm_avx2_in_cache(int bits, double seconds);
+double qmm_avx512_in_cache(int bits, double seconds);
 #if MLX_SSBD_AVXVNNI
 bool qmm_avxvnni(const QmmParams& p);
+double qmm_avxvnni_in_cache(int bits, double seconds);
 #endif
 #endif
 
@@ -61,6 +65,11 @@ mx::array row_contiguous(const mx::array& a, mx::Stream s);
 // ``a`` (fp32) as a row-major array: itself when it is one, else a copy made by a task on
 // ``encoder`` (to be called from eval_cpu, before the task that reads it is dispatched).
 mx::array row_major(const mx::array& a, mx::cpu::CommandEncoder& encoder);
+
+// The products' ceiling in the build this CPU runs, for `bits`-bit codes: multiply-adds per second
+// of the kernel's own tiles on operands already in L1, every thread at once, measured for about
+// `seconds` (qmm_kernel.h, in_cache_rate); 0 for a width the kernel does not know.
+double in_cache_rate(int bits, double seconds);
 
 // Which kernel this CPU runs: "avx512", "avxvnni", "avx2", "neon" or "generic".
 std::string simd_path();

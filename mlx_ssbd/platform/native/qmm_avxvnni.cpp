@@ -10,4 +10,5 @@ bool qmm_avxvnni(const QmmParams& p) {
       {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits},
       static_cast<avxvnni::ScaleType>(p.scale_type));
 }
+double qmm_avxvnni_in_cache(int bits, double seconds) { return avxvnni::in_cache_dispatch(bits, seconds); }
 }  // namespace mlx_ssbd

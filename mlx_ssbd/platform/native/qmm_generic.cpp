@@ -9,4 +9,5 @@ bool qmm_generic(const QmmParams& p) {
       {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits},
       static_cast<generic::ScaleType>(p.scale_type));
 }
+double qmm_generic_in_cache(int bits, double seconds) { return generic::in_cache_dispatch(bits, seconds); }
 }  // namespace mlx_ssbd

@@ -40,6 +40,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +48,10 @@
 #include <new>
 #include <type_traits>
 #include <vector>
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
 
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -498,6 +503,57 @@ inline bool qmm_dispatch(const QmmArgs& a, ScaleType scales) {
     case ScaleType::f16: return dispatch_bits<ScaleType::f16>(a);
     case ScaleType::bf16: return dispatch_bits<ScaleType::bf16>(a);
     default: return dispatch_bits<ScaleType::f32>(a);
+  }
+}
+
+// The products' ceiling on this CPU for B-bit codes: the kernel's own tile (kTileRows<B> rows of x
+// by kCols weight rows over K = 1536, the default model's hidden size) run again and again on
+// operands already in L1, on every thread at once, for about `seconds`. Multiply-adds per second,
+// all threads together: what the products would reach if reading the weights and the work around
+// the tiles cost nothing (benchmarks/engine/quantized_kernel.py sets the real products against it).
+template <int B>
+static double in_cache_rate(double seconds) {
+  constexpr int K = 1536, R = kTileRows<B>, C = kCols;
+  using clock = std::chrono::steady_clock;
+  double rate = 0.0;
+#pragma omp parallel reduction(+ : rate)
+  {
+    uint32_t state = 0x9E3779B9u;
+    auto next = [&] { return state = state * 1664525u + 1013904223u; };
+    std::vector<float> x((size_t)R * K), out((size_t)R * C);
+    for (float& v : x) v = (float)(int)(next() >> 24) / 128.0f - 1.0f;
+    // The codes, then room for the prefetches ahead of them (never read).
+    std::vector<uint8_t> w((size_t)C * K * B / 8 + kPrefetch + 16 * B * 4);
+    for (uint8_t& v : w) v = (uint8_t)(next() >> 24);
+    Activations xa;
+    quantize_rows<B>(x.data(), R, K, 32, xa);
+    Lines<float> scales((size_t)C * xa.padded, 0.01f), biases((size_t)C * xa.padded, -0.02f);
+    const QmmArgs a{x.data(), reinterpret_cast<const uint32_t*>(w.data()), nullptr, nullptr, nullptr,
+                    out.data(), R, C, K, 32, B};
+    long tiles = 0;
+#pragma omp barrier
+    const auto start = clock::now();
+    double elapsed = 0.0;
+    while (elapsed < seconds) {
+      for (int i = 0; i < 256; ++i) tile<B, R, C, false>(a, xa, scales.data(), biases.data(), 0, 0, nullptr);
+      tiles += 256;
+      elapsed = std::chrono::duration<double>(clock::now() - start).count();
+    }
+    rate = (double)tiles * R * C * K / elapsed;
+  }
+  return rate;
+}
+
+// The ceiling of in_cache_rate for `bits`-bit codes, or 0 for a width the kernel does not know.
+inline double in_cache_dispatch(int bits, double seconds) {
+  switch (bits) {
+    case 2: return in_cache_rate<2>(seconds);
+    case 3: return in_cache_rate<3>(seconds);
+    case 4: return in_cache_rate<4>(seconds);
+    case 5: return in_cache_rate<5>(seconds);
+    case 6: return in_cache_rate<6>(seconds);
+    case 8: return in_cache_rate<8>(seconds);
+    default: return 0.0;
   }
 }
 
