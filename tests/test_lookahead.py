@@ -3,7 +3,7 @@
 import functools
 
 from mlx_ssbd import StreamTranslator, method_config
-from mlx_ssbd.engine.lookahead import History, Proposer, find_last, find_unique
+from mlx_ssbd.engine.lookahead import History, Lookahead, Proposal, Proposer, find_last, find_unique
 
 import pytest
 from test_translator import SMALL, assert_same_outputs_on_random_streams
@@ -20,27 +20,24 @@ def test_find_unique_and_last():
 
 def test_resync_proposes_the_rest_of_the_old_draft():
     # Old draft "a b c d e f"; the update diverged at 1 and decoded "a x c d": rejoin at "e f".
-    p = Proposer(old_draft=[1, 2, 3, 4, 5, 6], diverged_at=1)
-    assert p([1, 9, 3, 4]) == [5, 6]
-    p.accepted(2)
-    assert p.resynced == 2 and p.ngram_accepted == 0
+    p = Proposer(old_draft=[1, 2, 3, 4, 5, 6])
+    assert p([1, 9, 3, 4], accepted=1) == Proposal([5, 6], "resync")
+    assert p([1, 2], accepted=2) is None  # "a b" is in the old draft only before position 2
 
 
 def test_ngram_proposes_source_continuations_and_attempts_are_capped():
     p = Proposer(pools=[[40, 41, 42, 43, 44]], max_attempts=2)
-    assert p([7, 41, 42]) == [43, 44]
-    p.accepted(1)
-    assert p.ngram_accepted == 1
-    assert p([41, 42]) == [43, 44]
-    assert p([41, 42]) == []  # capped
+    assert p([7, 41, 42], 0) == Proposal([43, 44], "ngram")
+    assert p([41, 42], 0).tokens == [43, 44]
+    assert p([41, 42], 0) is None  # capped
 
 
 def test_pools_are_searched_in_order_and_guesses_are_cut_to_pool_len():
     p = Proposer(pools=[[1, 2], [5, 1, 2, 8, 9, 10], [1, 2, 7]], pool_len=2, max_attempts=9)
-    assert p([4, 1, 2]) == [8, 9]  # the first pool ends at the match: the next one with a follower
-    assert p([9, 10]) == []  # in no pool
+    assert p([4, 1, 2], 0).tokens == [8, 9]  # the first pool ends at the match: the next one with a follower
+    assert p([9, 10], 0) is None  # in no pool
     resync_first = Proposer(old_draft=[3, 1, 2, 6], pools=[[1, 2, 7]])
-    assert resync_first([1, 2]) == [6]
+    assert resync_first([1, 2], 0) == Proposal([6], "resync")
 
 
 def test_history_keeps_the_newest_outputs_of_the_segment_then_of_committed_segments():
@@ -89,7 +86,7 @@ def test_history_proposals_alone_are_accepted_and_lossless(tok):
     proposals from them are accepted, and the outputs still equal RT's at beta = 0."""
     model = tiny_model("qwen2", seed=21)
     make = functools.partial(translator, model, tok)
-    pooled = make("ssbd", beta=0.0, history_drafts=True, ngram_len=2)
+    pooled = make("ssbd", beta=0.0, lookahead=Lookahead(history_drafts=True, ngram_len=2))
     stats = assert_same_outputs_on_random_streams(make("rt"), pooled, streams=25, seed=99)
     assert sum(s.ngram_accepted for s in stats) > 0
     assert pooled.proposals.history.committed  # the session's committed outputs are pools
@@ -106,13 +103,19 @@ def test_pool_guesses_at_their_own_beta_leave_a_biased_update_unchanged(tok):
     assert sum(s.ngram_accepted for s in stats) > 0
 
 
-def test_the_proposer_checks_pool_guesses_with_pool_beta_and_resync_with_the_update_s():
+def test_pool_guesses_carry_pool_beta_and_resync_the_update_s():
     p = Proposer(old_draft=[3, 1, 2, 6], pools=[[8, 9, 5]], pool_beta=0.0)
-    p([1, 2])  # resync
-    assert p.beta(0.3) == 0.3
-    p([8, 9])  # the pool
-    assert p.beta(0.3) == 0.0
-    assert Proposer(pools=[[8, 9, 5]]).beta(0.3) == 0.3
+    assert p([1, 2], 0).beta is None  # resync: checked with the update's beta
+    assert p([8, 9], 0) == Proposal([5], "ngram", 0.0)
+    assert Proposer(pools=[[8, 9, 5]])([8, 9], 0).beta is None
+
+
+def test_lookahead_settings_are_checked():
+    with pytest.raises(ValueError, match="ngram_len"):
+        Lookahead(ngram_len=0)
+    with pytest.raises(ValueError):
+        Lookahead(ngram_beta=1.5)
+    assert not Lookahead().proposes and Lookahead(resync=True).proposes
 
 
 def test_unknown_method_is_named():
@@ -170,7 +173,7 @@ def test_copy_through_proposals_reproduce_greedy_with_fewer_passes(tok, batched)
     outcomes = run(feeder, list(zip(rows, jobs)))
     for outcome, reference in zip(outcomes, references):
         assert outcome.output == reference
-    assert jobs[0].proposer.ngram_accepted > 0
+    assert outcomes[0].proposed["ngram"] > 0 and outcomes[0].proposals > 0
     assert outcomes[0].passes < 40  # fewer passes than one per token
 
 

@@ -5,6 +5,7 @@ import random
 from mlx_ssbd import StreamTranslator, TranslatorConfig
 from mlx_ssbd.engine.batch import BatchCache
 from mlx_ssbd.engine.cache import TokenCache
+from mlx_ssbd.engine.lookahead import Lookahead
 from mlx_ssbd.engine.update import Feed
 from mlx_ssbd.live.multistream import MultiStreamTranslator
 
@@ -35,8 +36,8 @@ def make(model, tok, **cfg):
         dict(policy="cd"),
         dict(policy="ssbd", beta=0.3, temperature=1.0, top_p=0.9),
         dict(policy="rt", temperature=0.8),
-        dict(policy="ssbd", beta=0.0, resync=True, ngram_drafts=True),
-        dict(policy="ssbd", beta=0.3, resync=True, ngram_drafts=True, temperature=1.0),
+        dict(policy="ssbd", beta=0.0, lookahead=Lookahead(resync=True, ngram_drafts=True)),
+        dict(policy="ssbd", beta=0.3, lookahead=Lookahead(resync=True, ngram_drafts=True), temperature=1.0),
         dict(policy="ssbd", beta=0.5, accept_rule="ratio"),
     ],
 )
@@ -152,7 +153,9 @@ def test_resync_proposals_run_batched(tok):
     model = tiny_model("qwen2", seed=21)
     rng = random.Random(99)
     streams = [random_stream(rng) for _ in range(6)]
-    batched = MultiStreamTranslator([make(model, tok, policy="ssbd", beta=0.0, resync=True) for _ in streams])
+    batched = MultiStreamTranslator(
+        [make(model, tok, policy="ssbd", beta=0.0, lookahead=Lookahead(resync=True)) for _ in streams]
+    )
     proposals = accepted = 0
     for step in range(max(map(len, streams))):
         sources = [(s[step], step == len(s) - 1) if step < len(s) else None for s in streams]
@@ -213,7 +216,9 @@ def test_batched_mode_runs_a_sliding_window_on_its_own_and_refuses_what_it_canno
     assert multi.update([("so today", False), None])[0].output_ids  # still usable
 
 
-@pytest.mark.parametrize("cfg", [dict(policy="ssbd", beta=0.3, resync=True), dict(policy="rt")])
+@pytest.mark.parametrize(
+    "cfg", [dict(policy="ssbd", beta=0.3, lookahead=Lookahead(resync=True)), dict(policy="rt")]
+)
 def test_updates_join_while_others_are_under_way(tok, cfg):
     """Continuous batching: each stream submits its next source as soon as its last update ended,
     at staggered rounds, so updates start while others are mid-way; every stream still gets

@@ -5,6 +5,7 @@ import random
 
 from mlx_ssbd import SourcePartial, StreamTranslator, TranslatorConfig, stream_translate
 from mlx_ssbd.engine.cache import TokenCache
+from mlx_ssbd.engine.lookahead import Lookahead
 from mlx_ssbd.engine.update import Feed
 
 import mlx.core as mx
@@ -250,8 +251,6 @@ def test_bad_config_values():
         TranslatorConfig(beta=2)
     with pytest.raises(ValueError, match="display_mask_k"):
         TranslatorConfig(display_mask_k=-1)
-    with pytest.raises(ValueError, match="ngram_len"):
-        TranslatorConfig(ngram_len=0)
 
 
 def test_display_mask_k_hides_tail_until_final(model, tok):
@@ -371,7 +370,7 @@ def test_an_updates_passes_and_tokens_are_what_went_through_its_cache(tok):
         family="chatml",
         source_lang="en",
         target_lang="de",
-        config=TranslatorConfig(**SMALL, policy="ssbd", beta=0.3, resync=True),
+        config=TranslatorConfig(**SMALL, policy="ssbd", beta=0.3, lookahead=Lookahead(resync=True)),
     )
     for source, final in [
         ("so today", False),

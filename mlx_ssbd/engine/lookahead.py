@@ -1,6 +1,9 @@
-"""Drafts proposed while decoding (``update.update_requests`` verifies them).
+"""Drafts proposed while decoding, a research plug-in of the update (``update.update_requests``
+verifies them).
 
-Contract: ``Proposer`` looks at the output decoded so far and proposes tokens that may follow:
+Contract: ``Lookahead`` holds the settings (which proposals, how long, checked with which bias);
+``Proposer``, called with the output decoded so far and how many draft tokens the update's verify
+pass accepted, returns a ``Proposal`` of tokens that may follow (or None):
 
 * **resync** (after Input-guided Aggressive Decoding): after the old draft was rejected at position
   d, when the last ``n`` output tokens occur exactly once in the rest of the old draft, propose what
@@ -15,16 +18,18 @@ Contract: ``Proposer`` looks at the output decoded so far and proposes tokens th
   earlier one.
 
 ``update.update_requests`` checks each proposal in one pass (``verify.decide``: the same rule as the
-update's draft, with its β, or with ``pool_beta`` for an n-gram pool proposal when that is set:
-``ssbd-pool`` checks its pool guesses at β = 0, so they only save passes and never change the
-output). With β = 0 every accepted token is the greedy token, so the output equals plain greedy
-decoding.
+update's draft, with its β, or with the proposal's own, ``Proposal.beta``: ``ssbd-pool`` checks its
+pool guesses at β = 0, so they only save passes and never change the output) and counts what each
+kind gained in the update's ``Outcome``. With β = 0 every accepted token is the greedy token, so
+the output equals plain greedy decoding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+from .verify import accept_threshold
 
 DEFAULT_NGRAM = 2
 DEFAULT_MAX_PROPOSAL = 16
@@ -48,20 +53,61 @@ def find_last(haystack: Sequence[int], needle: Sequence[int]) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class Lookahead:
+    """Which proposals an update checks while decoding (a translator's ``TranslatorConfig.lookahead``).
+
+    Attributes:
+        resync: after the draft is rejected, rejoin it where the new output matches it again.
+        ngram_drafts: propose source n-gram continuations (copy-through tokens) while decoding.
+        history_drafts: propose n-gram continuations from the session's earlier outputs too (this
+            segment's earlier outputs, then committed segments; ``History``).
+        ngram_len: the most tokens an n-gram proposal holds. Default 16.
+        ngram_beta: the bias n-gram proposals are checked with; None (the default): the update's.
+            0 makes them lossless: the output is what the method gives without them.
+    """
+
+    resync: bool = False
+    ngram_drafts: bool = False
+    history_drafts: bool = False
+    ngram_len: int = DEFAULT_MAX_PROPOSAL
+    ngram_beta: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.ngram_len, int) or self.ngram_len < 1:
+            raise ValueError(f"ngram_len must be a positive integer, got {self.ngram_len!r}")
+        if self.ngram_beta is not None:
+            accept_threshold(self.ngram_beta)
+
+    @property
+    def proposes(self) -> bool:
+        """Some kind of proposal is on."""
+        return self.resync or self.ngram_drafts or self.history_drafts
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """Tokens that may follow the output: their ``kind`` (``resync`` or ``ngram``) and the bias to
+    check them with (None: the update's)."""
+
+    tokens: list[int]
+    kind: str
+    beta: float | None = None
+
+
 @dataclass
 class Proposer:
     """Proposes continuations of the output; see the module docstring.
 
     Args:
         old_draft: the previous output (the update's draft), if resync is on; else empty.
-        diverged_at: how many draft tokens the update's verify pass accepted.
         pools: token sequences searched for n-gram proposals, in order of preference; empty: none.
         max_len, pool_len: the most tokens a resync / n-gram proposal holds.
-        pool_beta: the bias n-gram pool proposals are checked with; None: the update's β.
+        pool_beta: the bias n-gram pool proposals are checked with; None: the update's.
+        max_attempts: proposals per update at most.
     """
 
     old_draft: Sequence[int] = ()
-    diverged_at: int = 0
     pools: Sequence[Sequence[int]] = ()
     n: int = DEFAULT_NGRAM
     max_len: int = DEFAULT_MAX_PROPOSAL
@@ -69,37 +115,26 @@ class Proposer:
     pool_beta: float | None = None
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     attempts: int = 0
-    resynced: int = 0  # tokens accepted from resync proposals
-    ngram_accepted: int = 0  # tokens accepted from n-gram pool proposals
-    _kind: str = ""
 
-    def __call__(self, output: Sequence[int]) -> list[int]:
+    def __call__(self, output: Sequence[int], accepted: int) -> Proposal | None:
+        """A proposal after ``output``, the verify pass having accepted ``accepted`` draft tokens
+        (resync searches the old draft from there), or None."""
         if self.attempts >= self.max_attempts or len(output) < self.n:
-            return []
+            return None
         tail = output[-self.n :]
-        proposal, self._kind = [], ""
-        if self.old_draft and self.diverged_at < len(self.old_draft):
-            at = find_unique(self.old_draft, tail, self.diverged_at)
+        proposal = None
+        if self.old_draft and accepted < len(self.old_draft):
+            at = find_unique(self.old_draft, tail, accepted)
             if at is not None:
-                proposal, self._kind = list(self.old_draft[at : at + self.max_len]), "resync"
-        for pool in self.pools if not proposal else ():
+                proposal = Proposal(list(self.old_draft[at : at + self.max_len]), "resync")
+        for pool in self.pools if proposal is None else ():
             at = find_last(pool, tail)
             if at is not None and at < len(pool):
-                proposal, self._kind = list(pool[at : at + self.pool_len]), "ngram"
+                proposal = Proposal(list(pool[at : at + self.pool_len]), "ngram", self.pool_beta)
                 break
-        if proposal:
+        if proposal is not None:
             self.attempts += 1
         return proposal
-
-    def beta(self, update_beta: float) -> float:
-        """The bias to check the last proposal with."""
-        return self.pool_beta if self._kind == "ngram" and self.pool_beta is not None else update_beta
-
-    def accepted(self, count: int) -> None:
-        if self._kind == "resync":
-            self.resynced += count
-        elif self._kind == "ngram":
-            self.ngram_accepted += count
 
 
 @dataclass

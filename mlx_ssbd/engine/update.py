@@ -1,9 +1,10 @@
 """The update algorithm, written once, for one stream or many batched together.
 
 Contract: ``update_requests(job)`` is a generator holding one SSBD update's logic: verify the draft
-in one biased pass, decide, decode on from the first rejected position (checking lookahead
-proposals, each in one pass), stop. It never touches a model: it yields requests and receives
-their answers.
+in one biased pass, decide, decode on from the first rejected position, stop. A research plug-in,
+``Job.proposer`` (``lookahead.Proposer``), may propose tokens after any decoded token; each
+proposal is checked in that step's pass, and what each kind gained comes back in the ``Outcome``.
+It never touches a model: it yields requests and receives their answers.
 
 * ``Feed(ids, logits, reuse=True, marks=())``: "make this stream's KV cache hold exactly ``ids``;
   give me the logits of the last ``logits`` positions". The feeder reuses the longest cached
@@ -78,12 +79,14 @@ class Job:
         head: the prompt ids followed by the locked (stable, forced) output start.
         locked: that forced output start.
         draft: tokens to verify after ``head`` (may be empty).
-        beta: bias towards the draft and towards lookahead proposals (unless the proposer sets
-            its own: ``lookahead.Proposer.beta``).
+        beta: bias towards the draft and towards lookahead proposals (unless a proposal carries
+            its own: ``lookahead.Proposal.beta``).
         max_new: the most output tokens (locked ones included).
         stops: ``stops.StopRule``-like: None, or the ids kept in place of a stop token.
         sampler: None for greedy; a ``sampling.Sampler`` for (biased speculative) sampling.
-        proposer: a ``lookahead.Proposer`` or None.
+        proposer: None, or called as ``proposer(output, accepted)`` after each decoded token
+            (``accepted``: the draft tokens the verify pass kept), returning a
+            ``lookahead.Proposal`` or None (``lookahead.Proposer``).
         pipelined: dispatch decode step t+1 from the lazy token t before t reaches the host, as
             ``mlx_lm.generate_step`` does (``backend.pipelined_decode()``: on a GPU). When t turns
             out to end the output, the step was wasted and its position is trimmed at the next
@@ -144,6 +147,8 @@ class Outcome:
     tokens_fed: int = 0  # tokens it sent through the model
     rebuilds: int = 0  # cache rebuilds (a trim that was impossible)
     looped: bool = False  # the output ended in a loop and was cut (``Job.loop_cut``)
+    proposals: int = 0  # lookahead proposals checked (``Job.proposer``), each in a decode step's pass
+    proposed: dict[str, int] = dataclasses.field(default_factory=dict)  # tokens accepted per proposal kind
 
 
 Requests = Generator[Feed | Sync, object, Outcome]
@@ -159,8 +164,6 @@ def update_requests(job: Job) -> Requests:
     outcome = Outcome([*job.locked, *draft[:accepted]], accepted, reused, time.perf_counter())
     grew = job.progress or (lambda output: None)
     grew(outcome.output)
-    if job.proposer is not None:
-        job.proposer.diverged_at = accepted  # resync searches the old draft from here
     # 2. Decode on from the first rejected position, one token (or one checked proposal) a step.
     fed = [*job.head, *draft[:accepted]]  # what the cache holds before ``token``
     pending = [token]  # decided tokens not yet checked for stops
@@ -181,17 +184,18 @@ def update_requests(job: Job) -> Requests:
         grew(outcome.output)
         if pending or len(outcome.output) >= job.max_new:
             continue  # accepted proposal tokens still to check, or out of budget
-        proposal = job.proposer(outcome.output)[: job.max_new - len(outcome.output)] if job.proposer else []
+        offer = job.proposer(outcome.output, accepted) if job.proposer else None
+        proposal = offer.tokens[: job.max_new - len(outcome.output)] if offer else []
         if ahead is None:
             rows, _ = yield Feed([*fed, token, *proposal], len(proposal) + 1)
         else:
             rows, ahead = ahead, None
         fed += [token]
         if proposal:
-            taken, token = yield Sync(
-                decide(rows, proposal, job.proposer.beta(job.beta), job.sampler, rule=job.rule)
-            )
-            job.proposer.accepted(taken)
+            beta = job.beta if offer.beta is None else offer.beta
+            taken, token = yield Sync(decide(rows, proposal, beta, job.sampler, rule=job.rule))
+            outcome.proposals += 1
+            outcome.proposed[offer.kind] = outcome.proposed.get(offer.kind, 0) + taken
             fed += proposal[:taken]
             pending = [*proposal[:taken], token]
         else:

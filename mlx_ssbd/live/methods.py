@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.lookahead import DEFAULT_MAX_PROPOSAL
+from ..engine.lookahead import Lookahead
 from ..engine.verify import DEFAULT_RULE, accept_threshold, bounds
 
 DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
@@ -55,21 +55,27 @@ METHODS = {
         "cd", "continuous decoding: keep every draft, only extend (ssbd with beta = 1)", research=True
     ),
     "ssbd-resync": Method(
-        "ssbd", "ssbd, rejoining the old draft after a divergence", (("resync", True),), research=True
+        "ssbd",
+        "ssbd, rejoining the old draft after a divergence",
+        (("lookahead", Lookahead(resync=True)),),
+        research=True,
     ),
     "ssbd-ngram": Method(
-        "ssbd", "ssbd, proposing source n-gram continuations", (("ngram_drafts", True),), research=True
+        "ssbd",
+        "ssbd, proposing source n-gram continuations",
+        (("lookahead", Lookahead(ngram_drafts=True)),),
+        research=True,
     ),
     "ssbd-plus": Method(
         "ssbd",
         "ssbd with resync and n-gram proposals",
-        (("resync", True), ("ngram_drafts", True)),
+        (("lookahead", Lookahead(resync=True, ngram_drafts=True)),),
         research=True,
     ),
     "ssbd-pool": Method(
         "ssbd",
         "ssbd, 2-token n-gram guesses from the source and the session's earlier outputs, checked at beta 0",
-        (("ngram_drafts", True), ("history_drafts", True), ("ngram_len", 2), ("ngram_beta", 0.0)),
+        (("lookahead", Lookahead(ngram_drafts=True, history_drafts=True, ngram_len=2, ngram_beta=0.0)),),
         research=True,
     ),
     "ssbd-ratio": Method(
@@ -107,13 +113,8 @@ class TranslatorConfig:
         stop_on_newline: end the output at a token containing a newline (captions are one line).
         cut_loops: end an output that falls into a decoding loop, one copy of the repeated block
             kept (``engine.stops.loop_cut``). Default True.
-        resync: after the draft is rejected, rejoin it where the new output matches it again.
-        ngram_drafts: propose source n-gram continuations (copy-through tokens) while decoding.
-        history_drafts: propose n-gram continuations from the session's earlier outputs too (this
-            segment's earlier outputs, then committed segments; ``lookahead.History``).
-        ngram_len: the most tokens an n-gram proposal holds. Default 16.
-        ngram_beta: the bias n-gram proposals are checked with; None (the default): the update's.
-            0 makes them lossless: the output is what the method gives without them.
+        lookahead: research: proposals checked while decoding (resync, n-gram pools), an
+            ``engine.lookahead.Lookahead``; None (the default): none.
         final_beta: beta for the final (committed) update of a segment; None: ``beta``. With 0 the
             committed text is exactly what RT commits (a bad early draft cannot be locked in),
             while live updates keep the fast biased drafts.
@@ -137,11 +138,7 @@ class TranslatorConfig:
     min_max_tokens: int = DEFAULT_MIN_MAX_TOKENS
     stop_on_newline: bool = True
     cut_loops: bool = True
-    resync: bool = False
-    ngram_drafts: bool = False
-    history_drafts: bool = False
-    ngram_len: int = DEFAULT_MAX_PROPOSAL
-    ngram_beta: float | None = None
+    lookahead: Lookahead | None = None
     final_beta: float | None = None
     temperature: float = 0.0
     top_p: float = 1.0
@@ -155,9 +152,8 @@ class TranslatorConfig:
         if self.policy not in POLICIES:
             raise ValueError(f"unknown policy {self.policy!r}; known: {', '.join(POLICIES)}")
         bounds(self.accept_rule, self.beta)  # validates the rule and beta's range
-        for beta in (self.final_beta, self.ngram_beta):
-            if beta is not None:
-                accept_threshold(beta)
+        if self.final_beta is not None:
+            accept_threshold(self.final_beta)
         if self.accept_rule != "mixture" and self.temperature > 0:
             raise ValueError(f"the {self.accept_rule} rule verifies greedy decoding only (temperature 0)")
         if self.temperature < 0:
@@ -174,8 +170,6 @@ class TranslatorConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
-        if not isinstance(self.ngram_len, int) or self.ngram_len < 1:
-            raise ValueError(f"ngram_len must be a positive integer, got {self.ngram_len!r}")
 
     @property
     def effective_beta(self) -> float:

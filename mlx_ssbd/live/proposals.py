@@ -1,10 +1,11 @@
 """Everything an update proposes beyond its draft, behind one object: the translator's plug-in point.
 
-Contract: ``Proposals(config)`` is built from a ``methods.TranslatorConfig`` and owns the
-lookahead features and their state across updates: resync and n-gram pools
-(``engine.lookahead.Proposer``, consulted while decoding) and the session's earlier outputs as
-pools (``engine.lookahead.History``). Per update, ``plan(source_ids, draft)`` returns the
-``Proposer`` for the ``engine.Job`` (or None), and ``report(proposer)`` what it gained as
+Contract: ``Proposals(lookahead)`` is built from a translator's ``engine.lookahead.Lookahead``
+settings (``TranslatorConfig.lookahead``; None: none) and owns the lookahead features and their
+state across updates: resync and n-gram pools (``engine.lookahead.Proposer``, consulted while
+decoding) and the session's earlier outputs as pools (``engine.lookahead.History``). Per update,
+``plan(source_ids, draft)`` returns the ``Proposer`` for the ``engine.Job`` (or None), and
+``report(outcome)`` what the update's proposals gained, read off its ``engine.Outcome``, as
 ``ProposalStats`` (the translator copies them into the update's flat ``UpdateStats``).
 ``seen``/``commit``/``drop_segment`` keep the history in step with the segment. With every feature
 off, ``plan`` proposes nothing and the update is plain SSBD.
@@ -19,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..engine.lookahead import History, Proposer
-from .methods import TranslatorConfig
+from ..engine.lookahead import History, Lookahead, Proposer
+from ..engine.update import Outcome
 
 
 @dataclass(frozen=True)
@@ -33,17 +34,16 @@ class ProposalStats:
 
 
 class Proposals:
-    """See the module docstring. ``config``: the translator's settings (``resync``,
-    ``ngram_drafts``, ``history_drafts``, ``ngram_len``, ``ngram_beta``)."""
+    """See the module docstring."""
 
-    def __init__(self, config: TranslatorConfig):
-        self.config = config
+    def __init__(self, lookahead: Lookahead | None):
+        self.lookahead = lookahead
         self.history = History()
 
     def plan(self, source_ids: Sequence[int], draft: Sequence[int]) -> Proposer | None:
         """The proposer for an update that verifies ``draft`` of a source ``source_ids``."""
-        cfg = self.config
-        if not (cfg.resync or cfg.ngram_drafts or cfg.history_drafts):
+        cfg = self.lookahead
+        if cfg is None or not cfg.proposes:
             return None
         pools = [
             *(self.history.pools() if cfg.history_drafts else ()),
@@ -57,11 +57,11 @@ class Proposals:
         )
 
     @staticmethod
-    def report(proposer: Proposer | None) -> ProposalStats:
-        """What ``proposer`` gained in its update (None: no proposer, or no update ran)."""
-        if proposer is None:
-            return ProposalStats()
-        return ProposalStats(proposer.resynced, proposer.ngram_accepted, proposer.attempts)
+    def report(outcome: Outcome) -> ProposalStats:
+        """What the proposals of the update that ended in ``outcome`` gained."""
+        return ProposalStats(
+            outcome.proposed.get("resync", 0), outcome.proposed.get("ngram", 0), outcome.proposals
+        )
 
     def seen(self, output: Sequence[int]) -> None:
         """A live output of the current segment (a pool for ``history_drafts``)."""

@@ -101,7 +101,7 @@ class StreamTranslator:
         self._row = None  # the batch row holding this stream's KV while it is in a batch
         self.context_length = context_length(model)
         self.stops = StopRule(tokenizer, on_newline=config.stop_on_newline)
-        self.proposals = Proposals(config)  # lookahead: everything beyond the draft
+        self.proposals = Proposals(config.lookahead)  # lookahead: everything beyond the draft
         self.pipelined = pipelined_decode()  # the backend's policy (see ``engine.update.Job``)
         self._draft: list[int] = []
         self._last_source: str | None = None  # the last non-final source of this segment
@@ -214,7 +214,7 @@ class StreamTranslator:
             looped=int(outcome.looped),
             locked=locked,
             unchanged=int(job is None),
-            **asdict(Proposals.report(job.proposer if job else None)),
+            **asdict(Proposals.report(outcome)),
         )
         if pending.final:
             stable_tokens = len(output)
