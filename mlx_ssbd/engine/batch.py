@@ -1,7 +1,8 @@
 """One persistent KV cache for many streams: a row each, kept across updates and decode steps.
 
-Contract: ``BatchCache(model)`` holds one mlx-lm ``BatchKVCache`` per layer (left padded, every row
-ending at the same index) for the streams that are running, and the KV of the others aside.
+Contract: ``BatchCache(model)`` holds the streams that are running in one left-padded batch KV
+cache (``kv_layout.PaddedKV``: mlx-lm's ``BatchKVCache`` per layer, every row ending at the same
+index), and the KV of the others aside.
 ``join(cache)`` moves a stream's own ``TokenCache`` in and returns its ``BatchRow``; ``leave(row,
 into=cache)`` moves it back out (keys, values and ids). ``feed`` (the ``engine`` feeder interface)
 serves any subset of rows in one model call (or a few, on a CPU: below). A row stays in the batch
@@ -16,8 +17,8 @@ How one call lines rows up: row b must end up holding ``Feed.ids``; it keeps the
 prefix (at most ``len(ids) - Feed.logits``) and feeds the rest, F_b tokens. All rows feed the same
 width W = max F_b, so a row with fewer new tokens re-feeds the last of its kept ones (or, when it
 keeps nothing, is left padded in the input). Dropping a row's diverged tail is a right-shift of
-that row alone (``dynamic_roll``) under a larger left padding; leading columns that every row pads
-are cut off, so the cache does not grow with the padding.
+that row alone under a larger left padding; leading columns that every row pads are cut off, so the
+cache does not grow with the padding (``PaddedKV.drop_tails``).
 
 What each row feeds in a call, which rows sit a call out and which rows share a call is the
 round's *plan*, made by a ``planner.Planner`` (chunks of a long prompt or verify pass, heavy rows
@@ -38,9 +39,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import mlx.core as mx
-from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
+from mlx_lm.models.cache import KVCache
 
 from .cache import TokenCache, common_prefix_len, input_ids, is_lazy, model_logits, resolved
+from .kv_layout import PaddedKV
 from .planner import PREFILL_CHUNK, Planner, Request, chunk_for
 from .update import Fed
 
@@ -84,9 +86,7 @@ class BatchCache:
         self.planner = Planner(chunk, **planning)
         self._members: list[BatchRow] = []  # every row, in the batch or parked
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
-        self.layers: list[BatchKVCache] | None = None
-        self._padding: list[int] = []  # left padding per row (mirrors every layer's)
-        self._end = 0  # the common end index of every row (every layer's ``_idx``)
+        self.kv: PaddedKV | None = None  # the running rows' keys and values (None: no row runs)
         self.trace: Callable[[CallShape], None] | None = None  # told each batched call's shape
 
     # -- streams joining and leaving ---------------------------------------------------------
@@ -121,35 +121,24 @@ class BatchCache:
     def _park(self, rows: list[BatchRow]) -> None:
         """Take ``rows`` out of the batch, keeping their keys and values aside."""
         for row in rows:
-            index = self.rows.index(row)
-            row.parked = [layer.extract(index) for layer in self.layers]
+            row.parked = self.kv.extract(self.rows.index(row))
         keep = [i for i, row in enumerate(self.rows) if row.parked is None]
         self.rows = [self.rows[i] for i in keep]
         if not self.rows:
-            self.layers, self._padding, self._end = None, [], 0
+            self.kv = None
             return
-        for layer in self.layers:
-            layer.filter(mx.array(keep))  # also cuts the padding every remaining row has
-        self._read_layout()
+        self.kv.keep(keep)
 
     def _unpark(self, rows: list[BatchRow]) -> None:
         """Bring parked ``rows`` back into the batch (one ``extend`` per layer)."""
-        incoming = [BatchKVCache.merge([row.parked[i] for row in rows]) for i in range(len(rows[0].parked))]
-        if self.layers is None:
-            self.layers = incoming
+        parked = [row.parked for row in rows]
+        if self.kv is None:
+            self.kv = PaddedKV.merge(parked)
         else:
-            for layer, other in zip(self.layers, incoming):
-                layer.extend(other)
+            self.kv.add(parked)
         for row in rows:
             row.parked = None
         self.rows += rows
-        self._read_layout()
-
-    def _read_layout(self) -> None:
-        """Mirror the layers' padding and end after mlx-lm changed them (one small host sync)."""
-        layer = self.layers[0]
-        self._padding = [int(p) for p in layer.left_padding.tolist()]
-        self._end = layer._idx
 
     # -- the engine's feeder interface ----------------------------------------------------------
 
@@ -210,9 +199,8 @@ class BatchCache:
             kept.append(keep)
             inputs.append(input_ids(new, pad=pads[-1]))
             row.tokens[keep:] = new
-        self._drop_tails(drops)
-        self._padding = [p + pad for p, pad in zip(self._padding, pads)]
-        self._sync_layers()
+        self.kv.drop_tails(drops)
+        self.kv.prepare(pads)
         done = {id(row): len(row.tokens) == len(wanted[id(row)].ids) for row in self.rows}
         # a partial row's logits among those its feed asks for (a chunk of a long verify pass)
         piece = {
@@ -222,9 +210,9 @@ class BatchCache:
         }
         last = max([feed.logits for row, feed in feeds if done[id(row)]] + list(piece.values()) + [1])
         if self.trace is not None:
-            self.trace(CallShape(len(self.rows), width, self._end, last, asked))
-        logits = model_logits(self.model, mx.stack(inputs), self.layers, last)
-        self._end += width
+            self.trace(CallShape(len(self.rows), width, self.kv.end, last, asked))
+        logits = model_logits(self.model, mx.stack(inputs), self.kv.layers, last)
+        self.kv.advance(width)
         index = {id(row): b for b, row in enumerate(self.rows)}
         answers = []
         for row, feed in feeds:
@@ -248,36 +236,3 @@ class BatchCache:
         if limit is not None and new > limit:
             new = limit
         return keep, ids[keep : keep + new], ids
-
-    # -- bookkeeping of the left-padded layout ------------------------------------------------
-
-    def _drop_tails(self, drops: list[int]) -> None:
-        """Drop the last ``drops[b]`` tokens of each row b (keeping every row's end aligned)."""
-        common = min(drops)
-        if common:
-            for layer in self.layers:
-                layer.trim(common)
-            self._end -= common
-        shifts = [d - common for d in drops]
-        if any(shifts) and self.layers[0].keys is not None:
-            amounts = mx.array(shifts)
-            for layer in self.layers:
-                layer.keys = dynamic_roll(layer.keys[..., : self._end, :], amounts[:, None], axis=2)
-                layer.values = dynamic_roll(layer.values[..., : self._end, :], amounts[:, None], axis=2)
-            self._padding = [p + s for p, s in zip(self._padding, shifts)]
-        self._cut_common_padding()
-
-    def _cut_common_padding(self) -> None:
-        lowest = min(self._padding)
-        if lowest and self.layers[0].keys is not None:
-            for layer in self.layers:
-                layer.keys = layer.keys[..., lowest : self._end, :]
-                layer.values = layer.values[..., lowest : self._end, :]
-            self._padding = [p - lowest for p in self._padding]
-            self._end -= lowest
-
-    def _sync_layers(self) -> None:
-        padding = mx.array(self._padding)
-        offset = mx.array([self._end - p for p in self._padding])
-        for layer in self.layers:
-            layer.left_padding, layer.offset, layer._idx = padding, offset, self._end
