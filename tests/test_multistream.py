@@ -490,3 +490,43 @@ def test_the_planner_rests_heavy_rows_splits_calls_by_width_and_bounds_chunks():
     rested = [heavy.plan([Request(steps[0], 40, 1), long], members=2).resting for _ in range(6)]
     assert rested == [[wide], [wide], [], [wide], [wide], []]
     assert heavy.plan([Request(steps[0], 40, 1), Request(wide, 600, 600, reuse=False)], 2).resting == []
+
+
+@pytest.mark.parametrize("policy", ["rt", "ssbd"])
+def test_no_batched_call_or_cache_operation_has_a_zero_size_operand(tok, policy, monkeypatch):
+    """A GPU backend launches a kernel per operation, and an empty one is a known way to break a
+    CUDA graph: 8 streams that join, pause and end at different steps never hand the model, the
+    batch's KV cache or its row shifts an empty array."""
+    from mlx_ssbd.engine import batch, kv_layout
+
+    from mlx_lm.models.cache import BatchKVCache
+
+    empty, seen = [], set()
+
+    def watched(name, fn):
+        def call(*args, **kwargs):
+            seen.add(name)
+            result = fn(*args, **kwargs)
+            for value in (*args, *kwargs.values(), *(result if isinstance(result, tuple) else (result,))):
+                if isinstance(value, mx.array) and value.size == 0:
+                    empty.append((name, value.shape))
+            return result
+
+        return call
+
+    monkeypatch.setattr(BatchKVCache, "update_and_fetch", watched("cache", BatchKVCache.update_and_fetch))
+    monkeypatch.setattr(kv_layout, "dynamic_roll", watched("shift", kv_layout.dynamic_roll))
+    monkeypatch.setattr(batch, "model_logits", watched("model", batch.model_logits))
+    model = tiny_model("qwen2", seed=3)
+    rng = random.Random(11)
+    streams = [
+        [(p, i == len(ps) - 1) for i, p in enumerate(ps)] for ps in (random_stream(rng) for _ in range(8))
+    ]
+    batched = MultiStreamTranslator([make(model, tok, policy=policy, beta=0.3) for _ in streams])
+    for step in range(max(map(len, streams)) + 2):
+        # stream i starts at step i % 3, so rows join and leave in every round
+        batched.update(
+            [s[step - i % 3] if 0 <= step - i % 3 < len(s) else None for i, s in enumerate(streams)]
+        )
+    assert seen == {"cache", "shift", "model"}  # rows were shifted, so the shifts were watched too
+    assert not empty, empty
