@@ -15,12 +15,11 @@ default, medians of each. Needs Debian's OpenBLAS as the BLAS.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from mlx_ssbd.evaluation.bench import cpu_model, machine_info
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.passes import pass_timings
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.platform import backend
@@ -37,31 +36,10 @@ def token_counts(text: str) -> list[int]:
     return counts
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=5, help="passes of each size timed per round")
-    parser.add_argument(
-        "--contexts",
-        type=token_counts,
-        default="0,400",
-        help="cached tokens before the passes (0: the prompt alone)",
-    )
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     if backend.BLAS.name != "openblas":  # a report that says so, so that a whole run goes on
-        note = (
-            f"BLAS here is {backend.BLAS.name}, not OpenBLAS: its threads are left alone, nothing to compare."
-        )
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "blas_threads.json").write_text(json.dumps({"blas": backend.BLAS.name, "note": note}))
-        (args.out / "blas_threads.md").write_text(
-            f"# OpenBLAS threads beside the quantized kernel\n\n{note}\n"
-        )
-        print(note)
-        return
-
+        return {"blas": backend.BLAS.name, "note": f"BLAS here is {backend.BLAS.name}, not OpenBLAS: "
+                "its threads are left alone, nothing to compare."}  # fmt: skip
     loaded = load_model(args.model)
     backend.quiet_blas_workers(False)
     default_threads = backend.blas_threads()
@@ -79,38 +57,56 @@ def main() -> None:
         medians_ms = {s: {n: statistics.median(v) for n, v in t.items()} for s, t in times.items()}
         rows.append({"cached_tokens": cached, "times_ms": times, "medians_ms": medians_ms})
     backend.quiet_blas_workers(True)
-    result = {
+    return {
         "model": args.model,
         "weights": loaded.weights,
         "default_threads": default_threads,
         "rounds": args.rounds,
         "repeats": args.repeats,
         "contexts": rows,
-        "machine": machine_info(),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "blas_threads.json").write_text(json.dumps(result, indent=2))
-    lines = [
-        "# OpenBLAS threads beside the quantized kernel",
-        "",
-        f"{cpu_model()}, {result['machine']['cpus']} CPUs, MLX {result['machine']['mlx_version']}, "
-        f"BLAS {result['machine']['blas']}; {args.model}, {loaded.weights}. {args.rounds} rounds "
-        f"alternating one thread and OpenBLAS's default ({default_threads}); medians of "
-        f"{args.repeats} passes a round, then over rounds.",
-        "",
-        "| cached tokens | OpenBLAS threads | decode step ms | 16-token verify ms |",
-        "|---|---|---|---|",
-    ]
-    for row in rows:
-        one, default, cached = row["medians_ms"]["one"], row["medians_ms"]["default"], row["cached_tokens"]
-        lines += [
-            f"| {cached} | 1 (mlx-ssbd's setting) | {one[1]:.1f} | {one[16]:.1f} |",
-            f"| {cached} | {default_threads} (OpenBLAS's default) | {default[1]:.1f} | {default[16]:.1f} |",
-            f"| {cached} | default / one | {default[1] / one[1]:.2f}x | {default[16] / one[16]:.2f}x |",
-        ]
-    (args.out / "blas_threads.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
+
+def render(result: dict) -> list[str]:
+    if "note" in result:
+        return [result["note"]]
+    threads = result["default_threads"]
+    lines = [
+        f"{machine_line(result['machine'])} {result['model']}, {result['weights']}. {result['rounds']} rounds "
+        f"alternating one thread and OpenBLAS's default ({threads}); medians of "
+        f"{result['repeats']} passes a round, then over rounds.",
+        "",
+    ]
+    cells = []
+    for row in result["contexts"]:
+        one, default, cached = row["medians_ms"]["one"], row["medians_ms"]["default"], row["cached_tokens"]
+        cells += [
+            (cached, "1 (mlx-ssbd's setting)", f"{one[1]:.1f}", f"{one[16]:.1f}"),
+            (cached, f"{threads} (OpenBLAS's default)", f"{default[1]:.1f}", f"{default[16]:.1f}"),
+            (cached, "default / one", f"{default[1] / one[1]:.2f}x", f"{default[16] / one[16]:.2f}x"),
+        ]
+    header = ["cached tokens", "OpenBLAS threads", "decode step ms", "16-token verify ms"]
+    return lines + markdown_table(header, cells)
+
+
+BENCHMARK = Benchmark(
+    "blas_threads",
+    "OpenBLAS threads beside the quantized kernel",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-1.5b"),
+        option("--rounds", type=int, default=6),
+        option("--repeats", type=int, default=5, help="passes of each size timed per round"),
+        option(
+            "--contexts",
+            type=token_counts,
+            default="0,400",
+            help="cached tokens before the passes (0: the prompt alone)",
+        ),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

@@ -27,9 +27,9 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-from benchmarks.common import child_json, machine_line, save_report
+from benchmarks.common import child_json, machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 
 POLICIES = (
     ("mlx-ssbd", {}),
@@ -65,45 +65,52 @@ def measure(model: str, repeats: int, busy: int) -> dict:
     }
 
 
-def report(result: dict) -> str:
+def render(result: dict) -> list[str]:
     lines = [
-        "# A decode step and a 16-token pass beside busy processes",
-        "",
         f"{machine_line(result['machine'])} Each policy in a process of its own; quiet, then beside "
         f"{result['busy']} processes that each spin a core; medians over {result['rounds']} alternating "
         f"rounds of the medians of {result['repeats']} passes each, one run.",
         "",
-        "| model | thread waits | decode quiet ms | decode busy ms | busy / quiet | quiet / defaults' quiet "
-        "| 16-token quiet ms | 16-token busy ms | busy / quiet |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
+    cells = []
     for model in dict.fromkeys(r["model"] for r in result["rows"]):
         rows = {r["policy"]: r for r in result["rows"] if r["model"] == model}
         defaults = rows["runtime defaults"]["quiet_ms"]["1"]
         for policy, r in rows.items():
             q, b = r["quiet_ms"], r["busy_ms"]
-            lines.append(
-                f"| {model} | {policy} (`{r['thread_waits']}`) | {q['1']:.1f} | {b['1']:.1f} | "
-                f"{b['1'] / q['1']:.2f}x | {q['1'] / defaults:.2f}x | {q['16']:.1f} | {b['16']:.1f} | "
-                f"{b['16'] / q['16']:.2f}x |"
+            cells.append(
+                (
+                    model,
+                    f"{policy} (`{r['thread_waits']}`)",
+                    f"{q['1']:.1f}",
+                    f"{b['1']:.1f}",
+                    f"{b['1'] / q['1']:.2f}x",
+                    f"{q['1'] / defaults:.2f}x",
+                    f"{q['16']:.1f}",
+                    f"{b['16']:.1f}",
+                    f"{b['16'] / q['16']:.2f}x",
+                )
             )
-    return "\n".join(lines) + "\n"
+    header = [
+        "model",
+        "thread waits",
+        "decode quiet ms",
+        "decode busy ms",
+        "busy / quiet",
+        "quiet / defaults' quiet",
+        "16-token quiet ms",
+        "16-token busy ms",
+        "busy / quiet",
+    ]
+    return lines + markdown_table(header, cells)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="qwen2.5-coder-1.5b")
-    parser.add_argument("--repeats", type=int, default=5, help="passes of each size timed per measurement")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds over the policies")
-    parser.add_argument("--busy", type=int, default=2, help="processes spinning a core beside the model")
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+def run(args) -> dict | None:
     if args.child:
         print(json.dumps(measure(args.child, args.repeats, args.busy)))
-        return
-
-    from mlx_ssbd.evaluation.bench import machine_info
+        return None
+    if args.out is None:
+        raise SystemExit("--out is required")
     from mlx_ssbd.platform.backend import THREAD_WAIT_NAMES
 
     for name in THREAD_WAIT_NAMES:  # each child gets its policy's settings alone
@@ -131,15 +138,24 @@ def main() -> None:
             }
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "runs"}), flush=True)
-    result = {
-        "rows": rows,
-        "repeats": args.repeats,
-        "rounds": args.rounds,
-        "busy": args.busy,
-        "machine": machine_info(),
-    }
-    save_report(args.out, result, "busy_machine.json", "busy_machine.md", report(result))
+    return {"rows": rows, "repeats": args.repeats, "rounds": args.rounds, "busy": args.busy}
 
+
+BENCHMARK = Benchmark(
+    "busy_machine",
+    "A decode step and a 16-token pass beside busy processes",
+    run,
+    render,
+    options=(
+        option("--models", default="qwen2.5-coder-1.5b"),
+        option("--repeats", type=int, default=5, help="passes of each size timed per measurement"),
+        option("--rounds", type=int, default=3, help="alternating rounds over the policies"),
+        option("--busy", type=int, default=2, help="processes spinning a core beside the model"),
+        option("--child", help=argparse.SUPPRESS),
+    ),
+    about=__doc__,
+    out_required=False,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

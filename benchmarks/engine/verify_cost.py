@@ -6,21 +6,17 @@ new tokens (N = 1 is a decode step), trimming the cache back after each run. Bes
 the model runs through the CPU kernel, the floor under that pass: its tokens' multiply-adds in the
 quantized products at the kernel's in-cache ceiling on this CPU (``in_cache_rate``: its own tiles
 on operands already in L1), the arithmetic alone, nothing for reading the weights, attention or
-the small operations. Decode steps go
-through the sgemv shim when it is on (``mlx_ssbd/platform/gemv.py``); ``MLX_SSBD_GEMV=0`` measures plain
-sgemm.
+the small operations. Decode steps go through the sgemv shim when it is on
+(``mlx_ssbd/platform/gemv.py``); ``MLX_SSBD_GEMV=0`` measures plain sgemm.
 
     python -m benchmarks.engine.verify_cost --model qwen2.5-coder-0.5b --out benchmarks/results/DIR
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
-from mlx_ssbd.evaluation.bench import cpu_model, machine_info
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.passes import multiply_adds, pass_timings
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.platform.extension import kernel
@@ -35,20 +31,12 @@ def floor_per_token_s(model) -> float | None:
     return sum(macs / max(ours.in_cache_rate(bits, 0.3) for _ in range(3)) for bits, macs in counts.items())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default=None)
-    parser.add_argument("--sizes", default="1,4,8,16,24,32,48,64")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-
+def measure(args) -> dict:
     loaded = load_model(args.model)
-    sizes = [int(s) for s in args.sizes.split(",")]
-    prompt_tokens, rows = pass_timings(loaded, sizes, args.repeats)
+    prompt_tokens, rows = pass_timings(loaded, [int(s) for s in args.sizes.split(",")], args.repeats)
     step = rows[1]
     floor = floor_per_token_s(loaded.model)
-    result = {
+    return {
         "model": loaded.name,
         "dtype": loaded.dtype,
         "prompt_tokens": prompt_tokens,
@@ -58,35 +46,44 @@ def main() -> None:
         "pass_over_step": {str(n): round(t / step, 3) for n, t in rows.items()},
         "multiply_adds_per_token": {str(b): m for b, m in multiply_adds(loaded.model).items()},
         "floor_per_token_s": floor and round(floor, 6),
-        "machine": machine_info(),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "verify_cost.json").write_text(json.dumps(result, indent=2))
-    machine = result["machine"]
-    lines = [
-        f"# Verify pass cost vs one decode step ({loaded.name}, {loaded.dtype}, median of {args.repeats})",
-        "",
-        f"{cpu_model()}, {machine['cpus']} CPUs; BLAS {machine['blas']}; sgemv shim: {machine['gemv']}.",
+
+
+def render(result: dict) -> list[str]:
+    step, floor = result["decode_step_s"], result["floor_per_token_s"]
+    lines = [f"{machine_line(result['machine'])} Sgemv shim: {result['machine']['gemv']}.", ""]
+    passes = [(int(n), t) for n, t in result["pass_s"].items()]
+    if floor is None:
+        return lines + markdown_table(
+            ["tokens in one pass", "ms", "x decode step"],
+            [(n, f"{1000 * t:.1f}", f"{t / step:.2f}") for n, t in passes],
+        )
+    lines += [
+        "Floor: the pass's multiply-adds in the quantized products at the CPU kernel's in-cache ceiling "
+        "(its own tiles on operands already in L1), nothing else; no pass over N tokens costs less.",
         "",
     ]
-    if floor is None:
-        lines += ["| tokens in one pass | ms | x decode step |", "|---|---|---|"]
-        lines += [f"| {n} | {1000 * t:.1f} | {t / step:.2f} |" for n, t in rows.items()]
-    else:
-        lines += [
-            "Floor: the pass's multiply-adds in the quantized products at the CPU kernel's in-cache ceiling "
-            "(its own tiles on operands already in L1), nothing else; no pass over N tokens costs less.",
-            "",
-            "| tokens in one pass | ms | x decode step | floor ms | floor x decode step |",
-            "|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {n} | {1000 * t:.1f} | {t / step:.2f} | {1000 * n * floor:.1f} | {n * floor / step:.2f} |"
-            for n, t in rows.items()
-        ]
-    (args.out / "verify_cost.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return lines + markdown_table(
+        ["tokens in one pass", "ms", "x decode step", "floor ms", "floor x decode step"],
+        [
+            (n, f"{1000 * t:.1f}", f"{t / step:.2f}", f"{1000 * n * floor:.1f}", f"{n * floor / step:.2f}")
+            for n, t in passes
+        ],
+    )
 
+
+BENCHMARK = Benchmark(
+    "verify_cost",
+    lambda r: f"Verify pass cost vs one decode step ({r['model']}, {r['dtype']}, median of {r['repeats']})",
+    measure,
+    render,
+    options=(
+        option("--model", default=None),
+        option("--sizes", default="1,4,8,16,24,32,48,64"),
+        option("--repeats", type=int, default=7),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

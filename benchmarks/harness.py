@@ -1,0 +1,84 @@
+"""One harness for the benchmark steps: a step says what it measures and how its report reads; the
+harness owns the command line, the machine and commit facts, the JSON and the markdown.
+
+Contract: a step module defines ``BENCHMARK = Benchmark(...)`` and ends with
+``if __name__ == "__main__": BENCHMARK.main()``:
+
+* ``name``: the report's files, ``NAME.json`` and ``NAME.md`` in ``--out`` (the harness's option);
+* ``title``: the markdown report's heading, or a function of the result that gives it;
+* ``options``: the step's own command-line options (``option("--models", default=...)``);
+* ``measure(args)``: runs the measurement and returns its result, a JSON-able dict (facts and
+  metrics; rows printed as they come are the step's business); None when the invocation writes no
+  report (a child process answering its parent on stdout);
+* ``render(result)``: the report's lines under the heading (the machine's line first, as
+  ``machine_line`` gives it, then tables: ``markdown_table``; notes).
+
+``main()`` parses the options, adds ``machine`` (``evaluation.bench.machine_info``: the CPU, the
+backend and the commit the numbers come from) to the result, writes the JSON and the markdown and
+prints the markdown. ``markdown_table(header, rows)`` renders a table's lines from its cells.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks.common import save_report
+
+
+@dataclass(frozen=True)
+class Option:
+    """One command-line option of a step: ``argparse``'s flags and keywords."""
+
+    flags: tuple[str, ...]
+    settings: dict
+
+
+def option(*flags: str, **settings) -> Option:
+    """An option as ``parser.add_argument(*flags, **settings)`` would declare it."""
+    return Option(flags, settings)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A benchmark step; see the module docstring."""
+
+    name: str
+    title: str | Callable[[dict], str]
+    measure: Callable[[argparse.Namespace], dict | None]
+    render: Callable[[dict], list[str]]
+    options: tuple[Option, ...] = ()
+    about: str = ""  # the command line's description (the step module's docstring)
+    out_required: bool = True  # False: a step that also runs as a child process without --out
+
+    def parser(self) -> argparse.ArgumentParser:
+        parser = argparse.ArgumentParser(
+            description=self.about.strip().splitlines()[0] if self.about else None
+        )
+        for opt in self.options:
+            parser.add_argument(*opt.flags, **opt.settings)
+        parser.add_argument("--out", type=Path, required=self.out_required, help="the report's folder")
+        return parser
+
+    def main(self, argv: Sequence[str] | None = None) -> dict | None:
+        """Measure, then write and print the report; returns the result (None: no report)."""
+        args = self.parser().parse_args(argv)
+        result = self.measure(args)
+        if result is None:
+            return None
+        from mlx_ssbd.evaluation.bench import machine_info
+
+        result["machine"] = machine_info()
+        title = self.title(result) if callable(self.title) else self.title
+        text = "\n".join([f"# {title}", "", *self.render(result)]) + "\n"
+        save_report(args.out, result, f"{self.name}.json", f"{self.name}.md", text)
+        return result
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> list[str]:
+    """A markdown table's lines: the header, its rule, then one line per row of cells."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return lines
