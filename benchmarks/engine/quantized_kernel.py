@@ -20,14 +20,13 @@ measured before and after the products (the higher of the two: the machine at it
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
-from mlx_ssbd.evaluation.bench import cpu_model, machine_info
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.platform.backend import quiet_blas_workers
 from mlx_ssbd.platform.extension import kernel, kernel_status
 
@@ -131,13 +130,7 @@ def small_ops(ours, m: int, repeats: int) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="1,2,4,8,16,32,64")
-    parser.add_argument("--bits", default="4,8")
-    parser.add_argument("--repeats", type=int, default=9)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     ours = kernel()
     if ours is None:
         raise SystemExit(f"the CPU kernel is not available: {kernel_status()}")
@@ -167,70 +160,88 @@ def main() -> None:
     ceiling = {b: max(before[b], after[b]) for b in widths}
     activation = swiglu_rows(ours, [int(r) for r in args.rows.split(",")], args.repeats)
     small = [small_ops(ours, int(r), args.repeats) for r in args.rows.split(",")]
-    result = {
+    return {
         "rows": rows,
         "swiglu": activation,
         "small_ops": small,
         "ceiling_gmacs": {str(b): round(c, 1) for b, c in ceiling.items()},
         "ceiling_gmacs_before_after": {str(b): [round(before[b], 1), round(after[b], 1)] for b in widths},
         "kernel": kernel_status(),
-        "machine": machine_info(),
         "repeats": args.repeats,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "quantized_kernel.json").write_text(json.dumps(result, indent=2))
+
+
+def render(result: dict) -> list[str]:
+    machine, repeats = result["machine"], result["repeats"]
+    ceiling = {int(b): c for b, c in result["ceiling_gmacs"].items()}
     lines = [
-        "# One quantized product: mlx-ssbd's CPU kernel, MLX's quantized_matmul, fp32 BLAS",
-        "",
-        f"{cpu_model()}, {result['machine']['cpus']} CPUs, MLX {result['machine']['mlx_version']}, "
-        f"BLAS {result['machine']['blas']} (sgemv shim: {result['machine']['gemv']}); kernel {result['kernel']}. "
-        f"Medians of {args.repeats} runs (MLX's quantized: of {max(3, args.repeats // 3)}), one run.",
+        f"{machine_line(machine)} Sgemv shim: {machine['gemv']}; kernel {result['kernel']}. "
+        f"Medians of {repeats} runs (MLX's quantized: of {max(3, repeats // 3)}), one run.",
         "",
         "The kernel's ceiling on this CPU (its own tiles on operands already in L1, every thread at once): "
         + ", ".join(f"{c:.1f} GMAC/s for {b}-bit codes" for b, c in ceiling.items())
         + ". GMAC/s: the product's multiply-adds per second; of ceiling: that rate over the ceiling.",
         "",
-        "| weight | bits | rows | kernel ms | kernel GMAC/s | of ceiling | MLX quantized ms | fp32 BLAS ms "
-        "| fp32 / kernel | MLX / kernel |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['shape']} | {r['bits']} | {r['rows']} | {r['kernel_ms']:.2f} | {r['kernel_gmacs']:.1f} | "
-            f"{r['kernel_gmacs'] / ceiling[r['bits']]:.0%} | {r['mlx_quantized_ms']:.1f} | "
-            f"{r['fp32_blas_ms']:.2f} | {r['fp32_blas_ms'] / r['kernel_ms']:.2f}x | "
-            f"{r['mlx_quantized_ms'] / r['kernel_ms']:.1f}x |"
-        )
+    lines += markdown_table(
+        ["weight", "bits", "rows", "kernel ms", "kernel GMAC/s", "of ceiling", "MLX quantized ms", "fp32 BLAS ms",
+         "fp32 / kernel", "MLX / kernel"],
+        [
+            (r["shape"], r["bits"], r["rows"], f"{r['kernel_ms']:.2f}", f"{r['kernel_gmacs']:.1f}",
+             f"{r['kernel_gmacs'] / ceiling[r['bits']]:.0%}", f"{r['mlx_quantized_ms']:.1f}",
+             f"{r['fp32_blas_ms']:.2f}", f"{r['fp32_blas_ms'] / r['kernel_ms']:.2f}x",
+             f"{r['mlx_quantized_ms'] / r['kernel_ms']:.1f}x")
+            for r in result["rows"]
+        ],
+    )  # fmt: skip
     lines += [
         "",
         "SwiGLU of one MLP (8960 values a row): mlx-lm's compiled `silu(gate) * up` against `silu_mul`.",
         "",
-        "| rows | MLX ms | silu_mul ms | MLX / silu_mul |",
-        "|---|---|---|---|",
     ]
-    lines += [
-        f"| {a['rows']} | {a['mlx_ms']:.3f} | {a['silu_mul_ms']:.3f} | {a['mlx_ms'] / a['silu_mul_ms']:.1f}x |"
-        for a in activation
-    ]
+    lines += markdown_table(
+        ["rows", "MLX ms", "silu_mul ms", "MLX / silu_mul"],
+        [
+            (
+                a["rows"],
+                f"{a['mlx_ms']:.3f}",
+                f"{a['silu_mul_ms']:.3f}",
+                f"{a['mlx_ms'] / a['silu_mul_ms']:.1f}x",
+            )
+            for a in result["swiglu"]
+        ],
+    )
     lines += [
         "",
         "A decode layer's RoPE (12 heads of 128), RMSNorm (1536 values) and attention (12 query heads,",
         "2 key-value heads, 400 tokens cached): ms per call within a chain of 56, `mx.fast` (a graph",
         "of small operations on the CPU) against the extension's one operation.",
         "",
-        "| rows | RoPE MLX ms | RoPE ms | MLX / ours | RMSNorm MLX ms | RMSNorm ms | MLX / ours "
-        "| attention MLX ms | attention ms | MLX / ours |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += [
-        f"| {a['rows']} | {a['rope_mlx_ms']:.3f} | {a['rope_ms']:.3f} | {a['rope_mlx_ms'] / a['rope_ms']:.1f}x | "
-        f"{a['rms_norm_mlx_ms']:.3f} | {a['rms_norm_ms']:.3f} | {a['rms_norm_mlx_ms'] / a['rms_norm_ms']:.1f}x | "
-        f"{a['attention_mlx_ms']:.3f} | {a['attention_ms']:.3f} | {a['attention_mlx_ms'] / a['attention_ms']:.1f}x |"
-        for a in small
-    ]
-    (args.out / "quantized_kernel.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    ops = ("rope", "rms_norm", "attention")
+    return lines + markdown_table(
+        ["rows", "RoPE MLX ms", "RoPE ms", "MLX / ours", "RMSNorm MLX ms", "RMSNorm ms", "MLX / ours",
+         "attention MLX ms", "attention ms", "MLX / ours"],
+        [
+            (a["rows"], *(cell for op in ops for cell in (
+                f"{a[op + '_mlx_ms']:.3f}", f"{a[op + '_ms']:.3f}", f"{a[op + '_mlx_ms'] / a[op + '_ms']:.1f}x")))
+            for a in result["small_ops"]
+        ],
+    )  # fmt: skip
 
+
+BENCHMARK = Benchmark(
+    "quantized_kernel",
+    "One quantized product: mlx-ssbd's CPU kernel, MLX's quantized_matmul, fp32 BLAS",
+    measure,
+    render,
+    options=(
+        option("--rows", default="1,2,4,8,16,32,64"),
+        option("--bits", default="4,8"),
+        option("--repeats", type=int, default=9),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
