@@ -49,6 +49,7 @@ class Step:
     quick: tuple[str, ...] | None = None
     quick_minutes: float = 2.0
     needs: str | None = None  # a module that must be importable, else the step is skipped
+    gpu: bool = False  # a measurement of a GPU: skipped on a CPU
     report: str = "*.json"  # the file whose presence means the step is done
 
     def command(self, quick: bool) -> list[str]:
@@ -58,6 +59,10 @@ class Step:
 BENCH = "mlx_ssbd_cli"
 STEPS = (
     # engine: what the weights, a pass and a batch cost
+    Step("blas-probe", "engine", 2, "benchmarks.engine.blas_probe", (), ("--rounds", "1"), 1),
+    Step("matmul-rows", "engine", 2, "benchmarks.engine.matmul_rows", (), ("--rows", "1,4", "--rounds", "1"), 1),
+    Step("decode-step", "engine", 5, "benchmarks.engine.decode_step", (),
+         ("--layers", "2", "--repeats", "2"), 1, gpu=True),
     Step("quantized-kernel", "engine", 5, "benchmarks.engine.quantized_kernel", (),
          ("--rows", "1,16", "--bits", "4", "--repeats", "3"), 1),
     Step("quantized-weights", "engine", 30, "benchmarks.engine.quantized_weights",
@@ -98,6 +103,8 @@ STEPS = (
           "--data-note", "talk-style ASR partials written for the project"),
          ("bench", "--data", PARTIALS, "-m", SMALL, "-t", "de", "--methods", "rt,ssbd", "--limit", "1"), 3,
          report="summary.json"),
+    Step("acceptance-analysis-0.5b", "quality", 10, "benchmarks.quality.acceptance_analysis",
+         ("--model", SMALL, "--data", TALK_DEV), ("--model", SMALL, "--data", TALK_DEV, "--limit", "2"), 2),
     Step("rules-test-1.5b", "quality", 40, "benchmarks.quality.accept_rules",
          ("--model", DEFAULT, "--data", TALK_TEST, "--semsim",
           "--configs", "rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.8,ssbd-final0-b0.2"),
@@ -162,6 +169,14 @@ def chosen(only: str | None) -> list[Step]:
     return steps
 
 
+def on_gpu() -> bool:
+    """MLX's default device here is a GPU (asked in a child: this process imports no MLX)."""
+    probe = "import mlx_ssbd; from mlx_ssbd.platform.backend import is_gpu; print(is_gpu())"
+    return (
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "True"
+    )
+
+
 def done(step: Step, out: Path) -> bool:
     return any((out / step.name).glob(step.report))
 
@@ -192,6 +207,11 @@ def main() -> None:
         minutes = step.quick_minutes if args.quick else step.minutes
         if done(step, out):
             print(f"[{i}/{len(steps)}] {step.name}: done already", file=sys.stderr)
+            continue
+        if step.gpu and not on_gpu():
+            print(
+                f"[{i}/{len(steps)}] {step.name}: skipped (a GPU's measurement; here: CPU)", file=sys.stderr
+            )
             continue
         if step.needs and importlib.util.find_spec(step.needs) is None:
             print(f"[{i}/{len(steps)}] {step.name}: skipped ({step.needs} is not installed)", file=sys.stderr)

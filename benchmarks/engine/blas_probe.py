@@ -10,13 +10,14 @@ machine's conditions. Writes ``blas_probe.json`` and ``blas_probe.md``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
+
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 
 PROBE = (
     "import mlx_ssbd; from mlx_ssbd.platform.backend import BLAS; from mlx_ssbd_cli.doctor import matmul_probe; "
@@ -24,17 +25,7 @@ PROBE = (
 )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--choices", default="openblas,mkl,none", help="comma-separated $MLX_SSBD_BLAS values"
-    )
-    parser.add_argument(
-        "--labels", default=None, help="comma-separated names for the report (default: the choices)"
-    )
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     choices = args.choices.split(",")
     labels = args.labels.split(",") if args.labels else choices
     runs = {label: [] for label in labels}
@@ -50,24 +41,37 @@ def main() -> None:
             name, gflops = json.loads(out.strip().splitlines()[-1])
             runs[label].append({"loaded": name, "gflops": round(gflops, 1)})
             print(label, name, round(gflops, 1), flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "blas_probe.json").write_text(json.dumps({"rounds": args.rounds, "runs": runs}, indent=2))
-    lines = [
-        "# BLAS: the doctor matmul probe (fp32 1024x1024, GFLOP/s)",
-        "",
-        f"{args.rounds} rounds, every choice once per round in its own process.",
-        "",
-        "| BLAS | loaded as | each round | median |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| {label} | {r[0]['loaded']} | {' / '.join(str(x['gflops']) for x in r)} | "
-        f"{statistics.median(x['gflops'] for x in r):.1f} |"
-        for label, r in runs.items()
-    ]
-    (args.out / "blas_probe.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return {"rounds": args.rounds, "runs": runs}
 
+
+def render(result: dict) -> list[str]:
+    return [
+        f"{machine_line(result['machine'])} {result['rounds']} rounds, every choice once per round in its "
+        "own process.",
+        "",
+        *markdown_table(
+            ["BLAS", "loaded as", "each round", "median"],
+            [
+                (label, r[0]["loaded"], " / ".join(str(x["gflops"]) for x in r),
+                 f"{statistics.median(x['gflops'] for x in r):.1f}")
+                for label, r in result["runs"].items()
+            ],
+        ),
+    ]  # fmt: skip
+
+
+BENCHMARK = Benchmark(
+    "blas_probe",
+    "BLAS: the doctor matmul probe (fp32 1024x1024, GFLOP/s)",
+    measure,
+    render,
+    options=(
+        option("--choices", default="openblas,mkl,none", help="comma-separated $MLX_SSBD_BLAS values"),
+        option("--labels", default=None, help="comma-separated names for the report (default: the choices)"),
+        option("--rounds", type=int, default=3),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

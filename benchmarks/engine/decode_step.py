@@ -13,14 +13,13 @@ token) and of verify passes of 16 tokens (each trimmed back off the cache).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
-from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from mlx_ssbd.evaluation.bench import machine_info
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.platform.backend import is_gpu
 from mlx_ssbd.platform.quantized import route_quantized_layers
 
@@ -68,7 +67,7 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def measure(model, repeats: int) -> dict:
+def step_and_pass(model, repeats: int) -> dict:
     cache = make_prompt_cache(model)
     mx.eval(model(mx.arange(200)[None] % 1000, cache=cache))
 
@@ -90,42 +89,49 @@ def measure(model, repeats: int) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--formats", default="dense,4bit,8bit")
-    parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument(
-        "--layers", type=int, default=SHAPE["num_hidden_layers"], help="fewer for a quick look"
-    )
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     dtype = mx.float16 if is_gpu() else mx.float32
     rows = []
     for fmt in args.formats.split(","):
         row = {
             "format": fmt if fmt != "dense" else f"dense {dtype}".replace("mlx.core.", ""),
-            **measure(build(fmt, dtype, args.layers), args.repeats),
+            **step_and_pass(build(fmt, dtype, args.layers), args.repeats),
         }
         print(json.dumps(row), flush=True)
         rows.append(row)
-    device = str(mx.default_device())
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "decode_step.json").write_text(
-        json.dumps({"shape": SHAPE, "device": device, "rows": rows, "machine": machine_info()}, indent=2)
-    )
-    lines = [
-        f"# Decode step and 16-token pass, random weights of Qwen2.5-1.5B's shape ({device})",
-        "",
-        "| weights | decode step (ms) | 16-token pass (ms) | pass / step |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['format']} | {r['decode_ms']} | {r['verify16_ms']} | {r['verify16_in_decode_steps']} |"
-        for r in rows
-    ]
-    (args.out / "decode_step.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return {
+        "shape": {**SHAPE, "num_hidden_layers": args.layers},
+        "device": str(mx.default_device()),
+        "rows": rows,
+    }
 
+
+def render(result: dict) -> list[str]:
+    return [
+        f"{machine_line(result['machine'])} Device: {result['device']}.",
+        "",
+        *markdown_table(
+            ["weights", "decode step (ms)", "16-token pass (ms)", "pass / step"],
+            [
+                (r["format"], r["decode_ms"], r["verify16_ms"], r["verify16_in_decode_steps"])
+                for r in result["rows"]
+            ],
+        ),
+    ]
+
+
+BENCHMARK = Benchmark(
+    "decode_step",
+    lambda r: f"Decode step and 16-token pass, random weights of Qwen2.5-1.5B's shape ({r['device']})",
+    measure,
+    render,
+    options=(
+        option("--formats", default="dense,4bit,8bit"),
+        option("--repeats", type=int, default=20),
+        option("--layers", type=int, default=SHAPE["num_hidden_layers"], help="fewer for a quick look"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

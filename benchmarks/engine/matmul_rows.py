@@ -12,13 +12,14 @@ conditions. Writes ``matmul_rows.json`` and ``.md``.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
+
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 
 PROBE = """
 import json, statistics, sys, time
@@ -37,12 +38,7 @@ print(json.dumps(out))
 """
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", default="1,2,3,4,8,16,32")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     modes = {
         "sgemm only": {"MLX_SSBD_GEMV": "0"},
         "sgemv, 1 row": {"MLX_SSBD_GEMV": "1", "MLX_SSBD_FEW_ROWS": "1"},
@@ -62,30 +58,38 @@ def main() -> None:
             print(name, runs[name][-1], flush=True)
     rows = [int(v) for v in args.rows.split(",")]
     median = {
-        name: {m: statistics.median(r["ms"][str(m)] for r in rs) for m in rows} for name, rs in runs.items()
+        name: {str(m): statistics.median(r["ms"][str(m)] for r in rs) for m in rows}
+        for name, rs in runs.items()
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "matmul_rows.json").write_text(
-        json.dumps({"rounds": args.rounds, "runs": runs, "median_ms": median}, indent=2)
-    )
-    one = median["shim"][1]
-    lines = [
-        f"# One weight product, rows x 1536 @ 1536 x 8960 fp32 (median of {args.rounds} rounds x 15)",
-        "",
-        f"shim as it ships: {runs['shim'][0]['gemv']}.",
-        "",
-        "| rows | sgemm only, ms | sgemv for 1 row, else sgemm, ms | shim (few-rows kernel), ms | "
-        "shim: x one row |",
-        "|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {m} | {median['sgemm only'][m]:.2f} | {median['sgemv, 1 row'][m]:.2f} | {median['shim'][m]:.2f} | "
-        f"{median['shim'][m] / one:.2f} |"
-        for m in rows
-    ]
-    (args.out / "matmul_rows.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return {"rounds": args.rounds, "runs": runs, "median_ms": median}
 
+
+def render(result: dict) -> list[str]:
+    median = result["median_ms"]
+    one = median["shim"]["1"]
+    return [
+        f"{machine_line(result['machine'])} The shim as it ships: {result['runs']['shim'][0]['gemv']}.",
+        "",
+        *markdown_table(
+            ["rows", "sgemm only, ms", "sgemv for 1 row, else sgemm, ms", "shim (few-rows kernel), ms",
+             "shim: x one row"],
+            [
+                (m, f"{median['sgemm only'][m]:.2f}", f"{median['sgemv, 1 row'][m]:.2f}", f"{median['shim'][m]:.2f}",
+                 f"{median['shim'][m] / one:.2f}")
+                for m in median["shim"]
+            ],
+        ),
+    ]  # fmt: skip
+
+
+BENCHMARK = Benchmark(
+    "matmul_rows",
+    lambda r: f"One weight product, rows x 1536 @ 1536 x 8960 fp32 (median of {r['rounds']} rounds x 15)",
+    measure,
+    render,
+    options=(option("--rows", default="1,2,3,4,8,16,32"), option("--rounds", type=int, default=3)),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

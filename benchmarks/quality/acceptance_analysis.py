@@ -26,14 +26,14 @@ rows on the host: timings of this run mean nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.common import machine_line, relative
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.engine import update as engine_update
 from mlx_ssbd.engine.cache import common_prefix_len
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import lag_updates, read_pairs
 from mlx_ssbd.live.methods import method_config
@@ -172,22 +172,7 @@ def plot(tokens: list[dict], beta: float, path: Path) -> None:
     save_figure(plt, fig, path)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--data", action="append", required=True, help="sentence pairs JSONL (repeatable)")
-    parser.add_argument("--target", default="de")
-    parser.add_argument("--beta", type=float, default=0.2)
-    parser.add_argument("--lag", type=int, default=3)
-    parser.add_argument("--limit", type=int, default=0)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument(
-        "--keep-loops",
-        action="store_true",
-        help="decode as the paper does, without the rule that cuts decoding loops",
-    )
-    args = parser.parse_args()
-
+def measure(args) -> dict:
     loaded = load_model(args.model)
     make = lambda config: loaded.translator(args.target, config=config)
     loops = {"cut_loops": not args.keep_loops}
@@ -207,14 +192,14 @@ def main() -> None:
     with open(args.out / "biased_accepts.jsonl", "w") as f:
         for t in tokens:
             f.write(json.dumps(t) + "\n")
+    plot(tokens, args.beta, args.out / "biased_accepts.png")
     finals = [t for t in tokens if t["final"] and t["first_in_update"]]
-    report = {
+    return {
         "model": args.model,
         "beta": args.beta,
         "lag": args.lag,
-        "data": [str(d) for d in args.data],
+        "data": [relative(d) for d in args.data],
         "sentences": len(summaries),
-        "machine": machine_info(),
         "biased_accepts": describe(tokens),
         "committed_like_rt": sum(s["same_as_rt"] for s in summaries),
         "final_updates_with_biased_accept": len(finals),
@@ -224,10 +209,53 @@ def main() -> None:
         "final_first_biased": describe(finals),
         "sentences_detail": summaries,
     }
-    (args.out / "acceptance_analysis.json").write_text(json.dumps(report, indent=2, ensure_ascii=False))
-    plot(tokens, args.beta, args.out / "biased_accepts.png")
-    print(json.dumps({k: v for k, v in report.items() if k not in ("sentences_detail", "machine")}, indent=2))
 
+
+def render(result: dict) -> list[str]:
+    labels = {
+        "right": "right (RT's final has it)",
+        "wrong": "wrong (RT's final has another)",
+        "None": "unlabelled",
+    }
+    lines = [
+        f"{machine_line(result['machine'])} {result['model']}, β = {result['beta']}, lag {result['lag']}, "
+        f"{result['sentences']} sentences of {', '.join(f'`{d}`' for d in result['data'])}.",
+        "",
+        f"Committed captions equal to RT's: {result['committed_like_rt']} of {result['sentences']}; final "
+        f"updates with a biased accept: {result['final_updates_with_biased_accept']}; share of the committed "
+        f"tokens after a final update's first biased accept: {result['locked_in_share']:.1%}. Medians per "
+        "group of biased accepts (draft tokens kept only because of the bias); plot: `biased_accepts.png`.",
+        "",
+    ]
+    return lines + markdown_table(
+        ["biased accepts", "count", *FEATURES],
+        [
+            (labels[label], group["count"], *(group.get(f, "") for f in FEATURES))
+            for label, group in result["biased_accepts"].items()
+        ],
+    )
+
+
+BENCHMARK = Benchmark(
+    "acceptance_analysis",
+    "Where the bias's quality goes: every draft token accepted only because of it",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--data", action="append", required=True, help="sentence pairs JSONL (repeatable)"),
+        option("--target", default="de"),
+        option("--beta", type=float, default=0.2),
+        option("--lag", type=int, default=3),
+        option("--limit", type=int, default=0),
+        option(
+            "--keep-loops",
+            action="store_true",
+            help="decode as the paper does, without the rule that cuts decoding loops",
+        ),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

@@ -43,6 +43,12 @@ SECTIONS = (
         (("sentences-1.5b",), ("rules-test-1.5b",)),
     ),
     Section(
+        "Where the bias's quality goes",
+        "Every draft token that SSBD kept only because of the bias, on the dev talk: how sure the model "
+        "was, where in the caption, and whether RT's final translation has the same token there.",
+        (("acceptance-analysis-0.5b",),),
+    ),
+    Section(
         "Example translations in the prompt",
         "The held-out talk translated with and without four example sentences of the other talk in the "
         "prompt's shared prefix (`--examples`), RT and SSBD in one run: chrF++ against the references with "
@@ -74,6 +80,13 @@ SECTIONS = (
             ("blas-threads-1.5b",),
             ("longform-0.5b", "longform"),
         ),
+    ),
+    Section(
+        "The CPU backend's choices",
+        "Which BLAS a dense product runs on (the doctor's matmul probe under each, in alternating "
+        "processes), and how one fp32 weight product's time grows with its rows under sgemm, sgemv and "
+        "the few-rows shim.",
+        (("blas-probe",), ("matmul-rows",)),
     ),
     Section(
         "Many streams, one model",
