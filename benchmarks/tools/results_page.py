@@ -82,11 +82,18 @@ SECTIONS = (
         ),
     ),
     Section(
+        "What a verify pass costs",
+        "A forward pass of the default model over N new tokens from the same cached prompt against one "
+        "decode step, beside the floor the CPU kernel's arithmetic sets under that pass.",
+        (("verify-cost-1.5b",),),
+    ),
+    Section(
         "The CPU backend's choices",
-        "Which BLAS a dense product runs on (the doctor's matmul probe under each, in alternating "
-        "processes), and how one fp32 weight product's time grows with its rows under sgemm, sgemv and "
-        "the few-rows shim.",
-        (("blas-probe",), ("matmul-rows",)),
+        "A decode step and a 16-token pass beside processes that keep every core busy, under each "
+        "thread-wait policy; which BLAS a dense product runs on (the doctor's matmul probe under each, "
+        "in alternating processes); how one fp32 weight product's time grows with its rows under sgemm, "
+        "sgemv and the few-rows shim.",
+        (("busy-machine-1.5b",), ("blas-probe",), ("matmul-rows",)),
     ),
     Section(
         "Many streams, one model",
