@@ -15,12 +15,15 @@ Contract: a step module defines ``BENCHMARK = Benchmark(...)`` and ends with
 
 ``main()`` parses the options, adds ``machine`` (``evaluation.bench.machine_info``: the CPU, the
 backend and the commit the numbers come from) to the result, writes the JSON and the markdown and
-prints the markdown. ``markdown_table(header, rows)`` renders a table's lines from its cells.
+prints the markdown; with ``--report`` it measures nothing and writes the markdown again from the
+JSON in ``--out`` (after a change of the report's layout). ``markdown_table(header, rows)`` renders
+a table's lines from its cells.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,17 +63,25 @@ class Benchmark:
         for opt in self.options:
             parser.add_argument(*opt.flags, **opt.settings)
         parser.add_argument("--out", type=Path, required=self.out_required, help="the report's folder")
+        parser.add_argument(
+            "--report", action="store_true", help="only write the markdown again from --out's JSON"
+        )
         return parser
 
     def main(self, argv: Sequence[str] | None = None) -> dict | None:
         """Measure, then write and print the report; returns the result (None: no report)."""
         args = self.parser().parse_args(argv)
-        result = self.measure(args)
-        if result is None:
-            return None
-        from mlx_ssbd.evaluation.bench import machine_info
+        if args.report:
+            if args.out is None:
+                raise SystemExit("--report needs --out: the folder whose JSON is rendered")
+            result = json.loads((args.out / f"{self.name}.json").read_text())
+        else:
+            result = self.measure(args)
+            if result is None:
+                return None
+            from mlx_ssbd.evaluation.bench import machine_info
 
-        result["machine"] = machine_info()
+            result["machine"] = machine_info()
         title = self.title(result) if callable(self.title) else self.title
         text = "\n".join([f"# {title}", "", *self.render(result)]) + "\n"
         save_report(args.out, result, f"{self.name}.json", f"{self.name}.md", text)

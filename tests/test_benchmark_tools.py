@@ -73,3 +73,33 @@ def test_a_before_after_comparison_runs_one_benchmark_on_two_commits(model_dir, 
     assert "pass_s.1" in values and all(
         row["before"] > 0 for row in result["rows"] if row["value"] == "pass_s.1"
     )
+
+
+def test_the_harness_writes_a_step_s_json_and_markdown_and_renders_them_again(tmp_path, capsys):
+    from benchmarks.harness import Benchmark, markdown_table, option
+
+    def render(result):
+        return markdown_table(["size", "seconds"], [(n, f"{s:.1f}") for n, s in result["rows"]])
+
+    step = Benchmark(
+        "tiny",
+        lambda result: f"Tiny ({len(result['rows'])} sizes)",
+        lambda args: {"rows": [[n, n / 2] for n in range(1, args.sizes + 1)]},
+        render,
+        options=(option("--sizes", type=int, default=2),),
+        about="A step of the harness.\n\nMore.",
+    )
+    assert step.parser().description == "A step of the harness."
+    step.main(["--sizes", "3", "--out", str(tmp_path)])
+    report = json.loads((tmp_path / "tiny.json").read_text())
+    assert report["rows"] == [[1, 0.5], [2, 1.0], [3, 1.5]] and report["machine"]["commit"]
+    text = (tmp_path / "tiny.md").read_text()
+    assert text.splitlines()[:5] == ["# Tiny (3 sizes)", "", "| size | seconds |", "|---|---|", "| 1 | 0.5 |"]
+    assert text in capsys.readouterr().out  # printed as well
+    report["rows"] = [[9, 4.5]]  # a layout change renders what the JSON holds, measuring nothing
+    (tmp_path / "tiny.json").write_text(json.dumps(report))
+    step.main(["--out", str(tmp_path), "--report"])
+    assert "| 9 | 4.5 |" in (tmp_path / "tiny.md").read_text()
+    assert step.main(["--sizes", "1", "--out", str(tmp_path)]) is not None
+    quiet = Benchmark("child", "Child", lambda args: None, render, out_required=False)
+    assert quiet.main([]) is None and not (tmp_path / "child.json").exists()

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from benchmarks.common import child_json, machine_line, pass_ratios, pass_times, save_report
+from benchmarks.common import child_json, machine_line, pass_ratios, pass_times
+from benchmarks.harness import Benchmark, markdown_table, option
 
 # (label, weights, environment): the kernel's path or the BLAS's instruction set
 PATHS = (
@@ -61,49 +61,45 @@ def measure(model: str, repeats: int) -> dict:
     }
 
 
-def report(result: dict) -> str:
+def render(result: dict) -> list[str]:
     lines = [
-        "# The quantized path against fp32 BLAS on an AVX2 CPU (emulated)",
-        "",
         f"{machine_line(result['machine'])} "
         "AVX2: the kernel's AVX2 build (`MLX_SSBD_QMM_SIMD=avx2`) and MKL held to AVX2 "
         "(`MKL_ENABLE_INSTRUCTIONS=AVX2`) on this machine's cores and memory; AVX-VNNI: the kernel's "
         "AVX-VNNI build (`MLX_SSBD_QMM_SIMD=avxvnni`, where this CPU has it); widest: what this CPU runs "
         f"by itself. Medians of {result['repeats']} passes each, one run.",
         "",
-        "| model | path | kernel | decode step ms | 16-token pass ms | 64-token pass ms |",
-        "|---|---|---|---|---|---|",
     ]
-    for r in result["rows"]:
-        kernel = r["kernel_path"] if r["weights"] != "dense" else "-"
-        lines.append(f"| {r['model']} | {r['path']} | {kernel} | {pass_times(r['passes_s'])} |")
-    lines += [
-        "",
-        "| model | instructions | decode step: dense / quantized | 16-token pass | 64-token pass |",
-        "|---|---|---|---|---|",
-    ]
+    passes = ["decode step", "16-token pass", "64-token pass"]
+    lines += markdown_table(
+        ["model", "path", "kernel", *(f"{p} ms" for p in passes)],
+        [
+            (
+                r["model"],
+                r["path"],
+                r["kernel_path"] if r["weights"] != "dense" else "-",
+                pass_times(r["passes_s"]),
+            )
+            for r in result["rows"]
+        ],
+    )
     by = {(r["model"], r["path"]): r for r in result["rows"]}
-    for model in dict.fromkeys(r["model"] for r in result["rows"]):
-        for isa, quantized, dense in PAIRS:
-            q, d = by.get((model, quantized)), by.get((model, dense))
-            if q and d:
-                lines.append(f"| {model} | {isa} | {pass_ratios(d['passes_s'], q['passes_s'])} |")
-    return "\n".join(lines) + "\n"
+    ratios = [
+        (model, isa, pass_ratios(by[model, dense]["passes_s"], by[model, quantized]["passes_s"]))
+        for model in dict.fromkeys(r["model"] for r in result["rows"])
+        for isa, quantized, dense in PAIRS
+        if (model, quantized) in by and (model, dense) in by
+    ]
+    header = ["model", "instructions", "decode step: dense / quantized", *passes[1:]]
+    return [*lines, "", *markdown_table(header, ratios)]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+def run(args) -> dict | None:
     if args.child:
         print(json.dumps(measure(args.child, args.repeats)))
-        return
-
-    from mlx_ssbd.evaluation.bench import machine_info
-
+        return None
+    if args.out is None:
+        raise SystemExit("--out is required")
     rows = []
     for model in args.models.split(","):
         for label, weights, env in PATHS:
@@ -119,9 +115,22 @@ def main() -> None:
             row = {**measured, "path": label}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    result = {"rows": rows, "repeats": args.repeats, "machine": machine_info()}
-    save_report(args.out, result, "avx2_path.json", "avx2_path.md", report(result))
+    return {"rows": rows, "repeats": args.repeats}
 
+
+BENCHMARK = Benchmark(
+    "avx2_path",
+    "The quantized path against fp32 BLAS on an AVX2 CPU (emulated)",
+    run,
+    render,
+    options=(
+        option("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b"),
+        option("--repeats", type=int, default=5),
+        option("--child", help=argparse.SUPPRESS),
+    ),
+    about=__doc__,
+    out_required=False,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

@@ -27,7 +27,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import DATA, REPO, child_json, paired_chrf_delta, pass_ratios, pass_times, relative
+from benchmarks.common import (
+    DATA,
+    REPO,
+    child_json,
+    machine_line,
+    paired_chrf_delta,
+    pass_ratios,
+    pass_times,
+    relative,
+)
+from benchmarks.harness import Benchmark, markdown_table, option
 
 SENTENCES = DATA / "talk-sentences" / "en-de.test.jsonl"
 PATHS = ("quantized", "dense")
@@ -104,25 +114,12 @@ def translate_rss(model: str, weights: str, text: Path) -> dict:
     return {"peak_rss_bytes": usage.ru_maxrss * 1024, "wall_s": round(wall, 1), "captions": captions}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
-    parser.add_argument("--sentences", type=int, default=24)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--report", action="store_true", help="only rewrite the report from --out's JSON")
-    args = parser.parse_args()
-    if args.report:
-        result = json.loads((args.out / "quantized_weights.json").read_text())
-        (args.out / "quantized_weights.md").write_text(report(result))
-        return
+def run(args) -> dict | None:
     if args.child:
         print(json.dumps(measure(args.child, args.sentences, args.repeats)))
-        return
-
-    from mlx_ssbd.evaluation.bench import machine_info
-
+        return None
+    if args.out is None:
+        raise SystemExit("--out is required")
     args.out.mkdir(parents=True, exist_ok=True)
     text = args.out / "short-talk.txt"
     text.write_text(
@@ -142,51 +139,39 @@ def main() -> None:
             row["translate_stream"] = translate_rss(model, weights, text)
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "methods"}), flush=True)
-    result = {
-        "rows": rows,
-        "sentences": args.sentences,
-        "data": relative(SENTENCES),
-        "machine": machine_info(),
-    }
-    (args.out / "quantized_weights.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
-    (args.out / "quantized_weights.md").write_text(report(result))
-    print(report(result))
+    return {"rows": rows, "sentences": args.sentences, "data": relative(SENTENCES)}
 
 
-def report(result: dict) -> str:
+def render(result: dict) -> list[str]:
     gb = lambda n: f"{n / 1e9:.2f}"
     lines = [
-        "# Quantized weights vs the dense fp32 path",
+        f"{machine_line(result['machine'])} One run; medians of each path's forward passes. chrF++ on the "
+        f"first {result['sentences']} sentences of `{result['data']}` (3 words at a time).",
         "",
-        f"Machine: {result['machine'].get('cpu_model', '')} ({result['machine'].get('cpus', '')} cores); "
-        f"MLX {result['machine'].get('mlx_version', '')}. One run; medians of each path's forward passes.",
-        f"chrF++ on the first {result['sentences']} sentences of `{result['data']}` (3 words at a time).",
-        "",
-        "| model | weights | load s | RSS after load GB | decode step ms | 16-token pass ms | 64-token pass ms "
-        "| RT chrF++ / s | SSBD chrF++ / s | translate --stream peak RSS GB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    cells = []
     for r in result["rows"]:
-        p, m, t = r["passes_s"], r["methods"], r["translate_stream"]
-        lines.append(
-            f"| {r['model']} | {r['path']} | {r['load_s']} | {gb(r['rss_after_load_bytes'])} | "
-            f"{pass_times(p)} | "
-            f"{m['rt']['chrf']} / {m['rt']['wall_s']} | {m['ssbd']['chrf']} / {m['ssbd']['wall_s']} | "
-            f"{gb(t['peak_rss_bytes']) if 'peak_rss_bytes' in t else 'failed'} |"
-        )
-    lines += [
-        "",
-        "| model | decode step: dense / quantized | 16-token pass | 64-token pass |",
-        "|---|---|---|---|",
-    ]
+        m, t = r["methods"], r["translate_stream"]
+        rss = gb(t["peak_rss_bytes"]) if "peak_rss_bytes" in t else "failed"
+        cells.append(
+            (r["model"], r["path"], r["load_s"], gb(r["rss_after_load_bytes"]), pass_times(r["passes_s"]),
+             f"{m['rt']['chrf']} / {m['rt']['wall_s']}", f"{m['ssbd']['chrf']} / {m['ssbd']['wall_s']}", rss)
+        )  # fmt: skip
+    lines += markdown_table(
+        ["model", "weights", "load s", "RSS after load GB", "decode step ms", "16-token pass ms", "64-token pass ms",
+         "RT chrF++ / s", "SSBD chrF++ / s", "translate --stream peak RSS GB"],
+        cells,
+    )  # fmt: skip
     by = {(r["model"], r["path"]): r for r in result["rows"]}
     pairs = [
         (model, by[model, "quantized"], by[model, "dense"])
         for model in dict.fromkeys(r["model"] for r in result["rows"])
         if (model, "quantized") in by and (model, "dense") in by
     ]
-    for model, q, d in pairs:
-        lines.append(f"| {model} | {pass_ratios(d['passes_s'], q['passes_s'])} |")
+    lines += ["", *markdown_table(
+        ["model", "decode step: dense / quantized", "16-token pass", "64-token pass"],
+        [(model, pass_ratios(d["passes_s"], q["passes_s"])) for model, q, d in pairs],
+    )]  # fmt: skip
     refs = [json.loads(line)["ref"] for line in (REPO / result["data"]).read_text().splitlines()]
     refs = refs[: result["sentences"]]
     lines += [
@@ -194,19 +179,34 @@ def report(result: dict) -> str:
         "chrF++ of the quantized path minus the dense path's on the same sentences, with the 2.5th-97.5th "
         "percentile of that difference over 1000 paired bootstrap resamples of the sentences:",
         "",
-        "| model | RT: quantized - dense [95% interval] | SSBD: quantized - dense [95% interval] |",
-        "|---|---|---|",
     ]
-    for model, q, d in pairs:
-        cells = []
-        for method in ("rt", "ssbd"):
-            delta, low, high = paired_chrf_delta(
-                q["methods"][method]["outputs"], d["methods"][method]["outputs"], refs
-            )
-            cells.append(f"{delta:+.2f} [{low:+.2f}, {high:+.2f}]")
-        lines.append(f"| {model} | {cells[0]} | {cells[1]} |")
-    return "\n".join(lines) + "\n"
 
+    def delta(q: dict, d: dict, method: str) -> str:
+        change, low, high = paired_chrf_delta(
+            q["methods"][method]["outputs"], d["methods"][method]["outputs"], refs
+        )
+        return f"{change:+.2f} [{low:+.2f}, {high:+.2f}]"
+
+    return lines + markdown_table(
+        ["model", "RT: quantized - dense [95% interval]", "SSBD: quantized - dense [95% interval]"],
+        [(model, delta(q, d, "rt"), delta(q, d, "ssbd")) for model, q, d in pairs],
+    )
+
+
+BENCHMARK = Benchmark(
+    "quantized_weights",
+    "Quantized weights vs the dense fp32 path",
+    run,
+    render,
+    options=(
+        option("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b"),
+        option("--sentences", type=int, default=24),
+        option("--repeats", type=int, default=5),
+        option("--child", help=argparse.SUPPRESS),
+    ),
+    about=__doc__,
+    out_required=False,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
