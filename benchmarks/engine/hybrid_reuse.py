@@ -9,22 +9,21 @@ checkpoints). Per update: tokens fed, model calls, cache rebuilds, wall time. Th
 random, so what the captions say means nothing here; what is measured is what the cache costs,
 and each architecture's ratio to full attention (qwen2) under the same method.
 
-    python -m benchmarks.hybrid_reuse --out benchmarks/results/DATE-MACHINE/hybrid-reuse
+    python -m benchmarks.engine.hybrid_reuse --out benchmarks/results/DATE-MACHINE/hybrid-reuse
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import statistics
 from dataclasses import replace
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import DATA, REPO
+from benchmarks.common import DATA, machine_line, relative
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd import StreamTranslator
-from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info
+from mlx_ssbd.evaluation.bench import items_from_pairs
 from mlx_ssbd.evaluation.random_models import random_model
 from mlx_ssbd.evaluation.streams import read_pairs
 from mlx_ssbd.live.methods import method_config
@@ -33,7 +32,7 @@ from mlx_ssbd.models.loading import load_model
 SENTENCES = DATA / "talk-sentences" / "en-de.test.jsonl"
 
 
-def run(model, tokenizer, items, method: str, checkpoints: bool) -> list[dict]:
+def one_stream(model, tokenizer, items, method: str, checkpoints: bool) -> list[dict]:
     """One stream through every item (a segment each); the stats of every update that ran a job."""
     tr = StreamTranslator(
         model,
@@ -72,37 +71,30 @@ def summary(records: list[dict]) -> dict:
     }
 
 
-def table(rows: list[dict]) -> str:
+def render(result: dict) -> list[str]:
+    setup, rows = result["setup"], result["rows"]
     base = {r["method"]: r for r in rows if r["arch"] == "qwen2"}
-    lines = [
-        "| model | cache | method | updates | fed/update | x full attention | passes/update | rebuilds "
-        "| wall/update (median) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        ratio = r["fed_per_update"] / base[r["method"]]["fed_per_update"]
-        lines.append(
-            f"| {r['arch']} | {r['cache']} | {r['method']} | {r['updates']} | {r['fed_per_update']} | "
-            f"{ratio:.2f}x | {r['passes_per_update']} | {r['rebuilds']} | {r['wall_ms_median']} ms |"
-        )
-    return "\n".join(lines)
+    return [
+        f"{machine_line(result['machine'])} Random-weight models of hidden size {setup['width']} and "
+        f"{setup['layers'] or 'default'} layers (what they translate means nothing; what the cache costs is "
+        f"measured), the {setup['tokenizer']} tokenizer, {setup['limit']} sentences of `{setup['sentences']}` "
+        f"revealed {setup['lag']} words at a time, one stream. \"x full attention\": tokens fed per update "
+        "against qwen2 (full attention) under the same method.",
+        "",
+        *markdown_table(
+            ["model", "cache", "method", "updates", "fed/update", "x full attention", "passes/update", "rebuilds",
+             "wall/update (median)"],
+            [
+                (r["arch"], r["cache"], r["method"], r["updates"], r["fed_per_update"],
+                 f"{r['fed_per_update'] / base[r['method']]['fed_per_update']:.2f}x", r["passes_per_update"],
+                 r["rebuilds"], f"{r['wall_ms_median']} ms")
+                for r in rows
+            ],
+        ),
+    ]  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokenizer", default="qwen2.5-coder-0.5b", help="model whose tokenizer is used")
-    parser.add_argument("--archs", default="qwen2,qwen3_5,lfm2,mamba2,gemma3_text")
-    parser.add_argument("--methods", default="rt,ssbd")
-    parser.add_argument("--width", type=int, default=256, help="hidden size of every model")
-    parser.add_argument(
-        "--layers", type=int, default=None, help="layers of every model (default: 2 full attention, 4 hybrid)"
-    )
-    parser.add_argument("--sentences", type=Path, default=SENTENCES)
-    parser.add_argument("--limit", type=int, default=12, help="sentences used")
-    parser.add_argument("--lag", type=int, default=3, help="words revealed per update")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-
+def measure(args) -> dict:
     tokenizer = load_model(args.tokenizer).tokenizer
     vocab = len(tokenizer)
     items = items_from_pairs([pair for _, pair in read_pairs(str(args.sentences))][: args.limit], args.lag)
@@ -116,32 +108,43 @@ def main() -> None:
                     "arch": arch,
                     "method": method,
                     "cache": "checkpoints" if checkpoints else "rebuild",
-                    **summary(run(model, tokenizer, items, method, checkpoints)),
+                    **summary(one_stream(model, tokenizer, items, method, checkpoints)),
                 }
                 print(json.dumps(row), flush=True)
                 rows.append(row)
-    args.out.mkdir(parents=True, exist_ok=True)
-    sentences = os.path.relpath(args.sentences.resolve(), REPO)  # no machine's absolute path in the report
     setup = {
         "tokenizer": Path(args.tokenizer).name,
         "width": args.width,
         "layers": args.layers,
-        "sentences": sentences,
+        "sentences": relative(args.sentences),
         "limit": args.limit,
         "lag": args.lag,
     }
-    (args.out / "hybrid_reuse.json").write_text(
-        json.dumps({"setup": setup, "machine": machine_info(), "rows": rows}, indent=2)
-    )
-    (args.out / "hybrid_reuse.md").write_text(
-        f"# Updates on hybrid models: checkpoints against rebuilds\n\nRandom-weight models of hidden size {args.width} "
-        f"and {args.layers or 'default'} layers "
-        f"(what they translate means nothing; what the cache costs is measured), the {setup['tokenizer']} tokenizer, "
-        f"{args.limit} sentences of `{setup['sentences']}` revealed {args.lag} words at a time, one stream. "
-        '"x full attention": tokens fed per update against qwen2 (full attention) under the same method.\n\n'
-        f"{table(rows)}\n"
-    )
+    return {"setup": setup, "rows": rows}
 
+
+BENCHMARK = Benchmark(
+    "hybrid_reuse",
+    "Updates on hybrid models: checkpoints against rebuilds",
+    measure,
+    render,
+    options=(
+        option("--tokenizer", default="qwen2.5-coder-0.5b", help="model whose tokenizer is used"),
+        option("--archs", default="qwen2,qwen3_5,lfm2,mamba2,gemma3_text"),
+        option("--methods", default="rt,ssbd"),
+        option("--width", type=int, default=256, help="hidden size of every model"),
+        option(
+            "--layers",
+            type=int,
+            default=None,
+            help="layers of every model (default: 2 full attention, 4 hybrid)",
+        ),
+        option("--sentences", type=Path, default=SENTENCES),
+        option("--limit", type=int, default=12, help="sentences used"),
+        option("--lag", type=int, default=3, help="words revealed per update"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

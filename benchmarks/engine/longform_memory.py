@@ -10,7 +10,6 @@ and the KV cache's size in tokens and bytes. Flat lines mean nothing accumulates
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import json
 import resource
@@ -18,9 +17,9 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
-from benchmarks.common import DATA
+from benchmarks.common import DATA, machine_line, relative
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd import TranslatorConfig, stream_translate
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_partials
 from mlx_ssbd.models.loading import load_model
@@ -37,15 +36,7 @@ def rss_mb() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--data", default=str(DATA / "talks" / "talk-partials.jsonl"))
-    parser.add_argument("--updates", type=int, default=1000)
-    parser.add_argument("--every", type=int, default=50)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-
+def measure(args) -> dict:
     loaded = load_model(args.model)
     translator = loaded.translator("de", config=TranslatorConfig(policy="ssbd", beta=0.2))
     partials = list(read_partials(args.data))
@@ -68,17 +59,41 @@ def main() -> None:
         if n >= args.updates:
             break
     first, last = samples[1] if len(samples) > 1 else samples[0], samples[-1]
-    result = {
+    args.out.mkdir(parents=True, exist_ok=True)
+    _plot(samples, args.out / "longform_memory.png")
+    return {
         "model": loaded.name,
         "updates": args.updates,
+        "data": relative(args.data),
         "samples": samples,
-        "machine": machine_info(),
         "rss_growth_mb_after_warmup": round(last["rss_mb"] - first["rss_mb"], 1),
         "mlx_active_growth_mb_after_warmup": round(last["mlx_active_mb"] - first["mlx_active_mb"], 1),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "longform_memory.json").write_text(json.dumps(result, indent=2))
-    _plot(samples, args.out / "longform_memory.png")
+
+
+def render(result: dict) -> list[str]:
+    return [
+        f"{machine_line(result['machine'])} {result['model']}, SSBD (β = 0.2), the partials of "
+        f"`{result['data']}` over and over for {result['updates']} updates. After the first sample: process RSS "
+        f"grew {result['rss_growth_mb_after_warmup']} MB, MLX's active memory "
+        f"{result['mlx_active_growth_mb_after_warmup']} MB (plot: `longform_memory.png`).",
+        "",
+        *markdown_table(
+            ["update", "caption", "RSS MB", "MLX active MB", "KV tokens", "KV MB", "elapsed s"],
+            [
+                (
+                    s["update"],
+                    s["caption"],
+                    s["rss_mb"],
+                    s["mlx_active_mb"],
+                    s["kv_tokens"],
+                    s["kv_mb"],
+                    s["elapsed_s"],
+                )
+                for s in result["samples"]
+            ],
+        ),
+    ]
 
 
 def _plot(samples, path: Path) -> None:
@@ -97,5 +112,19 @@ def _plot(samples, path: Path) -> None:
     save_figure(plt, fig, path)
 
 
+BENCHMARK = Benchmark(
+    "longform_memory",
+    "Memory over a long captioning session",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--data", default=str(DATA / "talks" / "talk-partials.jsonl")),
+        option("--updates", type=int, default=1000),
+        option("--every", type=int, default=50),
+    ),
+    about=__doc__,
+)
+
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
