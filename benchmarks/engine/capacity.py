@@ -34,7 +34,6 @@ On an NVIDIA GPU (``pip install "mlx[cuda]"`` beside this package):
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import statistics
@@ -42,10 +41,10 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import DATA, machine_line, relative, save_report
+from benchmarks.common import DATA, machine_line, relative
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.engine.batch import CallShape
 from mlx_ssbd.engine.cache import model_logits
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.random_models import BYTE_VOCAB, byte_tokenizer, shaped_model
 from mlx_ssbd.evaluation.streams import read_partials
 from mlx_ssbd.live.methods import method_config
@@ -119,7 +118,7 @@ def model_and_tokenizer(name: str, tokenizer_dir: str | None):
     )
 
 
-def measure(model, tokenizer, family: str, streams: int, method: str, steps: int, beta: float) -> dict:
+def streams_run(model, tokenizer, family: str, streams: int, method: str, steps: int, beta: float) -> dict:
     """Run ``streams`` streams for one warm-up step and ``steps`` measured steps; the run's
     figures and its calls' shapes (``"calls"``)."""
     talk = [(partial.text, partial.final) for partial in read_partials(str(TALK))]
@@ -208,16 +207,7 @@ def summary(run: dict, bare: dict[CallShape, float], streams: int, method: str) 
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="small-shape,0.5b-shape", help="shapes and/or prepared models")
-    parser.add_argument("--streams", default="1,2,4,8,16", help="numbers of concurrent streams")
-    parser.add_argument("--methods", default="rt,ssbd")
-    parser.add_argument("--steps", type=int, default=6, help="measured partials per stream")
-    parser.add_argument("--beta", type=float, default=0.2)
-    parser.add_argument("--tokenizer", help="model directory whose tokenizer random models use")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     counts = [int(n) for n in args.streams.split(",")]
     tokenizer_dir = args.tokenizer
     if tokenizer_dir is None and (model_dir(get_card("qwen2.5-coder-0.5b")) / "tokenizer.json").exists():
@@ -228,7 +218,7 @@ def main() -> None:
         layout, bare, rows = kv_layout(model), {}, []
         for method in args.methods.split(","):
             for n in counts:
-                run = measure(model, tokenizer, family, n, method, args.steps, args.beta)
+                run = streams_run(model, tokenizer, family, n, method, args.steps, args.beta)
                 for shape in run["calls"]:
                     if shape not in bare:
                         bare[shape] = bare_call_s(model, layout, shape)
@@ -236,24 +226,15 @@ def main() -> None:
                 print(json.dumps({"model": name, **rows[-1]}), flush=True)
         results.append({"model": name, "described": described, "rows": rows})
         del model
-    report = {
-        "steps": args.steps,
-        "beta": args.beta,
-        "data": relative(TALK),
-        "results": results,
-        "machine": machine_info(),
-    }
-    save_report(args.out, report, "capacity.json", "capacity.md", markdown(report))
+    return {"steps": args.steps, "beta": args.beta, "data": relative(TALK), "results": results}
 
 
 def percent(share: float | None) -> str:
     return "" if share is None else f"{100 * share:.0f}%"
 
 
-def markdown(report: dict) -> str:
+def render(report: dict) -> list[str]:
     lines = [
-        "# Capacity: N live streams through the engine, and where a round goes",
-        "",
         f"{machine_line(report['machine'])} Each stream replays the talk's ASR partials "
         f"({report['data']}), {report['steps']} measured partials per stream after one warm-up; SSBD "
         f"β = {report['beta']}. A round: one host sync and one batched model call (on a CPU a few, "
@@ -264,23 +245,35 @@ def markdown(report: dict) -> str:
         "real model's.",
     ]
     for result in report["results"]:
-        lines += [
-            "",
-            f"## {result['described']}",
-            "",
-            "| method | streams | rounds | rows/call | round ms | model ms | engine ms | engine share | "
-            "padding | updates/s | output tok/s | draft accepted |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {r['method']} | {r['streams']} | {r['rounds']} | {r['mean_rows']} | {r['round_ms']} | "
-            f"{r['model_ms_per_round']} | {r['engine_ms_per_round']} | {percent(r['outside_share'])} | "
-            f"{percent(r['padding_share'])} | {r['updates_per_s']} | {r['output_tok_per_s']} | "
-            f"{percent(r['accepted_share'])} |"
-            for r in result["rows"]
-        ]
-    return "\n".join(lines) + "\n"
+        lines += ["", f"## {result['described']}", ""]
+        lines += markdown_table(
+            ["method", "streams", "rounds", "rows/call", "round ms", "model ms", "engine ms", "engine share",
+             "padding", "updates/s", "output tok/s", "draft accepted"],
+            [
+                (r["method"], r["streams"], r["rounds"], r["mean_rows"], r["round_ms"], r["model_ms_per_round"],
+                 r["engine_ms_per_round"], percent(r["outside_share"]), percent(r["padding_share"]),
+                 r["updates_per_s"], r["output_tok_per_s"], percent(r["accepted_share"]))
+                for r in result["rows"]
+            ],
+        )  # fmt: skip
+    return lines
 
+
+BENCHMARK = Benchmark(
+    "capacity",
+    "Capacity: N live streams through the engine, and where a round goes",
+    measure,
+    render,
+    options=(
+        option("--models", default="small-shape,0.5b-shape", help="shapes and/or prepared models"),
+        option("--streams", default="1,2,4,8,16", help="numbers of concurrent streams"),
+        option("--methods", default="rt,ssbd"),
+        option("--steps", type=int, default=6, help="measured partials per stream"),
+        option("--beta", type=float, default=0.2),
+        option("--tokenizer", help="model directory whose tokenizer random models use"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

@@ -13,15 +13,15 @@ the update's own time plus the updates of the other streams queued before it in 
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import DATA
-from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info
+from benchmarks.common import DATA, machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
+from mlx_ssbd.evaluation.bench import items_from_pairs
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_pairs
 from mlx_ssbd.live.methods import method_config
@@ -36,7 +36,7 @@ def lanes_for(items, n_streams: int) -> list[list[tuple[str, bool]]]:
     return lanes
 
 
-def run(loaded, items, n_streams: int, method: str, beta: float, target: str, batched: bool) -> dict:
+def streams_run(loaded, items, n_streams: int, method: str, beta: float, target: str, batched: bool) -> dict:
     lanes = lanes_for(items, n_streams)
     translators = [
         loaded.translator(target, config=method_config(method, beta=beta)) for _ in range(n_streams)
@@ -84,18 +84,7 @@ def run(loaded, items, n_streams: int, method: str, beta: float, target: str, ba
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
-    parser.add_argument("--data", default=str(DATA / "udhr" / "en-de.jsonl"))
-    parser.add_argument("--target", default="de")
-    parser.add_argument("--items", type=int, default=4)
-    parser.add_argument("--methods", default="rt,ssbd")
-    parser.add_argument("--streams", default="1,2,4")
-    parser.add_argument("--beta", type=float, default=0.2)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-
+def measure(args) -> dict:
     loaded = load_model(args.model)
     items = items_from_pairs([p for _, p in read_pairs(args.data)][: args.items], lag=3)
     counts = [int(s) for s in args.streams.split(",")]
@@ -103,7 +92,7 @@ def main() -> None:
     for method in args.methods.split(","):
         runs = [(max(counts), False)] + [(n, True) for n in counts]  # sequential baseline, then batched
         for n, batched in runs:
-            rows.append(run(loaded, items, n, method, args.beta, args.target, batched))
+            rows.append(streams_run(loaded, items, n, method, args.beta, args.target, batched))
             print(json.dumps(rows[-1]), flush=True)
     base = {r["method"]: r for r in rows if r["mode"] == "sequential"}
     for row in rows:
@@ -111,34 +100,26 @@ def main() -> None:
             row["output_tok_per_s"] / base[row["method"]]["output_tok_per_s"], 2
         )
     args.out.mkdir(parents=True, exist_ok=True)
-    result = {
-        "model": loaded.name,
-        "beta": args.beta,
-        "items": args.items,
-        "rows": rows,
-        "machine": machine_info(),
-    }
-    (args.out / "multistream.json").write_text(json.dumps(result, indent=2))
-    machine = result["machine"]
-    lines = [
-        f"# Concurrent streams ({loaded.name}, {args.items} UDHR paragraphs, lag 3, SSBD β={args.beta})",
-        "",
-        f"{machine['device']}, {machine['compute_dtype']}, BLAS {machine['blas']}, {machine['cpus']} CPUs. "
-        "sequential: one translator per stream, updates run one after another; batched: one forward per "
-        "step for all streams. Latency: what a viewer of one stream waits per update.",
-        "",
-        "| method | mode | streams | output tok/s | x sequential | updates/s | median latency s | p90 s |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['method']} | {r['mode']} | {r['streams']} | {r['output_tok_per_s']} | "
-        f"{r['throughput_vs_sequential']} | {r['updates_per_s']} | {r['median_update_latency_s']} | "
-        f"{r['p90_update_latency_s']} |"
-        for r in rows
-    ]
-    (args.out / "multistream.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
     _plot(rows, args.out / "multistream.png")
+    return {"model": loaded.name, "beta": args.beta, "items": args.items, "rows": rows}
+
+
+def render(result: dict) -> list[str]:
+    machine = result["machine"]
+    return [
+        f"{machine_line(machine)} {machine['device']}, {machine['compute_dtype']}. sequential: one translator "
+        "per stream, updates run one after another; batched: one forward per step for all streams. Latency: "
+        "what a viewer of one stream waits per update.",
+        "",
+        *markdown_table(
+            ["method", "mode", "streams", "output tok/s", "x sequential", "updates/s", "median latency s", "p90 s"],
+            [
+                (r["method"], r["mode"], r["streams"], r["output_tok_per_s"], r["throughput_vs_sequential"],
+                 r["updates_per_s"], r["median_update_latency_s"], r["p90_update_latency_s"])
+                for r in result["rows"]
+            ],
+        ),
+    ]  # fmt: skip
 
 
 def _plot(rows, path: Path) -> None:
@@ -174,5 +155,22 @@ def _plot(rows, path: Path) -> None:
     save_figure(plt, fig, path)
 
 
+BENCHMARK = Benchmark(
+    "multistream",
+    lambda r: f"Concurrent streams ({r['model']}, {r['items']} UDHR paragraphs, lag 3, SSBD β={r['beta']})",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-1.5b"),
+        option("--data", default=str(DATA / "udhr" / "en-de.jsonl")),
+        option("--target", default="de"),
+        option("--items", type=int, default=4),
+        option("--methods", default="rt,ssbd"),
+        option("--streams", default="1,2,4"),
+        option("--beta", type=float, default=0.2),
+    ),
+    about=__doc__,
+)
+
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
