@@ -20,7 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import REPO
+from benchmarks.common import REPO, machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 
 
 def gguf_for(model: str, work: Path) -> Path:
@@ -74,22 +75,14 @@ def time_llama(path: Path, ids: list[int], filler: list[int], repeats: int, thre
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+def measure(args) -> dict | None:
     if args.child:
         job = json.loads(args.child.read_text())
-        print(
-            json.dumps(
-                time_llama(Path(job["gguf"]), job["ids"], job["filler"], job["repeats"], job["threads"])
-            )
-        )
-        return
+        timed = time_llama(Path(job["gguf"]), job["ids"], job["filler"], job["repeats"], job["threads"])
+        print(json.dumps(timed))
+        return None
+    if args.out is None:
+        raise SystemExit("--out is required")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
@@ -108,7 +101,7 @@ def main() -> None:
                 )
             )
             child = subprocess.run(
-                [sys.executable, "-m", __spec__.name, "--child", str(job), "--out", str(args.out)],
+                [sys.executable, "-m", __spec__.name, "--child", str(job)],
                 cwd=REPO,
                 capture_output=True,
                 text=True,
@@ -123,23 +116,41 @@ def main() -> None:
             path.unlink()
             rows.append(row)
             print(json.dumps(row), flush=True)
-    from mlx_ssbd.evaluation.bench import cpu_model, machine_info
+    return {"rows": rows, "repeats": args.repeats}
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    report = {"rows": rows, "cpu": cpu_model(), "machine": machine_info()}
-    (args.out / "llama_cpp.json").write_text(json.dumps(report, indent=2))
-    lines = [
-        f"# llama.cpp on the same GGUF files ({cpu_model()}, {args.threads} threads, medians of {args.repeats})",
+
+def render(result: dict) -> list[str]:
+    rows = result["rows"]
+    threads = ", ".join(sorted({str(r["threads"]) for r in rows}))
+    versions = ", ".join(sorted({r["llama_cpp_python"] for r in rows}))
+    medians = f"medians of {result['repeats']} passes" if "repeats" in result else "medians"
+    return [
+        f"{machine_line(result['machine'])} llama.cpp (llama-cpp-python {versions}), {threads} threads, {medians}.",
         "",
-        "| model | decode step ms | 16-token pass ms |",
-        "|---|---|---|",
+        *markdown_table(
+            ["model", "decode step ms", "16-token pass ms"],
+            [
+                (r["model"], f"{1000 * r['decode_step_s']:.1f}", f"{1000 * r['pass16_s']:.1f}")
+                for r in result["rows"]
+            ],
+        ),
     ]
-    lines += [
-        f"| {r['model']} | {1000 * r['decode_step_s']:.1f} | {1000 * r['pass16_s']:.1f} |" for r in rows
-    ]
-    (args.out / "llama_cpp.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
+
+BENCHMARK = Benchmark(
+    "llama_cpp",
+    "llama.cpp on the same GGUF files",
+    measure,
+    render,
+    options=(
+        option("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b"),
+        option("--repeats", type=int, default=7),
+        option("--threads", type=int, default=2),
+        option("--child", type=Path, help=argparse.SUPPRESS),
+    ),
+    about=__doc__,
+    out_required=False,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
