@@ -74,7 +74,10 @@ class Benchmark:
         if args.report:
             if args.out is None:
                 raise SystemExit("--report needs --out: the folder whose JSON is rendered")
-            result = json.loads((args.out / f"{self.name}.json").read_text())
+            stored = args.out / f"{self.name}.json"
+            if not stored.is_file():
+                raise SystemExit(f"--report: no {stored.name} in {args.out}")
+            result = json.loads(stored.read_text())
         else:
             result = self.measure(args)
             if result is None:

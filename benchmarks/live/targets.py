@@ -16,7 +16,6 @@ in one process, one after another:
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -24,9 +23,10 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.live.live_replay import replay
 from benchmarks.live.partials import DATA, asr_partials, speech
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
@@ -42,7 +42,7 @@ def stream(seconds: float, seed: int):
     return [(t, p) for t, p in asr_partials(words, rng) if t <= seconds]
 
 
-def measure(loaded, n: int, partials_fast, partials_live, method: str) -> dict:
+def languages_run(loaded, n: int, partials_fast, partials_live, method: str) -> dict:
     def translators():
         return {lang: loaded.translator(lang, config=method_config(method)) for lang in LANGUAGES[:n]}
 
@@ -64,67 +64,75 @@ def measure(loaded, n: int, partials_fast, partials_live, method: str) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b")
-    parser.add_argument("--method", default="ssbd")
-    parser.add_argument(
-        "--partials", default="60,30", help="partials translated for the wall time, per model"
-    )
-    parser.add_argument(
-        "--seconds", type=float, default=60.0, help="speech replayed in real time for the lag"
-    )
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     models, counts = args.models.split(","), [int(n) for n in args.partials.split(",")]
     live = stream(args.seconds, 7)
-    results = {"method": args.method, "seconds": args.seconds, "machine": machine_info(), "models": {}}
+    results = {"method": args.method, "seconds": args.seconds, "models": {}}
     for model, count in zip(models, counts):
         loaded = load_model(model)
         fast = stream(600, 3)[:count]
-        rows = [measure(loaded, n, fast, live, args.method) for n in range(1, len(LANGUAGES) + 1)]
+        rows = [languages_run(loaded, n, fast, live, args.method) for n in range(1, len(LANGUAGES) + 1)]
         for row in rows:
             row["wall_ratio"] = round(row["wall_s"] / rows[0]["wall_s"], 2)
         results["models"][model] = {"partials": count, "rows": rows}
         del loaded
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "targets.json").write_text(json.dumps(results, indent=2))
-    lines = [
-        "# Several caption languages from one talk",
-        "",
-        f"Method {args.method}; languages added in the order {', '.join(LANGUAGES)}. Wall: the first partials of "
-        "an ASR-like stream, every one translated into every language, as fast as it goes; lag: "
-        f"{args.seconds:g} s of speech in real time, latest partial wins (p50/p95 over every language's events). "
-        "See the script's docstring.",
-        "",
-        "| model | languages | wall s (partials) | wall vs 1 language | lag p50 s | lag p95 s |",
-        "|---|---|---|---|---|---|",
-    ]
-    for model, data in results["models"].items():
-        for row in data["rows"]:
-            lines.append(
-                f"| {model} | {row['targets']} | {row['wall_s']} ({data['partials']}) | {row['wall_ratio']}x | "
-                f"{row['lag_p50_s']} | {row['lag_p95_s']} |"
-            )
-    (args.out / "targets.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    plt = pyplot()
-    if plt is not None:
-        fig, ax = plt.subplots(figsize=(6, 3.5))
-        for model, data in results["models"].items():
-            ax.plot(
-                [r["targets"] for r in data["rows"]],
-                [r["wall_ratio"] for r in data["rows"]],
-                marker="o",
-                label=model,
-            )
-        ax.plot([1, 4], [1, 4], linestyle=":", color="grey", label="each language alone, one after another")
-        ax.set_xlabel("target languages")
-        ax.set_ylabel("wall time vs 1 language")
-        ax.set_xticks([1, 2, 3, 4])
-        ax.legend(fontsize=8)
-        save_figure(plt, fig, args.out / "targets.png")
+    plot(results, args.out / "targets.png")
+    return results
 
+
+def render(result: dict) -> list[str]:
+    return [
+        f"{machine_line(result['machine'])} Method {result['method']}; languages added in the order "
+        f"{', '.join(LANGUAGES)}. Wall: the first partials of an ASR-like stream, every one translated into every "
+        f"language, as fast as it goes; lag: {result['seconds']:g} s of speech in real time, latest partial wins "
+        "(p50/p95 over every language's events). See the script's docstring.",
+        "",
+        *markdown_table(
+            ["model", "languages", "wall s (partials)", "wall vs 1 language", "lag p50 s", "lag p95 s"],
+            [
+                (model, row["targets"], f"{row['wall_s']} ({data['partials']})", f"{row['wall_ratio']}x",
+                 row["lag_p50_s"], row["lag_p95_s"])
+                for model, data in result["models"].items()
+                for row in data["rows"]
+            ],
+        ),
+    ]  # fmt: skip
+
+
+def plot(results: dict, path: Path) -> None:
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for model, data in results["models"].items():
+        ax.plot(
+            [r["targets"] for r in data["rows"]],
+            [r["wall_ratio"] for r in data["rows"]],
+            marker="o",
+            label=model,
+        )
+    ax.plot([1, 4], [1, 4], linestyle=":", color="grey", label="each language alone, one after another")
+    ax.set_xlabel("target languages")
+    ax.set_ylabel("wall time vs 1 language")
+    ax.set_xticks([1, 2, 3, 4])
+    ax.legend(fontsize=8)
+    save_figure(plt, fig, path)
+
+
+BENCHMARK = Benchmark(
+    "targets",
+    "Several caption languages from one talk",
+    measure,
+    render,
+    options=(
+        option("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b"),
+        option("--method", default="ssbd"),
+        option("--partials", default="60,30", help="partials translated for the wall time, per model"),
+        option("--seconds", type=float, default=60.0, help="speech replayed in real time for the lag"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
