@@ -91,7 +91,7 @@ def save_report(out: Path, result: dict, json_name: str, markdown_name: str, mar
     """Write a benchmark's ``result`` as JSON and its ``markdown`` report into the folder ``out``
     (made if missing), and print the report."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / json_name).write_text(json.dumps(result, indent=2))
+    (out / json_name).write_text(json.dumps(result, indent=2, ensure_ascii=False))
     (out / markdown_name).write_text(markdown)
     print(markdown)
 

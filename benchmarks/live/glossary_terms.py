@@ -13,14 +13,13 @@ document chrF++ and BLEU of the captions against the references, wall time and f
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import DATA as BENCH_DATA
-from mlx_ssbd.evaluation.bench import machine_info
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.streams import lag_updates
 from mlx_ssbd.live.glossary import load_glossary, term_accuracy
 from mlx_ssbd.live.methods import method_config
@@ -33,7 +32,7 @@ from sacrebleu.metrics import BLEU, CHRF
 DATA = BENCH_DATA / "glossary"
 
 
-def run(loaded, pairs: list[dict], glossary, method: str) -> dict:
+def captions_run(loaded, pairs: list[dict], glossary, method: str) -> dict:
     translator = loaded.translator("de", config=method_config(method), glossary=glossary)
     session = LiveSession(
         translator,
@@ -67,44 +66,49 @@ def run(loaded, pairs: list[dict], glossary, method: str) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="qwen2.5-coder-1.5b,qwen2.5-coder-0.5b")
-    parser.add_argument("--method", default="ssbd")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     pairs = [json.loads(line) for line in (DATA / "talk.jsonl").read_text().splitlines() if line.strip()]
     glossary = load_glossary(DATA / "glossary.tsv")
-    results = {"method": args.method, "sentences": len(pairs), "machine": machine_info(), "runs": {}}
+    results = {"method": args.method, "sentences": len(pairs), "runs": {}}
     for model in args.models.split(","):
         loaded = load_model(model)
         results["runs"][model] = [
-            run(loaded, pairs, None, args.method),
-            run(loaded, pairs, glossary, args.method),
+            captions_run(loaded, pairs, None, args.method),
+            captions_run(loaded, pairs, glossary, args.method),
         ]
         del loaded
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "glossary_terms.json").write_text(json.dumps(results, indent=2, ensure_ascii=False))
-    lines = [
-        "# A glossary's terms in live captions (en-de)",
-        "",
-        f"{len(pairs)} sentences of a talk written for the benchmark, revealed 3 words at a time, method "
-        f"{args.method}; term accuracy over (caption, term) pairs; chrF++/BLEU against hand-written references. "
-        "See the script's docstring.",
-        "",
-        "| model | glossary | term accuracy | chrF++ | BLEU | wall s | passes |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for model, runs in results["runs"].items():
-        for r in runs:
-            lines.append(
-                f"| {model} | {'yes' if r['glossary'] else 'no'} | {r['term_accuracy']}% "
-                f"({r['term_hits']}/{r['term_pairs']}) | {r['chrf']} | {r['bleu']} | {r['wall_s']} | "
-                f"{r['passes']} |"
-            )
-    (args.out / "glossary_terms.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return results
 
+
+def render(result: dict) -> list[str]:
+    return [
+        f"{machine_line(result['machine'])} {result['sentences']} sentences of a talk written for the benchmark, "
+        f"revealed 3 words at a time, method {result['method']}; term accuracy over (caption, term) pairs; "
+        "chrF++/BLEU against hand-written references. See the script's docstring.",
+        "",
+        *markdown_table(
+            ["model", "glossary", "term accuracy", "chrF++", "BLEU", "wall s", "passes"],
+            [
+                (model, "yes" if r["glossary"] else "no", f"{r['term_accuracy']}% ({r['term_hits']}/{r['term_pairs']})",
+                 r["chrf"], r["bleu"], r["wall_s"], r["passes"])
+                for model, runs in result["runs"].items()
+                for r in runs
+            ],
+        ),
+    ]  # fmt: skip
+
+
+BENCHMARK = Benchmark(
+    "glossary_terms",
+    "A glossary's terms in live captions (en-de)",
+    measure,
+    render,
+    options=(
+        option("--models", default="qwen2.5-coder-1.5b,qwen2.5-coder-0.5b"),
+        option("--method", default="ssbd"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
