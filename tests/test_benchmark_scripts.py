@@ -103,7 +103,7 @@ def test_live_replay_in_real_time_and_never_final(model_dir, tmp_path):
         "--out",
         tmp_path / "live",
     )
-    summary = json.loads((tmp_path / "live" / "summary.json").read_text())["methods"]
+    summary = json.loads((tmp_path / "live" / "live_replay.json").read_text())["methods"]
     for s in summary.values():
         assert s["partials"] == summary["rt"]["partials"] and s["errors"] == 0 and s["commits"] >= 1
         assert s["updates"] > s["commits"] and s["coalesced"] + s["repeated"] < s["partials"]
@@ -127,7 +127,7 @@ def test_live_replay_in_real_time_and_never_final(model_dir, tmp_path):
         "--out",
         tmp_path / "never",
     )
-    (s,) = json.loads((tmp_path / "never" / "summary.json").read_text())["methods"].values()
+    (s,) = json.loads((tmp_path / "never" / "live_replay.json").read_text())["methods"].values()
     assert s["words"] >= 80 and s["commits"] >= 3 and s["errors"] == 0
     report = script("benchmarks.tools.collect", tmp_path)
     assert "Real-time replay of a long ASR stream" in report and "Never-final stream" in report
@@ -305,7 +305,7 @@ def test_live_replay_speaks_the_sentences_it_is_given(model_dir, tmp_path):
         "--out",
         tmp_path / "talk",
     )
-    run = json.loads((tmp_path / "talk" / "summary.json").read_text())["run"]
+    run = json.loads((tmp_path / "talk" / "live_replay.json").read_text())["run"]
     assert run["data"].startswith("sentences of talk.jsonl")
     heard = {
         json.loads(line).get("source", "")

@@ -21,7 +21,6 @@ reports the update time of the first and last 100 updates.
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import statistics
@@ -31,9 +30,9 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (loads the BLAS before mlx.core)
-from benchmarks.common import chrf, relative
+from benchmarks.common import chrf, machine_line, relative
+from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.live.partials import DATA, asr_partials, speech
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import (
@@ -165,43 +164,39 @@ def plot(results: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def markdown(facts: dict, summary: dict) -> str:
+def title(result: dict) -> str:
+    kind = "Never-final stream" if result["run"]["never_final"] else "Real-time replay of a long ASR stream"
+    return f"{kind}: `{result['run']['model']}`"
+
+
+def render(result: dict) -> list[str]:
     """The report: one row per method."""
-    m = facts["machine"]
-    where = f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs"
+    facts, summary, m = result["run"], result["methods"], result["machine"]
+    where = f"{machine_line(m)} {m['device']}, {m['compute_dtype']}"
     if facts["never_final"]:
-        rows = [
-            f"| {k} | {s['words']} | {s['updates']} | {s['commits']} | {s['errors']} | "
-            f"{s['update_wall_mean_first100_s']:.3f} | {s['update_wall_mean_last100_s']:.3f} | "
-            f"{s['ratio_last_first']:.2f} |"
-            for k, s in summary.items()
-        ]
-        return "\n".join(
-            [
-                f"# Never-final stream: `{facts['model']}`",
-                "",
-                f"One ASR segment that never says final, no punctuation, every {facts['stride']}th partial of a "
-                f"re-decoding ASR, every one translated (not real time). {where}.",
-                "",
-                "| method | words | updates | commits | errors | update s, first 100 | update s, last 100 "
-                "| last/first |",
-                "|---|---|---|---|---|---|---|---|",
-                *rows,
-                "",
-            ]
-        )
-    rows = [
-        f"| {k} | {s['speech_minutes']:.1f} | {s['partials']} | {100 * s['coalesced_share']:.0f}% | {s['updates']} | "
-        f"{s['commits']} | {s['lag_p50_s']:.2f} | {s['lag_p95_s']:.2f} | {s['lag_max_s']:.1f} | "
-        f"{100 * s['lag_within_3s']:.0f}% | {s['lag_final_s']:.2f} | "
-        f"{s['lag_mean_first_s']:.2f} | {s['lag_mean_last_s']:.2f} | {s['lag_growth']:.2f} | "
-        f"{s['passes_per_update']:.1f} | {s['chrf++_doc']:.1f} |"
-        for k, s in summary.items()
-    ]
-    return "\n".join(
-        [
-            f"# Real-time replay of a long ASR stream: `{facts['model']}`",
+        return [
+            f"One ASR segment that never says final, no punctuation, every {facts['stride']}th partial of a "
+            f"re-decoding ASR, every one translated (not real time). {where}.",
             "",
+            *markdown_table(
+                ["method", "words", "updates", "commits", "errors", "update s, first 100", "update s, last 100",
+                 "last/first"],
+                [
+                    (k, s["words"], s["updates"], s["commits"], s["errors"], f"{s['update_wall_mean_first100_s']:.3f}",
+                     f"{s['update_wall_mean_last100_s']:.3f}", f"{s['ratio_last_first']:.2f}")
+                    for k, s in summary.items()
+                ],
+            ),
+        ]  # fmt: skip
+    rows = [
+        (k, f"{s['speech_minutes']:.1f}", s["partials"], f"{100 * s['coalesced_share']:.0f}%", s["updates"],
+         s["commits"], f"{s['lag_p50_s']:.2f}", f"{s['lag_p95_s']:.2f}", f"{s['lag_max_s']:.1f}",
+         f"{100 * s['lag_within_3s']:.0f}%", f"{s['lag_final_s']:.2f}", f"{s['lag_mean_first_s']:.2f}",
+         f"{s['lag_mean_last_s']:.2f}", f"{s['lag_growth']:.2f}", f"{s['passes_per_update']:.1f}",
+         f"{s['chrf++_doc']:.1f}")
+        for k, s in summary.items()
+    ]  # fmt: skip
+    return [
             f"Latest partial wins, automatic segments ({facts['segmenter']}). Lag = time a caption event was ready "
             f"minus the speech time of the newest word it translates; final caption: when the talk's last caption "
             f"was ready after its last word; the first and last windows are the first and "
@@ -209,50 +204,23 @@ def markdown(facts: dict, summary: dict) -> str:
             "the whole document (committed captions against the German text; the source is lower-cased and mostly "
             "unpunctuated, so the numbers are low for every method).",
             "",
-            "| method | speech min | partials | coalesced | updates | commits | lag p50 s | lag p95 s | lag max s | "
-            "lag <= 3 s | final caption s | mean lag first window | mean lag last window | last/first | "
-            "passes/update | chrF++ doc |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-            *rows,
+            *markdown_table(
+                ["method", "speech min", "partials", "coalesced", "updates", "commits", "lag p50 s", "lag p95 s",
+                 "lag max s", "lag <= 3 s", "final caption s", "mean lag first window", "mean lag last window",
+                 "last/first", "passes/update", "chrF++ doc"],
+                rows,
+            ),
             "",
             "![caption lag](lag.png)",
-            "",
-        ]
-    )
+    ]  # fmt: skip
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--methods", default="rt,ssbd", help="comma-separated methods (mlx_ssbd METHODS)")
-    parser.add_argument("--minutes", type=float, default=10.0, help="speech to replay")
-    parser.add_argument("--wps", type=float, default=2.5, help="speaking rate, words per second")
-    parser.add_argument(
-        "--never-final", action="store_true", help="one endless unpunctuated segment, as fast as possible"
-    )
-    parser.add_argument("--words", type=int, default=5000, help="words for --never-final")
-    parser.add_argument("--stride", type=int, default=1, help="replay every Nth partial only (and the last)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--data",
-        type=Path,
-        action="append",
-        help="sentence pairs JSONL {src, ref} spoken in order (repeatable); default: the UDHR paragraphs",
-    )
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument(
-        "--throughput",
-        action="store_true",
-        help="only print throughput() for the events-*.jsonl already in --out",
-    )
-    args = parser.parse_args()
+def measure(args) -> dict | None:
     if args.throughput:
         for path in sorted(args.out.glob("events-*.jsonl")):
             records = [json.loads(line) for line in path.read_text().splitlines()]
             print(json.dumps({path.stem: throughput(records)}))
-        return 0
+        return None
 
     rng = random.Random(args.seed)
     pairs = [
@@ -310,7 +278,6 @@ def main() -> int:
         print(json.dumps({method: summary[method]}, indent=1), file=sys.stderr, flush=True)
     facts = {
         "model": loaded.name,
-        "machine": machine_info(),
         "seed": args.seed,
         "wps": args.wps,
         "stride": args.stride,
@@ -323,12 +290,41 @@ def main() -> int:
         )
         + ", lower-cased, mostly unpunctuated; their German references as the document reference",
     }
-    (args.out / "summary.json").write_text(json.dumps({"run": facts, "methods": summary}, indent=1))
-    (args.out / "live_replay.md").write_text(markdown(facts, summary))
     if not args.never_final:
         plot(results, args.out / "lag.png", f"Caption lag behind speech, real-time replay, {args.model}")
-    return 0
+    return {"run": facts, "methods": summary}
 
+
+BENCHMARK = Benchmark(
+    "live_replay",
+    title,
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--methods", default="rt,ssbd", help="comma-separated methods (mlx_ssbd METHODS)"),
+        option("--minutes", type=float, default=10.0, help="speech to replay"),
+        option("--wps", type=float, default=2.5, help="speaking rate, words per second"),
+        option(
+            "--never-final", action="store_true", help="one endless unpunctuated segment, as fast as possible"
+        ),
+        option("--words", type=int, default=5000, help="words for --never-final"),
+        option("--stride", type=int, default=1, help="replay every Nth partial only (and the last)"),
+        option("--seed", type=int, default=0),
+        option(
+            "--data",
+            type=Path,
+            action="append",
+            help="sentence pairs JSONL {src, ref} spoken in order (repeatable); default: the UDHR paragraphs",
+        ),
+        option(
+            "--throughput",
+            action="store_true",
+            help="only print throughput() for the events-*.jsonl in --out",
+        ),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    BENCHMARK.main()
