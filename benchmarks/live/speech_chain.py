@@ -24,7 +24,6 @@ speech's length, and quality.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -34,12 +33,12 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (loads the BLAS before mlx.core)
-from benchmarks.common import chrf
+from benchmarks.common import chrf, machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.live.partials import DATA
 from mlx_ssbd.asr.audio import Replay, read_audio, synthesize
 from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
 from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession, SessionError
@@ -223,25 +222,18 @@ def plot(live: dict, path: Path, title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
-def machine_line(m: dict) -> str:
-    return (
-        f"{m['processor']}, {m['cpus']} cores, {m['os']}, MLX {m['mlx_version']} {m['compute_dtype']} on the CPU, "
-        f"{m['blas']} ({m['gemv']})"
-    )
-
-
 def _lags(r: dict, name: str) -> str:
     return f"{r[name + '_p50_s']:.1f} / {r[name + '_p95_s']:.1f}"
 
 
-def markdown(
-    facts: dict, asr_alone: dict, live: dict, offline: dict, text_chrf: float, plot_name: str
-) -> str:
-    a = asr_alone
+PLOT = "speech_chain.png"
+
+
+def render(result: dict) -> list[str]:
+    facts, a, live, offline = result["facts"], result["asr_alone"], result["live"], result["offline"]
     lines = [
-        f"# Speech to captions ({facts['model']}, {facts['audio_s']:.0f} s of espeak-ng speech)",
-        "",
-        f"Machine: {machine_line(facts['machine'])}. ASR: {facts['asr']}, re-decoded every {facts['step_s']} s. "
+        f"{machine_line(result['machine'])} {result['machine']['compute_dtype']}. ASR: {facts['asr']}, "
+        f"re-decoded every {facts['step_s']} s. "
         f"{facts['paragraphs']} UDHR paragraphs, {facts['words']} words, voice {facts['voice']}; one run per row, "
         "in one process, one after another.",
         "",
@@ -254,49 +246,44 @@ def markdown(
         "newest word it shows; *translation*: minus the time its partial came out of the ASR; *commit*: a "
         "committed caption's time minus its last word's end.",
         "",
-        "| run | speech -> screen | translation | commit | max | ASR s | translation s | forward passes "
-        "| chrF++ vs ref | chrF++ vs text translation |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, r in live.items():
-        lines.append(
-            f"| {label} | {_lags(r, 'lag')} | {_lags(r, 'translation_lag')} | {_lags(r, 'commit_lag')} "
-            f"| {r['lag_max_s']:.1f} | {r['asr_s']:.1f} | {r['translation_s']:.1f} | {r['forward_passes']} "
-            f"| {r['chrf_vs_reference']:.1f} | {r['chrf_vs_text_translation']:.1f} |"
-        )
+    lines += markdown_table(
+        ["run", "speech -> screen", "translation", "commit", "max", "ASR s", "translation s", "forward passes",
+         "chrF++ vs ref", "chrF++ vs text translation"],
+        [
+            (label, _lags(r, "lag"), _lags(r, "translation_lag"), _lags(r, "commit_lag"), f"{r['lag_max_s']:.1f}",
+             f"{r['asr_s']:.1f}", f"{r['translation_s']:.1f}", r["forward_passes"], f"{r['chrf_vs_reference']:.1f}",
+             f"{r['chrf_vs_text_translation']:.1f}")
+            for label, r in live.items()
+        ],
+    )  # fmt: skip
     lines += [
         "",
         "*alone*: the partials of the ASR-alone run replayed into the translator at the times they came "
         "out (what a machine where ASR and translation do not share cores would see, e.g. the LLM on a GPU); "
         "*with ASR*: both on the same 2 cores, as `listen --pace realtime` runs.",
         "",
-        f"![speech to screen, every caption event]({plot_name})",
+        f"![speech to screen, every caption event]({PLOT})",
         "",
-        f"The model's translation of the written paragraphs scores chrF++ {text_chrf:.1f} against the reference.",
+        f"The model's translation of the written paragraphs scores chrF++ {result['text_chrf']:.1f} against the "
+        "reference.",
         "",
         "## The recording as fast as possible",
         "",
-        "| run | ASR s (decodes) | translation s | wall s | speech s / wall s | heard: chrF++ vs the text spoken "
-        "| chrF++ vs ref | chrF++ vs text translation |",
-        "|---|---|---|---|---|---|---|---|",
     ]
-    for label, r in offline.items():
-        lines.append(
-            f"| {label} | {r['asr_s']:.1f} ({r['asr_passes']}) | {r['translation_s']:.1f} | {r['wall_s']:.1f} "
-            f"| {r['realtime_factor']:.2f} | {r['heard_chrf']:.1f} | {r['chrf_vs_reference']:.1f} "
-            f"| {r['chrf_vs_text_translation']:.1f} |"
-        )
-    return "\n".join(lines) + "\n"
+    return lines + markdown_table(
+        ["run", "ASR s (decodes)", "translation s", "wall s", "speech s / wall s", "heard: chrF++ vs the text spoken",
+         "chrF++ vs ref", "chrF++ vs text translation"],
+        [
+            (label, f"{r['asr_s']:.1f} ({r['asr_passes']})", f"{r['translation_s']:.1f}", f"{r['wall_s']:.1f}",
+             f"{r['realtime_factor']:.2f}", f"{r['heard_chrf']:.1f}", f"{r['chrf_vs_reference']:.1f}",
+             f"{r['chrf_vs_text_translation']:.1f}")
+            for label, r in offline.items()
+        ],
+    )  # fmt: skip
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="qwen2.5-coder-0.5b")
-    ap.add_argument("--paragraphs", type=int, default=6)
-    ap.add_argument("--methods", default="rt,ssbd")
-    ap.add_argument("--step", type=float, default=1.0)
-    ap.add_argument("--out", type=Path, required=True)
-    args = ap.parse_args()
+def measure(args) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
 
     pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()][: args.paragraphs]
@@ -352,7 +339,6 @@ def main() -> int:
     facts = {
         "model": loaded.name,
         "asr": get_asr_card(None).name + " (faster-whisper, int8, greedy)",
-        "machine": {k: v for k, v in machine_info().items() if k != "blas_path"},
         "audio_s": len(samples) / 16000,
         "step_s": args.step,
         "paragraphs": len(pairs),
@@ -367,17 +353,25 @@ def main() -> int:
         "live": live,
         "offline": offline,
     }
-    name = f"speech-{loaded.name}"
-    (args.out / f"{name}.json").write_text(json.dumps(result, indent=1, ensure_ascii=False))
-    (args.out / f"{name}.md").write_text(markdown(facts, asr_alone, live, offline, text_chrf, f"{name}.png"))
-    plot(
-        live,
-        args.out / f"{name}.png",
-        f"speech -> captions, {loaded.name}, {facts['audio_s']:.0f} s of speech",
-    )
-    print((args.out / f"{name}.md").read_text())
-    return 0
+    plot(live, args.out / PLOT, f"speech -> captions, {loaded.name}, {facts['audio_s']:.0f} s of speech")
+    return result
 
+
+BENCHMARK = Benchmark(
+    "speech_chain",
+    lambda r: (
+        f"Speech to captions ({r['facts']['model']}, {r['facts']['audio_s']:.0f} s of espeak-ng speech)"
+    ),
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--paragraphs", type=int, default=6),
+        option("--methods", default="rt,ssbd"),
+        option("--step", type=float, default=1.0),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    BENCHMARK.main()
