@@ -260,6 +260,9 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
     assert all(s["items"] == 2 and s["speedup"] > 0 for s in configs.values())
     assert (tmp_path / "rules" / "pareto.png").is_file()
     assert "| ssbd-ratio-b0.6 |" in (tmp_path / "rules" / "report.md").read_text()
+    rules = json.loads((tmp_path / "rules" / "rules.json").read_text())
+    assert rules["deltas"]["ssbd-b0"] == [0.0, 0.0, 0.0] and rules["run"]["data"] == "pairs.jsonl"
+    assert "| ssbd-b0 | " in (tmp_path / "rules" / "rules.md").read_text()
 
     # (a random-weight model's outputs are mostly decoding loops: analysed as decoded, uncut)
     script(

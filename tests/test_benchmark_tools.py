@@ -103,3 +103,8 @@ def test_the_harness_writes_a_step_s_json_and_markdown_and_renders_them_again(tm
     assert step.main(["--sizes", "1", "--out", str(tmp_path)]) is not None
     quiet = Benchmark("child", "Child", lambda args: None, render, out_required=False)
     assert quiet.main([]) is None and not (tmp_path / "child.json").exists()
+
+
+def test_no_committed_file_names_this_checkout_s_absolute_path():
+    found = subprocess.run(["git", "grep", "-l", "-F", str(REPO)], capture_output=True, text=True, cwd=REPO)
+    assert found.returncode == 1 and not found.stdout, found.stdout  # 1: no match

@@ -19,11 +19,11 @@ run resumes per sentence.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import paired_chrf_delta, relative
+from benchmarks.common import machine_line, paired_chrf_delta, relative
+from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
@@ -63,21 +63,26 @@ def chrf_vs_rt(records: list[dict], labels: list[str], resamples: int = 1000, se
     }
 
 
-def rules_table(summary: dict, deltas: dict) -> str:
+def rules_table(summary: dict, deltas: dict) -> list[str]:
     semsim = any("semsim" in s for s in summary.values())
-    lines = [
-        "| config | speedup over RT | chrF++ | Δ chrF++ vs RT [95% interval] | BLEU | NE | LAAL-CA s |"
-        + (" semsim |" if semsim else ""),
-        "|---|---|---|---|---|---|---|" + ("---|" if semsim else ""),
+    header = [
+        "config",
+        "speedup over RT",
+        "chrF++",
+        "Δ chrF++ vs RT [95% interval]",
+        "BLEU",
+        "NE",
+        "LAAL-CA s",
     ]
+    rows = []
     for label, s in summary.items():
         delta, low, high = deltas[label]
-        lines.append(
-            f"| {label} | {s['speedup']:.2f}x | {s['chrf']:.1f} | {delta:+.1f} [{low:+.1f}, {high:+.1f}] | "
-            f"{s['bleu']:.1f} | {s['ne']:.2f} | {s['laal_ca_s']:.2f} |"
-            + (f" {s['semsim']:.3f} |" if "semsim" in s else "")
-        )
-    return "\n".join(lines) + "\n"
+        rows.append(
+            (label, f"{s['speedup']:.2f}x", f"{s['chrf']:.1f}", f"{delta:+.1f} [{low:+.1f}, {high:+.1f}]",
+             f"{s['bleu']:.1f}", f"{s['ne']:.2f}", f"{s['laal_ca_s']:.2f}")
+            + ((f"{s['semsim']:.3f}",) if semsim else ())
+        )  # fmt: skip
+    return markdown_table(header + (["semsim"] if semsim else []), rows)
 
 
 def pareto_plot(summary: dict, path: Path, title: str) -> bool:
@@ -107,25 +112,14 @@ def pareto_plot(summary: dict, path: Path, title: str) -> bool:
     return True
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
-    parser.add_argument("--data", required=True)
-    parser.add_argument("--target", default="de")
-    parser.add_argument("--lag", type=int, default=3)
-    parser.add_argument("--limit", type=int, default=0, help="the first N sentences only")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="labels of CONFIGS, comma-separated")
-    parser.add_argument("--semsim", action="store_true", help="USE-multilingual similarity to the references")
-    parser.add_argument("--examples", help="example translations for the configs labelled LABEL+examples")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     labels = [label.strip() for label in args.configs.split(",")]
     unknown = [label for label in labels if label.removesuffix(EXAMPLED) not in CONFIGS]
     if any(label.endswith(EXAMPLED) for label in labels) and not args.examples:
-        parser.error(f"configs labelled LABEL{EXAMPLED} need --examples FILE")
+        raise SystemExit(f"configs labelled LABEL{EXAMPLED} need --examples FILE")
     if unknown or "rt" not in labels:
-        parser.error(
-            f"unknown configs {unknown}; rt must be among them" if unknown else "rt must be among the configs"
+        raise SystemExit(
+            f"unknown configs {unknown}; rt must be among them" if unknown else "rt must be among them"
         )
 
     loaded = load_model(args.model)
@@ -138,7 +132,7 @@ def main() -> None:
         translators[label] = loaded.translator(args.target, config=config, examples=shown)
     items = items_from_pairs([pair for _, pair in read_pairs(args.data)][: args.limit or None], args.lag)
     facts = {
-        "data": args.data,
+        "data": relative(args.data),
         "data_name": Path(args.data).name,
         "model": args.model,
         "source": "en",
@@ -157,27 +151,48 @@ def main() -> None:
     summary = summarize(records, target_lang=args.target, word_s=WORD_S, labels=labels)
     summary.update(run=facts, machine=machine_info(), notes=[])
     add_scores(summary, records, semsim=args.semsim)
-    write_report(args.out, summary, records)
-    deltas = chrf_vs_rt(records, labels)
-    (args.out / "rules.md").write_text(
-        f"# Acceptance rules: {args.model}, {Path(args.data).name}, {len(items)} sentences, lag {args.lag}\n\n"
-        + rules_table(summary["configs"], deltas)
-        + "\nSpeedup: RT's wall time over the configuration's, same run. Δ chrF++: corpus chrF++ of the committed "
-        "captions minus RT's; the interval: 2.5th-97.5th percentile of that difference over 1000 paired bootstrap "
-        "resamples of the sentences."
-        + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if args.semsim else "")
-        + (
-            f" {EXAMPLED}: with the example translations of {facts['examples']} in the prompt."
-            if examples
-            else ""
-        )
-        + "\n"
-    )
+    write_report(args.out, summary, records)  # the bench's own report: summary.json, report.md
     pareto_plot(
         summary["configs"], args.out / "pareto.png", f"{args.model}, {Path(args.data).name}, lag {args.lag}"
     )
-    print((args.out / "rules.md").read_text())
+    return {"run": facts, "configs": summary["configs"], "deltas": chrf_vs_rt(records, labels)}
 
+
+def render(result: dict) -> list[str]:
+    facts = result["run"]
+    semsim = any("semsim" in s for s in result["configs"].values())
+    shown = f" {EXAMPLED}: with the example translations of {facts['examples']} in the prompt."
+    return [
+        *rules_table(result["configs"], result["deltas"]),
+        "",
+        f"{machine_line(result['machine'])} Speedup: RT's wall time over the configuration's, same run. Δ chrF++: "
+        "corpus chrF++ of the committed captions minus RT's; the interval: 2.5th-97.5th percentile of that "
+        "difference over 1000 paired bootstrap resamples of the sentences."
+        + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if semsim else "")
+        + (shown if facts["examples"] else ""),
+    ]
+
+
+BENCHMARK = Benchmark(
+    "rules",
+    lambda r: (
+        f"Acceptance rules: {r['run']['model']}, {r['run']['data_name']}, {r['run']['items']} sentences, "
+        f"lag {r['run']['lag']}"
+    ),
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-1.5b"),
+        option("--data", required=True),
+        option("--target", default="de"),
+        option("--lag", type=int, default=3),
+        option("--limit", type=int, default=0, help="the first N sentences only"),
+        option("--configs", default=",".join(CONFIGS), help="labels of CONFIGS, comma-separated"),
+        option("--semsim", action="store_true", help="USE-multilingual similarity to the references"),
+        option("--examples", help="example translations for the configs labelled LABEL+examples"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
