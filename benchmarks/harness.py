@@ -79,12 +79,13 @@ class Benchmark:
                 raise SystemExit(f"--report: no {stored.name} in {args.out}")
             result = json.loads(stored.read_text())
         else:
+            from mlx_ssbd.evaluation.bench import machine_info
+
+            machine = machine_info()  # the commit that runs, read before it runs
             result = self.measure(args)
             if result is None:
                 return None
-            from mlx_ssbd.evaluation.bench import machine_info
-
-            result["machine"] = machine_info()
+            result["machine"] = machine
         title = self.title(result) if callable(self.title) else self.title
         text = "\n".join([f"# {title}", "", *self.render(result)]) + "\n"
         save_report(args.out, result, f"{self.name}.json", f"{self.name}.md", text)

@@ -19,7 +19,6 @@ the session's events from replica B as a browser's ``EventSource`` does (reconne
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import tempfile
 import threading
@@ -27,11 +26,11 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import machine_line, p50_p95, save_report
+from benchmarks.common import machine_line, p50_p95
+from benchmarks.harness import Benchmark, option
 from benchmarks.service.failover import stored, view
 from benchmarks.service.faults import Good, streams
 from benchmarks.service.load import start_server
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.service.store.scratch_postgres import MISSING, postgres_server
 
 
@@ -125,63 +124,61 @@ def run(model: str, seconds: float, outage_at: float, outage: float, scratch: Pa
     }
 
 
-def report(result: dict) -> str:
+def render(result: dict) -> list[str]:
     lag, viewer = result["lag"], result["viewer"]
     cell = lambda q: f"{q['p50_s']} / {q['p95_s']} ({q['n']})"
-    return (
-        "\n".join(
-            [
-                f"# The database gone for {result['outage_s']:g} s under a live talk: {result['model']}",
-                "",
-                f"{machine_line(result['machine'])} A session on replica A replays {result['seconds']:g} s of ASR-like "
-                f"partials in real time; PostgreSQL is stopped {result['outage_at_s']:g} s in and started again "
-                f"{result['outage_s']:g} s later; a viewer reads the session from replica B.",
-                "",
-                "| | before | during the outage | after |",
-                "|---|---|---|---|",
-                f"| speaker's caption lag, p50 / p95 (s) (events) | {cell(lag['before'])} | {cell(lag['during'])} | "
-                f"{cell(lag['after'])} |",
-                "| viewer on the other replica: delay behind the speaker, p50 / p95 (s) (captions) | "
-                + " | ".join(cell(viewer["delay"][p]) for p in ("before", "during", "after"))
-                + " |",
-                "",
-                "| | |",
-                "|---|---|",
-                f"| commits the speaker received / errors / drops | {result['commits']} / {result['errors']} / "
-                f"{result['drops']} |",
-                f"| replica A's /health: checks, not 200 | {result['health_checks']}, {result['health_not_200']} |",
-                f"| /health said the store was failing / most commits held in memory | "
-                f"{'yes' if result['degraded_reported'] else 'no'} / {result['most_held']} |",
-                f"| viewer: captions missed / repeated / connections | {viewer['missed']} / {viewer['repeated']} / "
-                f"{viewer['connections']} |",
-                f"| transcript: every commit exactly once, numbered without a gap | "
-                f"{'yes' if result['transcript_exactly_once'] else 'NO'} |",
-            ]
-        )
-        + "\n"
-    )
+    return [
+        f"{machine_line(result['machine'])} A session on replica A replays {result['seconds']:g} s of ASR-like "
+        f"partials in real time; PostgreSQL is stopped {result['outage_at_s']:g} s in and started again "
+        f"{result['outage_s']:g} s later; a viewer reads the session from replica B.",
+        "",
+        "| | before | during the outage | after |",
+        "|---|---|---|---|",
+        f"| speaker's caption lag, p50 / p95 (s) (events) | {cell(lag['before'])} | {cell(lag['during'])} | "
+        f"{cell(lag['after'])} |",
+        "| viewer on the other replica: delay behind the speaker, p50 / p95 (s) (captions) | "
+        + " | ".join(cell(viewer["delay"][p]) for p in ("before", "during", "after"))
+        + " |",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| commits the speaker received / errors / drops | {result['commits']} / {result['errors']} / "
+        f"{result['drops']} |",
+        f"| replica A's /health: checks, not 200 | {result['health_checks']}, {result['health_not_200']} |",
+        f"| /health said the store was failing / most commits held in memory | "
+        f"{'yes' if result['degraded_reported'] else 'no'} / {result['most_held']} |",
+        f"| viewer: captions missed / repeated / connections | {viewer['missed']} / {viewer['repeated']} / "
+        f"{viewer['connections']} |",
+        f"| transcript: every commit exactly once, numbered without a gap | "
+        f"{'yes' if result['transcript_exactly_once'] else 'NO'} |",
+    ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--seconds", type=float, default=420.0, help="speech the session replays")
-    parser.add_argument("--outage-at", type=float, default=60.0)
-    parser.add_argument("--outage", type=float, default=300.0, help="seconds the database is down")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     if MISSING:
         raise SystemExit(MISSING)
-    started, machine = time.time(), machine_info()
+    started = time.time()
     with tempfile.TemporaryDirectory() as scratch:
-        result = {
+        return {
             "model": args.model,
-            "machine": machine,
             **run(args.model, args.seconds, args.outage_at, args.outage, Path(scratch)),
             "wall_s": round(time.time() - started),
         }
-    save_report(args.out, result, "service_outage.json", "report.md", report(result))
 
+
+BENCHMARK = Benchmark(
+    "service_outage",
+    lambda r: f"The database gone for {r['outage_s']:g} s under a live talk: {r['model']}",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--seconds", type=float, default=420.0, help="speech the session replays"),
+        option("--outage-at", type=float, default=60.0),
+        option("--outage", type=float, default=300.0, help="seconds the database is down"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

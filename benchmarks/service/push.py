@@ -16,7 +16,6 @@ speaker's caption lag (speech time of the newest word to the event), median and 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
@@ -26,11 +25,11 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import machine_line, save_report
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.service.faults import streams
 from benchmarks.service.load import source_message, start_server
 from benchmarks.service.push_peers import ObsPeer, RulesServer
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.push.senders import lines_for
 from mlx_ssbd.push.spec import parse_targets
 
@@ -159,51 +158,41 @@ def run_once(url: str, partials, outage: tuple[float, float] | None) -> dict:
         obs.close()
 
 
-def report(result: dict) -> str:
+def render(result: dict) -> list[str]:
     runs = result["runs"]
     out = [
-        f"# Push targets under a live talk: {result['model']}",
-        "",
         f"{machine_line(result['machine'])} One session replays {result['seconds']:g} s of ASR-like partials in "
         "real time, captioned in German and French, pushed to a Zoom-rules endpoint (de-DE, fr-FR), a "
         "YouTube-rules endpoint (de) and an obs-websocket 5 peer (fr), local servers that enforce each "
         f"platform's rules (`benchmarks/service/push_peers.py`); in the second run the YouTube endpoint "
         f"answers 503 for {result['outage_s']:g} s from {result['outage_at_s']:g} s.",
         "",
-        "| run | target | lines | exactly once, in order | delay p50 (s) | p95 (s) | max (s) |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for name, run in runs.items():
-        for target, each in run["targets"].items():
-            out.append(
-                f"| {name} | {target} | {each['lines']} | {'yes' if each['exactly_once_in_order'] else 'NO'} | "
-                f"{each['p50_s']} | {each['p95_s']} | {each['max_s']} |"
-            )
-    out += [
+    out += markdown_table(
+        ["run", "target", "lines", "exactly once, in order", "delay p50 (s)", "p95 (s)", "max (s)"],
+        [
+            (name, target, each["lines"], "yes" if each["exactly_once_in_order"] else "NO", each["p50_s"],
+             each["p95_s"], each["max_s"])
+            for name, run in runs.items()
+            for target, each in run["targets"].items()
+        ],
+    )  # fmt: skip
+    return [
+        *out,
         "",
-        "| run | commits | viewer delay p50 / p95 (s) | speaker's caption lag p50 / p95 (s) | rule violations |",
-        "|---|---|---|---|---|",
-    ]
-    for name, run in runs.items():
-        v, lag = run["viewer_delay"], run["caption_lag"]
-        out.append(
-            f"| {name} | {run['commits']} | {v['p50_s']} / {v['p95_s']} | {lag['p50_s']} / {lag['p95_s']} | "
-            f"{run['rule_violations']} |"
-        )
-    return "\n".join(out) + "\n"
+        *markdown_table(
+            ["run", "commits", "viewer delay p50 / p95 (s)", "speaker's caption lag p50 / p95 (s)", "rule violations"],
+            [
+                (name, run["commits"], f"{run['viewer_delay']['p50_s']} / {run['viewer_delay']['p95_s']}",
+                 f"{run['caption_lag']['p50_s']} / {run['caption_lag']['p95_s']}", run["rule_violations"])
+                for name, run in runs.items()
+            ],
+        ),
+    ]  # fmt: skip
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--seconds", type=float, default=120.0, help="speech the session replays")
-    parser.add_argument("--outage", type=float, default=60.0, help="seconds the YouTube endpoint answers 503")
-    parser.add_argument(
-        "--outage-at", type=float, default=15.0, help="when the outage starts (s into the talk)"
-    )
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-    started, machine = time.time(), machine_info()  # the commit that runs, read before it runs
+def measure(args) -> dict:
+    started = time.time()
     (partials,) = streams(1, args.seconds, seed=5)
     with tempfile.TemporaryDirectory() as scratch:
         proc, url = start_server(args.model, Path(scratch) / "s.sqlite3", 4)
@@ -215,17 +204,29 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-    result = {
+    return {
         "model": args.model,
         "seconds": args.seconds,
         "outage_s": args.outage,
         "outage_at_s": args.outage_at,
-        "machine": machine,
         "runs": runs,
         "wall_s": round(time.time() - started),
     }
-    save_report(args.out, result, "service_push.json", "report.md", report(result))
 
+
+BENCHMARK = Benchmark(
+    "service_push",
+    lambda r: f"Push targets under a live talk: {r['model']}",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--seconds", type=float, default=120.0, help="speech the session replays"),
+        option("--outage", type=float, default=60.0, help="seconds the YouTube endpoint answers 503"),
+        option("--outage-at", type=float, default=15.0, help="when the outage starts (s into the talk)"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

@@ -19,7 +19,6 @@ received, seen by the viewers and in the transcript.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -30,9 +29,9 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import DATA, machine_line, p50_p95, save_report
+from benchmarks.common import DATA, machine_line, p50_p95
+from benchmarks.harness import Benchmark, option
 from benchmarks.service.load import rss_mb, start_server
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.random_models import save_random_model
 from mlx_ssbd.models.registry import get_card, model_dir
 
@@ -198,7 +197,7 @@ def memory(samples: list, end: float) -> dict:
     }
 
 
-def report(result: dict) -> str:
+def render(result: dict) -> list[str]:
     first, last, a, b = (
         result["after_10_min"],
         result["at_the_end"],
@@ -206,50 +205,51 @@ def report(result: dict) -> str:
         result["lag_last_10_min"],
     )
     ratio = f"{b['p50_s'] / a['p50_s']:.2f}x" if a["p50_s"] and b["p50_s"] else "-"
-    return (
-        "\n".join(
-            [
-                f"# A long day: {result['hours']:g} hours of speech through serve, {result['sessions']} sessions",
-                "",
-                f"{machine_line(result['machine'])} Model: {result['model']}; speech replayed "
-                f"{result['speed']:g}x faster than real time (the real talk partials looped, new segment ids); one "
-                "viewer per session.",
-                "",
-                "| | after 10 min of speech | at the end | end / 10 min |",
-                "|---|---|---|---|",
-                f"| server RSS (MB) | {first['rss_mb']} | {last['rss_mb']} | {100 * result['rss_growth']:+.1f}% |",
-                f"| server RSS, highest after 10 min (MB) | | {result['peak_after_10_min_rss_mb']} | "
-                f"{100 * (result['peak_after_10_min_rss_mb'] / first['rss_mb'] - 1):+.1f}% |",
-                f"| open file descriptors | {first['fds']} | {last['fds']} | |",
-                f"| threads | {first['threads']} | {last['threads']} | |",
-                f"| caption lag p50 / p95 (wall s) | {a['p50_s']} / {a['p95_s']} (first 10 min) | "
-                f"{b['p50_s']} / {b['p95_s']} (last 10 min) | {ratio} |",
-                "",
-                f"Commits {result['commits']} (errors {result['errors']}); the viewers saw {result['viewer_commits']}; "
-                f"the transcript holds every commit once, in order: "
-                f"{'yes' if result['transcript_holds_every_commit'] else 'NO'}.",
-            ]
-        )
-        + "\n"
-    )
+    return [
+        f"{machine_line(result['machine'])} Model: {result['model']}; speech replayed "
+        f"{result['speed']:g}x faster than real time (the real talk partials looped, new segment ids); one "
+        "viewer per session.",
+        "",
+        "| | after 10 min of speech | at the end | end / 10 min |",
+        "|---|---|---|---|",
+        f"| server RSS (MB) | {first['rss_mb']} | {last['rss_mb']} | {100 * result['rss_growth']:+.1f}% |",
+        f"| server RSS, highest after 10 min (MB) | | {result['peak_after_10_min_rss_mb']} | "
+        f"{100 * (result['peak_after_10_min_rss_mb'] / first['rss_mb'] - 1):+.1f}% |",
+        f"| open file descriptors | {first['fds']} | {last['fds']} | |",
+        f"| threads | {first['threads']} | {last['threads']} | |",
+        f"| caption lag p50 / p95 (wall s) | {a['p50_s']} / {a['p95_s']} (first 10 min) | "
+        f"{b['p50_s']} / {b['p95_s']} (last 10 min) | {ratio} |",
+        "",
+        f"Commits {result['commits']} (errors {result['errors']}); the viewers saw {result['viewer_commits']}; "
+        f"the transcript holds every commit once, in order: "
+        f"{'yes' if result['transcript_holds_every_commit'] else 'NO'}.",
+    ]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="random", help="random (default) or a model name or path")
-    parser.add_argument("--hours", type=float, default=2.0, help="hours of speech per session")
-    parser.add_argument("--speed", type=float, default=10.0, help="speech clock / real time")
-    parser.add_argument("--sessions", type=int, default=2)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     if args.hours * 3600 <= WINDOW_S:
-        parser.error("--hours must be more than 10 minutes of speech: the report starts after the first 10")
-    started, machine = time.time(), machine_info()
+        raise SystemExit(
+            "--hours must be more than 10 minutes of speech: the report starts after the first 10"
+        )
+    started = time.time()
     with tempfile.TemporaryDirectory() as scratch:
-        result = {"machine": machine, **run(args.model, args.hours, args.speed, args.sessions, Path(scratch))}
-    result["wall_s"] = round(time.time() - started)
-    save_report(args.out, result, "service_soak.json", "report.md", report(result))
+        result = run(args.model, args.hours, args.speed, args.sessions, Path(scratch))
+    return {**result, "wall_s": round(time.time() - started)}
 
+
+BENCHMARK = Benchmark(
+    "service_soak",
+    lambda r: f"A long day: {r['hours']:g} hours of speech through serve, {r['sessions']} sessions",
+    measure,
+    render,
+    options=(
+        option("--model", default="random", help="random (default) or a model name or path"),
+        option("--hours", type=float, default=2.0, help="hours of speech per session"),
+        option("--speed", type=float, default=10.0, help="speech clock / real time"),
+        option("--sessions", type=int, default=2),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
