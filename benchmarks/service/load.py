@@ -16,7 +16,6 @@ reports how many it got and how long they took: what a long chat answer does to 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -29,8 +28,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.live.partials import DATA, asr_partials, speech
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 
 
@@ -213,28 +213,11 @@ def run_load(url: str, method: str, n: int, seconds: float, streams, chat_tokens
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--methods", default="rt,ssbd")
-    parser.add_argument("--sessions", default="1,2,4,8")
-    parser.add_argument("--seconds", type=float, default=90.0, help="speech replayed per session")
-    parser.add_argument("--target-p95", type=float, default=2.0, help="lag target, seconds")
-    parser.add_argument(
-        "--chat-tokens", type=int, default=0, help="a chat client beside: answers of N tokens"
-    )
-    parser.add_argument(
-        "--caption-rounds",
-        type=int,
-        default=None,
-        help="the server's --caption-rounds (default: the server's default)",
-    )
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     if args.chat_tokens < 0:
-        parser.error("--chat-tokens must be 0 (no chat client) or more")
+        raise SystemExit("--chat-tokens must be 0 (no chat client) or more")
     if args.caption_rounds is not None and args.caption_rounds < 1:
-        parser.error("--caption-rounds must be at least 1")
+        raise SystemExit("--caption-rounds must be at least 1")
     extra = [] if args.caption_rounds is None else ["--caption-rounds", str(args.caption_rounds)]
     counts = [int(n) for n in args.sessions.split(",")]
     pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
@@ -266,85 +249,83 @@ def main() -> None:
             stop.set()
             proc.terminate()
             proc.wait(timeout=30)
-    methods = args.methods.split(",")
-    best = most_sessions(rows, methods, args.target_p95)
-    bounds = sorted({args.target_p95, *BOUNDS})
-    result = {
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(rows, memory, args.out / "service_load.png", args.target_p95)
+    return {
         "model": args.model,
+        "methods": args.methods.split(","),
         "seconds_per_run": args.seconds,
         "target_p95_s": args.target_p95,
         "chat_tokens": args.chat_tokens,
         "caption_rounds": args.caption_rounds,
         "server_code": code,
-        "most_sessions_within_target": best,
+        "most_sessions_within_target": most_sessions(rows, args.methods.split(","), args.target_p95),
         "rows": rows,
         "server_rss_mb": memory,
-        "machine": machine_info(),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "service_load.json").write_text(json.dumps(result, indent=2))
-    m = result["machine"]
+
+
+def render(result: dict) -> list[str]:
+    m, rows, memory, methods = result["machine"], result["rows"], result["server_rss_mb"], result["methods"]
+    target, rounds = result["target_p95_s"], result["caption_rounds"]
     lines = [
-        f"# Service load: {args.model}, concurrent sessions at speaking rate",
+        f"{machine_line(m)} {m['device']}, {m['compute_dtype']}; one server process (`mlx-ssbd serve`), N "
+        "WebSocket clients each replaying its own ASR-like stream (~2.5 words/s) in real time for "
+        f"{result['seconds_per_run']:g} s; lag = event arrival minus the speech time of the newest word "
+        f"translated. Server code: commit {result['server_code']}"
+        + (f", `--caption-rounds {rounds}`." if rounds else "."),
         "",
-        f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one server process "
-        f"(`mlx-ssbd serve`), N WebSocket clients each replaying its own ASR-like stream (~2.5 words/s) in real "
-        f"time for {args.seconds:g} s; lag = event arrival minus the speech time of the newest word translated. "
-        f"Server code: commit {code}"
-        + (f", `--caption-rounds {args.caption_rounds}`." if args.caption_rounds else "."),
-        "",
-        "| method | sessions | partials | updates | commits | errors | lag p50 s | lag p95 s | lag max s |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    lines += [
-        f"| {r['method']} | {r['sessions']} | {r['partials']} | {r['translation.update']} | "
-        f"{r['translation.commit']} | {r['errors']} | {r['lag_p50_s']} | {r['lag_p95_s']} | {r['lag_max_s']} |"
-        for r in rows
-    ]
-    if args.chat_tokens:
+        *markdown_table(
+            ["method", "sessions", "partials", "updates", "commits", "errors", "lag p50 s", "lag p95 s", "lag max s"],
+            [
+                (r["method"], r["sessions"], r["partials"], r["translation.update"], r["translation.commit"],
+                 r["errors"], r["lag_p50_s"], r["lag_p95_s"], r["lag_max_s"])
+                for r in rows
+            ],
+        ),
+    ]  # fmt: skip
+    if result["chat_tokens"]:
         lines += [
             "",
-            f"Beside the sessions, one client asked for chat completions of {args.chat_tokens} tokens back "
+            f"Beside the sessions, one client asked for chat completions of {result['chat_tokens']} tokens back "
             "to back (`--chat-tokens`). Lag is measured on the events that come, and a held session sends "
             "none, so here are also the longest wait between a session's caption events during the replay, "
             "and the events held past its end (+5 s), with the largest lag of any event:",
             "",
-            "| method | sessions | chat answers | their tokens | median answer s | longest wait between captions s | "
-            "events after the replay | lag max, every event, s |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {r['method']} | {r['sessions']} | {r['chat_answers']} | {r['chat_tokens']} | {r['chat_s_median']} | "
-            f"{r['longest_gap_s']} | {r['events_after_replay']} | {r['lag_max_all_s']} |"
-            for r in rows
-        ]
+            *markdown_table(
+                ["method", "sessions", "chat answers", "their tokens", "median answer s",
+                 "longest wait between captions s", "events after the replay", "lag max, every event, s"],
+                [
+                    (r["method"], r["sessions"], r["chat_answers"], r["chat_tokens"], r["chat_s_median"],
+                     r["longest_gap_s"], r["events_after_replay"], r["lag_max_all_s"])
+                    for r in rows
+                ],
+            ),
+        ]  # fmt: skip
+    best = result["most_sessions_within_target"]
     lines += [
         "",
-        f"Most sessions with p95 lag under {args.target_p95:g} s: "
+        f"Most sessions with p95 lag under {target:g} s: "
         + ", ".join(f"{k} **{v}**" for k, v in best.items())
         + ".",
         "",
         "Most sessions served (of those tried) with p95 lag under each bound:",
         "",
-        "| p95 lag under | " + " | ".join(methods) + " |",
-        "|---|" + "---|" * len(methods),
-    ]
-    lines += [
-        f"| {bound:g} s | " + " | ".join(str(most_sessions(rows, methods, bound)[m]) for m in methods) + " |"
-        for bound in bounds
-    ]
-    lines += [
+        *markdown_table(
+            ["p95 lag under", *methods],
+            [
+                (f"{bound:g} s", *(most_sessions(rows, methods, bound)[method] for method in methods))
+                for bound in sorted({target, *BOUNDS})
+            ],
+        ),
         "",
         f"Server memory (RSS): {memory[0][1] if memory else 'n/a'} MB after 1 s, "
         f"{max(v for _, v in memory) if memory else 'n/a'} MB at most, "
         f"{memory[-1][1] if memory else 'n/a'} MB at the end ({len(memory)} samples over the run).",
         "",
         "![lag](service_load.png)",
-        "",
     ]
-    (args.out / "service_load.md").write_text("\n".join(lines))
-    print("\n".join(lines))
-    plot(rows, memory, args.out / "service_load.png", args.target_p95)
+    return lines
 
 
 BOUNDS = (2.0, 5.0, 10.0, 20.0)  # p95 lag bounds of the "most sessions served" table, seconds
@@ -381,5 +362,27 @@ def plot(rows, memory, path: Path, target: float) -> None:
     save_figure(plt, fig, path)
 
 
+BENCHMARK = Benchmark(
+    "service_load",
+    lambda r: f"Service load: {r['model']}, concurrent sessions at speaking rate",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--methods", default="rt,ssbd"),
+        option("--sessions", default="1,2,4,8"),
+        option("--seconds", type=float, default=90.0, help="speech replayed per session"),
+        option("--target-p95", type=float, default=2.0, help="lag target, seconds"),
+        option("--chat-tokens", type=int, default=0, help="a chat client beside: answers of N tokens"),
+        option(
+            "--caption-rounds",
+            type=int,
+            default=None,
+            help="the server's --caption-rounds (default: the server's default)",
+        ),
+    ),
+    about=__doc__,
+)
+
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
