@@ -30,8 +30,9 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.service.faults import Good, fault_arguments, replicas_behind_haproxy, streams
-from mlx_ssbd.evaluation.bench import machine_info
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table
+from benchmarks.service.faults import Good, fault_options, replicas_behind_haproxy, streams
 from mlx_ssbd.service.store.scratch_postgres import MISSING, postgres_server
 
 
@@ -147,42 +148,49 @@ def run(model: str, seconds: float, kill_after: float, scratch: Path) -> dict:
     }
 
 
-def main() -> None:
-    args = fault_arguments(__doc__, 60.0, 25.0)
+def measure(args) -> dict:
     if MISSING or shutil.which("haproxy") is None:
         raise SystemExit(f"this benchmark needs PostgreSQL's server and haproxy: {MISSING or 'no haproxy'}")
     with tempfile.TemporaryDirectory() as scratch:
-        result = {
+        return {
             "model": args.model,
             "seconds": args.seconds,
-            "machine": machine_info(),
             **run(args.model, args.seconds, args.kill_after, Path(scratch)),
         }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "service_failover.json").write_text(json.dumps(result, indent=2))
-    r = result
-    lines = [
-        f"# Failover of replicas on PostgreSQL: {args.model}",
-        "",
-        f"2 replicas, one PostgreSQL, HAProxy; 4 sessions replay {args.seconds:g} s of ASR-like partials in real "
-        f"time, one SSE viewer each; one replica killed (SIGKILL) after {r['killed_after_s']:g} s. See the "
-        "script's docstring.",
-        "",
-        "| figure | value |",
-        "|---|---|",
-        f"| sessions of the killed replica resumed on the other | {r['resumed']}/{r['resumed_sessions']} |",
-        f"| resume time (kill to session.resumed), median / max | {r['resume_s']['median']} s / "
-        f"{r['resume_s']['max']} s |",
-        f"| commits received by clients / lost | {r['commits_received']} / {r['commits_lost']} |",
-        f"| transcripts numbered without a gap | {'yes' if r['numbered_without_gaps'] else 'NO'} |",
-        f"| viewer commits missed / repeated | {r['viewer_commits_missed']} / {r['viewer_commits_repeated']} |",
-        f"| viewer connections (reconnects with Last-Event-ID) | {r['viewer_connections']} |",
-        f"| the other replica's sessions: drops / errors | {r['undisturbed']['drops']} / "
-        f"{r['undisturbed']['errors']} |",
-    ]
-    (args.out / "service_failover.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
+
+def render(result: dict) -> list[str]:
+    r = result
+    return [
+        f"{machine_line(r['machine'])} 2 replicas, one PostgreSQL, HAProxy; 4 sessions replay {r['seconds']:g} s of "
+        f"ASR-like partials in real time, one SSE viewer each; one replica killed (SIGKILL) after "
+        f"{r['killed_after_s']:g} s. See the script's docstring.",
+        "",
+        *markdown_table(
+            ["figure", "value"],
+            [
+                ("sessions of the killed replica resumed on the other", f"{r['resumed']}/{r['resumed_sessions']}"),
+                ("resume time (kill to session.resumed), median / max",
+                 f"{r['resume_s']['median']} s / {r['resume_s']['max']} s"),
+                ("commits received by clients / lost", f"{r['commits_received']} / {r['commits_lost']}"),
+                ("transcripts numbered without a gap", "yes" if r["numbered_without_gaps"] else "NO"),
+                ("viewer commits missed / repeated", f"{r['viewer_commits_missed']} / {r['viewer_commits_repeated']}"),
+                ("viewer connections (reconnects with Last-Event-ID)", r["viewer_connections"]),
+                ("the other replica's sessions: drops / errors",
+                 f"{r['undisturbed']['drops']} / {r['undisturbed']['errors']}"),
+            ],
+        ),
+    ]  # fmt: skip
+
+
+BENCHMARK = Benchmark(
+    "service_failover",
+    lambda r: f"Failover of replicas on PostgreSQL: {r['model']}",
+    measure,
+    render,
+    options=fault_options(60.0, 25.0),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()

@@ -19,7 +19,6 @@ Three scenarios, each with well-behaved sessions replaying ASR-like streams in r
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -34,9 +33,10 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.live.partials import DATA, asr_partials, speech
 from benchmarks.service.load import source_message, start_server
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.service.deploy import haproxy_config
 
 BAD = [
@@ -146,17 +146,25 @@ class Good:
 
 
 async def chaos(url: str, rounds: int, droppers: int) -> dict:
-    """Malformed messages on one session (one error each), and clients that drop mid-update."""
+    """Malformed messages (one error each; a connection that sends too many in a short time is
+    closed with 1008 and the client connects again), and clients that drop mid-update."""
     import websockets
 
-    answered = 0
-    async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
-        await ws.recv()
-        for i in range(rounds):
-            await ws.send(BAD[i % len(BAD)])
-            event = json.loads(await ws.recv())
-            answered += event["type"] == "error"
-            await asyncio.sleep(0.05)
+    answered = closed = sent = 0
+    while sent < rounds:
+        async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
+            await ws.recv()
+            try:
+                while sent < rounds:
+                    await ws.send(BAD[sent % len(BAD)])
+                    sent += 1
+                    event = json.loads(await ws.recv())
+                    answered += event["type"] == "error"
+                    await asyncio.sleep(0.05)
+            except websockets.ConnectionClosed as gone:
+                if gone.rcvd is None or gone.rcvd.code != 1008:
+                    raise
+                closed += 1
     for i in range(droppers):
         async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream") as ws:
             await ws.recv()
@@ -167,7 +175,12 @@ async def chaos(url: str, rounds: int, droppers: int) -> dict:
             )
             await asyncio.sleep(random.Random(i).uniform(0.0, 1.0))
         # leaving without session.close, maybe mid-update
-    return {"bad_messages": rounds, "errors_answered": answered, "dropped_clients": droppers}
+    return {
+        "bad_messages": rounds,
+        "errors_answered": answered,
+        "closed_for_abuse": closed,
+        "dropped_clients": droppers,
+    }
 
 
 def stored(store: Path) -> set:
@@ -306,58 +319,73 @@ def scenario_replica_loss(model: str, scratch: Path, seconds: float, kill_after:
     }
 
 
-def fault_arguments(doc: str, seconds: float, kill_after: float) -> argparse.Namespace:
-    """The command line of a fault benchmark: model, speech per session, when to kill, where to write."""
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--seconds", type=float, default=seconds, help="speech replayed per session")
-    parser.add_argument("--kill-after", type=float, default=kill_after)
-    parser.add_argument("--out", type=Path, required=True)
-    return parser.parse_args()
+def fault_options(seconds: float, kill_after: float) -> tuple:
+    """The options of a fault benchmark: the model, speech per session, when to kill."""
+    return (
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--seconds", type=float, default=seconds, help="speech replayed per session"),
+        option("--kill-after", type=float, default=kill_after),
+    )
 
 
-def main() -> None:
-    args = fault_arguments(__doc__, 40.0, 15.0)
+def measure(args) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        result = {
+        return {
             "model": args.model,
             "seconds": args.seconds,
-            "machine": machine_info(),
             "bad_clients": scenario_bad_clients(args.model, root, args.seconds),
             "kill_9": scenario_kill_9(args.model, root, args.seconds, args.kill_after),
             "replica_loss": scenario_replica_loss(args.model, root, args.seconds, args.kill_after),
         }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "service_faults.json").write_text(json.dumps(result, indent=2))
-    b, k, r = result["bad_clients"], result["kill_9"], result["replica_loss"]
-    lines = [
-        f"# Service faults: {args.model}",
-        "",
-        f"Sessions replay {args.seconds:g} s of ASR-like partials in real time; see the script's docstring.",
-        "",
-        "| scenario | result |",
-        "|---|---|",
-        f"| bad clients beside 3 good sessions | {b['errors_answered']}/{b['bad_messages']} malformed messages "
-        f"answered with an error; {b['dropped_clients']} clients dropped mid-update; good sessions: "
-        f"{b['with_chaos']['errors']} errors, {b['with_chaos']['drops']} drops, {b['with_chaos']['commits']} "
-        f"commits, lag p95 {b['with_chaos']['lag_p95_s']} s (alone: {b['baseline']['lag_p95_s']} s); "
-        f"commits lost {b['commits_lost']} |",
-        f"| kill -9 after {k['killed_after_s']:g} s | {k['commits_received']} commits received, "
-        f"{k['commits_lost']} lost; restarted on the same store in {k['restart_s']} s |",
-    ]
-    if "skipped" in r:
-        lines.append(f"| loss of a replica | skipped: {r['skipped']} |")
-    else:
-        lines.append(
-            f"| loss of 1 of 2 replicas after {r['killed_after_s']:g} s | {r['undisturbed_sessions']}/"
-            f"{r['sessions']} sessions undisturbed ({r['errors_in_undisturbed']} errors), "
-            f"{r['reconnected_sessions']} reconnected and went on; {r['commits_received']} commits received, "
-            f"{r['commits_lost']} lost |"
-        )
-    (args.out / "service_faults.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
+
+def render(result: dict) -> list[str]:
+    b, k, r = result["bad_clients"], result["kill_9"], result["replica_loss"]
+    if "skipped" in r:
+        replica = ("loss of a replica", f"skipped: {r['skipped']}")
+    else:
+        replica = (
+            f"loss of 1 of 2 replicas after {r['killed_after_s']:g} s",
+            f"{r['undisturbed_sessions']}/{r['sessions']} sessions undisturbed ({r['errors_in_undisturbed']} errors), "
+            f"{r['reconnected_sessions']} reconnected and went on; {r['commits_received']} commits received, "
+            f"{r['commits_lost']} lost",
+        )
+    return [
+        f"{machine_line(result['machine'])} Sessions replay {result['seconds']:g} s of ASR-like partials in real "
+        "time; see the script's docstring.",
+        "",
+        *markdown_table(
+            ["scenario", "result"],
+            [
+                (
+                    "bad clients beside 3 good sessions",
+                    f"{b['errors_answered']}/{b['bad_messages']} malformed messages answered with an error, "
+                    f"{b.get('closed_for_abuse', 0)} connections closed for too many of them (1008); "
+                    f"{b['dropped_clients']} clients dropped mid-update; good sessions: {b['with_chaos']['errors']} "
+                    f"errors, {b['with_chaos']['drops']} drops, {b['with_chaos']['commits']} commits, lag p95 "
+                    f"{b['with_chaos']['lag_p95_s']} s (alone: {b['baseline']['lag_p95_s']} s); commits lost "
+                    f"{b['commits_lost']}",
+                ),
+                (
+                    f"kill -9 after {k['killed_after_s']:g} s",
+                    f"{k['commits_received']} commits received, {k['commits_lost']} lost; restarted on the same "
+                    f"store in {k['restart_s']} s",
+                ),
+                replica,
+            ],
+        ),
+    ]
+
+
+BENCHMARK = Benchmark(
+    "service_faults",
+    lambda r: f"Service faults: {r['model']}",
+    measure,
+    render,
+    options=fault_options(40.0, 15.0),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
