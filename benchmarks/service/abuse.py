@@ -25,7 +25,6 @@ sampled every 0.25 s) in each run.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import tempfile
@@ -33,9 +32,10 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.service.faults import BAD, Good, stored, streams
 from benchmarks.service.load import rss_mb, start_server
-from mlx_ssbd.evaluation.bench import machine_info
 
 MAX_SESSIONS = 8
 PACE = 500  # frames a second, per flooder and per slow reader
@@ -258,54 +258,60 @@ def run(model: str, scratch: Path, args) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--seconds", type=float, default=40.0, help="speech replayed per reference session")
-    parser.add_argument("--idle", type=int, default=500, help="idle sockets")
-    parser.add_argument("--viewers", type=int, default=200, help="SSE viewers of one reference session")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     if min(args.seconds, args.idle, args.viewers) <= 0:
         raise SystemExit("--seconds, --idle and --viewers must be positive")
     started = time.time()
     with tempfile.TemporaryDirectory() as scratch:
-        result = {
+        return {
             "model": args.model,
             "seconds": args.seconds,
-            "machine": machine_info(),
             **run(args.model, Path(scratch), args),
             "wall_s": round(time.time() - started),
         }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "service_abuse.json").write_text(json.dumps(result, indent=2))
-    b, a = result["baseline"], result["attacked"]
-    lines = [
-        f"# Hostile clients: {args.model}",
-        "",
-        f"2 reference sessions replay {args.seconds:g} s of ASR-like partials in real time, alone and then beside "
-        "the attackers (see the script's docstring).",
-        "",
-        "| | alone | beside the attackers |",
-        "|---|---|---|",
-        f"| server peak RSS (MB) | {b['peak_rss_mb']} | {a['peak_rss_mb']} |",
-        f"| reference commits (lost: not in the store) | {b['commits']} | {a['reference_commits']} "
-        f"({a['reference_commits_lost']} lost) |",
-        f"| reference errors / drops | 0 / 0 | {a['reference_errors']} / {a['reference_drops']} |",
-        f"| reference lag p95 (s) | {b['lag_p95_s']} | {a['lag_p95_s']} |",
-        f"| 2 junk flooders ({PACE}/s each): frames sent / errors read / connections the server closed, by close "
-        f"code (1008: too many bad messages; 1013: busy) | | {a['junk_sent']} / {a['errors_received']} / "
-        f"{a['flood_closes']} |",
-        f"| 2 slow readers ({PACE} frames/s each, never read): dropped by the server | | "
-        f"{a['slow_readers_dropped']} of 2 |",
-        f"| {a['idle_sockets']} idle sockets: answers | | {a['idle_answers']} |",
-        f"| {a['viewers']} SSE viewers of one session: with every commit; refused beyond | | "
-        f"{a['viewers_with_every_commit']}; {a['viewers_refused']} |",
-        f"| server alive after | | {a['server_alive']} |",
-    ]
-    (args.out / "service_abuse.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
 
+
+def render(result: dict) -> list[str]:
+    b, a = result["baseline"], result["attacked"]
+    return [
+        f"{machine_line(result['machine'])} 2 reference sessions replay {result['seconds']:g} s of ASR-like partials "
+        "in real time, alone and then beside the attackers (see the script's docstring).",
+        "",
+        *markdown_table(
+            ["", "alone", "beside the attackers"],
+            [
+                ("server peak RSS (MB)", b["peak_rss_mb"], a["peak_rss_mb"]),
+                ("reference commits (lost: not in the store)", b["commits"],
+                 f"{a['reference_commits']} ({a['reference_commits_lost']} lost)"),
+                ("reference errors / drops", "0 / 0", f"{a['reference_errors']} / {a['reference_drops']}"),
+                ("reference lag p95 (s)", b["lag_p95_s"], a["lag_p95_s"]),
+                (f"2 junk flooders ({PACE}/s each): frames sent / errors read / connections the server closed, by "
+                 "close code (1008: too many bad messages; 1013: busy)", "",
+                 f"{a['junk_sent']} / {a['errors_received']} / {a['flood_closes']}"),
+                (f"2 slow readers ({PACE} frames/s each, never read): dropped by the server", "",
+                 f"{a['slow_readers_dropped']} of 2"),
+                (f"{a['idle_sockets']} idle sockets: answers", "", a["idle_answers"]),
+                (f"{a['viewers']} SSE viewers of one session: with every commit; refused beyond", "",
+                 f"{a['viewers_with_every_commit']}; {a['viewers_refused']}"),
+                ("server alive after", "", a["server_alive"]),
+            ],
+        ),
+    ]  # fmt: skip
+
+
+BENCHMARK = Benchmark(
+    "service_abuse",
+    lambda r: f"Hostile clients: {r['model']}",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--seconds", type=float, default=40.0, help="speech replayed per reference session"),
+        option("--idle", type=int, default=500, help="idle sockets"),
+        option("--viewers", type=int, default=200, help="SSE viewers of one reference session"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
