@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -37,9 +36,10 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
+from benchmarks.common import machine_line
+from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.service.faults import Good, streams
 from benchmarks.service.load import rss_mb, start_server
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.service.deploy import haproxy_config
 
 TERMS = 200
@@ -295,71 +295,89 @@ def run(model: str, scratch: Path, seconds: float) -> dict:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--seconds", type=float, default=40.0, help="speech the reference session replays")
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     started = time.time()
     with tempfile.TemporaryDirectory() as scratch:
-        result = {
+        return {
             "model": args.model,
             "seconds": args.seconds,
-            "machine": machine_info(),
             **run(args.model, Path(scratch), args.seconds),
             "wall_s": round(time.time() - started),
         }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "service_attacks.json").write_text(json.dumps(result, indent=2))
+
+
+def ratio(base: dict, other: dict, key: str) -> str:
+    """``other[key] / base[key]`` as a factor, or "-" where either is missing or zero."""
+    return f"{other[key] / base[key]:.2f}x" if base[key] and other[key] else "-"
+
+
+def compared(base: dict, other: dict) -> list[tuple]:
+    """The reference session's rows of a table against a baseline: commits, errors and drops, lag."""
+    return [
+        ("reference commits / errors / drops", f"{base['commits']} / {base['errors']} / {base['drops']}",
+         f"{other['commits']} / {other['errors']} / {other['drops']}", ""),
+        ("reference caption lag, median (s)", base["lag_median_s"], other["lag_median_s"],
+         ratio(base, other, "lag_median_s")),
+        ("reference caption lag, p95 (s)", base["lag_p95_s"], other["lag_p95_s"], ratio(base, other, "lag_p95_s")),
+    ]  # fmt: skip
+
+
+def render(result: dict) -> list[str]:
     a, f, slow = result["alone"], result["flooded"], result["health_beside_150_slow_header_sockets_s"]
-    ratio = lambda key: f"{f[key] / a[key]:.2f}x" if a[key] and f[key] else "-"
-    lines = [
-        f"# Attacks that once held the model: {args.model}",
-        "",
-        f"A reference session replays {args.seconds:g} s of ASR-like partials in real time (see the script's "
-        "docstring for each attack).",
-        "",
-        "| | alone | beside the glossary flood | flood / alone |",
-        "|---|---|---|---|",
-        f"| reference commits / errors / drops | {a['commits']} / {a['errors']} / {a['drops']} | "
-        f"{f['commits']} / {f['errors']} / {f['drops']} | |",
-        f"| reference caption lag, median (s) | {a['lag_median_s']} | {f['lag_median_s']} | {ratio('lag_median_s')} |",
-        f"| reference caption lag, p95 (s) | {a['lag_p95_s']} | {f['lag_p95_s']} | {ratio('lag_p95_s')} |",
-        f"| server peak RSS (MB; before the run) | {a['peak_rss_mb']} ({a['rss_before_mb']}) | "
-        f"{f['peak_rss_mb']} ({f['rss_before_mb']}) | +{f['peak_rss_mb'] - a['rss_before_mb']} MB |",
-        f"| flood: finals of {TERMS} terms sent / committed | | {f['flood_finals']} / {f['flood_commits']} | |",
-        "",
-        "| attack | result |",
-        "|---|---|",
-        f"| SIGTERM during the flood: seconds to exit (drain timeout 30 s), status | "
-        f"{result['drain']['sigterm_exit_s']}, {result['drain']['exit_status']} |",
-        f"| a client gone after a 4,000-character final and session.close: seconds until its session is gone | "
-        f"{result['session_gone_s']} |",
-        f"| session.resume with the session id alone | {result['resume_by_id_alone']} |",
-        f"| /health beside 150 slow-header sockets, straight at the replica (s) | {slow['direct']} |",
-        f"| /health beside 150 slow-header sockets, through HAProxy (s) | {slow['through_haproxy']} |",
-    ]
     low, beside = result["max_viewers_20"]["alone"], result["max_viewers_20"]["beside_slow_heads"]
-    lag_ratio = lambda key: f"{beside[key] / low[key]:.2f}x" if low[key] and beside[key] else "-"
-    lines += [
+    return [
+        f"{machine_line(result['machine'])} A reference session replays {result['seconds']:g} s of ASR-like partials "
+        "in real time (see the script's docstring for each attack).",
+        "",
+        *markdown_table(
+            ["", "alone", "beside the glossary flood", "flood / alone"],
+            [
+                *compared(a, f),
+                ("server peak RSS (MB; before the run)", f"{a['peak_rss_mb']} ({a['rss_before_mb']})",
+                 f"{f['peak_rss_mb']} ({f['rss_before_mb']})", f"+{f['peak_rss_mb'] - a['rss_before_mb']} MB"),
+                (f"flood: finals of {TERMS} terms sent / committed", "", f"{f['flood_finals']} / {f['flood_commits']}",
+                 ""),
+            ],
+        ),
+        "",
+        *markdown_table(
+            ["attack", "result"],
+            [
+                ("SIGTERM during the flood: seconds to exit (drain timeout 30 s), status",
+                 f"{result['drain']['sigterm_exit_s']}, {result['drain']['exit_status']}"),
+                ("a client gone after a 4,000-character final and session.close: seconds until its session is gone",
+                 result["session_gone_s"]),
+                ("session.resume with the session id alone", result["resume_by_id_alone"]),
+                ("/health beside 150 slow-header sockets, straight at the replica (s)", slow["direct"]),
+                ("/health beside 150 slow-header sockets, through HAProxy (s)", slow["through_haproxy"]),
+            ],
+        ),
         "",
         "With `--max-viewers 20` (a connection limit of 92), straight at the replica:",
         "",
-        "| | alone | beside 150 slow-head sockets | beside / alone |",
-        "|---|---|---|---|",
-        f"| reference commits / errors / drops | {low['commits']} / {low['errors']} / {low['drops']} | "
-        f"{beside['commits']} / {beside['errors']} / {beside['drops']} | |",
-        f"| reference caption lag, median (s) | {low['lag_median_s']} | {beside['lag_median_s']} | "
-        f"{lag_ratio('lag_median_s')} |",
-        f"| reference caption lag, p95 (s) | {low['lag_p95_s']} | {beside['lag_p95_s']} | {lag_ratio('lag_p95_s')} |",
-        f"| /health: checks, not 200, slowest answer (s) | | {beside['health_checks']}, "
-        f"{beside['health_not_200']}, {beside['health_slowest_s']} | |",
-        f"| slow sockets closed by the server and reopened | | {beside['slow_sockets_reopened']} | |",
-    ]
-    (args.out / "service_attacks.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+        *markdown_table(
+            ["", "alone", "beside 150 slow-head sockets", "beside / alone"],
+            [
+                *compared(low, beside),
+                ("/health: checks, not 200, slowest answer (s)", "",
+                 f"{beside['health_checks']}, {beside['health_not_200']}, {beside['health_slowest_s']}", ""),
+                ("slow sockets closed by the server and reopened", "", beside["slow_sockets_reopened"], ""),
+            ],
+        ),
+    ]  # fmt: skip
 
+
+BENCHMARK = Benchmark(
+    "service_attacks",
+    lambda r: f"Attacks that once held the model: {r['model']}",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--seconds", type=float, default=40.0, help="speech the reference session replays"),
+    ),
+    about=__doc__,
+)
 
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
