@@ -16,7 +16,6 @@ references, and a plot.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -26,9 +25,9 @@ from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import DATA as BENCH_DATA
-from benchmarks.common import relative
+from benchmarks.common import machine_line, relative
+from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.service.load import start_server
-from mlx_ssbd.evaluation.bench import machine_info
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 
 DATA = BENCH_DATA / "udhr-sentences" / "en-de.jsonl"
@@ -72,15 +71,7 @@ def request(client, model: str, source: str, prediction: str | None, beta: float
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
-    parser.add_argument("--limit", type=int, default=8, help="sentences")
-    parser.add_argument("--words", default="10-25", help="sentence length range in words")
-    parser.add_argument("--every", type=int, default=3, help="words added per request")
-    parser.add_argument("--beta", type=float, default=0.2)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+def measure(args) -> dict:
     import openai
     import sacrebleu
 
@@ -139,51 +130,46 @@ def main() -> None:
         a == b
         for a, b in zip((r["answer"] for r in records["none"]), (r["answer"] for r in records["exact"]))
     ]
-    result = {
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(records, args.out / "chat_predicted.png")
+    return {
         "model": args.model,
         "beta": args.beta,
+        "words": args.words,
         "every_words": args.every,
         "sentences": len(pairs),
         "exact_equals_none": all(same),
         "exact_equal_answers": f"{sum(same)}/{len(same)}",
         "summary": summary,
         "records": records,
-        "machine": machine_info(),
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "chat_predicted.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
+
+
+def render(result: dict) -> list[str]:
     m = result["machine"]
-    lines = [
-        f"# Re-translation through the OpenAI endpoint: {args.model}, Predicted Outputs",
+    share = lambda s: "-" if s["accepted_share"] is None else f"{100 * s['accepted_share']:.1f}%"
+    return [
+        f"{machine_line(m)} {m['device']}, {m['compute_dtype']}; one `mlx-ssbd serve`, the official `openai` "
+        f"client, streamed requests. {result['sentences']} UDHR sentences of {result['words']} words "
+        f"(`{relative(DATA)}`), the source re-sent every {result['every_words']} words and whole, each mode through "
+        "all prefixes of a sentence in turn (order rotating). `none`: no prediction; `exact`: the previous answer "
+        f"as prediction, beta = 0; `biased`: prediction_beta = {result['beta']:g}.",
         "",
-        f"{m['device']}, {m['compute_dtype']}, BLAS {m['blas']}, {m['cpus']} CPUs; one `mlx-ssbd serve`, the "
-        f"official `openai` client, streamed requests. {len(pairs)} UDHR sentences of {args.words} words "
-        f"(`{relative(DATA)}`), the source re-sent every {args.every} words "
-        f"and whole, each mode through all prefixes of a sentence in turn (order rotating). `none`: no "
-        f"prediction; `exact`: the previous answer as prediction, beta = 0; `biased`: prediction_beta = "
-        f"{args.beta:g}.",
-        "",
-        "| mode | requests | wall s | speedup | first chunk p50 s | request p50 s | tokens | chunks/answer | "
-        "prediction accepted | chrF++ |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for mode, s in summary.items():
-        share = "-" if s["accepted_share"] is None else f"{100 * s['accepted_share']:.1f}%"
-        lines.append(
-            f"| {mode} | {s['requests']} | {s['wall_s']} | {s['speedup']:.2f}x | {s['first_chunk_p50_s']} | "
-            f"{s['request_p50_s']} | {s['tokens']} | {s['chunks_per_answer']} | {share} | {s['chrf']} |"
-        )
-    lines += [
+        *markdown_table(
+            ["mode", "requests", "wall s", "speedup", "first chunk p50 s", "request p50 s", "tokens", "chunks/answer",
+             "prediction accepted", "chrF++"],
+            [
+                (mode, s["requests"], s["wall_s"], f"{s['speedup']:.2f}x", s["first_chunk_p50_s"], s["request_p50_s"],
+                 s["tokens"], s["chunks_per_answer"], share(s), s["chrf"])
+                for mode, s in result["summary"].items()
+            ],
+        ),
         "",
         f"`exact` answers equal to `none`'s (beta = 0 is lossless): {result['exact_equal_answers']}.",
         "chrF++ (sacrebleu) of each mode's answers to the whole sentences against the UDHR German text.",
         "",
         "![latency](chat_predicted.png)",
-        "",
-    ]
-    (args.out / "chat_predicted.md").write_text("\n".join(lines))
-    print("\n".join(lines))
-    plot(records, args.out / "chat_predicted.png")
+    ]  # fmt: skip
 
 
 def plot(records: dict, path: Path) -> None:
@@ -204,5 +190,20 @@ def plot(records: dict, path: Path) -> None:
     save_figure(plt, fig, path)
 
 
+BENCHMARK = Benchmark(
+    "chat_predicted",
+    lambda r: f"Re-translation through the OpenAI endpoint: {r['model']}, Predicted Outputs",
+    measure,
+    render,
+    options=(
+        option("--model", default="qwen2.5-coder-0.5b"),
+        option("--limit", type=int, default=8, help="sentences"),
+        option("--words", default="10-25", help="sentence length range in words"),
+        option("--every", type=int, default=3, help="words added per request"),
+        option("--beta", type=float, default=0.2),
+    ),
+    about=__doc__,
+)
+
 if __name__ == "__main__":
-    main()
+    BENCHMARK.main()
