@@ -8,10 +8,12 @@ Contract: a step module defines ``BENCHMARK = Benchmark(...)`` and ends with
 * ``title``: the markdown report's heading, or a function of the result that gives it;
 * ``options``: the step's own command-line options (``option("--models", default=...)``);
 * ``measure(args)``: runs the measurement and returns its result, a JSON-able dict (facts and
-  metrics; rows printed as they come are the step's business); None when the invocation writes no
-  report (a child process answering its parent on stdout);
+  metrics; rows printed as they come are the step's business), or None when it writes no report;
 * ``render(result)``: the report's lines under the heading (the machine's line first, as
-  ``machine_line`` gives it, then tables: ``markdown_table``; notes).
+  ``machine_line`` gives it, then tables: ``markdown_table``; notes);
+* ``child(args)``, for a step that measures each setting in a process of its own: what one such
+  process measures (``args.child`` names the setting); ``python -m STEP --child VALUE`` prints it
+  as JSON on its last line, which the parent reads (``common.child_json``).
 
 ``main()`` parses the options, adds ``machine`` (``evaluation.bench.machine_info``: the CPU, the
 backend and the commit the numbers come from) to the result, writes the JSON and the markdown and
@@ -54,7 +56,7 @@ class Benchmark:
     render: Callable[[dict], list[str]]
     options: tuple[Option, ...] = ()
     about: str = ""  # the command line's description (the step module's docstring)
-    out_required: bool = True  # False: a step that also runs as a child process without --out
+    child: Callable[[argparse.Namespace], dict] | None = None
 
     def parser(self) -> argparse.ArgumentParser:
         parser = argparse.ArgumentParser(
@@ -62,7 +64,9 @@ class Benchmark:
         )
         for opt in self.options:
             parser.add_argument(*opt.flags, **opt.settings)
-        parser.add_argument("--out", type=Path, required=self.out_required, help="the report's folder")
+        if self.child is not None:
+            parser.add_argument("--child", help=argparse.SUPPRESS)
+        parser.add_argument("--out", type=Path, help="the report's folder (required)")
         parser.add_argument(
             "--report", action="store_true", help="only write the markdown again from --out's JSON"
         )
@@ -70,10 +74,14 @@ class Benchmark:
 
     def main(self, argv: Sequence[str] | None = None) -> dict | None:
         """Measure, then write and print the report; returns the result (None: no report)."""
-        args = self.parser().parse_args(argv)
+        parser = self.parser()
+        args = parser.parse_args(argv)
+        if getattr(args, "child", None):
+            print(json.dumps(self.child(args)), flush=True)
+            return None
+        if args.out is None:
+            parser.error("--out is required")
         if args.report:
-            if args.out is None:
-                raise SystemExit("--report needs --out: the folder whose JSON is rendered")
             stored = args.out / f"{self.name}.json"
             if not stored.is_file():
                 raise SystemExit(f"--report: no {stored.name} in {args.out}")

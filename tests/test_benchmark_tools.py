@@ -101,8 +101,11 @@ def test_the_harness_writes_a_step_s_json_and_markdown_and_renders_them_again(tm
     step.main(["--out", str(tmp_path), "--report"])
     assert "| 9 | 4.5 |" in (tmp_path / "tiny.md").read_text()
     assert step.main(["--sizes", "1", "--out", str(tmp_path)]) is not None
-    quiet = Benchmark("child", "Child", lambda args: None, render, out_required=False)
-    assert quiet.main([]) is None and not (tmp_path / "child.json").exists()
+    parent = Benchmark(
+        "split", "Split", lambda args: None, render, child=lambda args: {"setting": args.child}
+    )
+    assert parent.main(["--child", "fp32"]) is None and not (tmp_path / "split.json").exists()
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == {"setting": "fp32"}
 
 
 def test_no_committed_file_names_this_checkout_s_absolute_path():

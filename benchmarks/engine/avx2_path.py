@@ -19,7 +19,6 @@ are those of ``quantized_weights.py``.
 
 from __future__ import annotations
 
-import argparse
 import json
 
 from benchmarks.common import child_json, machine_line, pass_ratios, pass_times
@@ -94,12 +93,7 @@ def render(result: dict) -> list[str]:
     return [*lines, "", *markdown_table(header, ratios)]
 
 
-def run(args) -> dict | None:
-    if args.child:
-        print(json.dumps(measure(args.child, args.repeats)))
-        return None
-    if args.out is None:
-        raise SystemExit("--out is required")
+def run(args) -> dict:
     rows = []
     for model in args.models.split(","):
         for label, weights, env in PATHS:
@@ -126,10 +120,9 @@ BENCHMARK = Benchmark(
     options=(
         option("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b"),
         option("--repeats", type=int, default=5),
-        option("--child", help=argparse.SUPPRESS),
     ),
     about=__doc__,
-    out_required=False,
+    child=lambda args: measure(args.child, args.repeats),
 )
 
 if __name__ == "__main__":

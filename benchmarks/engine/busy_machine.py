@@ -20,7 +20,6 @@ fair share is 2x) and each policy's quiet time against the runtime defaults' qui
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -105,12 +104,7 @@ def render(result: dict) -> list[str]:
     return lines + markdown_table(header, cells)
 
 
-def run(args) -> dict | None:
-    if args.child:
-        print(json.dumps(measure(args.child, args.repeats, args.busy)))
-        return None
-    if args.out is None:
-        raise SystemExit("--out is required")
+def run(args) -> dict:
     from mlx_ssbd.platform.backend import THREAD_WAIT_NAMES
 
     for name in THREAD_WAIT_NAMES:  # each child gets its policy's settings alone
@@ -151,10 +145,9 @@ BENCHMARK = Benchmark(
         option("--repeats", type=int, default=5, help="passes of each size timed per measurement"),
         option("--rounds", type=int, default=3, help="alternating rounds over the policies"),
         option("--busy", type=int, default=2, help="processes spinning a core beside the model"),
-        option("--child", help=argparse.SUPPRESS),
     ),
     about=__doc__,
-    out_required=False,
+    child=lambda args: measure(args.child, args.repeats, args.busy),
 )
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ median time of evaluating 1 and 16 new tokens, the cache rewound after each.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -75,14 +74,13 @@ def time_llama(path: Path, ids: list[int], filler: list[int], repeats: int, thre
     }
 
 
-def measure(args) -> dict | None:
-    if args.child:
-        job = json.loads(args.child.read_text())
-        timed = time_llama(Path(job["gguf"]), job["ids"], job["filler"], job["repeats"], job["threads"])
-        print(json.dumps(timed))
-        return None
-    if args.out is None:
-        raise SystemExit("--out is required")
+def child(args) -> dict:
+    """In the child process: the timings of the job file ``--child`` names."""
+    job = json.loads(Path(args.child).read_text())
+    return time_llama(Path(job["gguf"]), job["ids"], job["filler"], job["repeats"], job["threads"])
+
+
+def measure(args) -> dict:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
@@ -146,10 +144,9 @@ BENCHMARK = Benchmark(
         option("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b"),
         option("--repeats", type=int, default=7),
         option("--threads", type=int, default=2),
-        option("--child", type=Path, help=argparse.SUPPRESS),
     ),
     about=__doc__,
-    out_required=False,
+    child=child,
 )
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ kernel, ``MLX_SSBD_WEIGHTS=dense``), each in its own process so peak memory is i
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -114,12 +113,7 @@ def translate_rss(model: str, weights: str, text: Path) -> dict:
     return {"peak_rss_bytes": usage.ru_maxrss * 1024, "wall_s": round(wall, 1), "captions": captions}
 
 
-def run(args) -> dict | None:
-    if args.child:
-        print(json.dumps(measure(args.child, args.sentences, args.repeats)))
-        return None
-    if args.out is None:
-        raise SystemExit("--out is required")
+def run(args) -> dict:
     args.out.mkdir(parents=True, exist_ok=True)
     text = args.out / "short-talk.txt"
     text.write_text(
@@ -202,10 +196,9 @@ BENCHMARK = Benchmark(
         option("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b"),
         option("--sentences", type=int, default=24),
         option("--repeats", type=int, default=5),
-        option("--child", help=argparse.SUPPRESS),
     ),
     about=__doc__,
-    out_required=False,
+    child=lambda args: measure(args.child, args.sentences, args.repeats),
 )
 
 if __name__ == "__main__":
