@@ -11,6 +11,8 @@ Contract: a step module defines ``BENCHMARK = Benchmark(...)`` and ends with
   metrics; rows printed as they come are the step's business), or None when it writes no report;
 * ``render(result)``: the report's lines under the heading (the machine's line first, as
   ``machine_line`` gives it, then tables: ``markdown_table``; notes);
+* ``plot(result, out)``: draws the report's figures into the folder ``out`` from the result alone
+  (so ``--report`` draws them again too);
 * ``child(args)``, for a step that measures each setting in a process of its own: what one such
   process measures (``args.child`` names the setting); ``python -m STEP --child VALUE`` prints it
   as JSON on its last line, which the parent reads (``common.child_json``).
@@ -56,6 +58,7 @@ class Benchmark:
     render: Callable[[dict], list[str]]
     options: tuple[Option, ...] = ()
     about: str = ""  # the command line's description (the step module's docstring)
+    plot: Callable[[dict, Path], None] | None = None
     child: Callable[[argparse.Namespace], dict] | None = None
 
     def parser(self) -> argparse.ArgumentParser:
@@ -97,6 +100,8 @@ class Benchmark:
         title = self.title(result) if callable(self.title) else self.title
         text = "\n".join([f"# {title}", "", *self.render(result)]) + "\n"
         save_report(args.out, result, f"{self.name}.json", f"{self.name}.md", text)
+        if self.plot is not None:
+            self.plot(result, args.out)
         return result
 
 

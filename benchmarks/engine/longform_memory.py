@@ -59,8 +59,6 @@ def measure(args) -> dict:
         if n >= args.updates:
             break
     first, last = samples[1] if len(samples) > 1 else samples[0], samples[-1]
-    args.out.mkdir(parents=True, exist_ok=True)
-    _plot(samples, args.out / "longform_memory.png")
     return {
         "model": loaded.name,
         "updates": args.updates,
@@ -96,7 +94,8 @@ def render(result: dict) -> list[str]:
     ]
 
 
-def _plot(samples, path: Path) -> None:
+def plot(result: dict, out: Path) -> None:
+    samples = result["samples"]
     plt = pyplot()
     if plt is None:
         return
@@ -109,7 +108,7 @@ def _plot(samples, path: Path) -> None:
     ax.set_ylim(bottom=0)
     ax.legend(fontsize=8)
     ax.set_title("Memory over a long captioning session", fontsize=10)
-    save_figure(plt, fig, path)
+    save_figure(plt, fig, out / "longform_memory.png")
 
 
 BENCHMARK = Benchmark(
@@ -117,6 +116,7 @@ BENCHMARK = Benchmark(
     "Memory over a long captioning session",
     measure,
     render,
+    plot=plot,
     options=(
         option("--model", default="qwen2.5-coder-0.5b"),
         option("--data", default=str(DATA / "talks" / "talk-partials.jsonl")),

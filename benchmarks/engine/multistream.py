@@ -99,8 +99,6 @@ def measure(args) -> dict:
         row["throughput_vs_sequential"] = round(
             row["output_tok_per_s"] / base[row["method"]]["output_tok_per_s"], 2
         )
-    args.out.mkdir(parents=True, exist_ok=True)
-    _plot(rows, args.out / "multistream.png")
     return {"model": loaded.name, "beta": args.beta, "items": args.items, "rows": rows}
 
 
@@ -122,7 +120,8 @@ def render(result: dict) -> list[str]:
     ]  # fmt: skip
 
 
-def _plot(rows, path: Path) -> None:
+def plot(result: dict, out: Path) -> None:
+    rows = result["rows"]
     plt = pyplot()
     if plt is None:
         return
@@ -152,7 +151,7 @@ def _plot(rows, path: Path) -> None:
         ax.set_xscale("log", base=2)
         ax.legend(fontsize=7)
     fig.suptitle("Many streams: throughput and latency", fontsize=10)
-    save_figure(plt, fig, path)
+    save_figure(plt, fig, out / "multistream.png")
 
 
 BENCHMARK = Benchmark(
@@ -160,6 +159,7 @@ BENCHMARK = Benchmark(
     lambda r: f"Concurrent streams ({r['model']}, {r['items']} UDHR paragraphs, lag 3, SSBD β={r['beta']})",
     measure,
     render,
+    plot=plot,
     options=(
         option("--model", default="qwen2.5-coder-1.5b"),
         option("--data", default=str(DATA / "udhr" / "en-de.jsonl")),

@@ -39,6 +39,7 @@ from benchmarks.live.partials import DATA
 from mlx_ssbd.asr.audio import Replay, read_audio, synthesize
 from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
 from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
+from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession, SessionError
@@ -196,12 +197,11 @@ def translate_text(loaded, sources: list[str]) -> list[str]:
     return [translator.update(src, final=True).output for src in sources]
 
 
-def plot(live: dict, path: Path, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot(result: dict, out: Path) -> None:
+    live, facts = result["live"], result["facts"]
+    plt = pyplot()
+    if plt is None:
+        return
     fig, ax = plt.subplots(figsize=(8, 3.8))
     for label, row in live.items():
         ax.plot(
@@ -216,10 +216,9 @@ def plot(live: dict, path: Path, title: str) -> None:
     ax.set_ylabel("speech -> screen (s)")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(f"speech -> captions, {facts['model']}, {facts['audio_s']:.0f} s of speech", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(plt, fig, out / PLOT)
 
 
 def _lags(r: dict, name: str) -> str:
@@ -353,7 +352,6 @@ def measure(args) -> dict:
         "live": live,
         "offline": offline,
     }
-    plot(live, args.out / PLOT, f"speech -> captions, {loaded.name}, {facts['audio_s']:.0f} s of speech")
     return result
 
 
@@ -364,6 +362,7 @@ BENCHMARK = Benchmark(
     ),
     measure,
     render,
+    plot=plot,
     options=(
         option("--model", default="qwen2.5-coder-0.5b"),
         option("--paragraphs", type=int, default=6),

@@ -76,8 +76,6 @@ def measure(args) -> dict:
             row["wall_ratio"] = round(row["wall_s"] / rows[0]["wall_s"], 2)
         results["models"][model] = {"partials": count, "rows": rows}
         del loaded
-    args.out.mkdir(parents=True, exist_ok=True)
-    plot(results, args.out / "targets.png")
     return results
 
 
@@ -100,7 +98,7 @@ def render(result: dict) -> list[str]:
     ]  # fmt: skip
 
 
-def plot(results: dict, path: Path) -> None:
+def plot(results: dict, out: Path) -> None:
     plt = pyplot()
     if plt is None:
         return
@@ -117,7 +115,7 @@ def plot(results: dict, path: Path) -> None:
     ax.set_ylabel("wall time vs 1 language")
     ax.set_xticks([1, 2, 3, 4])
     ax.legend(fontsize=8)
-    save_figure(plt, fig, path)
+    save_figure(plt, fig, out / "targets.png")
 
 
 BENCHMARK = Benchmark(
@@ -125,6 +123,7 @@ BENCHMARK = Benchmark(
     "Several caption languages from one talk",
     measure,
     render,
+    plot=plot,
     options=(
         option("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b"),
         option("--method", default="ssbd"),

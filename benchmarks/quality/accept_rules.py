@@ -85,10 +85,13 @@ def rules_table(summary: dict, deltas: dict) -> list[str]:
     return markdown_table(header + (["semsim"] if semsim else []), rows)
 
 
-def pareto_plot(summary: dict, path: Path, title: str) -> bool:
+def plot(result: dict, out: Path) -> None:
+    """Speedup against chrF++ and against NE, a point per configuration (``pareto.png``)."""
+    summary, facts = result["configs"], result["run"]
+    title = f"{facts['model']}, {facts['data_name']}, lag {facts['lag']}"
     plt = pyplot()
     if plt is None:
-        return False
+        return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
     for label, s in summary.items():
         colour = "black" if label == "rt" else "tab:orange" if "ratio" in label else "tab:blue"
@@ -108,8 +111,7 @@ def pareto_plot(summary: dict, path: Path, title: str) -> bool:
     axes[1].axhline(0.5, color="grey", ls="--", lw=1, label="NE 0.5")
     axes[1].set(xlabel="speedup over RT", ylabel="NE (normalized erasure)", title="flicker")
     axes[1].legend(fontsize=8)
-    save_figure(plt, fig, path)
-    return True
+    save_figure(plt, fig, out / "pareto.png")
 
 
 def measure(args) -> dict:
@@ -152,9 +154,6 @@ def measure(args) -> dict:
     summary.update(run=facts, machine=machine_info(), notes=[])
     add_scores(summary, records, semsim=args.semsim)
     write_report(args.out, summary, records)  # the bench's own report: summary.json, report.md
-    pareto_plot(
-        summary["configs"], args.out / "pareto.png", f"{args.model}, {Path(args.data).name}, lag {args.lag}"
-    )
     return {"run": facts, "configs": summary["configs"], "deltas": chrf_vs_rt(records, labels)}
 
 
@@ -181,6 +180,7 @@ BENCHMARK = Benchmark(
     ),
     measure,
     render,
+    plot=plot,
     options=(
         option("--model", default="qwen2.5-coder-1.5b"),
         option("--data", required=True),

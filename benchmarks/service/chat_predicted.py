@@ -130,8 +130,6 @@ def measure(args) -> dict:
         a == b
         for a, b in zip((r["answer"] for r in records["none"]), (r["answer"] for r in records["exact"]))
     ]
-    args.out.mkdir(parents=True, exist_ok=True)
-    plot(records, args.out / "chat_predicted.png")
     return {
         "model": args.model,
         "beta": args.beta,
@@ -172,7 +170,8 @@ def render(result: dict) -> list[str]:
     ]  # fmt: skip
 
 
-def plot(records: dict, path: Path) -> None:
+def plot(result: dict, out: Path) -> None:
+    records = result["records"]
     plt = pyplot()
     if plt is None:
         return
@@ -187,7 +186,7 @@ def plot(records: dict, path: Path) -> None:
     ax.set_ylabel("request time, median (s)")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    save_figure(plt, fig, path)
+    save_figure(plt, fig, out / "chat_predicted.png")
 
 
 BENCHMARK = Benchmark(
@@ -195,6 +194,7 @@ BENCHMARK = Benchmark(
     lambda r: f"Re-translation through the OpenAI endpoint: {r['model']}, Predicted Outputs",
     measure,
     render,
+    plot=plot,
     options=(
         option("--model", default="qwen2.5-coder-0.5b"),
         option("--limit", type=int, default=8, help="sentences"),

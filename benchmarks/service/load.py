@@ -249,8 +249,6 @@ def measure(args) -> dict:
             stop.set()
             proc.terminate()
             proc.wait(timeout=30)
-    args.out.mkdir(parents=True, exist_ok=True)
-    plot(rows, memory, args.out / "service_load.png", args.target_p95)
     return {
         "model": args.model,
         "methods": args.methods.split(","),
@@ -339,7 +337,8 @@ def most_sessions(rows, methods, bound: float) -> dict:
     }
 
 
-def plot(rows, memory, path: Path, target: float) -> None:
+def plot(result: dict, out: Path) -> None:
+    rows, memory, target = result["rows"], result["server_rss_mb"], result["target_p95_s"]
     plt = pyplot()
     if plt is None:
         return
@@ -359,7 +358,7 @@ def plot(rows, memory, path: Path, target: float) -> None:
     ax2.set_xlabel("minutes into the run")
     ax2.set_ylabel("server RSS (MB)")
     ax2.grid(alpha=0.3)
-    save_figure(plt, fig, path)
+    save_figure(plt, fig, out / "service_load.png")
 
 
 BENCHMARK = Benchmark(
@@ -367,6 +366,7 @@ BENCHMARK = Benchmark(
     lambda r: f"Service load: {r['model']}, concurrent sessions at speaking rate",
     measure,
     render,
+    plot=plot,
     options=(
         option("--model", default="qwen2.5-coder-0.5b"),
         option("--methods", default="rt,ssbd"),
