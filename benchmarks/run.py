@@ -6,7 +6,8 @@
     python -m benchmarks.run --only service  # one group (engine, quality, live, service) or step
     python -m benchmarks.run --out DIR --label epyc
 
-Steps run one after another (timings are only compared within one step). A step whose report is
+Steps run one after another (timings are only compared within one step), all from one commit: a
+working tree with uncommitted changes is refused (except with ``--quick``). A step whose report is
 already in the folder is skipped, so an interrupted run is simply started again. At the end the
 folder's reports are collected into its ``RESULTS.md`` (``tools.collect``) and the results page is
 written from them (``tools.results_page``; with ``--quick`` it is not). Needs the models prepared
@@ -169,6 +170,14 @@ def chosen(only: str | None) -> list[Step]:
     return steps
 
 
+def dirty() -> bool:
+    """The code that would run has uncommitted changes (``evaluation.bench.code_commit``, asked in a
+    child: this process imports no MLX)."""
+    probe = "from mlx_ssbd.evaluation.bench import code_commit; print(code_commit())"
+    commit = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO).stdout
+    return commit.strip().endswith("+dirty")
+
+
 def on_gpu() -> bool:
     """MLX's default device here is a GPU (asked in a child: this process imports no MLX)."""
     probe = "import mlx_ssbd; from mlx_ssbd.platform.backend import is_gpu; print(is_gpu())"
@@ -202,6 +211,11 @@ def main() -> None:
             print(f"{s.group:8} {s.name:24} ~{minutes:4g} min  python -m {s.module} {shown}")
         print(f"{'':8} {'total':24} ~{total:4g} min")
         return
+    if not args.quick and dirty():
+        raise SystemExit(
+            "the working tree has uncommitted changes: a run's results come from one commit, so commit "
+            "or stash them first (--quick, a smoke run, runs anyway)"
+        )
     out.mkdir(parents=True, exist_ok=True)
     for i, step in enumerate(steps, 1):
         minutes = step.quick_minutes if args.quick else step.minutes

@@ -111,3 +111,15 @@ def test_the_harness_writes_a_step_s_json_and_markdown_and_renders_them_again(tm
 def test_no_committed_file_names_this_checkout_s_absolute_path():
     found = subprocess.run(["git", "grep", "-l", "-F", str(REPO)], capture_output=True, text=True, cwd=REPO)
     assert found.returncode == 1 and not found.stdout, found.stdout  # 1: no match
+
+
+def test_the_runner_refuses_a_tree_with_uncommitted_changes(monkeypatch, tmp_path, capsys):
+    import pytest
+
+    from benchmarks import run
+
+    monkeypatch.setattr(run, "dirty", lambda: True)
+    monkeypatch.setattr(sys, "argv", ["run", "--only", "verify-cost-1.5b", "--out", str(tmp_path / "r")])
+    with pytest.raises(SystemExit, match="uncommitted changes"):
+        run.main()
+    assert not (tmp_path / "r").exists()  # nothing measured, no folder
