@@ -8,13 +8,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from mlx_ssbd.evaluation.streams import (
-    DEFAULT_LAG,
-    INPUT_KINDS,
-    check_stream_path,
-    detect_format,
-    open_updates,
-)
+from mlx_ssbd.evaluation.lines import check_stream_path
+from mlx_ssbd.evaluation.streams import DEFAULT_LAG, INPUT_KINDS, detect_format, open_updates
 from mlx_ssbd.live.methods import DEFAULT_AGREEMENT, METHODS, method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import (

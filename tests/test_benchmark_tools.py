@@ -114,9 +114,9 @@ def test_no_committed_file_names_this_checkout_s_absolute_path():
 
 
 def test_the_runner_refuses_a_tree_with_uncommitted_changes(monkeypatch, tmp_path, capsys):
-    import pytest
-
     from benchmarks import run
+
+    import pytest
 
     monkeypatch.setattr(run, "dirty", lambda: True)
     monkeypatch.setattr(sys, "argv", ["run", "--only", "verify-cost-1.5b", "--out", str(tmp_path / "r")])

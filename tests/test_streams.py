@@ -2,6 +2,7 @@
 
 import tracemalloc
 
+from mlx_ssbd.evaluation import lines as text_lines
 from mlx_ssbd.evaluation import streams
 from mlx_ssbd.evaluation.streams import (
     LONG_LINE_WORDS,
@@ -197,16 +198,18 @@ def test_a_long_line_is_revealed_in_pieces_cut_after_a_sentence_end(tmp_path):
 
 
 def test_lines_longer_than_a_read_piece_are_cut_at_spaces_and_characters(tmp_path, monkeypatch):
-    monkeypatch.setattr(streams, "LINE_PIECE_BYTES", 64)
+    monkeypatch.setattr(text_lines, "LINE_PIECE_BYTES", 64)
     text = " ".join(f"wörd{i}" for i in range(100))
     f = tmp_path / "t.txt"
     f.write_text(text + "\nnext\n" + "é" * 100 + "\n")
-    lines = list(streams.read_lines(str(f)))
+    lines = list(text_lines.read_lines(str(f)))
     assert {n for n, _ in lines} == {1, 2, 3}
     assert " ".join(p.strip() for n, p in lines if n == 1).split() == text.split()
     assert "".join(p for n, p in lines if n == 3) == "é" * 100  # no character split in two
     with pytest.raises(StreamError, match=":1: a JSON line longer than"):
-        list(streams.parse_partials(iter([(1, streams.LinePiece('{"id": 1,')), (1, ' "text": "a"}')]), "x"))
+        list(
+            streams.parse_partials(iter([(1, text_lines.LinePiece('{"id": 1,')), (1, ' "text": "a"}')]), "x")
+        )
 
 
 def test_a_huge_line_streams_in_bounded_memory(tmp_path):
@@ -225,7 +228,7 @@ def test_a_huge_line_streams_in_bounded_memory(tmp_path):
     finally:
         tracemalloc.stop()
     assert count >= 400_000 // 3
-    assert peak < 3 * streams.LINE_PIECE_BYTES + (4 << 20), f"peak {peak / 2**20:.1f} MiB"
+    assert peak < 3 * text_lines.LINE_PIECE_BYTES + (4 << 20), f"peak {peak / 2**20:.1f} MiB"
 
 
 def test_a_line_is_revealed_before_the_next_is_read():

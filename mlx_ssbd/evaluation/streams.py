@@ -20,8 +20,8 @@ naming the file and line number only when it is reached. Formats:
   own, so an update's cost stays flat however long a line runs.
 
 Any input streams through in bounded memory: lines are read in pieces of at most
-``LINE_PIECE_BYTES`` (a longer plain-text line is cut at a space), and a JSONL line longer than
-that is refused with its line number.
+``LINE_PIECE_BYTES`` (``lines.read_lines``: a longer plain-text line is cut at a space), and a
+JSONL line longer than that is refused with its line number.
 """
 
 from __future__ import annotations
@@ -29,22 +29,16 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..live.segmenter import is_sentence_end
 from ..live.source import SourcePartial, Word
+from .lines import LINE_PIECE_BYTES, LinePiece, StreamError, read_lines
 
 DEFAULT_LAG = 3
 LONG_LINE_WORDS = 96  # a plain-text line longer than this is revealed in pieces of at most this many
-LINE_PIECE_BYTES = 1 << 20  # lines are read in pieces of at most this many bytes
 WORD = re.compile(r"\S+")
-
-
-class StreamError(ValueError):
-    """A stream cannot be read: the message names the file and line."""
 
 
 @dataclass(frozen=True)
@@ -65,66 +59,6 @@ def lag_updates(text: str, lag: int = DEFAULT_LAG, segment_id: str | None = None
         raise ValueError("cannot stream an empty sentence")
     cuts = list(range(lag, len(words), lag)) + [len(words)]
     return [SourcePartial(" ".join(words[:n]), final=n == len(words), segment_id=segment_id) for n in cuts]
-
-
-def check_stream_path(path: str) -> None:
-    """Raise ``StreamError`` unless ``path`` is ``-`` (stdin) or a file that exists: callers check
-    before they load a model, so a wrong path is reported at once."""
-    if path == "-":
-        return
-    p = Path(path)
-    if not p.exists():
-        raise StreamError(f"{path}: no such file")
-    if p.is_dir():
-        raise StreamError(f"{path}: is a directory, expected a text or JSONL file")
-
-
-def read_lines(path: str) -> Iterator[tuple[int, str]]:
-    """(line number, text) for each line of a UTF-8 file, or stdin for ``-``, read lazily; a line
-    longer than ``LINE_PIECE_BYTES`` comes as several pieces with the same number, cut at a space
-    (or, in a run of that many bytes without one, between two characters), each but the last a
-    ``LinePiece``. Nothing is read ahead: a line is yielded as soon as it has arrived."""
-    check_stream_path(path)
-    if path == "-":
-        stream = sys.stdin.buffer
-        name = "<stdin>"
-    else:
-        stream = open(path, "rb")
-        name = path
-    try:
-        number, carry = 1, b""
-        while raw := carry + stream.readline(LINE_PIECE_BYTES - len(carry)):
-            carry = b""
-            whole = raw.endswith(b"\n") or len(raw) < LINE_PIECE_BYTES
-            if not whole:
-                raw, carry = _cut_piece(raw)
-            if b"\x00" in raw:
-                raise StreamError(f"{name}:{number}: binary data (NUL byte), expected UTF-8 text")
-            try:
-                text = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as error:
-                raise StreamError(f"{name}:{number}: invalid UTF-8 ({error.reason})") from None
-            yield number, text if whole else LinePiece(text)
-            number += whole
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
-
-
-class LinePiece(str):
-    """A piece of a line longer than ``LINE_PIECE_BYTES``, not its end (``read_lines``)."""
-
-
-def _cut_piece(raw: bytes) -> tuple[bytes, bytes]:
-    """``raw`` (a full piece of a longer line) cut after its last space or tab, else before the
-    last UTF-8 character that starts in it: (the piece, the rest carried to the next)."""
-    cut = max(raw.rfind(b" "), raw.rfind(b"\t")) + 1
-    if cut == 0:
-        cut = len(raw)
-        while cut > 1 and raw[cut - 1] & 0xC0 == 0x80:  # inside a multi-byte character
-            cut -= 1
-        cut = cut - 1 if raw[cut - 1] >= 0xC0 else len(raw)
-    return raw[:cut], raw[cut:]
 
 
 def _json_object(name: str, number: int, line: str) -> dict:

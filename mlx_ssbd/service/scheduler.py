@@ -6,17 +6,16 @@ main thread: see ``live.session`` on MLX and threads); ``open``, ``wake``, ``dis
 ``interleave(fn)`` runs other model work (a chat completion, ``works``) on the model's thread, one
 step per ``caption_rounds`` rounds while a session's update is under way: captions come first.
 Each session is a ``live.session.LiveSession`` (latest partial wins, automatic segments, a final
-update is never dropped). Batching is continuous: every round is ONE batched forward
-(``MultiStreamTranslator.round``) for all updates under way; a session whose source changed joins
-at the next round; a session runs one update at a time. Outputs equal each session alone. Events
-go to the session's ``send`` callback (``events``) and to its viewers through the store's bus; a
-commit is written to the ``store.base.TranscriptStore`` before it is sent to anyone.
+update is never dropped). Batching is continuous: a round (``MultiStreamTranslator.round``) serves
+every update under way in one batched model call (a few on a CPU, ``engine.planner``), a changed
+source joins at the next round, a session runs one update at a time, and outputs equal each
+session alone. Events go to the session's ``send`` callback (``events``) and to its viewers through
+the store's bus, a commit only once the ``store.base.TranscriptStore`` holds it.
 ``resume(session, sid, token)`` makes a new connection's session go on as a stored one.
 
-Sessions join the batch when their first source comes (their translators are built then, with the
-settings in force: one per target language, each a row of the batch, so a round serves every
-language of every session; a source goes to every row and a session's next one is taken when all
-its rows are done) and leave it when they are closed and drained, or discarded (a client that
+Sessions join the batch when their first source comes (then their translators are built, one per
+target language, a row of the batch each: a source goes to every row, the next once all are done)
+and leave it when they are closed and drained, or discarded (a client that
 went away: its queued sources are dropped, its update under way is abandoned, its KV freed at the
 next round). ``session.closed`` carries why: ``closed`` (the client asked), ``idle``,
 ``shutdown`` (the drain), ``error`` (the session could not go on). The store records the end
@@ -59,8 +58,7 @@ from .works import Busy, Works
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_SESSIONS = 8
-# batched caption rounds per step of interleaved work (benchmarks/service/load.py --chat-tokens)
-DEFAULT_CAPTION_ROUNDS = 4
+DEFAULT_CAPTION_ROUNDS = 4  # caption rounds per step of interleaved work (service/load.py --chat-tokens)
 DEFAULT_MAX_CALLS = 8  # interleaved works (chat completions) waiting or under way
 DEFAULT_MAX_PENDING_FINALS = 16  # a session's commits waiting to be translated
 DEFAULT_DRAIN_S = 30.0
