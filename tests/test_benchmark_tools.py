@@ -123,3 +123,13 @@ def test_the_runner_refuses_a_tree_with_uncommitted_changes(monkeypatch, tmp_pat
     with pytest.raises(SystemExit, match="uncommitted changes"):
         run.main()
     assert not (tmp_path / "r").exists()  # nothing measured, no folder
+
+
+def test_prune_lists_the_result_folders_no_page_links(tmp_path):
+    from benchmarks.tools.prune import unlinked
+
+    for step in ("2026-01-01-a/old", "2026-01-01-a/kept", "2026-02-01-b/new"):
+        (tmp_path / step).mkdir(parents=True)
+    (tmp_path / "2026-02-01-b" / "RESULTS.md").write_text("a file, not a step")
+    text = f"see [kept]({tmp_path}/2026-01-01-a/kept/report.md) and {tmp_path}/2026-02-01-b/new"
+    assert unlinked(tmp_path, text) == [tmp_path / "2026-01-01-a" / "old"]
