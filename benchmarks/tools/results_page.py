@@ -39,8 +39,9 @@ SECTIONS = (
         "Speed at equal quality",
         "Held-out sentences revealed word by word (lag 3), every method in one run on one model: wall "
         "time against RT's (Speedup), forward passes per update, chrF++ and BLEU against references, "
-        "NE (normalized erasure: flicker) on what a viewer sees.",
-        (("sentences-1.5b",), ("rules-test-1.5b",)),
+        "NE (normalized erasure: flicker) on what a viewer sees; `rt-nocache` is RT from an empty cache at every "
+        "update, as a plain generate call does.",
+        (("sentences-1.5b",), ("rules-test-1.5b",), ("plain-rt-1.5b",)),
     ),
     Section(
         "Where the bias's quality goes",
