@@ -87,15 +87,6 @@ def child_json(module: str, args: list[str], env: dict[str, str], what: str) -> 
     return json.loads(child.stdout.strip().splitlines()[-1])
 
 
-def save_report(out: Path, result: dict, json_name: str, markdown_name: str, markdown: str) -> None:
-    """Write a benchmark's ``result`` as JSON and its ``markdown`` report into the folder ``out``
-    (made if missing), and print the report."""
-    out.mkdir(parents=True, exist_ok=True)
-    (out / json_name).write_text(json.dumps(result, indent=2, ensure_ascii=False))
-    (out / markdown_name).write_text(markdown)
-    print(markdown)
-
-
 def machine_line(machine: dict) -> str:
     """A report's opening words on the machine (``evaluation.bench.machine_info``): CPU, cores,
     MLX and BLAS."""

@@ -32,8 +32,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import save_report
-
 
 @dataclass(frozen=True)
 class Option:
@@ -88,7 +86,7 @@ class Benchmark:
             stored = args.out / f"{self.name}.json"
             if not stored.is_file():
                 raise SystemExit(f"--report: no {stored.name} in {args.out}")
-            result = json.loads(stored.read_text())
+            result = json.loads(stored.read_text())  # rendered again, not written again
         else:
             from mlx_ssbd.evaluation.bench import machine_info
 
@@ -97,9 +95,12 @@ class Benchmark:
             if result is None:
                 return None
             result["machine"] = machine
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / f"{self.name}.json").write_text(json.dumps(result, indent=2, ensure_ascii=False))
         title = self.title(result) if callable(self.title) else self.title
         text = "\n".join([f"# {title}", "", *self.render(result)]) + "\n"
-        save_report(args.out, result, f"{self.name}.json", f"{self.name}.md", text)
+        (args.out / f"{self.name}.md").write_text(text)
+        print(text)
         if self.plot is not None:
             self.plot(result, args.out)
         return result

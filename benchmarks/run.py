@@ -175,19 +175,24 @@ def chosen(only: str | None) -> list[Step]:
     return steps
 
 
+def child_says(code: str) -> str:
+    """What ``python -c code`` prints, run from the repository: this process imports no MLX."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO
+    ).stdout.strip()
+
+
 def dirty() -> bool:
-    """The code that would run has uncommitted changes (``evaluation.bench.code_commit``, asked in a
-    child: this process imports no MLX)."""
-    probe = "from mlx_ssbd.evaluation.bench import code_commit; print(code_commit())"
-    commit = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO).stdout
-    return commit.strip().endswith("+dirty")
+    """The code that would run has uncommitted changes (``evaluation.bench.code_commit``)."""
+    return child_says("from mlx_ssbd.evaluation.bench import code_commit; print(code_commit())").endswith(
+        "+dirty"
+    )
 
 
 def on_gpu() -> bool:
-    """MLX's default device here is a GPU (asked in a child: this process imports no MLX)."""
-    probe = "import mlx_ssbd; from mlx_ssbd.platform.backend import is_gpu; print(is_gpu())"
+    """MLX's default device here is a GPU."""
     return (
-        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout.strip() == "True"
+        child_says("import mlx_ssbd; from mlx_ssbd.platform.backend import is_gpu; print(is_gpu())") == "True"
     )
 
 

@@ -27,6 +27,7 @@ import time
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
+from mlx_ssbd.evaluation.passes import kernel_ceiling
 from mlx_ssbd.platform.backend import quiet_blas_workers
 from mlx_ssbd.platform.extension import kernel, kernel_status
 
@@ -62,7 +63,7 @@ def times(ours, x, q, s, b, dense, bits: int, repeats: int) -> dict:
 
 def ceiling_gmacs(ours, bits: list[int]) -> dict[int, float]:
     """The kernel's in-cache ceiling per width, GMAC/s: the highest of three measurements."""
-    return {b: max(ours.in_cache_rate(b, 0.3) for _ in range(3)) / 1e9 for b in bits}
+    return {b: kernel_ceiling(ours, b) / 1e9 for b in bits}
 
 
 def swiglu_rows(ours, rows: list[int], repeats: int) -> list[dict]:

@@ -17,25 +17,25 @@ from __future__ import annotations
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
-from mlx_ssbd.evaluation.passes import multiply_adds, pass_timings
+from mlx_ssbd.evaluation.passes import kernel_ceiling, multiply_adds, pass_timings
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.platform.extension import kernel
 
 
-def floor_per_token_s(model) -> float | None:
-    """Seconds of one token's quantized products at the kernel's in-cache ceiling, or None when
-    the model does not run through the kernel."""
-    ours, counts = kernel(), multiply_adds(model)
+def floor_per_token_s(counts: dict[int, int]) -> float | None:
+    """Seconds of one token's quantized products (``counts``: multiply-adds per code width) at the
+    kernel's in-cache ceiling, or None when the model does not run through the kernel."""
+    ours = kernel()
     if ours is None or not counts:
         return None
-    return sum(macs / max(ours.in_cache_rate(bits, 0.3) for _ in range(3)) for bits, macs in counts.items())
+    return sum(macs / kernel_ceiling(ours, bits) for bits, macs in counts.items())
 
 
 def measure(args) -> dict:
     loaded = load_model(args.model)
     prompt_tokens, rows = pass_timings(loaded, [int(s) for s in args.sizes.split(",")], args.repeats)
-    step = rows[1]
-    floor = floor_per_token_s(loaded.model)
+    step, counts = rows[1], multiply_adds(loaded.model)
+    floor = floor_per_token_s(counts)
     return {
         "model": loaded.name,
         "dtype": loaded.dtype,
@@ -44,7 +44,7 @@ def measure(args) -> dict:
         "decode_step_s": round(step, 5),
         "pass_s": {str(n): round(t, 5) for n, t in rows.items()},
         "pass_over_step": {str(n): round(t / step, 3) for n, t in rows.items()},
-        "multiply_adds_per_token": {str(b): m for b, m in multiply_adds(loaded.model).items()},
+        "multiply_adds_per_token": {str(b): m for b, m in counts.items()},
         "floor_per_token_s": floor and round(floor, 6),
     }
 

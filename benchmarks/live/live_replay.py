@@ -197,21 +197,21 @@ def render(result: dict) -> list[str]:
         for k, s in summary.items()
     ]  # fmt: skip
     return [
-            f"Latest partial wins, automatic segments ({facts['segmenter']}). Lag = time a caption event was ready "
-            f"minus the speech time of the newest word it translates; final caption: when the talk's last caption "
-            f"was ready after its last word; the first and last windows are the first and "
-            f"last 5 minutes of speech, or thirds of a shorter one. {where}. Data: {facts['data']}. chrF++ on "
-            "the whole document (committed captions against the German text; the source is lower-cased and mostly "
-            "unpunctuated, so the numbers are low for every method).",
-            "",
-            *markdown_table(
-                ["method", "speech min", "partials", "coalesced", "updates", "commits", "lag p50 s", "lag p95 s",
-                 "lag max s", "lag <= 3 s", "final caption s", "mean lag first window", "mean lag last window",
-                 "last/first", "passes/update", "chrF++ doc"],
-                rows,
-            ),
-            "",
-            "![caption lag](lag.png)",
+        f"Latest partial wins, automatic segments ({facts['segmenter']}). Lag = time a caption event was ready "
+        f"minus the speech time of the newest word it translates; final caption: when the talk's last caption "
+        f"was ready after its last word; the first and last windows are the first and "
+        f"last 5 minutes of speech, or thirds of a shorter one. {where}. Data: {facts['data']}. chrF++ on "
+        "the whole document (committed captions against the German text; the source is lower-cased and mostly "
+        "unpunctuated, so the numbers are low for every method).",
+        "",
+        *markdown_table(
+            ["method", "speech min", "partials", "coalesced", "updates", "commits", "lag p50 s", "lag p95 s",
+             "lag max s", "lag <= 3 s", "final caption s", "mean lag first window", "mean lag last window",
+             "last/first", "passes/update", "chrF++ doc"],
+            rows,
+        ),
+        "",
+        "![caption lag](lag.png)",
     ]  # fmt: skip
 
 

@@ -8,7 +8,8 @@ the cache after each (N = 1 is a decode step).
 ``prompt_and_filler(tokenizer, family)`` gives the token ids, so a peer engine can be timed on
 exactly the same tokens. ``multiply_adds(model)`` counts a token's multiply-adds in the model's
 quantized products by code width, the arithmetic a pass over N tokens cannot do with less than N
-times (set against the kernel's ``in_cache_rate``, it is the floor under that pass).
+times; ``kernel_ceiling(ours, bits)`` is the CPU kernel's in-cache rate for that width (the highest
+of a few measurements: the machine at its quietest). Together they give the floor under a pass.
 """
 
 from __future__ import annotations
@@ -66,3 +67,9 @@ def multiply_adds(model) -> dict[int, int]:
             rows, words = module.weight.shape
             counts[module.bits] = counts.get(module.bits, 0) + rows * words * 32 // module.bits
     return counts
+
+
+def kernel_ceiling(ours, bits: int, tries: int = 3, seconds: float = 0.3) -> float:
+    """Multiply-adds per second of ``ours`` (the CPU kernel, ``extension.kernel()``) for ``bits``-bit
+    codes on operands already in L1 (``in_cache_rate``): the highest of ``tries`` measurements."""
+    return max(ours.in_cache_rate(bits, seconds) for _ in range(tries))
