@@ -198,12 +198,12 @@ def serve(
             "to serve it so anyway"
         )
     try:
-        from mlx_ssbd.service.connections import require_websockets
+        from mlx_ssbd.service.connections import websocket_protocol
         from mlx_ssbd.service.protocol import Limits
         from mlx_ssbd.service.server import serve as run
         from mlx_ssbd.service.store import open_store
 
-        require_websockets()
+        websocket_protocol()
     except ImportError as error:
         raise click.ClickException(
             f"the service needs the serve extra ({error.name} is missing): pip install 'mlx-ssbd[serve]'"

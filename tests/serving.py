@@ -14,10 +14,13 @@ import sys
 
 from mlx_ssbd import method_config
 from mlx_ssbd.models.loading import load_model
+from mlx_ssbd.service.scheduler import DEFAULT_DRAIN_S
 
 import websockets
 
 SENTENCE = "so today I want to talk about the new rules"
+# SIGTERM finishes every session (at most the drain's bound), then closes the sockets
+EXIT_S = DEFAULT_DRAIN_S + 30
 
 
 @contextlib.contextmanager
@@ -53,7 +56,7 @@ def server(model_dir, store, *args, log=None):
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                assert proc.wait(timeout=20) == 0, open(log.name).read()
+                assert proc.wait(timeout=EXIT_S) == 0, open(log.name).read()
             finally:
                 if proc.poll() is None:
                     proc.kill()

@@ -10,7 +10,7 @@ import time
 from importlib import metadata
 
 from mlx_ssbd.service import connections
-from mlx_ssbd.service.connections import InFlightLimit, head_guarded_h11, require_websockets
+from mlx_ssbd.service.connections import InFlightLimit, head_guarded_h11, websocket_protocol
 
 import httpx
 import pytest
@@ -125,7 +125,39 @@ def test_the_serve_extra_brings_a_websocket_implementation():
     declared = {re.split(r"[<>=\[; ]", req, maxsplit=1)[0].lower() for req in serve}
     assert {"starlette", "uvicorn"} <= declared
     assert declared & {"websockets", "wsproto"}, f"the serve extra has no WebSocket library: {declared}"
-    require_websockets()  # and uvicorn finds it here
+    websocket_protocol()  # and uvicorn finds it here
+
+
+async def reads_until_closed(scope, receive, send):
+    if scope["type"] == "websocket":
+        await receive()
+        await send({"type": "websocket.accept"})
+        while (await receive())["type"] != "websocket.disconnect":
+            pass
+
+
+def masked_frame(opcode: int, payload: bytes) -> bytes:
+    """A client frame (final, masked with the zero key, so the payload goes as it is)."""
+    return bytes([0x80 | opcode, 0x80 | len(payload)]) + b"\0\0\0\0" + payload
+
+
+def test_a_text_frame_not_utf8_read_with_the_clients_close_is_closed_cleanly(caplog):
+    """Both frames in one segment: the connection is closing when the bad text is decoded."""
+    with uvicorn_on_a_free_port(reads_until_closed, ws=websocket_protocol()) as port:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        sock.sendall(
+            b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        assert sock.recv(4096).startswith(b"HTTP/1.1 101")
+        sock.sendall(masked_frame(0x1, b"\xff") + masked_frame(0x8, (1000).to_bytes(2, "big")))
+        received = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := sock.recv(4096):
+                received += chunk
+        sock.close()
+    assert received[:1] == b"\x88", f"no close frame came back: {received!r}"
+    assert not [r for r in caplog.records if r.name == "asyncio"], caplog.text
 
 
 def test_serve_refuses_to_start_without_a_websocket_library(monkeypatch, run):
@@ -133,7 +165,7 @@ def test_serve_refuses_to_start_without_a_websocket_library(monkeypatch, run):
 
     monkeypatch.setattr(auto, "AutoWebSocketsProtocol", None)
     with pytest.raises(ImportError, match="websockets"):
-        connections.require_websockets()
+        connections.websocket_protocol()
     result = run("serve", "--port", "0")
     assert result.exit_code != 0
     assert "websockets" in result.output and "mlx-ssbd[serve]" in result.output

@@ -1,8 +1,14 @@
 """What a connection may hold before and after its request head.
 
-Contract: ``require_websockets()`` raises ``ImportError`` (naming ``websockets``) unless uvicorn
-finds a WebSocket implementation (without one it answers every upgrade with 404), so ``serve``
-refuses to start rather than serve a speaker's page that can never connect. Two guards that
+Contract: ``websocket_protocol()`` is the WebSocket protocol class for ``uvicorn.Config(ws=...)``:
+uvicorn's own choice, except that its websockets-sansio implementation (the default since uvicorn
+0.50) gets one fix: a text frame that is not UTF-8, read in the same segment as the client's close
+frame, made it call ``send_close`` on a closing connection, and the ``InvalidState`` escaped
+``data_received`` (asyncio logged a fatal error and dropped the socket unclosed); that close is
+now left to the closing handshake already under way. It raises ``ImportError`` (naming
+``websockets``) where uvicorn finds no WebSocket implementation (without one it answers every
+upgrade with 404), so ``serve`` refuses to start rather than serve a speaker's page that can
+never connect. Two guards that
 ``server.serve`` puts around the app, so that idle or slow sockets never use up what viewers,
 speakers and health checks need:
 
@@ -35,8 +41,9 @@ DEFAULT_MAX_PENDING_HEADS = 256
 EXEMPT_PATHS = frozenset({"/health"})
 
 
-def require_websockets() -> None:
-    """Raise ``ImportError`` unless uvicorn has a WebSocket implementation (module docstring)."""
+def websocket_protocol() -> type:
+    """uvicorn's WebSocket protocol class, with the fix of the module docstring where it applies;
+    ``ImportError`` where there is none."""
     from uvicorn.protocols.websockets.auto import AutoWebSocketsProtocol
 
     if AutoWebSocketsProtocol is None:
@@ -44,6 +51,22 @@ def require_websockets() -> None:
             "no WebSocket library for uvicorn (websockets or wsproto): pip install 'mlx-ssbd[serve]'",
             name="websockets",
         )
+    try:
+        from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+        from websockets.exceptions import InvalidState
+    except ImportError:  # an older uvicorn: its choice has no such path
+        return AutoWebSocketsProtocol
+    if AutoWebSocketsProtocol is not WebSocketsSansIOProtocol:
+        return AutoWebSocketsProtocol
+
+    class ClosingSafeWebSockets(WebSocketsSansIOProtocol):
+        def send_receive_event_to_app(self) -> None:
+            try:
+                super().send_receive_event_to_app()
+            except InvalidState:  # its 1007 close on a connection already closing: the close goes on
+                pass
+
+    return ClosingSafeWebSockets
 
 
 def head_guarded_h11(

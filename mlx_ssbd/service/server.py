@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 from ..live.segmenter import SegmenterConfig
 from .app import create_app
-from .connections import InFlightLimit, head_guarded_h11, require_websockets
+from .connections import InFlightLimit, head_guarded_h11, websocket_protocol
 from .options import ServiceOptions
 from .scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS, Scheduler
 from .store import TranscriptStore
@@ -53,7 +53,6 @@ def serve(
 ) -> None:
     import uvicorn
 
-    require_websockets()
     scheduler = Scheduler(
         loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds, segmenter=segmenter
     )
@@ -63,6 +62,7 @@ def serve(
         port=port,
         log_level="warning",
         http=head_guarded_h11(options.head_timeout_s),
+        ws=websocket_protocol(),
         ws_max_size=4 * options.limits.max_message_bytes,
         lifespan="off",
         timeout_graceful_shutdown=5,
