@@ -154,8 +154,9 @@ SECTIONS = (
     ),
     Section(
         "On a GPU",
-        "A decode step of random weights in a real model's shape, fp16 and 4-bit, on the device named.",
-        (("decode-step",),),
+        "A decode step of random weights in a real model's shape, fp16 and 4-bit, on the device named; "
+        "N live streams through the engine there (random fp16 weights), as above.",
+        (("decode-step",), ("capacity-gpu",)),
     ),
 )
 
