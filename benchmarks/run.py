@@ -1,10 +1,10 @@
 """Regenerate every current result from the current commit: one command, one results folder.
 
-    python -m benchmarks.run                 # every step, into benchmarks/results/DATE-OS-ARCH-NcpuS
+    python -m benchmarks.run                 # every step, into benchmarks/results/DATE-KIND
     python -m benchmarks.run --list          # the steps, each with its time estimate
     python -m benchmarks.run --quick         # every step at a small size (a smoke run, not a result)
     python -m benchmarks.run --only service  # one group (engine, quality, live, service) or step
-    python -m benchmarks.run --out DIR --label epyc
+    python -m benchmarks.run --out DIR --label quiet
 
 Steps run one after another (timings are only compared within one step), all from one commit: a
 working tree with uncommitted changes is refused (except with ``--quick``). A step whose report is
@@ -23,6 +23,7 @@ import datetime
 import importlib.util
 import os
 import platform
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -161,9 +162,41 @@ STEPS = (
 )  # fmt: skip
 
 
+def machine_kind() -> str:
+    """The machine a results folder is named after (the results page shows each kind's newest
+    run): OS, architecture, then the GPU's name, or the cores and the CPU's family where that
+    tells runs apart (``linux-x86_64-2cpu-epyc``, ``-2cpu-vnni`` for an AVX-512 VNNI Xeon)."""
+    from mlx_ssbd.evaluation.bench import cpu_model
+
+    import mlx.core as mx
+
+    def slug(text: str) -> str:
+        return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+    base = f"{platform.system().lower()}-{platform.machine()}"
+    if mx.default_device() == mx.gpu:
+        return (
+            f"{base}-{slug(mx.device_info()['device_name']).removeprefix('nvidia-').removeprefix('apple-')}"
+        )
+    model = cpu_model()
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        flags = []
+    family = (
+        "epyc"
+        if "EPYC" in model
+        else "vnni"
+        if "avx512_vnni" in flags
+        else "xeon"
+        if "Xeon" in model
+        else slug(model)
+    )
+    return f"{base}-{os.cpu_count()}cpu-{family[:24]}"
+
+
 def default_out(label: str | None) -> Path:
-    machine = f"{platform.system().lower()}-{platform.machine()}-{os.cpu_count()}cpu"
-    name = f"{datetime.date.today():%Y-%m-%d}-{machine}" + (f"-{label}" if label else "")
+    name = f"{datetime.date.today():%Y-%m-%d}-{machine_kind()}" + (f"-{label}" if label else "")
     return REPO / "benchmarks" / "results" / name
 
 
@@ -203,7 +236,7 @@ def done(step: Step, out: Path) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/DATE-MACHINE)")
-    parser.add_argument("--label", help="appended to the default folder's name (e.g. the CPU)")
+    parser.add_argument("--label", help="appended to the default folder's name, after the machine's kind")
     parser.add_argument("--only", help="one group or step")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a result")
     parser.add_argument("--list", action="store_true", help="list the steps and their estimates, run nothing")

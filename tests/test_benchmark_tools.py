@@ -1,7 +1,9 @@
-"""The benchmark tools: the runner lists every step, the results page takes the newest run of each, a
-before/after comparison runs one benchmark on two commits."""
+"""The benchmark tools: the runner lists every step, the results page takes the newest run of each
+on each machine kind, a before/after comparison runs one benchmark on two commits."""
 
 import json
+import platform
+import re
 import subprocess
 import sys
 
@@ -24,24 +26,43 @@ def test_the_runner_lists_every_step_with_an_estimate_and_refuses_an_unknown_gro
     assert refused.returncode != 0 and "no such group" in refused.stderr
 
 
-def test_the_results_page_takes_each_step_from_the_newest_folder_and_names_its_run(tmp_path):
+def test_the_results_page_takes_each_step_from_its_newest_run_on_each_machine_kind(tmp_path):
     from benchmarks.tools.results_page import page
 
-    for folder, value, commit in (("2026-01-01-a", 1, None), ("2026-02-01-b", 2, "abc1234")):
+    runs = (
+        ("2026-01-01-linux-x86_64-2cpu", 0, None),  # generic: superseded by any named kind's run
+        ("2026-01-02-linux-x86_64-2cpu-epyc", 1, None),
+        ("2026-02-01-linux-x86_64-2cpu-epyc", 2, "abc1234"),
+        ("2026-01-15-linux-x86_64-h200", 3, "def5678"),
+    )
+    for folder, value, commit in runs:
         step = tmp_path / folder / "glossary-terms"
         step.mkdir(parents=True)
-        machine = {"cpus": 2, "cpu_model": "Test CPU", **({"commit": commit} if commit else {})}
+        machine = {"cpus": 2, "cpu_model": f"CPU {value}", **({"commit": commit} if commit else {})}
         (step / "glossary_terms.json").write_text(json.dumps({"machine": machine}))
         (step / "glossary_terms.md").write_text(
             f"# Terms\n\nprose\n\n| a | b |\n|---|---|\n| {value} | x |\n"
         )
     text = page(sorted(tmp_path.iterdir()))
     section = text.split("## A glossary per talk")[1]
-    assert "| 2 | x |" in section and "| 1 | x |" not in section  # the newest run only
-    assert "Run 2026-02-01" in section and "Test CPU, 2 CPUs" in section and "`abc1234`" in section
+    shown = [value for _, value, _ in runs if f"| {value} | x |" in section]
+    assert shown == [2, 3] and section.index("| 2 | x |") < section.index("| 3 | x |")  # newest first
+    assert "Run 2026-02-01" in section and "CPU 2, 2 CPUs" in section and "`abc1234`" in section
+    assert "Run 2026-01-15" in section and "`def5678`" in section
     assert "prose" not in section  # tables, not the report's story
-    older = page([tmp_path / "2026-01-01-a"])
-    assert "run before reports named their commit: older than the current code" in older
+    generic = page([tmp_path / runs[0][0]])  # a generic run where no named kind has the step
+    assert "| 0 | x |" in generic
+    assert "run before reports named their commit: older than the current code" in generic
+
+
+def test_a_run_s_folder_names_a_machine_kind_that_the_results_page_shows():
+    from benchmarks.run import default_out
+    from benchmarks.tools.results_page import GENERIC_KINDS, kind
+
+    folder = default_out(None)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d-[a-z0-9_-]+", folder.name), folder.name
+    assert kind(folder) not in GENERIC_KINDS and kind(folder).startswith(f"{platform.system().lower()}-")
+    assert kind(default_out("quiet")) == f"{kind(folder)}-quiet"
 
 
 def test_a_before_after_comparison_runs_one_benchmark_on_two_commits(model_dir, tmp_path):

@@ -5,9 +5,9 @@
 
 A step's folder (``benchmarks/results/DATE-MACHINE/STEP``) is linked when the README or a page of
 ``docs/`` names its path; the results page (``tools.results_page``) links the newest run of every
-step it shows, so what is left unlinked is a run that a newer one replaced, or one no page uses.
-The results page takes the newest run whatever the machine, so before removing, check that no
-page still needs another machine's run (link it where its figure is quoted).
+step it shows on each kind of machine, so what is left unlinked is a run that a newer one on the
+same kind of machine replaced, or one no page uses. A figure that a page quotes names its run's
+folder, so it keeps that run.
 After ``--remove``, each date's ``RESULTS.md`` is collected again from what stays
 (``tools.collect``).
 """

@@ -2,12 +2,15 @@
 
     python -m benchmarks.tools.results_page [FOLDER ...]    # default: every benchmarks/results/*
 
-For each section, each of its steps is taken from the newest results folder that holds it (folders
-are named by date, so the last one given that has the step wins). The page shows the tables of
-that step's markdown report (its prose stays in the folder), under a line naming the run: date,
-folder, machine, device, and the commit the numbers come from. A run made at an older commit says
-how many later commits changed ``mlx_ssbd/``; a run from before reports named their commit says
-that it is older than the code. Superseded runs stay in ``benchmarks/results/`` only.
+A results folder is named ``DATE-KIND``, KIND the machine it ran on (``linux-x86_64-2cpu-epyc``,
+``linux-x86_64-h200``). For each section, each of its steps is shown from its newest run on each
+machine kind (the last folder given of that kind that holds it), newest first; a folder of the
+generic kind ``linux-x86_64-2cpu`` (runs named before folders said which CPU) is shown only for a
+step that no named kind has run. The page shows the tables of that step's markdown report (its
+prose stays in the folder), under a line naming the run: date, folder, machine, device, and the
+commit the numbers come from. A run made at an older commit says how many later commits changed
+``mlx_ssbd/``; a run from before reports named their commit says that it is older than the code.
+Superseded runs stay in ``benchmarks/results/`` only (``tools.prune`` lists them).
 """
 
 from __future__ import annotations
@@ -161,13 +164,24 @@ SECTIONS = (
 )
 
 
-def newest(names: tuple[str, ...], folders: list[Path]) -> Path | None:
-    """The step's folder in the newest results folder holding it under any of its names."""
+GENERIC_KINDS = ("linux-x86_64-2cpu",)
+
+
+def kind(folder: Path) -> str:
+    """The machine kind a results folder names: what follows its date."""
+    return folder.name[len("YYYY-MM-DD-") :]
+
+
+def newest(names: tuple[str, ...], folders: list[Path]) -> list[Path]:
+    """The step's newest run on each machine kind, under any of its names, newest first; a run of
+    a generic kind only where no named kind has one."""
+    runs: dict[str, Path] = {}
     for folder in reversed(folders):
-        for name in names:
-            if (folder / name).is_dir():
-                return folder / name
-    return None
+        step = next((folder / name for name in names if (folder / name).is_dir()), None)
+        if step is not None:
+            runs.setdefault(kind(folder), step)
+    named = [step for k, step in runs.items() if k not in GENERIC_KINDS]
+    return named or list(runs.values())
 
 
 def tables(markdown: str) -> list[str]:
@@ -241,7 +255,7 @@ def page(folders: list[Path]) -> str:
         "",
         "The current result of each benchmark, one section per question; written by "
         "`python -m benchmarks.tools.results_page` from the reports in `benchmarks/results/` (each "
-        "step from the newest folder that holds it; `python -m benchmarks.run` makes a new folder "
+        "step's newest run on each kind of machine; `python -m benchmarks.run` makes a new folder "
         "from the current commit). Timings vary about ±40% between runs on these VMs: compare within "
         "one table, where every row comes from the same run. How each benchmark runs: "
         "[benchmarks](benchmarks.md).",
@@ -251,18 +265,18 @@ def page(folders: list[Path]) -> str:
         if not any(step for _, step in found):
             continue
         lines += ["", f"## {section.title}", "", section.about]
-        for names, step in found:
-            if step is None:
+        for names, steps in found:
+            if not steps:
                 lines += ["", f"Not run yet: `python -m benchmarks.run --only {names[0]}`."]
-                continue
-            lines += ["", provenance(step)]
-            reports = [
-                p
-                for p in sorted(step.glob("*.md"))
-                if p.name not in ("README.md", "RESULTS.md") and not p.name.startswith(RETIRED)
-            ]
-            for report in reports:
-                lines += ["", *(re.sub(r"\n\n+", "\n", t) + "\n" for t in tables(report.read_text()))]
+            for step in steps:
+                lines += ["", provenance(step)]
+                reports = [
+                    p
+                    for p in sorted(step.glob("*.md"))
+                    if p.name not in ("README.md", "RESULTS.md") and not p.name.startswith(RETIRED)
+                ]
+                for report in reports:
+                    lines += ["", *(re.sub(r"\n\n+", "\n", t) + "\n" for t in tables(report.read_text()))]
     return "\n".join(lines).rstrip() + "\n"
 
 
