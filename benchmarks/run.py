@@ -10,7 +10,8 @@ Steps run one after another (timings are only compared within one step), all fro
 working tree with uncommitted changes is refused (except with ``--quick``). A step whose report is
 already in the folder is skipped, so an interrupted run is simply started again. At the end the
 folder's reports are collected into its ``RESULTS.md`` (``tools.collect``) and the results page is
-written from them (``tools.results_page``; with ``--quick`` it is not). Needs the models prepared
+written again (``tools.results_page``: each step's newest run on each kind of machine, so this
+run's on this one; with ``--quick`` it is not). Needs the models prepared
 (``mlx-ssbd models prepare qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b``) and the extras
 ``.[test,serve,asr,semsim,postgres,plots,ja]``; the llama.cpp step runs only where
 ``llama-cpp-python`` is installed. Estimates are minutes on the 2-core development VM.
@@ -277,9 +278,7 @@ def main() -> None:
         subprocess.run([*step.command(args.quick), "--out", str(out / step.name)], cwd=REPO, check=True)
     subprocess.run([sys.executable, "-m", "benchmarks.tools.collect", str(out)], cwd=REPO, check=True)
     if not args.quick and args.only is None:
-        subprocess.run(
-            [sys.executable, "-m", "benchmarks.tools.results_page", str(out)], cwd=REPO, check=True
-        )
+        subprocess.run([sys.executable, "-m", "benchmarks.tools.results_page"], cwd=REPO, check=True)
     print(f"done: {relative(out)}", file=sys.stderr)
 
 

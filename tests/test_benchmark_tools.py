@@ -34,6 +34,7 @@ def test_the_results_page_takes_each_step_from_its_newest_run_on_each_machine_ki
         ("2026-01-02-linux-x86_64-2cpu-epyc", 1, None),
         ("2026-02-01-linux-x86_64-2cpu-epyc", 2, "abc1234"),
         ("2026-01-15-linux-x86_64-h200", 3, "def5678"),
+        ("2026-03-01-linux-x86_64-2cpu-epyc-quick", 4, "abc1234"),  # a smoke run: never shown
     )
     for folder, value, commit in runs:
         step = tmp_path / folder / "glossary-terms"

@@ -6,11 +6,12 @@ A results folder is named ``DATE-KIND``, KIND the machine it ran on (``linux-x86
 ``linux-x86_64-h200``). For each section, each of its steps is shown from its newest run on each
 machine kind (the last folder given of that kind that holds it), newest first; a folder of the
 generic kind ``linux-x86_64-2cpu`` (runs named before folders said which CPU) is shown only for a
-step that no named kind has run. The page shows the tables of that step's markdown report (its
-prose stays in the folder), under a line naming the run: date, folder, machine, device, and the
-commit the numbers come from. A run made at an older commit says how many later commits changed
-``mlx_ssbd/``; a run from before reports named their commit says that it is older than the code.
-Superseded runs stay in ``benchmarks/results/`` only (``tools.prune`` lists them).
+step that no named kind has run; a smoke run's folder (``-quick``) never is. The page shows the
+tables of that step's markdown report (its prose stays in the folder), under a line naming the
+run: date, folder, machine, device, and the commit the numbers come from. A run made at an older
+commit says how many later commits changed ``mlx_ssbd/``; a run from before reports named their
+commit says that it is older than the code. Superseded runs stay in ``benchmarks/results/`` only
+(``tools.prune`` lists them).
 """
 
 from __future__ import annotations
@@ -177,6 +178,8 @@ def newest(names: tuple[str, ...], folders: list[Path]) -> list[Path]:
     a generic kind only where no named kind has one."""
     runs: dict[str, Path] = {}
     for folder in reversed(folders):
+        if folder.name.endswith("-quick"):
+            continue  # a smoke run (``benchmarks.run --quick``), not a result
         step = next((folder / name for name in names if (folder / name).is_dir()), None)
         if step is not None:
             runs.setdefault(kind(folder), step)
