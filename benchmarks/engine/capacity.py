@@ -28,8 +28,8 @@ says nothing about a real model's.
 
     python -m benchmarks.engine.capacity --models small-shape,0.5b-shape --streams 1,2,4,8 --out DIR
 
-On an NVIDIA GPU (``pip install "mlx[cuda]"`` beside this package):
-``python -m benchmarks.engine.capacity --models 0.5b-shape,1.5b-shape --streams 1,2,4,8,16,32,64,128 --out DIR``.
+On an NVIDIA GPU (``pip install "mlx[cuda]"`` beside this package): ``python -m benchmarks.run
+--only capacity-gpu`` (both shapes, 1 to 128 streams).
 """
 
 from __future__ import annotations
