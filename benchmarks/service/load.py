@@ -10,6 +10,9 @@ served with p95 lag under ``--target-p95`` seconds, the server's resident memory
 second) and a plot. With ``--chat-tokens N`` an OpenAI client beside the sessions asks for
 completions of N tokens (a story, no prediction) back to back for the whole run, and each row
 reports how many it got and how long they took: what a long chat answer does to live captions.
+``--languages de/de,fr,ja`` runs every session count once per set of caption languages (each
+session's ``targets``; a row of the batch per language), so one run compares one language with
+three; the lag counts every language's events.
 
     python -m benchmarks.service.load --model qwen2.5-coder-0.5b --sessions 1,2,4,8 --seconds 90 --out DIR
 """
@@ -111,13 +114,21 @@ def rss_mb(pid: int) -> float:
 
 
 async def client(
-    url: str, method: str, partials, seconds: float, lags: list, counts: dict, late: list, gaps: list
+    url: str,
+    method: str,
+    languages: list[str],
+    partials,
+    seconds: float,
+    lags: list,
+    counts: dict,
+    late: list,
+    gaps: list,
 ) -> None:
     import websockets
 
     async with websockets.connect(url.replace("http", "ws", 1) + "/v1/stream", max_size=None) as ws:
         await ws.recv()
-        await ws.send(json.dumps({"type": "session.update", "method": method}))
+        await ws.send(json.dumps({"type": "session.update", "method": method, "targets": languages}))
         await ws.recv()
         t0 = time.monotonic()
 
@@ -170,7 +181,9 @@ async def chat_client(url: str, tokens: int, seconds: float, answers: list) -> N
             answers.append((time.monotonic() - start, reply.json()["usage"]["completion_tokens"]))
 
 
-def run_load(url: str, method: str, n: int, seconds: float, streams, chat_tokens: int = 0) -> dict:
+def run_load(
+    url: str, method: str, n: int, seconds: float, streams, chat_tokens: int = 0, languages=("de",)
+) -> dict:
     lags, counts = [], {"partials": 0, "translation.update": 0, "translation.commit": 0, "errors": 0}
     answers: list[tuple[float, int]] = []
     late: list[float] = []  # lags of events that came after the replay ended (the drain)
@@ -179,7 +192,11 @@ def run_load(url: str, method: str, n: int, seconds: float, streams, chat_tokens
     async def all_clients():
         chat = [chat_client(url, chat_tokens, seconds, answers)] if chat_tokens else []
         await asyncio.gather(
-            *(client(url, method, streams[i], seconds, lags, counts, late, gaps) for i in range(n)), *chat
+            *(
+                client(url, method, list(languages), streams[i], seconds, lags, counts, late, gaps)
+                for i in range(n)
+            ),
+            *chat,
         )
 
     start = time.monotonic()
@@ -188,6 +205,7 @@ def run_load(url: str, method: str, n: int, seconds: float, streams, chat_tokens
     q = lambda f: lags[min(len(lags) - 1, int(f * len(lags)))] if lags else float("nan")
     return {
         "method": method,
+        "languages": ",".join(languages),
         "sessions": n,
         "seconds": seconds,
         "wall_s": round(time.monotonic() - start, 1),
@@ -220,6 +238,7 @@ def measure(args) -> dict:
         raise SystemExit("--caption-rounds must be at least 1")
     extra = [] if args.caption_rounds is None else ["--caption-rounds", str(args.caption_rounds)]
     counts = [int(n) for n in args.sessions.split(",")]
+    language_sets = [tuple(part.split(",")) for part in args.languages.split("/")]
     pairs = [json.loads(line) for line in DATA.read_text().splitlines() if line.strip()]
     streams = []
     for i in range(max(counts)):  # each session its own talk: another start in the text, another ASR
@@ -242,9 +261,12 @@ def measure(args) -> dict:
         sampler.start()
         try:
             for method in args.methods.split(","):
-                for n in counts:
-                    rows.append(run_load(url, method, n, args.seconds, streams, args.chat_tokens))
-                    print(json.dumps(rows[-1]), flush=True)
+                for languages in language_sets:
+                    for n in counts:
+                        rows.append(
+                            run_load(url, method, n, args.seconds, streams, args.chat_tokens, languages)
+                        )
+                        print(json.dumps(rows[-1]), flush=True)
         finally:
             stop.set()
             proc.terminate()
@@ -257,6 +279,7 @@ def measure(args) -> dict:
         "chat_tokens": args.chat_tokens,
         "caption_rounds": args.caption_rounds,
         "server_code": code,
+        "languages": args.languages,
         "most_sessions_within_target": most_sessions(rows, args.methods.split(","), args.target_p95),
         "rows": rows,
         "server_rss_mb": memory,
@@ -274,10 +297,11 @@ def render(result: dict) -> list[str]:
         + (f", `--caption-rounds {rounds}`." if rounds else "."),
         "",
         *markdown_table(
-            ["method", "sessions", "partials", "updates", "commits", "errors", "lag p50 s", "lag p95 s", "lag max s"],
+            ["method", "languages", "sessions", "partials", "updates", "commits", "errors", "lag p50 s", "lag p95 s",
+             "lag max s"],
             [
-                (r["method"], r["sessions"], r["partials"], r["translation.update"], r["translation.commit"],
-                 r["errors"], r["lag_p50_s"], r["lag_p95_s"], r["lag_max_s"])
+                (r["method"], r.get("languages", "de"), r["sessions"], r["partials"], r["translation.update"],
+                 r["translation.commit"], r["errors"], r["lag_p50_s"], r["lag_p95_s"], r["lag_max_s"])
                 for r in rows
             ],
         ),
@@ -303,7 +327,9 @@ def render(result: dict) -> list[str]:
     best = result["most_sessions_within_target"]
     lines += [
         "",
-        f"Most sessions with p95 lag under {target:g} s: "
+        f"Most sessions with p95 lag under {target:g} s"
+        + (f" (captions in {rows[0]['languages']})" if len({r.get("languages") for r in rows}) > 1 else "")
+        + ": "
         + ", ".join(f"{k} **{v}**" for k, v in best.items())
         + ".",
         "",
@@ -330,9 +356,18 @@ BOUNDS = (2.0, 5.0, 10.0, 20.0)  # p95 lag bounds of the "most sessions served" 
 
 
 def most_sessions(rows, methods, bound: float) -> dict:
-    """Per method, the most sessions tried whose p95 lag stayed under ``bound`` (0: none)."""
+    """Per method, the most sessions tried whose p95 lag stayed under ``bound`` (0: none), with the
+    run's first set of languages."""
+    first = rows[0].get("languages") if rows else None
     return {
-        m: max([r["sessions"] for r in rows if r["method"] == m and r["lag_p95_s"] < bound] or [0])
+        m: max(
+            [
+                r["sessions"]
+                for r in rows
+                if r["method"] == m and r.get("languages") == first and r["lag_p95_s"] < bound
+            ]
+            or [0]
+        )
         for m in methods
     }
 
@@ -343,10 +378,11 @@ def plot(result: dict, out: Path) -> None:
     if plt is None:
         return
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for method in dict.fromkeys(r["method"] for r in rows):
-        mine = [r for r in rows if r["method"] == method]
-        ax1.plot([r["sessions"] for r in mine], [r["lag_p95_s"] for r in mine], "o-", label=f"{method} p95")
-        ax1.plot([r["sessions"] for r in mine], [r["lag_p50_s"] for r in mine], "o--", label=f"{method} p50")
+    for method, languages in dict.fromkeys((r["method"], r.get("languages", "de")) for r in rows):
+        mine = [r for r in rows if r["method"] == method and r.get("languages", "de") == languages]
+        name = method if languages == "de" else f"{method} {languages}"
+        ax1.plot([r["sessions"] for r in mine], [r["lag_p95_s"] for r in mine], "o-", label=f"{name} p95")
+        ax1.plot([r["sessions"] for r in mine], [r["lag_p50_s"] for r in mine], "o--", label=f"{name} p50")
     ax1.axhline(target, color="gray", lw=0.8, ls=":")
     ax1.set_xlabel("concurrent sessions")
     ax1.set_ylabel("caption lag (s)")
@@ -371,6 +407,11 @@ BENCHMARK = Benchmark(
         option("--model", default="qwen2.5-coder-0.5b"),
         option("--methods", default="rt,ssbd"),
         option("--sessions", default="1,2,4,8"),
+        option(
+            "--languages",
+            default="de",
+            help="caption languages of each session; several sets separated by / (de/de,fr,ja): one run each",
+        ),
         option("--seconds", type=float, default=90.0, help="speech replayed per session"),
         option("--target-p95", type=float, default=2.0, help="lag target, seconds"),
         option("--chat-tokens", type=int, default=0, help="a chat client beside: answers of N tokens"),

@@ -120,8 +120,12 @@ SECTIONS = (
     Section(
         "The service under load",
         "Concurrent sessions replaying speech at speaking rate through `mlx-ssbd serve`: caption lag "
-        "and what was served.",
-        (("service-load-1.5b",), ("service-load-0.5b", "service-load-0.5b-sgemv")),
+        "and what was served; also each session captioned in one language and in three.",
+        (
+            ("service-load-1.5b",),
+            ("service-load-0.5b", "service-load-0.5b-sgemv"),
+            ("service-languages-0.5b",),
+        ),
     ),
     Section(
         "The service under attack and faults",
