@@ -173,19 +173,15 @@ def machine_kind() -> str:
     """The machine a results folder is named after (the results page shows each kind's newest
     run): OS, architecture, then the GPU's name, or the cores and the CPU's family where that
     tells runs apart (``linux-x86_64-2cpu-epyc``, ``-2cpu-vnni`` for an AVX-512 VNNI Xeon)."""
-    from mlx_ssbd.evaluation.bench import cpu_model
-
-    import mlx.core as mx
 
     def slug(text: str) -> str:
         return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
 
     base = f"{platform.system().lower()}-{platform.machine()}"
-    if mx.default_device() == mx.gpu:
-        return (
-            f"{base}-{slug(mx.device_info()['device_name']).removeprefix('nvidia-').removeprefix('apple-')}"
-        )
-    model = cpu_model()
+    if on_gpu():
+        name = child_says("import mlx_ssbd, mlx.core as mx; print(mx.device_info()['device_name'])")
+        return f"{base}-{slug(name).removeprefix('nvidia-').removeprefix('apple-')}"
+    model = child_says("from mlx_ssbd.evaluation.bench import cpu_model; print(cpu_model())")
     try:
         flags = Path("/proc/cpuinfo").read_text().split()
     except OSError:
