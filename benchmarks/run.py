@@ -1,11 +1,19 @@
 """Regenerate every current result from the current commit: one command, one results folder.
 
-    python -m benchmarks.run                 # every step, into benchmarks/results/DATE-KIND
+    python -m benchmarks.run                 # the current results, into benchmarks/results/DATE-KIND
+    python -m benchmarks.run --long          # every step, at the larger sizes
     python -m benchmarks.run --list          # the steps, each with its time estimate
     python -m benchmarks.run --quick         # every step at a small size (a smoke run, not a result)
     python -m benchmarks.run --only service  # one group (engine, quality, live, service) or step
     python -m benchmarks.run --out DIR --label quiet
 
+A run (about 2 hours 20 minutes on 2 cores) refreshes the main results at sizes that fit that: the
+kernel and a verify pass, a busy machine, the engine's capacity, SSBD against RT, live lag, the
+service under load, attack and a store outage, push targets; ``--long`` (about 10 hours) runs
+every step, some at larger sizes (more streams, configurations, minutes of speech), among them the
+steps only it runs (the weights against fp32 and llama.cpp, the memory of a long session, more
+quality sets and the paper's grid, speech, caption languages, glossaries, the other service runs). A long run into a
+folder that a run of the same day filled keeps the reports already there (``--out`` for a new one).
 Steps run one after another (timings are only compared within one step), all from one commit: a
 working tree with uncommitted changes is refused (except with ``--quick``). A step whose report is
 already in the folder is skipped, so an interrupted run is simply started again. At the end the
@@ -40,9 +48,14 @@ PARTIALS = str(DATA / "talks" / "talk-partials.jsonl")
 EXAMPLES = str(DATA / "talk-sentences" / "en-de.examples.tsv")  # four sentences of the dev talk
 
 
+SIZES = ("quick", "default", "long")
+
+
 @dataclass(frozen=True)
 class Step:
-    """One result: ``python -m MODULE ARGS --out OUT/NAME``; ``quick`` replaces ARGS for --quick."""
+    """One result: ``python -m MODULE ARGS --out OUT/NAME``. ``quick`` replaces ARGS in a smoke run
+    (``--quick``), ``long`` in a long run (``--long``: the larger sizes); ``long_only``: the step is
+    in the long run only."""
 
     name: str
     group: str
@@ -54,9 +67,17 @@ class Step:
     needs: str | None = None  # a module that must be importable, else the step is skipped
     gpu: bool = False  # a measurement of a GPU: skipped on a CPU
     report: str = "*.json"  # the file whose presence means the step is done
+    long: tuple[str, ...] | None = None
+    long_minutes: float | None = None
+    long_only: bool = False
 
-    def command(self, quick: bool) -> list[str]:
-        return [sys.executable, "-m", self.module, *(self.quick if quick and self.quick else self.args)]
+    def sized(self, size: str) -> tuple[tuple[str, ...], float] | None:
+        """``(ARGS, minutes)`` in a run of ``size`` (one of ``SIZES``); None: not in such a run."""
+        if size == "quick":
+            return self.quick or self.args, self.quick_minutes
+        if size == "long":
+            return self.long or self.args, self.long_minutes or self.minutes
+        return None if self.long_only else (self.args, self.minutes)
 
 
 BENCH = "mlx_ssbd_cli"
@@ -69,23 +90,25 @@ STEPS = (
     Step("quantized-kernel", "engine", 5, "benchmarks.engine.quantized_kernel", (),
          ("--rows", "1,16", "--bits", "4", "--repeats", "3"), 1),
     Step("quantized-weights", "engine", 30, "benchmarks.engine.quantized_weights",
-         ("--models", f"{SMALL},{DEFAULT}"), ("--models", SMALL, "--sentences", "2", "--repeats", "1"), 4),
+         ("--models", f"{SMALL},{DEFAULT}"), ("--models", SMALL, "--sentences", "2", "--repeats", "1"), 4,
+         long_only=True),
     Step("avx2-path", "engine", 8, "benchmarks.engine.avx2_path", ("--models", f"{SMALL},{DEFAULT}"),
-         ("--models", SMALL, "--repeats", "1"), 2),
+         ("--models", SMALL, "--repeats", "1"), 2, long_only=True),
     Step("blas-threads-1.5b", "engine", 4, "benchmarks.engine.blas_threads", ("--model", DEFAULT),
-         ("--model", SMALL, "--rounds", "2"), 1),
+         ("--model", SMALL, "--rounds", "2"), 1, long_only=True),
     Step("busy-machine-1.5b", "engine", 8, "benchmarks.engine.busy_machine", ("--models", DEFAULT),
          ("--models", SMALL, "--rounds", "1", "--repeats", "2"), 2),
     Step("llama-cpp", "engine", 10, "benchmarks.engine.llama_cpp_peer", ("--models", f"{SMALL},{DEFAULT}"),
-         ("--models", SMALL, "--repeats", "2"), 2, needs="llama_cpp"),
+         ("--models", SMALL, "--repeats", "2"), 2, needs="llama_cpp", long_only=True),
     Step("verify-cost-1.5b", "engine", 6, "benchmarks.engine.verify_cost", ("--model", DEFAULT),
          ("--model", SMALL, "--sizes", "1,16", "--repeats", "3"), 1),
     Step("multistream-0.5b", "engine", 15, "benchmarks.engine.multistream",
          ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2,4", "--items", "4"),
-         ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2", "--items", "2"), 3),
-    Step("capacity-small", "engine", 14, "benchmarks.engine.capacity",
-         ("--models", "small-shape", "--streams", "1,2,4,8,16,32,64", "--steps", "4"),
-         ("--models", "small-shape", "--streams", "1,4", "--steps", "1"), 1),
+         ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2", "--items", "2"), 3, long_only=True),
+    Step("capacity-small", "engine", 5, "benchmarks.engine.capacity",
+         ("--models", "small-shape", "--streams", "1,4,16,64", "--steps", "2"),
+         ("--models", "small-shape", "--streams", "1,4", "--steps", "1"), 1,
+         long=("--models", "small-shape", "--streams", "1,2,4,8,16,32,64", "--steps", "4"), long_minutes=14),
     Step("capacity-0.5b", "engine", 7, "benchmarks.engine.capacity",
          ("--models", f"0.5b-shape,{SMALL}", "--streams", "1,4,16", "--steps", "4"),
          ("--models", SMALL, "--streams", "1,2", "--steps", "1"), 1),
@@ -96,19 +119,20 @@ STEPS = (
          ("--models", "0.5b-shape,1.5b-shape", "--streams", "1,2,4,8,16,32,64,128", "--steps", "6"),
          ("--models", "0.5b-shape", "--streams", "1,8", "--steps", "1"), 1, gpu=True),
     Step("longform-0.5b", "engine", 15, "benchmarks.engine.longform_memory", ("--model", SMALL),
-         ("--model", SMALL, "--updates", "100"), 2),
-    Step("hybrid-reuse", "engine", 15, "benchmarks.engine.hybrid_reuse", ("--limit", "6"), ("--limit", "1"), 3),
+         ("--model", SMALL, "--updates", "100"), 2, long_only=True),
+    Step("hybrid-reuse", "engine", 5, "benchmarks.engine.hybrid_reuse", ("--limit", "2"), ("--limit", "1"), 3,
+         long=("--limit", "6"), long_minutes=15),
     # quality: speed at equal quality, flicker, acceptance rules, the paper's grid
     Step("sentences-1.5b", "quality", 40, BENCH,
          ("bench", "--data", SENTENCES, "--words", "10-25", "--limit", "12", "-t", "de", "-m", DEFAULT,
           "--methods", "rt,ssbd,ssbd-final0", "--semsim"),
          ("bench", "--data", SENTENCES, "--words", "10-25", "--limit", "2", "-t", "de", "-m", SMALL,
-          "--methods", "rt,ssbd"), 3, report="summary.json"),
+          "--methods", "rt,ssbd"), 3, report="summary.json", long_only=True),
     Step("talks-1.5b", "quality", 30, BENCH,
          ("bench", "--data", PARTIALS, "-m", DEFAULT, "-t", "de", "--methods", "rt,ssbd", "--display-mask-k", "2",
           "--data-note", "talk-style ASR partials written for the project"),
          ("bench", "--data", PARTIALS, "-m", SMALL, "-t", "de", "--methods", "rt,ssbd", "--limit", "1"), 3,
-         report="summary.json"),
+         report="summary.json", long_only=True),
     Step("plain-rt-1.5b", "quality", 15, BENCH,
          ("bench", "--data", TALK_TEST, "-m", DEFAULT, "-t", "de", "--methods", "rt-nocache,rt,ssbd",
           "--data-note", "talk-like sentences written for the project, references by the authors"),
@@ -116,56 +140,61 @@ STEPS = (
          2, report="summary.json"),
     Step("acceptance-analysis-0.5b", "quality", 10, "benchmarks.quality.acceptance_analysis",
          ("--model", SMALL, "--data", TALK_DEV), ("--model", SMALL, "--data", TALK_DEV, "--limit", "2"), 2),
-    Step("rules-test-1.5b", "quality", 40, "benchmarks.quality.accept_rules",
-         ("--model", DEFAULT, "--data", TALK_TEST, "--semsim",
-          "--configs", "rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.8,ssbd-final0-b0.2"),
-         ("--model", SMALL, "--data", TALK_TEST, "--limit", "3", "--configs", "rt,ssbd-b0.2"), 3),
+    Step("rules-test-1.5b", "quality", 24, "benchmarks.quality.accept_rules",
+         ("--model", DEFAULT, "--data", TALK_TEST, "--semsim", "--configs", "rt,ssbd-b0.2,ssbd-final0-b0.2"),
+         ("--model", SMALL, "--data", TALK_TEST, "--limit", "3", "--configs", "rt,ssbd-b0.2"), 3,
+         long=("--model", DEFAULT, "--data", TALK_TEST, "--semsim",
+               "--configs", "rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.8,ssbd-final0-b0.2"), long_minutes=40),
     Step("examples-test-1.5b", "quality", 35, "benchmarks.quality.accept_rules",
          ("--model", DEFAULT, "--data", TALK_TEST, "--semsim", "--examples", EXAMPLES,
           "--configs", "rt,rt+examples,ssbd-b0.2,ssbd-b0.2+examples"),
          ("--model", SMALL, "--data", TALK_TEST, "--limit", "2", "--examples", EXAMPLES,
-          "--configs", "rt,rt+examples"), 3),
+          "--configs", "rt,rt+examples"), 3, long_only=True),
     Step("paper-preset", "quality", 60, BENCH,
          ("reproduce", "--models", f"{SMALL},{DEFAULT}", "--data", str(DATA / "udhr-sentences" / "{pair}.jsonl"),
           "--words", "8-20", "--limit", "10"),
          ("reproduce", "--models", SMALL, "--data", str(DATA / "udhr-sentences" / "{pair}.jsonl"),
-          "--words", "8-20", "--limit", "1"), 5, report="paper.md"),
+          "--words", "8-20", "--limit", "1"), 5, report="paper.md", long_only=True),
     # live: captions behind the speaker, speech in, several languages, glossaries
-    Step("live-replay-talk-1.5b", "live", 15, "benchmarks.live.live_replay",
-         ("--model", DEFAULT, "--minutes", "3", "--methods", "rt,ssbd", "--data", TALK_DEV, "--data", TALK_TEST),
-         ("--model", SMALL, "--minutes", "0.5", "--methods", "ssbd", "--data", TALK_DEV), 2),
+    Step("live-replay-talk-1.5b", "live", 8, "benchmarks.live.live_replay",
+         ("--model", DEFAULT, "--minutes", "1.5", "--methods", "rt,ssbd", "--data", TALK_DEV, "--data", TALK_TEST),
+         ("--model", SMALL, "--minutes", "0.5", "--methods", "ssbd", "--data", TALK_DEV), 2,
+         long=("--model", DEFAULT, "--minutes", "3", "--methods", "rt,ssbd", "--data", TALK_DEV, "--data", TALK_TEST),
+         long_minutes=15),
     Step("speech-1.5b", "live", 25, "benchmarks.live.speech_chain", ("--model", DEFAULT, "--methods", "rt,ssbd"),
-         ("--model", SMALL, "--paragraphs", "1", "--methods", "ssbd"), 3),
+         ("--model", SMALL, "--paragraphs", "1", "--methods", "ssbd"), 3, long_only=True),
     Step("targets-1.5b", "live", 25, "benchmarks.live.targets", ("--models", DEFAULT, "--partials", "60"),
-         ("--models", SMALL, "--partials", "6", "--seconds", "15"), 3),
+         ("--models", SMALL, "--partials", "6", "--seconds", "15"), 3, long_only=True),
     Step("glossary-terms", "live", 20, "benchmarks.live.glossary_terms", ("--models", f"{DEFAULT},{SMALL}"),
-         ("--models", SMALL), 4),
+         ("--models", SMALL), 4, long_only=True),
     # service: load, faults, attacks, replicas, the chat endpoint
     Step("service-load-1.5b", "service", 16, "benchmarks.service.load",
          ("--model", DEFAULT, "--sessions", "1,2,4", "--seconds", "90", "--target-p95", "5"),
-         ("--model", SMALL, "--sessions", "1", "--seconds", "20"), 2),
-    Step("service-load-0.5b", "service", 15, "benchmarks.service.load",
-         ("--model", SMALL, "--sessions", "1,2,4,8", "--seconds", "90"),
-         ("--model", SMALL, "--sessions", "1,2", "--seconds", "20"), 3),
+         ("--model", SMALL, "--sessions", "1", "--seconds", "20"), 2, long_only=True),
+    Step("service-load-0.5b", "service", 12, "benchmarks.service.load",
+         ("--model", SMALL, "--sessions", "1,4,8", "--seconds", "90"),
+         ("--model", SMALL, "--sessions", "1,2", "--seconds", "20"), 3,
+         long=("--model", SMALL, "--sessions", "1,2,4,8", "--seconds", "90"), long_minutes=15),
     Step("service-languages-0.5b", "service", 14, "benchmarks.service.load",
          ("--model", SMALL, "--methods", "ssbd", "--sessions", "1,4", "--languages", "de/de,fr,ja", "--seconds", "90"),
-         ("--model", SMALL, "--methods", "ssbd", "--sessions", "1", "--languages", "de/de,fr", "--seconds", "20"), 2),
+         ("--model", SMALL, "--methods", "ssbd", "--sessions", "1", "--languages", "de/de,fr", "--seconds", "20"), 2,
+         long_only=True),
     Step("service-faults-0.5b", "service", 8, "benchmarks.service.faults", ("--model", SMALL, "--seconds", "60"),
-         ("--model", SMALL, "--seconds", "20"), 3),
+         ("--model", SMALL, "--seconds", "20"), 3, long_only=True),
     Step("service-abuse-0.5b", "service", 8, "benchmarks.service.abuse", ("--model", SMALL),
-         ("--model", SMALL, "--seconds", "15", "--idle", "50", "--viewers", "20"), 3),
+         ("--model", SMALL, "--seconds", "15", "--idle", "50", "--viewers", "20"), 3, long_only=True),
     Step("service-attacks-0.5b", "service", 8, "benchmarks.service.attacks", ("--model", SMALL),
          ("--model", SMALL, "--seconds", "15"), 3),
     Step("service-failover-0.5b", "service", 5, "benchmarks.service.failover",
          ("--model", SMALL, "--seconds", "60", "--kill-after", "25"),
-         ("--model", SMALL, "--seconds", "30", "--kill-after", "12"), 3),
+         ("--model", SMALL, "--seconds", "30", "--kill-after", "12"), 3, long_only=True),
     Step("service-outage-0.5b", "service", 9, "benchmarks.service.outage", ("--model", SMALL),
          ("--model", SMALL, "--seconds", "60", "--outage-at", "15", "--outage", "20"), 3, needs="psycopg"),
-    Step("service-soak", "service", 14, "benchmarks.service.soak", (), ("--hours", "0.3"), 3),
+    Step("service-soak", "service", 14, "benchmarks.service.soak", (), ("--hours", "0.3"), 3, long_only=True),
     Step("service-push-0.5b", "service", 6, "benchmarks.service.push", ("--model", SMALL),
          ("--model", SMALL, "--seconds", "25", "--outage", "8", "--outage-at", "5"), 2),
     Step("chat-predicted-0.5b", "service", 10, "benchmarks.service.chat_predicted", ("--model", SMALL, "--limit", "8"),
-         ("--model", SMALL, "--limit", "2"), 2),
+         ("--model", SMALL, "--limit", "2"), 2, long_only=True),
 )  # fmt: skip
 
 
@@ -203,12 +232,15 @@ def default_out(label: str | None) -> Path:
     return REPO / "benchmarks" / "results" / name
 
 
-def chosen(only: str | None) -> list[Step]:
+def chosen(only: str | None, size: str) -> list[tuple[Step, tuple[str, ...], float]]:
+    """``(step, ARGS, minutes)`` of each step of a run of ``size`` (``--only``: one group or step)."""
     steps = [s for s in STEPS if only in (None, s.group, s.name)]
     if not steps:
         groups = sorted({s.group for s in STEPS})
         raise SystemExit(f"--only {only!r}: no such group ({', '.join(groups)}) or step (see --list)")
-    return steps
+    if only == steps[0].name and steps[0].sized(size) is None:
+        raise SystemExit(f"{only} is a step of the long run only: add --long")
+    return [(s, *sized) for s in steps if (sized := s.sized(size)) is not None]
 
 
 def child_says(code: str) -> str:
@@ -242,20 +274,27 @@ def main() -> None:
     parser.add_argument("--label", help="appended to the default folder's name, after the machine's kind")
     parser.add_argument("--only", help="one group or step")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a result")
+    parser.add_argument(
+        "--long", action="store_true", help="every step, at the larger sizes (~10 hours on 2 cores)"
+    )
     parser.add_argument("--list", action="store_true", help="list the steps and their estimates, run nothing")
     args = parser.parse_args()
-    steps = chosen(args.only)
+    if args.quick and args.long:
+        parser.error("--quick and --long: one size at a time")
+    steps = chosen(args.only, "quick" if args.quick else "long" if args.long else "default")
     label = "-".join(part for part in (args.label, "quick" if args.quick else None) if part)
     out = args.out or default_out(label or None)
     if args.list:
         total = 0.0
-        for s in steps:
-            minutes = s.quick_minutes if args.quick else s.minutes
+        for s, given, minutes in steps:
             total += minutes
-            given = s.quick if args.quick and s.quick else s.args
             shown = " ".join(relative(a) if a.startswith(str(REPO)) else a for a in given)
             print(f"{s.group:8} {s.name:24} ~{minutes:4g} min  python -m {s.module} {shown}")
-        print(f"{'':8} {'total':24} ~{total:4g} min")
+        gpu = sum(minutes for s, _, minutes in steps if s.gpu)
+        print(
+            f"{'':8} {'total':24} ~{total:4g} min"
+            + (f" (GPU steps ~{gpu:g} min of it: skipped on a CPU)" if gpu else "")
+        )
         return
     if not args.quick and dirty():
         raise SystemExit(
@@ -263,8 +302,7 @@ def main() -> None:
             "or stash them first (--quick, a smoke run, runs anyway)"
         )
     out.mkdir(parents=True, exist_ok=True)
-    for i, step in enumerate(steps, 1):
-        minutes = step.quick_minutes if args.quick else step.minutes
+    for i, (step, given, minutes) in enumerate(steps, 1):
         if done(step, out):
             print(f"[{i}/{len(steps)}] {step.name}: done already", file=sys.stderr)
             continue
@@ -277,7 +315,8 @@ def main() -> None:
             print(f"[{i}/{len(steps)}] {step.name}: skipped ({step.needs} is not installed)", file=sys.stderr)
             continue
         print(f"[{i}/{len(steps)}] {step.name} (~{minutes:g} min)", file=sys.stderr, flush=True)
-        subprocess.run([*step.command(args.quick), "--out", str(out / step.name)], cwd=REPO, check=True)
+        command = [sys.executable, "-m", step.module, *given, "--out", str(out / step.name)]
+        subprocess.run(command, cwd=REPO, check=True)
     subprocess.run([sys.executable, "-m", "benchmarks.tools.collect", str(out)], cwd=REPO, check=True)
     if not args.quick and args.only is None:
         subprocess.run([sys.executable, "-m", "benchmarks.tools.results_page"], cwd=REPO, check=True)

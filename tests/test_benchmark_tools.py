@@ -13,17 +13,26 @@ from test_benchmark_scripts import REPO, script
 def test_the_runner_lists_every_step_with_an_estimate_and_refuses_an_unknown_group():
     listing = script("benchmarks.run", "--list")
     lines = listing.strip().splitlines()
-    assert lines[-1].split()[0] == "total" and len(lines) > 20
+    assert lines[-1].split()[0] == "total" and len(lines) > 15
     assert all("min" in line for line in lines)
+    assert "rules-test-1.5b" in listing and "sentences-1.5b" not in listing  # a step of the long run only
+    long = script("benchmarks.run", "--list", "--long")
+    assert "sentences-1.5b" in long and len(long.strip().splitlines()) > len(lines)
+    assert "--streams 1,2,4,8,16,32,64 " in long and "--streams 1,4,16,64 " in listing  # larger sizes
     quick = script("benchmarks.run", "--list", "--quick", "--only", "service")
-    assert "service-attacks-0.5b" in quick and "sentences-1.5b" not in quick
-    refused = subprocess.run(
-        [sys.executable, "-m", "benchmarks.run", "--list", "--only", "nonsense"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
-    assert refused.returncode != 0 and "no such group" in refused.stderr
+    assert "service-attacks-0.5b" in quick and "service-soak" in quick and "sentences-1.5b" not in quick
+    for argv, says in (
+        (["--only", "nonsense"], "no such group"),
+        (["--only", "sentences-1.5b"], "add --long"),
+        (["--quick", "--long"], "one size at a time"),
+    ):
+        refused = subprocess.run(
+            [sys.executable, "-m", "benchmarks.run", "--list", *argv],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+        )
+        assert refused.returncode != 0 and says in refused.stderr, refused.stderr
 
 
 def test_the_results_page_takes_each_step_from_its_newest_run_on_each_machine_kind(tmp_path):
