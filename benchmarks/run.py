@@ -7,7 +7,7 @@
     python -m benchmarks.run --only service  # one group (engine, quality, live, service) or step
     python -m benchmarks.run --out DIR --label quiet
 
-A run (about 2 hours 20 minutes on 2 cores) refreshes the main results at sizes that fit that: the
+A run (about 2 hours on 2 cores) refreshes the main results at sizes that fit that: the
 kernel and a verify pass, a busy machine, the engine's capacity, SSBD against RT, live lag, the
 service under load, attack and a store outage, push targets; ``--long`` (about 10 hours) runs
 every step, some at larger sizes (more streams, configurations, minutes of speech), among them the
@@ -22,7 +22,8 @@ written again (``tools.results_page``: each step's newest run on each kind of ma
 run's on this one; with ``--quick`` it is not). Needs the models prepared
 (``mlx-ssbd models prepare qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b``) and the extras
 ``.[test,serve,asr,semsim,postgres,plots,ja]``; the llama.cpp step runs only where
-``llama-cpp-python`` is installed. Estimates are minutes on the 2-core development VM.
+``llama-cpp-python`` is installed. Estimates are minutes on the 2-core development VM (the engine
+group's from a run of its default sizes: 30 minutes in all).
 """
 
 from __future__ import annotations
@@ -83,11 +84,11 @@ class Step:
 BENCH = "mlx_ssbd_cli"
 STEPS = (
     # engine: what the weights, a pass and a batch cost
-    Step("blas-probe", "engine", 2, "benchmarks.engine.blas_probe", (), ("--rounds", "1"), 1),
-    Step("matmul-rows", "engine", 2, "benchmarks.engine.matmul_rows", (), ("--rows", "1,4", "--rounds", "1"), 1),
+    Step("blas-probe", "engine", 1, "benchmarks.engine.blas_probe", (), ("--rounds", "1"), 1),
+    Step("matmul-rows", "engine", 1, "benchmarks.engine.matmul_rows", (), ("--rows", "1,4", "--rounds", "1"), 1),
     Step("decode-step", "engine", 5, "benchmarks.engine.decode_step", (),
          ("--layers", "2", "--repeats", "2"), 1, gpu=True),
-    Step("quantized-kernel", "engine", 5, "benchmarks.engine.quantized_kernel", (),
+    Step("quantized-kernel", "engine", 2, "benchmarks.engine.quantized_kernel", (),
          ("--rows", "1,16", "--bits", "4", "--repeats", "3"), 1),
     Step("quantized-weights", "engine", 30, "benchmarks.engine.quantized_weights",
          ("--models", f"{SMALL},{DEFAULT}"), ("--models", SMALL, "--sentences", "2", "--repeats", "1"), 4,
@@ -96,23 +97,23 @@ STEPS = (
          ("--models", SMALL, "--repeats", "1"), 2, long_only=True),
     Step("blas-threads-1.5b", "engine", 4, "benchmarks.engine.blas_threads", ("--model", DEFAULT),
          ("--model", SMALL, "--rounds", "2"), 1, long_only=True),
-    Step("busy-machine-1.5b", "engine", 8, "benchmarks.engine.busy_machine", ("--models", DEFAULT),
+    Step("busy-machine-1.5b", "engine", 6, "benchmarks.engine.busy_machine", ("--models", DEFAULT),
          ("--models", SMALL, "--rounds", "1", "--repeats", "2"), 2),
     Step("llama-cpp", "engine", 10, "benchmarks.engine.llama_cpp_peer", ("--models", f"{SMALL},{DEFAULT}"),
          ("--models", SMALL, "--repeats", "2"), 2, needs="llama_cpp", long_only=True),
-    Step("verify-cost-1.5b", "engine", 6, "benchmarks.engine.verify_cost", ("--model", DEFAULT),
+    Step("verify-cost-1.5b", "engine", 2, "benchmarks.engine.verify_cost", ("--model", DEFAULT),
          ("--model", SMALL, "--sizes", "1,16", "--repeats", "3"), 1),
     Step("multistream-0.5b", "engine", 15, "benchmarks.engine.multistream",
          ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2,4", "--items", "4"),
          ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2", "--items", "2"), 3, long_only=True),
-    Step("capacity-small", "engine", 5, "benchmarks.engine.capacity",
+    Step("capacity-small", "engine", 4, "benchmarks.engine.capacity",
          ("--models", "small-shape", "--streams", "1,4,16,64", "--steps", "2"),
          ("--models", "small-shape", "--streams", "1,4", "--steps", "1"), 1,
          long=("--models", "small-shape", "--streams", "1,2,4,8,16,32,64", "--steps", "4"), long_minutes=14),
-    Step("capacity-0.5b", "engine", 7, "benchmarks.engine.capacity",
+    Step("capacity-0.5b", "engine", 8, "benchmarks.engine.capacity",
          ("--models", f"0.5b-shape,{SMALL}", "--streams", "1,4,16", "--steps", "4"),
          ("--models", SMALL, "--streams", "1,2", "--steps", "1"), 1),
-    Step("capacity-1.5b", "engine", 5, "benchmarks.engine.capacity",
+    Step("capacity-1.5b", "engine", 7, "benchmarks.engine.capacity",
          ("--models", f"1.5b-shape,{DEFAULT}", "--streams", "1,4", "--steps", "4"),
          ("--models", DEFAULT, "--streams", "1", "--steps", "1"), 1),
     Step("capacity-gpu", "engine", 12, "benchmarks.engine.capacity",
@@ -120,7 +121,7 @@ STEPS = (
          ("--models", "0.5b-shape", "--streams", "1,8", "--steps", "1"), 1, gpu=True),
     Step("longform-0.5b", "engine", 15, "benchmarks.engine.longform_memory", ("--model", SMALL),
          ("--model", SMALL, "--updates", "100"), 2, long_only=True),
-    Step("hybrid-reuse", "engine", 5, "benchmarks.engine.hybrid_reuse", ("--limit", "2"), ("--limit", "1"), 3,
+    Step("hybrid-reuse", "engine", 3, "benchmarks.engine.hybrid_reuse", ("--limit", "2"), ("--limit", "1"), 3,
          long=("--limit", "6"), long_minutes=15),
     # quality: speed at equal quality, flicker, acceptance rules, the paper's grid
     Step("sentences-1.5b", "quality", 40, BENCH,
