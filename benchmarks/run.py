@@ -12,8 +12,9 @@ kernel and a verify pass, a busy machine, the engine's capacity, SSBD against RT
 service under load, attack and a store outage, push targets; ``--long`` (about 10 hours) runs
 every step, some at larger sizes (more streams, configurations, minutes of speech), among them the
 steps only it runs (the weights against fp32 and llama.cpp, the memory of a long session, more
-quality sets and the paper's grid, speech, caption languages, glossaries, the other service runs). A long run into a
-folder that a run of the same day filled keeps the reports already there (``--out`` for a new one).
+quality sets and the paper's grid, speech, caption languages, glossaries, the other service
+runs). A long run into a folder that a run of the same day filled keeps the reports already there
+(``--out`` for a new one).
 Steps run one after another (timings are only compared within one step), all from one commit: a
 working tree with uncommitted changes is refused (except with ``--quick``). A step whose report is
 already in the folder is skipped, so an interrupted run is simply started again. At the end the
@@ -49,9 +50,6 @@ PARTIALS = str(DATA / "talks" / "talk-partials.jsonl")
 EXAMPLES = str(DATA / "talk-sentences" / "en-de.examples.tsv")  # four sentences of the dev talk
 
 
-SIZES = ("quick", "default", "long")
-
-
 @dataclass(frozen=True)
 class Step:
     """One result: ``python -m MODULE ARGS --out OUT/NAME``. ``quick`` replaces ARGS in a smoke run
@@ -73,7 +71,7 @@ class Step:
     long_only: bool = False
 
     def sized(self, size: str) -> tuple[tuple[str, ...], float] | None:
-        """``(ARGS, minutes)`` in a run of ``size`` (one of ``SIZES``); None: not in such a run."""
+        """``(ARGS, minutes)`` in a run of ``size`` (``quick``, ``default``, ``long``); None: not in such a run."""
         if size == "quick":
             return self.quick or self.args, self.quick_minutes
         if size == "long":
