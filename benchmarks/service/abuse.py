@@ -35,7 +35,7 @@ import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.service.faults import BAD, Good, stored, streams
-from benchmarks.service.load import rss_mb, start_server
+from benchmarks.service.server import rss_mb, start_server
 
 MAX_SESSIONS = 8
 PACE = 500  # frames a second, per flooder and per slow reader

@@ -39,7 +39,7 @@ import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.service.faults import Good, streams
-from benchmarks.service.load import rss_mb, start_server
+from benchmarks.service.server import rss_mb, start_server
 from mlx_ssbd.service.deploy import haproxy_config
 
 TERMS = 200

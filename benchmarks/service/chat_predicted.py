@@ -27,7 +27,7 @@ import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import DATA as BENCH_DATA
 from benchmarks.common import machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
-from benchmarks.service.load import start_server
+from benchmarks.service.server import start_server
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 
 DATA = BENCH_DATA / "udhr-sentences" / "en-de.jsonl"

@@ -36,7 +36,7 @@ import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.live.partials import DATA, asr_partials, speech
-from benchmarks.service.load import source_message, start_server
+from benchmarks.service.server import source_message, start_server
 from mlx_ssbd.service.deploy import haproxy_config
 
 BAD = [

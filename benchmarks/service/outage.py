@@ -30,7 +30,7 @@ from benchmarks.common import machine_line, p50_p95
 from benchmarks.harness import Benchmark, option
 from benchmarks.service.failover import stored, view
 from benchmarks.service.faults import Good, streams
-from benchmarks.service.load import start_server
+from benchmarks.service.server import start_server
 from mlx_ssbd.service.store.scratch_postgres import MISSING, postgres_server
 
 

@@ -28,8 +28,8 @@ import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.service.faults import streams
-from benchmarks.service.load import source_message, start_server
 from benchmarks.service.push_peers import ObsPeer, RulesServer
+from benchmarks.service.server import source_message, start_server
 from mlx_ssbd.push.senders import lines_for
 from mlx_ssbd.push.spec import parse_targets
 

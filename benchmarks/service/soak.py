@@ -31,7 +31,7 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import DATA, machine_line, p50_p95
 from benchmarks.harness import Benchmark, option
-from benchmarks.service.load import rss_mb, start_server
+from benchmarks.service.server import rss_mb, start_server
 from mlx_ssbd.evaluation.random_models import save_random_model
 from mlx_ssbd.models.registry import get_card, model_dir
 
