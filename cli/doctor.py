@@ -45,7 +45,6 @@ def doctor():
     click.echo(f"quantized      {info.quantized_kernel}")
     click.echo(f"weights        {info.weights}")
     click.echo(f"thread waits   {info.thread_waits}")
-    click.echo(f"cuda attention {info.cuda_attention or 'cuDNN allowed'}")
     click.echo(f"models home    {models_home()}")
     for card in cards().values():
         state = "prepared" if is_prepared(card) else ("not prepared" if card.on_pypi else "hub only")

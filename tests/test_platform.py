@@ -141,19 +141,3 @@ def test_thread_waits_are_set_before_any_runtime_loads_and_a_users_choice_is_kep
     assert run() == [backend.THREAD_WAITS["GOMP_SPINCOUNT"], backend.THREAD_WAITS["KMP_BLOCKTIME"]]
     assert run(GOMP_SPINCOUNT="5") == ["5", backend.THREAD_WAITS["KMP_BLOCKTIME"]]
     assert run(OMP_WAIT_POLICY="ACTIVE") == ["None", "None"]  # a wait policy of the user's: hands off
-
-
-def test_cudnn_attention_is_off_before_mlx_loads_and_a_users_choice_is_kept():
-    """A setting the CUDA backend reads; the CPU backend ignores it, so this checks that it is in
-    the environment before ``mlx.core`` loads and that the user's own value wins."""
-    (name,) = backend.CUDA_ATTENTION
-    probe = f"import os, sys, mlx_ssbd; print(os.environ.get({name!r}), 'mlx.core' in sys.modules)"
-
-    def run(**env):
-        env = {**{k: v for k, v in os.environ.items() if k != name}, **env}
-        return subprocess.run(
-            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
-        ).stdout.split()
-
-    assert run() == [backend.CUDA_ATTENTION[name], "True"]
-    assert run(**{name: "1"}) == ["1", "True"]

@@ -31,13 +31,6 @@ CPU-specific lives here and nowhere else:
   bf16/fp16 matmuls cost grows with the number of tokens, which defeats one-pass verification);
   quantized layers stay quantized and run through mlx-ssbd's own kernel (``quantized``); the
   model's own dtype on a GPU.
-* attention on CUDA: MLX builds a cuDNN attention plan for every new shape of a multi-token pass
-  (query length x key length), and nearly every verify pass and prompt feed has a shape of its
-  own, so planning took most of a round (an SSBD round of one stream: 128 ms, of which the model's
-  own work 8 ms, on an H200: ``benchmarks/engine/capacity.py``). mlx-ssbd sets
-  ``MLX_CUDA_USE_CUDNN_SDPA=0`` (``CUDA_ATTENTION``) before ``mlx.core`` loads, so those passes
-  take MLX's plain attention (no plan; the same model time there); a user's own value is kept.
-  The variable means nothing to the CPU and Metal backends.
 * on a GPU: model calls on a dedicated generation stream, decode steps pipelined (the next one
   dispatched before the current token reaches the host), and on Metal the wired memory limit
   raised to the recommended working set, all as mlx-lm does; on the CPU none of these.
@@ -62,8 +55,6 @@ BLAS_ENV = "MLX_SSBD_BLAS"
 # How long an idle OpenMP thread spins before it sleeps (module docstring): GNU's in spins, Intel's in ms.
 THREAD_WAITS = {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "0"}
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
-# cuDNN's fused attention off on CUDA: a plan per pass shape costs more than it saves (module docstring).
-CUDA_ATTENTION = {"MLX_CUDA_USE_CUDNN_SDPA": "0"}
 THREAD_WAIT_NAMES = (WAIT_POLICY_ENV, *THREAD_WAITS)  # every variable that says how threads wait
 
 OPENBLAS_CANDIDATES = (
@@ -156,16 +147,7 @@ def _set_thread_waits() -> dict[str, str]:
     return chosen
 
 
-def _set_cuda_attention() -> dict[str, str]:
-    """cuDNN's attention off for MLX's CUDA backend (module docstring), before ``mlx.core`` loads;
-    nothing where the user set it. Returns what was set."""
-    chosen = {name: value for name, value in CUDA_ATTENTION.items() if name not in os.environ}
-    os.environ.update(chosen)
-    return chosen
-
-
 THREAD_WAITS_SET = _set_thread_waits()
-CUDA_ATTENTION_SET = _set_cuda_attention()
 BLAS = _choose_blas()
 
 
@@ -174,15 +156,6 @@ def thread_waits() -> str:
     names = [name for name in THREAD_WAIT_NAMES if name in os.environ]
     return ", ".join(
         f"{name}={os.environ[name]}" + ("" if name in THREAD_WAITS_SET else " (yours)") for name in names
-    )
-
-
-def cuda_attention() -> str:
-    """Whether MLX's CUDA backend may use cuDNN's attention, for ``doctor`` and reports."""
-    return ", ".join(
-        f"{name}={os.environ[name]}" + ("" if name in CUDA_ATTENTION_SET else " (yours)")
-        for name in CUDA_ATTENTION
-        if name in os.environ
     )
 
 

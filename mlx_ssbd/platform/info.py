@@ -29,7 +29,6 @@ class BackendInfo:
     compute_dtype: str
     quantized_kernel: str
     thread_waits: str
-    cuda_attention: str
     weights: str
 
     def to_dict(self) -> dict:
@@ -52,6 +51,5 @@ def backend_info() -> BackendInfo:
         compute_dtype=dtype,
         quantized_kernel=kernel,
         thread_waits=backend.thread_waits(),
-        cuda_attention=backend.cuda_attention(),
         weights="auto loads them {}: {}".format(*backend.auto_weights()),
     )
