@@ -14,6 +14,7 @@ import pytest
 # Modules that start real servers, browsers, PostgreSQL, speech, COMET's own environment or
 # benchmark scripts: all slow.
 SLOW_MODULES = {
+    "test_benchmark_engine",
     "test_benchmark_scripts",
     "test_benchmark_tools",
     "test_comet",

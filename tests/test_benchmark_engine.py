@@ -1,0 +1,120 @@
+"""The engine's benchmark scripts (the kernel, hybrid reuse, a busy machine, capacity) run end to
+end on tiny models (numbers are not checked here, only that each report is consistent and complete)."""
+
+import json
+
+from test_benchmark_scripts import script
+
+
+def test_quantized_kernel_and_weights_reports(model_dir, tmp_path):
+    from mlx_ssbd.platform.extension import kernel, kernel_status
+
+    import pytest
+
+    if kernel() is None:
+        pytest.skip(f"CPU kernel not available: {kernel_status()}")
+    script(
+        "benchmarks.engine.quantized_kernel",
+        "--rows",
+        "1,2",
+        "--bits",
+        "4",
+        "--repeats",
+        1,
+        "--out",
+        tmp_path / "kernel",
+    )
+    report = json.loads((tmp_path / "kernel" / "quantized_kernel.json").read_text())
+    rows = report["rows"]
+    assert [(r["bits"], r["rows"]) for r in rows] == [(4, 1), (4, 2)] * 2
+    assert all(r["kernel_ms"] > 0 and r["fp32_blas_ms"] > 0 for r in rows)
+    assert report["ceiling_gmacs"]["4"] == max(report["ceiling_gmacs_before_after"]["4"]) > 0
+    assert "of ceiling" in (tmp_path / "kernel" / "quantized_kernel.md").read_text()
+    script(
+        "benchmarks.engine.quantized_weights",
+        "--models",
+        model_dir,
+        "--sentences",
+        1,
+        "--repeats",
+        1,
+        "--out",
+        tmp_path / "w",
+    )
+    result = json.loads((tmp_path / "w" / "quantized_weights.json").read_text())
+    assert [r["path"] for r in result["rows"]] == ["quantized", "dense"]
+    for row in result["rows"]:
+        assert row["translate_stream"]["peak_rss_bytes"] > 0 and row["translate_stream"]["captions"]
+        assert set(row["methods"]) == {"rt", "ssbd"} and set(row["passes_s"]) == {"1", "16", "64"}
+    assert "| dense |" in (tmp_path / "w" / "quantized_weights.md").read_text()
+    script("benchmarks.engine.avx2_path", "--models", model_dir, "--repeats", 1, "--out", tmp_path / "avx2")
+    rows = json.loads((tmp_path / "avx2" / "avx2_path.json").read_text())["rows"]
+    assert [r["path"] for r in rows][:4] == [
+        "quantized, widest",
+        "dense, widest",
+        "quantized, AVX2",
+        "dense, AVX2",
+    ]
+    assert all(r["passes_s"]["64"] > 0 for r in rows)
+    if rows[0]["kernel_path"] in ("avx512", "avxvnni"):  # the AVX2 rows ran the AVX2 build
+        assert rows[2]["kernel_path"] == "avx2"
+    # the AVX-VNNI row only where the kernel ran its AVX-VNNI build
+    assert [r["kernel_path"] for r in rows[4:]] in ([], ["avxvnni"])
+    assert "| AVX2 |" in (tmp_path / "avx2" / "avx2_path.md").read_text()
+
+
+def test_hybrid_reuse_compares_checkpoints_with_rebuilds(model_dir, tmp_path):
+    script(
+        "benchmarks.engine.hybrid_reuse",
+        "--tokenizer",
+        model_dir,
+        "--archs",
+        "qwen2,qwen3_5",
+        "--width",
+        64,
+        "--limit",
+        2,
+        "--out",
+        tmp_path,
+    )
+    rows = json.loads((tmp_path / "hybrid_reuse.json").read_text())["rows"]
+    assert [(r["arch"], r["method"], r["cache"]) for r in rows] == [
+        ("qwen2", "rt", "checkpoints"),
+        ("qwen2", "ssbd", "checkpoints"),
+        ("qwen3_5", "rt", "checkpoints"),
+        ("qwen3_5", "rt", "rebuild"),
+        ("qwen3_5", "ssbd", "checkpoints"),
+        ("qwen3_5", "ssbd", "rebuild"),
+    ]
+    assert [r["rebuilds"] > 0 for r in rows] == [False, False, False, True, False, True]
+    assert len({r["updates"] for r in rows}) == 1
+    assert "| qwen3_5 | rebuild | ssbd |" in (tmp_path / "hybrid_reuse.md").read_text()
+
+
+def test_busy_machine_reports_each_thread_wait_policy_quiet_and_busy(model_dir, tmp_path):
+    args = ("--models", model_dir, "--rounds", 1, "--repeats", 1, "--busy", 1, "--out", tmp_path / "b")
+    script("benchmarks.engine.busy_machine", *args)
+    result = json.loads((tmp_path / "b" / "busy_machine.json").read_text())
+    assert [r["policy"] for r in result["rows"]] == ["mlx-ssbd", "runtime defaults", "passive"]
+    waits = [r["thread_waits"] for r in result["rows"]]
+    assert waits[0] == "GOMP_SPINCOUNT=1000, KMP_BLOCKTIME=0"  # set by mlx-ssbd in the child
+    assert "300000 (yours)" in waits[1] and waits[2] == "OMP_WAIT_POLICY=PASSIVE (yours)"
+    assert all(r["quiet_ms"]["1"] > 0 and r["busy_ms"]["16"] > 0 for r in result["rows"])
+    assert "| passive (" in (tmp_path / "b" / "busy_machine.md").read_text()
+
+
+def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
+    script(
+        "benchmarks.engine.capacity",
+        *("--models", "small-shape", "--streams", "1,3", "--methods", "rt,ssbd", "--steps", 2),
+        *("--out", tmp_path),
+    )
+    report = json.loads((tmp_path / "capacity.json").read_text())
+    rows = report["results"][0]["rows"]
+    assert [(r["method"], r["streams"]) for r in rows] == [("rt", 1), ("rt", 3), ("ssbd", 1), ("ssbd", 3)]
+    for r in rows:
+        assert r["updates"] == 2 * r["streams"]  # every stream's every measured partial
+        assert 0 < r["calls"] <= r["rounds"] and 1 <= r["mean_rows"] <= r["streams"]
+        assert 0 < r["model_ms_per_round"] and r["outside_share"] < 1 and 0 <= r["padding_share"] < 1
+        assert r["output_tok_per_s"] > r["updates_per_s"] > 0  # random outputs run to their length limit
+    assert "| ssbd | 3 |" in (tmp_path / "capacity.md").read_text()
