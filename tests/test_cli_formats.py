@@ -1,0 +1,78 @@
+"""The command line's timed input and subtitle output on the tiny model: ASR chunks with their
+speech times, SRT and VTT cues timed by them (or by the clock), a real-time replay paced by the
+input's own clock, and bad lines of those formats refused with their file and line."""
+
+import json
+import time
+
+import pytest
+from conftest import write
+
+ASR_CHUNKS = [
+    {"start": 0.0, "end": 1.2, "text": "so today", "is_final": False},
+    {"start": 1.2, "end": 2.5, "text": "I want to talk", "is_final": True},
+    {"start": 3.0, "end": 4.0, "text": "about rules", "is_final": True},
+]
+
+
+@pytest.mark.parametrize("fmt", ["srt", "vtt"])
+def test_subtitles_parse_and_are_timed_by_the_asr(run, tmp_path, fmt):
+    path = write(tmp_path, "asr.jsonl", "".join(json.dumps(c) + "\n" for c in ASR_CHUNKS))
+    result = run("translate", "--stream", path, "--format", fmt)
+    assert result.exit_code == 0, result.output
+    if fmt == "srt":
+        import srt
+
+        cues = [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in srt.parse(result.stdout)]
+    else:
+        import io
+
+        import webvtt
+
+        seconds = lambda stamp: sum(float(x) * 60**i for i, x in enumerate(reversed(stamp.split(":"))))
+        cues = [
+            (seconds(c.start), seconds(c.end), c.text) for c in webvtt.from_buffer(io.StringIO(result.stdout))
+        ]
+    assert [(start, end) for start, end, _ in cues] == [(0.0, 2.5), (3.0, 4.0)]
+    assert all(text.strip() for _, _, text in cues)
+
+
+def test_subtitles_without_asr_times_use_the_clock(run, tmp_path):
+    import srt
+
+    path = write(tmp_path, "talk.txt", "so today I want to talk\nabout the new rules\n")
+    result = run("translate", "--stream", path, "--format", "srt")
+    cues = list(srt.parse(result.stdout))
+    assert result.exit_code == 0 and len(cues) == 2
+    assert cues[0].start <= cues[1].start and all(c.end > c.start for c in cues)
+
+
+def test_realtime_replay_follows_asr_times_and_skips_stale_partials(run, tmp_path):
+    chunks = [{"id": "a", "text": " ".join(["word"] * n), "end": 0.05 * n} for n in range(1, 21)]
+    chunks[-1]["final"] = True
+    path = write(tmp_path, "fast.jsonl", "".join(json.dumps(c) + "\n" for c in chunks))
+    start = time.time()
+    result = run("translate", "--stream", path, "--format", "jsonl", "--realtime", "--no-auto-commit")
+    assert result.exit_code == 0 and time.time() - start >= 1.0  # paced by the 'end' times
+    events = [json.loads(line) for line in result.stdout.splitlines()]
+    assert events[-1]["type"] == "commit" and events[-1]["source"] == chunks[-1]["text"]  # final kept
+
+
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        (
+            "w.jsonl",
+            '{"start": 0, "end": 1, "text": "so", "is_final": false}\n{"start": 1, "end": 2, "text": 3}\n',
+            "w.jsonl:2: field 'text' must be str",
+        ),
+        (
+            "c.jsonl",
+            '{"text": "so", "unconfirmed_text": 5}\n',
+            "c.jsonl:1: field 'unconfirmed_text' must be str",
+        ),
+    ],
+)
+def test_bad_lines_in_the_new_formats(run, tmp_path, name, content, message):
+    result = run("translate", "--stream", write(tmp_path, name, content), "--format", "text")
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
