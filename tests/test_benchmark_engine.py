@@ -106,14 +106,16 @@ def test_busy_machine_reports_each_thread_wait_policy_quiet_and_busy(model_dir, 
 def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
     script(
         "benchmarks.engine.capacity",
-        *("--models", "small-shape", "--streams", "1,3", "--methods", "rt,ssbd", "--steps", 2),
+        *("--models", "small-shape", "--streams", "1,3", "--methods", "rt,ssbd"),
+        *("--steps", 2, "--min-updates", 4),
         *("--out", tmp_path),
     )
     report = json.loads((tmp_path / "capacity.json").read_text())
     rows = report["results"][0]["rows"]
     assert [(r["method"], r["streams"]) for r in rows] == [("rt", 1), ("rt", 3), ("ssbd", 1), ("ssbd", 3)]
     for r in rows:
-        assert r["updates"] == 2 * r["streams"]  # every stream's every measured partial
+        # every stream's every measured partial: 2 steps, or 4 for the lone stream (4 updates at least)
+        assert r["updates"] == {1: 4, 3: 6}[r["streams"]]
         assert 0 < r["calls"] <= r["rounds"] and 1 <= r["mean_rows"] <= r["streams"]
         assert 0 < r["model_ms_per_round"] and r["outside_share"] < 1 and 0 <= r["padding_share"] < 1
         assert r["output_tok_per_s"] > r["updates_per_s"] > 0  # random outputs run to their length limit

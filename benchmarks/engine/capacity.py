@@ -5,15 +5,20 @@ stream replays the talk's real-time ASR partials (``benchmarks/data/talks``), st
 its own segment; at every step each stream's next partial is submitted, then rounds run (one
 host sync and one batched model call each, a few on a CPU: ``engine.planner``) until every update
 has ended. One step warms up (the
-prompts fed, the kernels compiled), the next ``--steps`` are measured. RT and SSBD (``--methods``).
+prompts fed, the kernels compiled), the next ``--steps`` are measured, more where that would be
+fewer than ``--min-updates`` updates in all (one stream's rounds are short: a few dozen would leave
+its figures to the machine's noise). RT and SSBD (``--methods``).
 
 Where a round's time goes: every batched model call's shape (rows, width, context, logits:
-``engine.batch.CallShape``) is recorded, and after the run each is replayed alone on the same model
-with a pre-sized cache and no engine around it (the faster of two runs). The model's time is the
-sum of those bare calls; the engine's own time is the rest of the wall (bookkeeping, building the
-inputs, moving rows in and out of the batch, copying caches, host syncs). Padding: the share of
-the calls' rows x width that no row asked for (refeeds and left padding; it is inside the model's
-time).
+``engine.batch.CallShape``) is recorded, and at the end of each step (every update ended, the
+device synchronized) that step's calls are replayed alone on the same model, once each, with a
+pre-sized cache and no engine around them. The model's time is the sum of those bare calls; the
+engine's own time is the rest of the steps' wall (bookkeeping, building the inputs, moving rows in
+and out of the batch, copying caches, host syncs). Replaying each step's calls right after it,
+rather than all of them after the run, pairs the two in time: a machine whose speed drifts by
+tens of percent from one minute to the next (a shared VM) slows both alike, so the difference stays
+the engine's. Padding: the share of the calls' rows x width that no row asked for (refeeds and left
+padding; it is inside the model's time).
 
 Models (``--models``): ``0.5b-shape`` and ``1.5b-shape`` are random weights of the Qwen2.5(-Coder)
 0.5B's and 1.5B's configurations (the default model's is the 1.5B's), in the backend's compute
@@ -35,6 +40,7 @@ On an NVIDIA GPU (``pip install "mlx[cuda]"`` beside this package): ``python -m 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import statistics
 import time
@@ -52,7 +58,7 @@ from mlx_ssbd.live.multistream import MultiStreamTranslator
 from mlx_ssbd.live.translator import StreamTranslator
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.models.registry import get_card, model_dir
-from mlx_ssbd.platform.backend import compute_dtype
+from mlx_ssbd.platform.backend import compute_dtype, generation_stream
 
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, make_prompt_cache
@@ -118,9 +124,12 @@ def model_and_tokenizer(name: str, tokenizer_dir: str | None):
     )
 
 
-def streams_run(model, tokenizer, family: str, streams: int, method: str, steps: int, beta: float) -> dict:
+def streams_run(
+    model, tokenizer, family: str, streams: int, method: str, steps: int, beta: float, replay
+) -> dict:
     """Run ``streams`` streams for one warm-up step and ``steps`` measured steps; the run's
-    figures and its calls' shapes (``"calls"``)."""
+    figures, its calls' shapes (``"calls"``) and their bare time (``"model_s"``: each measured
+    step's calls through ``replay(shape) -> seconds`` right after the step)."""
     talk = [(partial.text, partial.final) for partial in read_partials(str(TALK))]
     starts = [0, *(i + 1 for i, (_, final) in enumerate(talk[:-1]) if final)]  # each segment's first
     lanes = [talk[starts[i % len(starts)] :] + talk[: starts[i % len(starts)]] for i in range(streams)]
@@ -130,10 +139,11 @@ def streams_run(model, tokenizer, family: str, streams: int, method: str, steps:
         for _ in range(streams)
     ]
     multi = MultiStreamTranslator(translators)
-    updates, calls, rounds, wall = [], [], 0, 0.0
+    updates, calls, rounds, wall, model_s = [], [], 0, 0.0, 0.0
     for step in range(steps + 1):
         measured = step > 0
-        multi.batch.trace = calls.append if measured else None
+        step_calls = []
+        multi.batch.trace = step_calls.append if measured else None
         start = time.perf_counter()
         for translator, lane in zip(translators, lanes):
             text, final = lane[step % len(lane)]
@@ -141,9 +151,14 @@ def streams_run(model, tokenizer, family: str, streams: int, method: str, steps:
         while multi.busy:
             multi.round()
             rounds += measured
-        wall += (time.perf_counter() - start) * measured
+        mx.synchronize(generation_stream())  # a step wasted at an output's end (pipelined) included
+        if measured:
+            wall += time.perf_counter() - start
+            model_s += sum(replay(shape) for shape in step_calls)
+            calls += step_calls
     return {
         "wall_s": wall,
+        "model_s": model_s,
         "rounds": rounds,
         "updates": len(updates),
         "output_tokens": sum(u.stats.output_tokens for u in updates),
@@ -163,7 +178,8 @@ def kv_layout(model) -> tuple[int, int, int, mx.Dtype]:
 
 def bare_call_s(model, layout, shape: CallShape) -> float:
     """Seconds ``model`` takes for one call of ``shape`` alone: the same rows, width, context and
-    logits, a cache sized to hold it (no growth, no padding), the faster of two runs."""
+    logits, a cache sized to hold it (no growth, no padding), one run (its inputs and cache made
+    and evaluated before the clock starts)."""
     n_layers, heads, size, dtype = layout
     room = -(-(shape.context + shape.width) // BatchKVCache.step) * BatchKVCache.step
     layers = []
@@ -174,19 +190,16 @@ def bare_call_s(model, layout, shape: CallShape) -> float:
         layers.append(layer)
     inputs = mx.zeros((shape.rows, shape.width), mx.int32)
     mx.eval(inputs, *(layer.keys for layer in layers), *(layer.values for layer in layers))
-    best = float("inf")
-    for _ in range(2):
-        for layer in layers:
-            layer.offset, layer._idx = mx.array([shape.context] * shape.rows), shape.context
-        start = time.perf_counter()
-        mx.eval(model_logits(model, inputs, layers, shape.logits))
-        best = min(best, time.perf_counter() - start)
-    return best
+    for layer in layers:
+        layer.offset, layer._idx = mx.array([shape.context] * shape.rows), shape.context
+    mx.eval(*(layer.offset for layer in layers))
+    start = time.perf_counter()
+    mx.eval(model_logits(model, inputs, layers, shape.logits))
+    return time.perf_counter() - start
 
 
-def summary(run: dict, bare: dict[CallShape, float], streams: int, method: str) -> dict:
-    calls = run["calls"]
-    model_s = sum(bare[shape] for shape in calls)
+def summary(run: dict, streams: int, method: str) -> dict:
+    calls, model_s = run["calls"], run["model_s"]
     slots = sum(shape.rows * shape.width for shape in calls)
     return {
         "method": method,
@@ -215,18 +228,23 @@ def measure(args) -> dict:
     results = []
     for name in args.models.split(","):
         model, tokenizer, family, described = model_and_tokenizer(name, tokenizer_dir)
-        layout, bare, rows = kv_layout(model), {}, []
+        layout, rows = kv_layout(model), []
+        replay = functools.partial(bare_call_s, model, layout)
         for method in args.methods.split(","):
             for n in counts:
-                run = streams_run(model, tokenizer, family, n, method, args.steps, args.beta)
-                for shape in run["calls"]:
-                    if shape not in bare:
-                        bare[shape] = bare_call_s(model, layout, shape)
-                rows.append(summary(run, bare, n, method))
+                steps = max(args.steps, -(-args.min_updates // n))
+                run = streams_run(model, tokenizer, family, n, method, steps, args.beta, replay)
+                rows.append(summary(run, n, method))
                 print(json.dumps({"model": name, **rows[-1]}), flush=True)
         results.append({"model": name, "described": described, "rows": rows})
         del model
-    return {"steps": args.steps, "beta": args.beta, "data": relative(TALK), "results": results}
+    return {
+        "steps": args.steps,
+        "min_updates": args.min_updates,
+        "beta": args.beta,
+        "data": relative(TALK),
+        "results": results,
+    }
 
 
 def percent(share: float | None) -> str:
@@ -236,23 +254,23 @@ def percent(share: float | None) -> str:
 def render(report: dict) -> list[str]:
     lines = [
         f"{machine_line(report['machine'])} Each stream replays the talk's ASR partials "
-        f"({report['data']}), {report['steps']} measured partials per stream after one warm-up; SSBD "
+        f"({report['data']}), {report['steps']} measured partials per stream after one warm-up "
+        f"(more where that is under {report.get('min_updates', 0)} updates in all); SSBD "
         f"β = {report['beta']}. A round: one host sync and one batched model call (on a CPU a few, "
-        "rows of very different widths apart). *model*: the "
-        "round's model calls replayed alone (same rows, width, context, logits); *engine*: the rest "
-        "of the wall. *padding*: the share of the calls' rows x width no row asked for (inside the "
-        "model's time). Random models' outputs are random tokens, so their acceptance is not a "
-        "real model's.",
+        "rows of very different widths apart). *model*: the round's model calls replayed alone (same "
+        "rows, width, context, logits), each step's right after it; *engine*: the rest of the wall. "
+        "*padding*: the share of the calls' rows x width no row asked for (inside the model's time). "
+        "Random models' outputs are random tokens, so their acceptance is not a real model's.",
     ]
     for result in report["results"]:
         lines += ["", f"## {result['described']}", ""]
         lines += markdown_table(
-            ["method", "streams", "rounds", "rows/call", "round ms", "model ms", "engine ms", "engine share",
+            ["method", "streams", "updates", "rounds", "rows/call", "round ms", "model ms", "engine ms", "engine share",
              "padding", "updates/s", "output tok/s", "draft accepted"],
             [
-                (r["method"], r["streams"], r["rounds"], r["mean_rows"], r["round_ms"], r["model_ms_per_round"],
-                 r["engine_ms_per_round"], percent(r["outside_share"]), percent(r["padding_share"]),
-                 r["updates_per_s"], r["output_tok_per_s"], percent(r["accepted_share"]))
+                (r["method"], r["streams"], r["updates"], r["rounds"], r["mean_rows"], r["round_ms"],
+                 r["model_ms_per_round"], r["engine_ms_per_round"], percent(r["outside_share"]),
+                 percent(r["padding_share"]), r["updates_per_s"], r["output_tok_per_s"], percent(r["accepted_share"]))
                 for r in result["rows"]
             ],
         )  # fmt: skip
@@ -269,6 +287,7 @@ BENCHMARK = Benchmark(
         option("--streams", default="1,2,4,8,16", help="numbers of concurrent streams"),
         option("--methods", default="rt,ssbd"),
         option("--steps", type=int, default=6, help="measured partials per stream"),
+        option("--min-updates", type=int, default=32, help="at least this many measured updates in all"),
         option("--beta", type=float, default=0.2),
         option("--tokenizer", help="model directory whose tokenizer random models use"),
     ),
