@@ -56,7 +56,8 @@ def server(model_dir, store, *args, log=None):
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
-                assert proc.wait(timeout=EXIT_S) == 0, open(log.name).read()
+                status = proc.wait(timeout=EXIT_S)
+                assert status == 0, f"exit status {status}\n" + open(log.name).read()
             finally:
                 if proc.poll() is None:
                     proc.kill()
