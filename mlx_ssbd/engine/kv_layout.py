@@ -1,18 +1,18 @@
 """The left-padded KV layout of a batch of streams, over mlx-lm's ``BatchKVCache``: the one module
 that reads or writes that cache's fields.
 
-Contract: ``PaddedKV(layers)`` holds one ``BatchKVCache`` per model layer, every row ending at the
-same index ``end``, row b's first ``padding[b]`` columns padding. ``PaddedKV.merge(parked)`` builds
-one from rows that ``extract(b)`` took out (a list of one-row layers each); ``add(parked)`` adds
-such rows after its own; ``keep(indices)`` keeps those rows, in that order. Before a model call
+Contract: ``PaddedKV(layers, padding)`` holds one ``BatchKVCache`` per model layer, every row ending
+at the same index ``end``, row b's first ``padding[b]`` columns padding. ``PaddedKV.merge(parked)``
+builds one from rows that ``extract(b)`` took out (a list of one-row layers each); ``add(parked)``
+adds such rows after its own; ``keep(indices)`` keeps those rows, in that order. Before a model call
 whose input row b is left padded by ``pads[b]``: ``drop_tails(drops)`` (row b loses its last
 ``drops[b]`` tokens: what every row loses is trimmed, a row that loses more is shifted right under
 more padding, and columns that every row pads are cut off, so the cache does not grow with the
-padding), then ``prepare(pads)`` hands the layers the padding, offsets and end the call starts
-from; after it, ``advance(width)``.
+padding), then ``prepare(pads)`` hands the layers the padding, offsets and end the call starts from;
+after it, ``advance(width)``.
 
-``padding`` and ``end`` are mirrored on the host (read once, when a layout is made from layers
-alone), so neither a call's bookkeeping nor moving rows in and out makes a host sync. (mlx-lm's
+``padding`` and ``end`` are mirrored on the host (given when a layout is made, never read back),
+so neither a call's bookkeeping nor moving rows in and out makes a host sync. (mlx-lm's
 ``extract`` and ``filter`` read the padding back: a sync for each parked row of each layer, each
 waiting for every call dispatched before it.)
 
@@ -31,10 +31,10 @@ from mlx_lm.models.cache import BatchKVCache, KVCache, dynamic_roll
 class PaddedKV:
     """See the module docstring."""
 
-    def __init__(self, layers: list[BatchKVCache], padding: list[int] | None = None):
-        """``padding``: the layers' left padding when the caller knows it (else read: one sync)."""
+    def __init__(self, layers: list[BatchKVCache], padding: list[int]):
+        """``padding``: the layers' left padding, as the host knows it (``merge``)."""
         self.layers = layers
-        self.padding = [int(p) for p in layers[0].left_padding.tolist()] if padding is None else padding
+        self.padding = padding
         self.end = layers[0]._idx
 
     @staticmethod
