@@ -8,6 +8,7 @@ own pid); ``session_events`` runs one WebSocket session; ``source`` builds a ``s
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -47,6 +48,8 @@ def server(model_dir, store, *args, log=None):
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
+        # a crash (a fatal signal) writes every thread's Python stack into the log
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         url = proc.stdout.readline().strip()
