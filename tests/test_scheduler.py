@@ -197,6 +197,19 @@ class _FakeSession:
         self.live.push(partial, heard)
 
 
+class _FakeScheduler:
+    """What the speech worker calls of the scheduler; records the sessions it closes."""
+
+    def __init__(self):
+        self.closed = []
+
+    def wake(self):
+        pass
+
+    def close(self, session):
+        self.closed.append(session.id)
+
+
 def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
     """One session's audio makes the recognizer fail: that session gets ``asr_failed``; the other
     session's speech is recognised on, by the same worker thread; audio beyond the bound is refused."""
@@ -211,16 +224,8 @@ def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
                 raise RuntimeError("decoder failure")
             return super().transcribe(audio, prompt)
 
-    class FakeScheduler:
-        closed = []
-
-        def wake(self):
-            pass
-
-        def close(self, session):
-            self.closed.append(session.id)
-
-    worker = SpeechWorker(FakeScheduler(), max_pending_s=5.0)
+    scheduler = _FakeScheduler()
+    worker = SpeechWorker(scheduler, max_pending_s=5.0)
     worker._recognizer = Fussy()
     loud, quiet = _FakeSession("loud"), _FakeSession("quiet")
     second = 2 * SAMPLE_RATE
@@ -228,7 +233,7 @@ def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
     for _ in range(4):
         assert worker.feed(quiet, np.zeros(SAMPLE_RATE, "<i2").tobytes())
     worker.end(quiet)
-    until(lambda: "quiet" in FakeScheduler.closed, 30, "the quiet session to end")
+    until(lambda: "quiet" in scheduler.closed, 30, "the quiet session to end")
     assert [e["code"] for e in loud.events] == ["asr_failed"]
     assert quiet.live.partials and not [e for e in quiet.events if e["type"] == "error"]
     assert quiet.live.heard == sorted(quiet.live.heard) and quiet.live.heard[-1] == 4.0  # the audio's clock
@@ -257,14 +262,7 @@ def test_stopping_the_speech_worker_waits_for_the_step_under_way_and_ends_its_th
             assert release.wait(60), "the test never released the step"
             return super().transcribe(audio, prompt)
 
-    class FakeScheduler:
-        def wake(self):
-            pass
-
-        def close(self, session):
-            pass
-
-    worker = SpeechWorker(FakeScheduler(), max_pending_s=30.0)
+    worker = SpeechWorker(_FakeScheduler(), max_pending_s=30.0)
     worker._recognizer = Slow()
     first, second = _FakeSession("first"), _FakeSession("second")
     assert worker.feed(first, np.zeros(SAMPLE_RATE, "<i2").tobytes())
@@ -276,7 +274,7 @@ def test_stopping_the_speech_worker_waits_for_the_step_under_way_and_ends_its_th
     assert worker.stop(30) and not worker._thread.is_alive()
     # the step under way ended; the audio waiting behind it was dropped
     assert first.live.heard == [1.0] and second.live.heard == []
-    idle = SpeechWorker(FakeScheduler())
+    idle = SpeechWorker(_FakeScheduler())
     assert idle.stop(0.05)  # never started: nothing to wait for
     assert idle.feed(first, b"\x00\x00") and idle._thread is None  # and none starts after the stop
 
@@ -317,7 +315,7 @@ print("stopped", flush=True)
 """
 
 
-def test_a_process_exits_cleanly_once_the_speech_worker_is_stopped_mid_step(tmp_path):
+def test_a_process_exits_cleanly_once_the_speech_worker_is_stopped_mid_step():
     """The real recognizer (CTranslate2) in a step when the process ends: an interpreter shutting
     down under its thread aborts the process (``terminate called without an active exception``);
     once ``stop`` has returned, the process exits with status 0."""
