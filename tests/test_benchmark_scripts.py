@@ -250,12 +250,19 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
         "--data",
         data,
         "--configs",
-        "rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.6",
+        "rt,ssbd-b0,ssbd-b0.2,ssbd-ratio-b0.6,rt+context",
         "--out",
         tmp_path / "rules",
     )
     configs = json.loads((tmp_path / "rules" / "summary.json").read_text())["configs"]
-    assert list(configs) == ["rt", "ssbd-b0", "ssbd-b0.2", "ssbd-ratio-b0.6"]
+    assert list(configs) == ["rt", "ssbd-b0", "ssbd-b0.2", "ssbd-ratio-b0.6", "rt+context"]
+    records = [json.loads(line) for line in (tmp_path / "rules" / "results.jsonl").read_text().splitlines()]
+    budgets = {r["config"]: r["context_tokens"] for r in records}
+    assert budgets["rt+context"] == 256 and budgets["rt"] == 0  # the earlier captions in the prompt
+    assert (
+        "+context: with the talk's earlier committed captions"
+        in (tmp_path / "rules" / "rules.md").read_text()
+    )
     assert configs["ssbd-b0"]["chrf"] == configs["rt"]["chrf"]  # beta 0 commits RT's captions
     assert all(s["items"] == 2 and s["speedup"] > 0 for s in configs.values())
     assert (tmp_path / "rules" / "pareto.png").is_file()

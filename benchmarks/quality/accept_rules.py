@@ -10,8 +10,10 @@ from RT's with a 95% interval from a paired bootstrap over the sentences (``rule
 a difference these few sentences can tell apart). ``--semsim`` adds USE-multilingual similarity
 to the references (after the run; not COMET). ``--configs`` picks a subset by label; a label
 ending in ``+examples`` is that configuration with the example translations of ``--examples FILE``
-in its prompt (``glossary.load_examples``), so one run measures what they change. An interrupted
-run resumes per sentence.
+in its prompt (``glossary.load_examples``), one ending in ``+context`` that configuration with the
+talk's earlier committed captions in its prompt (``TranslatorConfig.context_tokens``: the sentences
+are one talk, translated in order), so one run measures what each changes. An interrupted run
+resumes per sentence.
 
     python -m benchmarks.quality.accept_rules --model qwen2.5-coder-0.5b \
         --data benchmarks/data/talk-sentences/en-de.dev.jsonl --out DIR
@@ -33,6 +35,8 @@ from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
 
 EXAMPLED = "+examples"  # a config label's suffix: the same with the --examples in its prompt
+CONTEXTED = "+context"  # ... with the talk's earlier captions in its prompt, CONTEXT_TOKENS at most
+CONTEXT_TOKENS = 256  # as the docs' example (``mlx-ssbd translate --context 256``)
 WORD_S = 0.3  # seconds per source word for lagging, as ``mlx-ssbd bench``
 CONFIGS = {
     "rt": dict(method="rt"),
@@ -61,6 +65,13 @@ def chrf_vs_rt(records: list[dict], labels: list[str], resamples: int = 1000, se
     return {
         label: paired_chrf_delta(outputs(label), outputs("rt"), refs, resamples, seed) for label in labels
     }
+
+
+def base_label(label: str) -> str:
+    """A config label without its ``+examples`` and ``+context`` suffixes (in either order)."""
+    while label.endswith((EXAMPLED, CONTEXTED)):
+        label = label.removesuffix(EXAMPLED).removesuffix(CONTEXTED)
+    return label
 
 
 def rules_table(summary: dict, deltas: dict) -> list[str]:
@@ -116,8 +127,8 @@ def plot(result: dict, out: Path) -> None:
 
 def measure(args) -> dict:
     labels = [label.strip() for label in args.configs.split(",")]
-    unknown = [label for label in labels if label.removesuffix(EXAMPLED) not in CONFIGS]
-    if any(label.endswith(EXAMPLED) for label in labels) and not args.examples:
+    unknown = [label for label in labels if base_label(label) not in CONFIGS]
+    if any(EXAMPLED in label for label in labels) and not args.examples:
         raise SystemExit(f"configs labelled LABEL{EXAMPLED} need --examples FILE")
     if unknown or "rt" not in labels:
         raise SystemExit(
@@ -128,9 +139,11 @@ def measure(args) -> dict:
     examples = load_examples(args.examples) if args.examples else None
     translators = {}
     for label in labels:
-        settings = dict(CONFIGS[label.removesuffix(EXAMPLED)])
+        settings = dict(CONFIGS[base_label(label)])
+        if CONTEXTED in label:
+            settings["context_tokens"] = CONTEXT_TOKENS
         config = method_config(settings.pop("method"), **settings)
-        shown = examples if label.endswith(EXAMPLED) else None
+        shown = examples if EXAMPLED in label else None
         translators[label] = loaded.translator(args.target, config=config, examples=shown)
     items = items_from_pairs([pair for _, pair in read_pairs(args.data)][: args.limit or None], args.lag)
     facts = {
@@ -144,7 +157,7 @@ def measure(args) -> dict:
         "word_s": WORD_S,
         "items": len(items),
         "data_note": "talk-like sentences written for the project, references by the authors",
-        "configs": {label: CONFIGS[label.removesuffix(EXAMPLED)] for label in labels},
+        "configs": {label: CONFIGS[base_label(label)] for label in labels},
         "examples": relative(args.examples) if args.examples else None,
     }
     records = run_bench(
@@ -161,6 +174,10 @@ def render(result: dict) -> list[str]:
     facts = result["run"]
     semsim = any("semsim" in s for s in result["configs"].values())
     shown = f" {EXAMPLED}: with the example translations of {facts['examples']} in the prompt."
+    context = (
+        f" {CONTEXTED}: with the talk's earlier committed captions in the prompt (at most {CONTEXT_TOKENS}"
+        " tokens, the sentences translated in the talk's order)."
+    )
     return [
         *rules_table(result["configs"], result["deltas"]),
         "",
@@ -168,7 +185,8 @@ def render(result: dict) -> list[str]:
         "corpus chrF++ of the committed captions minus RT's; the interval: 2.5th-97.5th percentile of that "
         "difference over 1000 paired bootstrap resamples of the sentences."
         + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if semsim else "")
-        + (shown if facts["examples"] else ""),
+        + (shown if facts["examples"] else "")
+        + (context if any(CONTEXTED in label for label in result["configs"]) else ""),
     ]
 
 
