@@ -54,11 +54,12 @@ SECTIONS = (
         (("acceptance-analysis-0.5b",),),
     ),
     Section(
-        "Example translations in the prompt",
+        "Example translations and context in the prompt",
         "The held-out talk translated with and without four example sentences of the other talk in the "
-        "prompt's shared prefix (`--examples`), RT and SSBD in one run: chrF++ against the references with "
-        "a paired-bootstrap interval, speed against RT without examples.",
-        (("examples-test-1.5b",),),
+        "prompt's shared prefix (`--examples`), and with the talk's earlier captions in the prompt "
+        "(`--context 256`), RT and SSBD in one run: chrF++ against the references with a paired-bootstrap "
+        "interval, speed against RT with neither.",
+        (("prompt-test-1.5b", "examples-test-1.5b"),),
     ),
     Section(
         "Flicker on ASR partials",
