@@ -67,11 +67,13 @@ def chrf_vs_rt(records: list[dict], labels: list[str], resamples: int = 1000, se
     }
 
 
-def base_label(label: str) -> str:
-    """A config label without its ``+examples`` and ``+context`` suffixes (in either order)."""
-    while label.endswith((EXAMPLED, CONTEXTED)):
-        label = label.removesuffix(EXAMPLED).removesuffix(CONTEXTED)
-    return label
+def split_label(label: str) -> tuple[str, set[str]]:
+    """A config label's ``CONFIGS`` key and its ``+examples`` / ``+context`` suffixes (either order)."""
+    suffixes = set()
+    while suffix := next((s for s in (EXAMPLED, CONTEXTED) if label.endswith(s)), None):
+        suffixes.add(suffix)
+        label = label.removesuffix(suffix)
+    return label, suffixes
 
 
 def rules_table(summary: dict, deltas: dict) -> list[str]:
@@ -127,8 +129,9 @@ def plot(result: dict, out: Path) -> None:
 
 def measure(args) -> dict:
     labels = [label.strip() for label in args.configs.split(",")]
-    unknown = [label for label in labels if base_label(label) not in CONFIGS]
-    if any(EXAMPLED in label for label in labels) and not args.examples:
+    parsed = {label: split_label(label) for label in labels}
+    unknown = [label for label, (base, _) in parsed.items() if base not in CONFIGS]
+    if any(EXAMPLED in suffixes for _, suffixes in parsed.values()) and not args.examples:
         raise SystemExit(f"configs labelled LABEL{EXAMPLED} need --examples FILE")
     if unknown or "rt" not in labels:
         raise SystemExit(
@@ -138,12 +141,12 @@ def measure(args) -> dict:
     loaded = load_model(args.model)
     examples = load_examples(args.examples) if args.examples else None
     translators = {}
-    for label in labels:
-        settings = dict(CONFIGS[base_label(label)])
-        if CONTEXTED in label:
+    for label, (base, suffixes) in parsed.items():
+        settings = dict(CONFIGS[base])
+        if CONTEXTED in suffixes:
             settings["context_tokens"] = CONTEXT_TOKENS
         config = method_config(settings.pop("method"), **settings)
-        shown = examples if EXAMPLED in label else None
+        shown = examples if EXAMPLED in suffixes else None
         translators[label] = loaded.translator(args.target, config=config, examples=shown)
     items = items_from_pairs([pair for _, pair in read_pairs(args.data)][: args.limit or None], args.lag)
     facts = {
@@ -157,7 +160,7 @@ def measure(args) -> dict:
         "word_s": WORD_S,
         "items": len(items),
         "data_note": "talk-like sentences written for the project, references by the authors",
-        "configs": {label: CONFIGS[base_label(label)] for label in labels},
+        "configs": {label: CONFIGS[base] for label, (base, _) in parsed.items()},
         "examples": relative(args.examples) if args.examples else None,
     }
     records = run_bench(
@@ -186,7 +189,7 @@ def render(result: dict) -> list[str]:
         "difference over 1000 paired bootstrap resamples of the sentences."
         + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if semsim else "")
         + (shown if facts["examples"] else "")
-        + (context if any(CONTEXTED in label for label in result["configs"]) else ""),
+        + (context if any(CONTEXTED in split_label(label)[1] for label in result["configs"]) else ""),
     ]
 
 
