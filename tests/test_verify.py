@@ -2,7 +2,7 @@
 
 from fractions import Fraction
 
-from mlx_ssbd.engine.verify import accept_and_next, accept_mask, accept_threshold
+from mlx_ssbd.engine.verify import accept_and_next, accept_mask, accept_threshold, decide, decide_rows
 
 import mlx.core as mx
 import numpy as np
@@ -99,3 +99,26 @@ def test_compiled_function_follows_the_vocabulary_size():
             mx.array(logits), mx.array([0, 0, 0, 0], dtype=mx.uint32), mx.array([-1.0] * 4, dtype=mx.float32)
         ).tolist()
         assert d == 0 and nxt == int(logits[0].argmax())
+
+
+def test_rows_of_a_batched_call_are_decided_as_each_alone():
+    """``decide_rows`` gives every row what ``decide`` gives it alone: drafts of every length
+    (none, a decode step, included), both rules, betas from 0 to 1, rows in any order."""
+    rng = np.random.default_rng(11)
+    B, P, V = 7, 9, 60
+    logits = mx.array(rng.normal(size=(B, P, V)).astype(np.float32) * 3)
+    greedy = np.array(logits).argmax(-1)
+    items = []
+    for b, m in zip([3, 0, 6, 1, 5, 2, 4, 0], [0, 8, 3, 1, 0, 5, 2, 4]):
+        rows = np.array(logits[b, P - m - 1 :])
+        draft = rng.integers(0, V, size=m)
+        agree = int(rng.integers(0, m + 1))
+        draft[:agree] = greedy[b, P - m - 1 : P - m - 1 + agree]  # a greedy-agreeing head
+        runner_up = np.argsort(-rows, axis=-1)[:, 1]
+        draft[agree : agree + 1] = runner_up[agree : agree + 1]  # then a near miss, where one fits
+        beta, rule = float(rng.choice([0.0, 0.2, 0.5, 1.0])), str(rng.choice(["mixture", "ratio"]))
+        items.append((b, draft.tolist(), beta, rule))
+    got = decide_rows(logits, items).tolist()
+    for (b, draft, beta, rule), pair in zip(items, got):
+        assert pair == decide(logits[b, P - len(draft) - 1 :], draft, beta, rule=rule).tolist()
+    assert any(0 < accepted < len(draft) for (_, draft, _, _), (accepted, _) in zip(items, got))

@@ -197,7 +197,7 @@ class BatchCache:
             pads.append(width - len(new))
             drops.append(len(row.tokens) - keep)
             kept.append(keep)
-            inputs.append(input_ids(new, pad=pads[-1]))
+            inputs.append(new)
             row.tokens[keep:] = new
         self.kv.drop_tails(drops)
         self.kv.prepare(pads)
@@ -211,14 +211,16 @@ class BatchCache:
         last = max([feed.logits for row, feed in feeds if done[id(row)]] + list(piece.values()) + [1])
         if self.trace is not None:
             self.trace(CallShape(len(self.rows), width, self.kv.end, last, asked))
-        logits = model_logits(self.model, mx.stack(inputs), self.kv.layers, last)
+        logits = model_logits(self.model, batch_input(inputs, pads), self.kv.layers, last)
         self.kv.advance(width)
         index = {id(row): b for b, row in enumerate(self.rows)}
         answers = []
         for row, feed in feeds:
             b = index[id(row)]
             if done[id(row)]:
-                answers.append(Fed(logits[b, last - feed.logits :], kept[b], width - pads[b]))
+                answers.append(
+                    Fed(logits[b, last - feed.logits :], kept[b], width - pads[b], batch=(logits, b))
+                )
             else:  # a chunk of a long feed: the last logits keep the call's work evaluated
                 part = logits[b, last - piece[id(row)] :] if piece[id(row)] else None
                 answers.append(Fed(logits[b, -1:], kept[b], width - pads[b], done=False, piece=part))
@@ -236,3 +238,11 @@ class BatchCache:
         if limit is not None and new > limit:
             new = limit
         return keep, ids[keep : keep + new], ids
+
+
+def batch_input(rows: list[Sequence], pads: list[int]) -> mx.array:
+    """``(B, W)`` uint32 model input: row b is ``pads[b]`` zeros, then ``rows[b]``; one array made
+    from the host's ids, unless a row ends in a lazy token (``cache.input_ids``)."""
+    if any(is_lazy(ids) for ids in rows):
+        return mx.stack([input_ids(ids, pad=pad) for ids, pad in zip(rows, pads)])
+    return mx.array([[0] * pad + [int(t) for t in ids] for ids, pad in zip(rows, pads)], dtype=mx.uint32)

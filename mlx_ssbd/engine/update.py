@@ -14,12 +14,17 @@ It never touches a model: it yields requests and receives their answers.
   (the end of the shared prompt, the stable source, the draft's start): a cache that cannot be
   trimmed keeps a checkpoint there (``checkpoints``).
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
+* ``Decide(rows, draft, ...)``: "the verify rule's ``[accepted, next token]`` over these logits"
+  (``verify.decide``; without a draft, the next token alone), answered with that pair. The runner
+  decides every greedy ``Decide`` of one batched call together (``verify.decide_rows``: one
+  softmax over all of their drafts, one argmax over all of their next positions), never a few
+  operations per row.
 
 ``Runner(feeder)`` drives any number of such generators in lock-step: every ``round()``, all
-pending ``Sync``s are evaluated with ONE host sync, then all ``Feed``s (those the decided jobs
-ask for next included) go to the feeder (``cache.TokenCache`` for one stream, ``batch.BatchCache``
-for many) in ONE ``feeder.feed``: one batched model call (a few on a CPU, where the batch
-splits rows of very different widths: ``batch``). A job may join
+pending ``Sync``s and ``Decide``s are evaluated with ONE host sync, then all ``Feed``s (those the
+decided jobs ask for next included) go to the feeder (``cache.TokenCache`` for one stream,
+``batch.BatchCache`` for many) in ONE ``feeder.feed``: one batched model call (a few on a CPU,
+where the batch splits rows of very different widths: ``batch``). A job may join
 (``add``) between any two rounds, so a stream whose source changes does not wait for the others'
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
 ends, with what it cost (model passes, tokens fed), counted by the runner from the feeder's
@@ -50,7 +55,7 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from ..platform.backend import on_generation_stream
-from .verify import DEFAULT_RULE, decide
+from .verify import DEFAULT_RULE, decide, decide_rows
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,18 @@ class Sync:
     """Request: evaluate ``value``; answered with ``value.tolist()``."""
 
     value: mx.array
+
+
+@dataclass(frozen=True)
+class Decide:
+    """Request: ``verify.decide(rows, draft, beta, sampler, rule)``, evaluated; answered with
+    ``(accepted, next_token)`` (accepted 0 without a draft)."""
+
+    rows: mx.array
+    draft: Sequence[int] = ()
+    beta: float = 0.0
+    sampler: object = None
+    rule: str = DEFAULT_RULE
 
 
 @dataclass
@@ -133,6 +150,9 @@ class Fed:
     done: bool = True  # False: only a chunk of a long feed went in; the rest comes in the next calls
     calls: int = 1  # model calls it took (more where it left checkpoints, see ``Feed.marks``)
     piece: mx.array | None = None  # done False: the chunk's logits among the last Feed.logits, if any
+    # ``logits`` are the last positions of row ``batch[1]`` of the call's logits ``batch[0]``
+    # (B, positions, vocab): decisions of many rows take one op on that array (``Decide``)
+    batch: tuple[mx.array, int] | None = None
 
 
 @dataclass
@@ -151,7 +171,7 @@ class Outcome:
     proposed: dict[str, int] = dataclasses.field(default_factory=dict)  # tokens accepted per proposal kind
 
 
-Requests = Generator[Feed | Sync, object, Outcome]
+Requests = Generator[Feed | Sync | Decide, object, Outcome]
 
 
 def update_requests(job: Job) -> Requests:
@@ -160,7 +180,7 @@ def update_requests(job: Job) -> Requests:
     draft = list(job.draft)
     marks = (*job.marks, len(job.head))
     rows, reused = yield Feed([*job.head, *draft], len(draft) + 1, job.reuse, marks)
-    accepted, token = yield Sync(decide(rows, draft, job.beta, job.sampler, job.rule))
+    accepted, token = yield Decide(rows, draft, job.beta, job.sampler, job.rule)
     outcome = Outcome([*job.locked, *draft[:accepted]], accepted, reused, time.perf_counter())
     grew = job.progress or (lambda output: None)
     grew(outcome.output)
@@ -193,16 +213,17 @@ def update_requests(job: Job) -> Requests:
         fed += [token]
         if proposal:
             beta = job.beta if offer.beta is None else offer.beta
-            taken, token = yield Sync(decide(rows, proposal, beta, job.sampler, rule=job.rule))
+            taken, token = yield Decide(rows, proposal, beta, job.sampler, job.rule)
             outcome.proposals += 1
             outcome.proposed[offer.kind] = outcome.proposed.get(offer.kind, 0) + taken
             fed += proposal[:taken]
             pending = [*proposal[:taken], token]
-        else:
+        elif pipelined and len(outcome.output) + 1 < job.max_new:
             lazy = (job.sampler or mx.argmax)(rows[-1])
-            if pipelined and len(outcome.output) + 1 < job.max_new:
-                ahead, _ = yield Feed([*fed, lazy], 1)  # step t+1 dispatched before t syncs
+            ahead, _ = yield Feed([*fed, lazy], 1)  # step t+1 dispatched before t syncs
             pending = [(yield Sync(lazy))]
+        else:
+            pending = [(yield Decide(rows, sampler=job.sampler))[1]]
     return outcome
 
 
@@ -220,6 +241,8 @@ class Runner:
         self._costs: dict[int, list[int]] = {}  # per job: [passes, tokens fed, rebuilds]
         self._reused: dict[int, int] = {}  # per job fed in chunks: the tokens its first chunk reused
         self._pieces: dict[int, list[mx.array]] = {}  # per job fed in chunks: the logits so far
+        # per job: the logits its last feed was answered with, and where they are in their call
+        self._batch: dict[int, tuple[mx.array, tuple[mx.array, int]] | None] = {}
         self._next = 0
 
     @property
@@ -238,6 +261,7 @@ class Runner:
             del self._jobs[key], self._requests[key], self._costs[key]
             self._reused.pop(key, None)
             self._pieces.pop(key, None)
+            self._batch.pop(key, None)
 
     def add(self, row, job: Job, done: Callable[[Outcome], None]) -> None:
         """Start ``job`` on ``row``; ``done(outcome)`` is called in the round it ends."""
@@ -266,17 +290,38 @@ class Runner:
                 self._requests[key] = self._jobs[key][1].send(answer)
             except StopIteration as end:
                 del self._requests[key]
+                self._batch.pop(key, None)
                 outcome = end.value
                 outcome.passes, outcome.tokens_fed, outcome.rebuilds = self._costs.pop(key)
                 ended.append((self._jobs.pop(key)[2], outcome))
 
     def _synced(self) -> dict:
-        """ONE host sync for every job that decides."""
-        syncs = [(key, r) for key, r in self._requests.items() if isinstance(r, Sync)]
-        if not syncs:
+        """ONE host sync for every job that decides: its ``Sync``s and ``Decide``s, the greedy
+        ``Decide``s of each batched call together (``verify.decide_rows``)."""
+        lazy, steps, calls = {}, {}, {}  # key -> its lazy answer / lazy next token; per call below
+        for key, request in self._requests.items():
+            if isinstance(request, Sync):
+                lazy[key] = request.value
+            elif not isinstance(request, Decide):
+                continue
+            elif request.sampler is None and (batch := self._batch.get(key)) and batch[0] is request.rows:
+                logits, b = batch[1]  # id(call's logits) -> (logits, [key], [item])
+                keys, items = calls.setdefault(id(logits), (logits, [], []))[1:]
+                keys.append(key)
+                items.append((b, request.draft, request.beta, request.rule))
+            elif request.draft:
+                lazy[key] = decide(request.rows, request.draft, request.beta, request.sampler, request.rule)
+            else:  # a decode step on its own
+                steps[key] = (request.sampler or mx.argmax)(request.rows[-1])
+        if not lazy and not steps and not calls:
             return {}
-        mx.eval([r.value for _, r in syncs])
-        return {key: r.value.tolist() for key, r in syncs}
+        decided = [(keys, decide_rows(logits, items)) for logits, keys, items in calls.values()]
+        mx.eval([*lazy.values(), *steps.values(), *(pairs for _, pairs in decided)])
+        answers = {key: value.tolist() for key, value in lazy.items()}
+        answers.update((key, (0, token.item())) for key, token in steps.items())
+        for keys, pairs in decided:
+            answers.update(zip(keys, pairs.tolist()))
+        return answers
 
     def _fed(self) -> dict:
         """ONE model call for every stream that feeds, dispatched at once."""
@@ -285,8 +330,11 @@ class Runner:
             return {}
         answers = {}
         answered = self.feeder.feed([(self._jobs[key][0], r) for key, r in feeds])
+        calls = {id(fed.batch[0]): fed.batch[0] for fed in answered if fed.batch is not None}
         mx.async_eval(
-            [fed.logits for fed in answered] + [fed.piece for fed in answered if fed.piece is not None]
+            [*calls.values()]
+            + [fed.logits for fed in answered if fed.batch is None]
+            + [fed.piece for fed in answered if fed.piece is not None]
         )
         for (key, request), fed in zip(feeds, answered):
             cost = self._costs[key]
@@ -303,6 +351,7 @@ class Runner:
                 continue
             pieces = self._pieces.pop(key, [])
             logits = mx.concatenate([*pieces, fed.logits]) if pieces else fed.logits
+            self._batch[key] = (logits, fed.batch) if fed.batch is not None and not pieces else None
             answers[key] = (logits, self._reused.pop(key, fed.reused))
         return answers
 

@@ -22,6 +22,9 @@ would produce:
   model's top probability: the bound shrinks where the model spreads its mass.
 
 Neither materialises a mixture: one fused, compiled check and one host sync per pass.
+``decide_rows(logits, items)`` decides many rows of one batched call at once (greedy only), with
+exactly ``decide``'s arithmetic: one softmax over every row's draft positions together, one
+argmax over each row's next position, however many rows there are.
 """
 
 from __future__ import annotations
@@ -125,3 +128,40 @@ def decide(
     thresholds = mx.array([absolute] * len(draft) + [-1.0], dtype=mx.float32)
     scales = mx.array([relative] * len(draft) + [0.0], dtype=mx.float32)
     return accept_and_next(rows, padded, thresholds, scales)
+
+
+def decide_rows(logits: mx.array, items: Sequence[tuple[int, Sequence[int], float, str]]) -> mx.array:
+    """``(len(items), 2)`` int32 ``[accepted, next_token]`` (lazy), greedy, for rows of one batched
+    call: ``logits`` (B, P, V); item ``(b, draft, beta, rule)`` is ``decide(logits[b, P - m - 1:],
+    draft, beta, rule=rule)`` with m = len(draft) (no draft: the argmax of row b's last position).
+    The draft positions of all items share one softmax; the leading accepts of each are counted
+    from a running count of rejections (the positions before an item's first rejection are those
+    where the count still equals its value at the item's start)."""
+    B, P, V = logits.shape
+    flat = logits.reshape(B * P, V)
+    checks, ids, absolute, relative, starts = [], [], [], [], [0]
+    firsts = []  # per item: the flat index of its first row (the row that predicts draft[0])
+    for b, draft, beta, rule in items:
+        first = b * P + P - len(draft) - 1
+        a, r = bounds(rule, beta)
+        firsts.append(first)
+        checks += range(first, first + len(draft))
+        ids += draft
+        absolute += [a] * len(draft)
+        relative += [r] * len(draft)
+        starts.append(len(checks))
+    firsts = mx.array(firsts, dtype=mx.int32)
+    if not checks:  # decode steps only
+        accepted = mx.zeros(len(items), dtype=mx.int32)
+    else:
+        probs = mx.softmax(flat[mx.array(checks)].astype(mx.float32), axis=-1, precise=True)
+        ok = accept_mask(probs, mx.array(ids, dtype=mx.uint32), mx.array(absolute), mx.array(relative))
+        rejected = mx.cumsum((~ok).astype(mx.int32))  # rejections up to and including each check
+        before = mx.concatenate([mx.zeros(1, dtype=mx.int32), rejected])  # ... before each check
+        bounds_at = mx.array(starts)
+        item_of = mx.array([i for i in range(len(items)) for _ in range(starts[i], starts[i + 1])])
+        leading = (rejected == before[bounds_at[:-1]][item_of]).astype(mx.int32)
+        counted = mx.concatenate([mx.zeros(1, dtype=mx.int32), mx.cumsum(leading)])
+        accepted = counted[bounds_at[1:]] - counted[bounds_at[:-1]]
+    next_token = mx.argmax(flat[firsts + accepted], axis=-1).astype(mx.int32)
+    return mx.stack([accepted, next_token], axis=1)
