@@ -106,12 +106,13 @@ def test_busy_machine_reports_each_thread_wait_policy_quiet_and_busy(model_dir, 
 def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
     script(
         "benchmarks.engine.capacity",
-        *("--models", "small-shape", "--streams", "1,3", "--methods", "rt,ssbd"),
+        *("--models", "tiny-shape", "--streams", "1,3", "--methods", "rt,ssbd"),
         *("--steps", 2, "--min-updates", 4),
         *("--out", tmp_path),
     )
     report = json.loads((tmp_path / "capacity.json").read_text())
     rows = report["results"][0]["rows"]
+    assert report["results"][0]["described"].startswith("tiny-shape, random")
     assert [(r["method"], r["streams"]) for r in rows] == [("rt", 1), ("rt", 3), ("ssbd", 1), ("ssbd", 3)]
     for r in rows:
         # every stream's every measured partial: 2 steps, or 4 for the lone stream (4 updates at least)
@@ -119,4 +120,9 @@ def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
         assert 0 < r["calls"] <= r["rounds"] and 1 <= r["mean_rows"] <= r["streams"]
         assert 0 < r["model_ms_per_round"] and r["outside_share"] < 1 and 0 <= r["padding_share"] < 1
         assert r["output_tok_per_s"] > r["updates_per_s"] > 0  # random outputs run to their length limit
-    assert "| ssbd | 3 |" in (tmp_path / "capacity.md").read_text()
+    text = (tmp_path / "capacity.md").read_text()
+    assert "| ssbd | 3 |" in text
+    # the engine's share against the aim, at the one stream the run has (64 streams it has not)
+    shares = {r["method"]: f"{100 * r['outside_share']:.0f}%" for r in rows if r["streams"] == 1}
+    assert f"1 stream: rt {shares['rt']}, ssbd {shares['ssbd']} (aim: at most 20%" in text
+    assert "64 streams" not in text
