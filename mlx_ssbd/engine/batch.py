@@ -149,36 +149,38 @@ class BatchCache:
         ):
             raise ValueError("each feed must name a distinct row of this batch")
         batched = {id(row): feed for row, feed in feeds if isinstance(row, BatchRow)}
+        cached = {id(row): self._cached(row, feed) for row, feed in feeds}  # valid till the row is fed
         requests = [
-            Request(row, len(feed.ids), self._new(row, feed), feed.reuse)
+            Request(row, len(feed.ids), len(feed.ids) - cached[id(row)], feed.reuse)
             for row, feed in feeds
             if isinstance(row, BatchRow)
         ]
         plan = self.planner.plan(requests, members=sum(isinstance(row, BatchRow) for row in self._members))
         answers = {}
         for rows, limit in plan.calls:
-            fed = self._feed_batch([(row, batched[id(row)]) for row in rows], limit)
+            fed = self._feed_batch([(row, batched[id(row)]) for row in rows], limit, cached)
             answers.update(zip(map(id, rows), fed))
         for row in plan.resting:  # nothing fed: the same request comes back next call
-            kept = self._plan(row, batched[id(row)], None)[0]
+            kept = self._plan(batched[id(row)], cached[id(row)], None)[0]
             answers[id(row)] = Fed(mx.zeros((1, 1)), kept, 0, done=False, calls=0)
         for row, feed in feeds:
             if isinstance(row, SoloRow):  # a call of its own: only ``chunk`` bounds it
-                chunk = chunk_for(self._new(row, feed), self.planner.chunk)
+                chunk = chunk_for(len(feed.ids) - cached[id(row)], self.planner.chunk)
                 answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=chunk)[0]
         return [answers[id(row)] for row, _ in feeds]
 
     @staticmethod
-    def _new(row, feed) -> int:
-        """The tokens ``feed`` asks ``row`` to take in: its ids past the longest cached prefix."""
+    def _cached(row, feed) -> int:
+        """How many leading ``feed.ids`` ``row``'s cache holds (0 when the feed may not reuse it)."""
         if not feed.reuse:
-            return len(feed.ids)
+            return 0
         tokens = row.tokens if isinstance(row, BatchRow) else row.cache.tokens
         known = feed.ids[:-1] if is_lazy(feed.ids) else feed.ids
-        return len(feed.ids) - common_prefix_len(resolved(tokens), known)
+        return common_prefix_len(resolved(tokens), known)
 
-    def _feed_batch(self, feeds, limit: int | None) -> list[Fed]:
-        """One model call for the batched rows' ``[(row, Feed)]``."""
+    def _feed_batch(self, feeds, limit: int | None, cached: dict[int, int]) -> list[Fed]:
+        """One model call for the batched rows' ``[(row, Feed)]``; ``cached``: by ``id(row)``, how
+        many leading ids of its feed its cache holds (``_cached``)."""
         wanted = {id(row): feed for row, feed in feeds}
         idle = [row for row in self.rows if id(row) not in wanted]
         if idle:
@@ -186,7 +188,7 @@ class BatchCache:
         back = [row for row, _ in feeds if row.parked is not None]
         if back:
             self._unpark(back)
-        plans = [self._plan(row, wanted[id(row)], limit) for row in self.rows]
+        plans = [self._plan(wanted[id(row)], cached[id(row)], limit) for row in self.rows]
         width = max(len(new) for _, new, _ in plans)
         asked = sum(len(new) for _, new, _ in plans)
         inputs, drops, pads, kept = [], [], [], []
@@ -226,13 +228,12 @@ class BatchCache:
                 answers.append(Fed(logits[b, -1:], kept[b], width - pads[b], done=False, piece=part))
         return answers
 
-    def _plan(self, row: BatchRow, feed, limit: int | None) -> tuple[int, list, Sequence]:
-        """(tokens kept, tokens to feed this call, the sequence they come from) for one row: at
-        most the call's chunk of new tokens."""
-        resolved(row.tokens)
+    @staticmethod
+    def _plan(feed, cached: int, limit: int | None) -> tuple[int, list, Sequence]:
+        """(tokens kept, tokens to feed this call, the sequence they come from) for one row whose
+        cache holds ``cached`` leading ids of ``feed``: at most the call's chunk of new tokens."""
         ids = list(feed.ids)
-        known = ids[:-1] if is_lazy(ids) else ids
-        keep = min(common_prefix_len(row.tokens, known), max(0, len(ids) - feed.logits)) if feed.reuse else 0
+        keep = min(cached, max(0, len(ids) - feed.logits))
         new = len(ids) - keep
         limit = chunk_for(new, limit)
         if limit is not None and new > limit:

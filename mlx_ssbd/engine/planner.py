@@ -113,17 +113,20 @@ class Planner:
         return resting
 
     def _groups(self, requests: list[Request]) -> list[list[Request]]:
-        """One call, or (with ``call_tokens``) the split of the rows, by width, that costs least."""
+        """One call, or (with ``call_tokens``) the split of the rows, by width, that costs least.
+        Rows of one width always share a call (splitting them adds a call and narrows neither),
+        so the split is searched over the distinct widths only."""
         if self.call_tokens is None or len(requests) < 2:
             return [requests] if requests else []
         bound = self.shared_chunk if self.chunk is not None else None
         order = sorted(requests, key=lambda r: self._width(r, bound))
         widths = [self._width(r, bound) for r in order]
-        best, cut = [0] + [None] * len(order), [0] * (len(order) + 1)
-        for end in range(1, len(order) + 1):
-            for start in range(end):
+        ends = [i for i in range(1, len(order)) if widths[i] != widths[i - 1]] + [len(order)]
+        best, cut = {0: 0}, {}  # per end of a run of one width: the least cost up to it, its call's start
+        for k, end in enumerate(ends):
+            for start in [0, *ends[:k]]:
                 cost = best[start] + self.call_tokens + (end - start) * widths[end - 1]
-                if best[end] is None or cost < best[end]:
+                if end not in best or cost < best[end]:
                     best[end], cut[end] = cost, start
         groups, end = [], len(order)
         while end:
