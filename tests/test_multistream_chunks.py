@@ -150,3 +150,33 @@ def test_the_planner_rests_heavy_rows_splits_calls_by_width_and_bounds_chunks():
     rested = [heavy.plan([Request(steps[0], 40, 1), long], members=2).resting for _ in range(6)]
     assert rested == [[wide], [wide], [], [wide], [wide], []]
     assert heavy.plan([Request(steps[0], 40, 1), Request(wide, 600, 600, reuse=False)], 2).resting == []
+
+
+def test_the_cpu_split_by_width_costs_least():
+    """On a CPU the rows go in the calls that cost least in all (each ``call_tokens`` plus its rows
+    x its widest row's tokens): checked against every way to cut the rows, sorted by width."""
+    import random
+
+    from mlx_ssbd.engine.planner import Planner, Request
+
+    class Row:
+        pass
+
+    def least(widths, call_tokens):  # the best cost over every cut of the sorted widths
+        widths, best = sorted(widths), [0]
+        for end in range(1, len(widths) + 1):
+            best.append(min(best[s] + call_tokens + (end - s) * widths[end - 1] for s in range(end)))
+        return best[-1]
+
+    rng = random.Random(7)
+    for _ in range(300):
+        call_tokens = rng.choice([1, 4, 12, 40])
+        planner = Planner(chunk=64, shared_chunk=16, call_tokens=call_tokens)
+        requests = [
+            Request(Row(), 100, rng.choice([1, 1, 1, 2, 3, 5, 16, 30])) for _ in range(rng.randint(2, 24))
+        ]
+        calls = planner.plan(requests, members=len(requests)).calls
+        assert sorted(id(row) for rows, _ in calls for row in rows) == sorted(id(r.row) for r in requests)
+        width = {id(r.row): min(r.new, 16) for r in requests}
+        cost = sum(call_tokens + len(rows) * max(width[id(row)] for row in rows) for rows, _ in calls)
+        assert cost == least(width.values(), call_tokens)
