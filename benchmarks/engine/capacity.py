@@ -75,7 +75,16 @@ QWEN2 = dict(
     max_position_embeddings=32768,
     tie_word_embeddings=False,
 )
-SHAPES = {  # the configurations of Qwen2.5-Coder 0.5B and 1.5B (config.json), and a small one
+SMALL_SHAPE = dict(  # with the byte tokenizer's vocabulary: its calls cost a few ms on a CPU
+    QWEN2,
+    vocab_size=BYTE_VOCAB,
+    hidden_size=512,
+    intermediate_size=1024,
+    num_hidden_layers=8,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+)
+SHAPES = {  # the configurations of Qwen2.5-Coder 0.5B and 1.5B (config.json), and two small ones
     "0.5b-shape": dict(
         QWEN2,
         hidden_size=896,
@@ -92,18 +101,10 @@ SHAPES = {  # the configurations of Qwen2.5-Coder 0.5B and 1.5B (config.json), a
         num_attention_heads=12,
         num_key_value_heads=2,
     ),
-    "small-shape": dict(  # with the byte tokenizer's vocabulary: its calls cost a few ms on a CPU
-        QWEN2,
-        vocab_size=BYTE_VOCAB,
-        hidden_size=512,
-        intermediate_size=1024,
-        num_hidden_layers=8,
-        num_attention_heads=8,
-        num_key_value_heads=2,
-    ),
-    "tiny-shape": dict(  # ... and calls of a few ms on a CPU at 64 rows too, as the real shapes' on a GPU
-        QWEN2,
-        vocab_size=BYTE_VOCAB,
+    "small-shape": SMALL_SHAPE,
+    # ... and calls of a few ms on a CPU at 64 rows too, as the real shapes' are on a GPU
+    "tiny-shape": dict(
+        SMALL_SHAPE,
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
