@@ -241,8 +241,8 @@ class Runner:
         self._costs: dict[int, list[int]] = {}  # per job: [passes, tokens fed, rebuilds]
         self._reused: dict[int, int] = {}  # per job fed in chunks: the tokens its first chunk reused
         self._pieces: dict[int, list[mx.array]] = {}  # per job fed in chunks: the logits so far
-        # per job: the logits its last feed was answered with, and where they are in their call
-        self._batch: dict[int, tuple[mx.array, tuple[mx.array, int]] | None] = {}
+        # per job answered from a batched call: the logits it was given, and where they are in the call
+        self._batch: dict[int, tuple[mx.array, tuple[mx.array, int]]] = {}
         self._next = 0
 
     @property
@@ -298,14 +298,15 @@ class Runner:
     def _synced(self) -> dict:
         """ONE host sync for every job that decides: its ``Sync``s and ``Decide``s, the greedy
         ``Decide``s of each batched call together (``verify.decide_rows``)."""
-        lazy, steps, calls = {}, {}, {}  # key -> its lazy answer / lazy next token; per call below
+        lazy, steps = {}, {}  # by job: its lazy answer; its lazy next token (a decode step alone)
+        calls = {}  # by id of a batched call's logits: (those logits, its jobs, their decide_rows items)
         for key, request in self._requests.items():
             if isinstance(request, Sync):
                 lazy[key] = request.value
             elif not isinstance(request, Decide):
                 continue
             elif request.sampler is None and (batch := self._batch.get(key)) and batch[0] is request.rows:
-                logits, b = batch[1]  # id(call's logits) -> (logits, [key], [item])
+                logits, b = batch[1]
                 keys, items = calls.setdefault(id(logits), (logits, [], []))[1:]
                 keys.append(key)
                 items.append((b, request.draft, request.beta, request.rule))
@@ -351,7 +352,10 @@ class Runner:
                 continue
             pieces = self._pieces.pop(key, [])
             logits = mx.concatenate([*pieces, fed.logits]) if pieces else fed.logits
-            self._batch[key] = (logits, fed.batch) if fed.batch is not None and not pieces else None
+            if fed.batch is not None and not pieces:
+                self._batch[key] = (logits, fed.batch)
+            else:
+                self._batch.pop(key, None)
             answers[key] = (logits, self._reused.pop(key, fed.reused))
         return answers
 

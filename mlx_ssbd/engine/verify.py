@@ -139,7 +139,7 @@ def decide_rows(logits: mx.array, items: Sequence[tuple[int, Sequence[int], floa
     where the count still equals its value at the item's start)."""
     B, P, V = logits.shape
     flat = logits.reshape(B * P, V)
-    checks, ids, absolute, relative, starts = [], [], [], [], [0]
+    checks, ids, absolute, relative, edges = [], [], [], [], [0]  # item i's checks: edges[i]:edges[i + 1]
     firsts = []  # per item: the flat index of its first row (the row that predicts draft[0])
     for b, draft, beta, rule in items:
         first = b * P + P - len(draft) - 1
@@ -149,7 +149,7 @@ def decide_rows(logits: mx.array, items: Sequence[tuple[int, Sequence[int], floa
         ids += draft
         absolute += [a] * len(draft)
         relative += [r] * len(draft)
-        starts.append(len(checks))
+        edges.append(len(checks))
     firsts = mx.array(firsts, dtype=mx.int32)
     if not checks:  # decode steps only
         accepted = mx.zeros(len(items), dtype=mx.int32)
@@ -158,10 +158,10 @@ def decide_rows(logits: mx.array, items: Sequence[tuple[int, Sequence[int], floa
         ok = accept_mask(probs, mx.array(ids, dtype=mx.uint32), mx.array(absolute), mx.array(relative))
         rejected = mx.cumsum((~ok).astype(mx.int32))  # rejections up to and including each check
         before = mx.concatenate([mx.zeros(1, dtype=mx.int32), rejected])  # ... before each check
-        bounds_at = mx.array(starts)
-        item_of = mx.array([i for i in range(len(items)) for _ in range(starts[i], starts[i + 1])])
-        leading = (rejected == before[bounds_at[:-1]][item_of]).astype(mx.int32)
+        start, end = mx.array(edges[:-1]), mx.array(edges[1:])
+        item_of = mx.array([i for i in range(len(items)) for _ in range(edges[i], edges[i + 1])])
+        leading = (rejected == before[start][item_of]).astype(mx.int32)
         counted = mx.concatenate([mx.zeros(1, dtype=mx.int32), mx.cumsum(leading)])
-        accepted = counted[bounds_at[1:]] - counted[bounds_at[:-1]]
+        accepted = counted[end] - counted[start]
     next_token = mx.argmax(flat[firsts + accepted], axis=-1).astype(mx.int32)
     return mx.stack([accepted, next_token], axis=1)
