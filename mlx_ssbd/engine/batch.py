@@ -84,7 +84,8 @@ class BatchCache:
         """``chunk`` and ``planning``: the settings of the round's ``planner.Planner``."""
         self.model = model
         self.planner = Planner(chunk, **planning)
-        self._members: list[BatchRow] = []  # every row, in the batch or parked
+        self._members: list[BatchRow | SoloRow] = []  # every row, in the batch or parked, and solo
+        self._solo = 0  # how many of them are solo rows
         self.rows: list[BatchRow] = []  # the rows in the batch, in batch order
         self.kv: PaddedKV | None = None  # the running rows' keys and values (None: no row runs)
         self.trace: Callable[[CallShape], None] | None = None  # told each batched call's shape
@@ -96,6 +97,7 @@ class BatchCache:
         A cache with layers other than ``KVCache`` becomes a ``SoloRow`` (module docstring)."""
         if not all(type(layer) is KVCache for layer in cache.layers):
             row = SoloRow(cache, self)
+            self._solo += 1
         else:
             row = BatchRow(cache, self)  # holds the layers, parked
             cache.clear()
@@ -112,6 +114,7 @@ class BatchCache:
                     row.cache.checkpoints,
                 )
             self._members.remove(row)
+            self._solo -= 1
             return
         if row.parked is None:
             self._park([row])
@@ -144,18 +147,19 @@ class BatchCache:
 
     def feed(self, feeds) -> list[Fed]:
         """One model call for ``[(row, Feed)]`` (and one per solo row); returns a ``Fed`` per feed."""
-        if len({id(row) for row, _ in feeds}) != len(feeds) or any(
-            row not in self._members for row, _ in feeds
-        ):
+        if len({id(row) for row, _ in feeds}) != len(feeds) or not {id(row) for row, _ in feeds} <= {
+            id(row) for row in self._members
+        }:
             raise ValueError("each feed must name a distinct row of this batch")
-        batched = {id(row): feed for row, feed in feeds if isinstance(row, BatchRow)}
-        cached = {id(row): self._cached(row, feed) for row, feed in feeds}  # valid till the row is fed
-        requests = [
-            Request(row, len(feed.ids), len(feed.ids) - cached[id(row)], feed.reuse)
-            for row, feed in feeds
-            if isinstance(row, BatchRow)
-        ]
-        plan = self.planner.plan(requests, members=sum(isinstance(row, BatchRow) for row in self._members))
+        batched, cached, requests, solo = {}, {}, [], []
+        for row, feed in feeds:
+            held = cached[id(row)] = self._cached(row, feed)  # valid till the row is fed
+            if isinstance(row, BatchRow):
+                batched[id(row)] = feed
+                requests.append(Request(row, len(feed.ids), len(feed.ids) - held, feed.reuse))
+            else:
+                solo.append((row, feed))
+        plan = self.planner.plan(requests, members=len(self._members) - self._solo)
         answers = {}
         for rows, limit in plan.calls:
             fed = self._feed_batch([(row, batched[id(row)]) for row in rows], limit, cached)
@@ -163,10 +167,9 @@ class BatchCache:
         for row in plan.resting:  # nothing fed: the same request comes back next call
             kept = self._plan(batched[id(row)], cached[id(row)], None)[0]
             answers[id(row)] = Fed(mx.zeros((1, 1)), kept, 0, done=False, calls=0)
-        for row, feed in feeds:
-            if isinstance(row, SoloRow):  # a call of its own: only ``chunk`` bounds it
-                chunk = chunk_for(len(feed.ids) - cached[id(row)], self.planner.chunk)
-                answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=chunk)[0]
+        for row, feed in solo:  # a call of its own: only ``chunk`` bounds it
+            chunk = chunk_for(len(feed.ids) - cached[id(row)], self.planner.chunk)
+            answers[id(row)] = row.cache.feed([(row.cache, feed)], chunk=chunk)[0]
         return [answers[id(row)] for row, _ in feeds]
 
     @staticmethod
@@ -191,26 +194,27 @@ class BatchCache:
         plans = [self._plan(wanted[id(row)], cached[id(row)], limit) for row in self.rows]
         width = max(len(new) for _, new, _ in plans)
         asked = sum(len(new) for _, new, _ in plans)
-        inputs, drops, pads, kept = [], [], [], []
+        inputs, drops, pads, kept, ends = [], [], [], [], {}
         for row, (keep, new, source) in zip(self.rows, plans):
             refeed = min(keep, width - len(new))
-            keep -= refeed
-            new = [*source[keep : keep + refeed], *new]
+            if refeed:
+                keep -= refeed
+                new = [*source[keep : keep + refeed], *new]
             pads.append(width - len(new))
             drops.append(len(row.tokens) - keep)
             kept.append(keep)
             inputs.append(new)
             row.tokens[keep:] = new
+            ends[id(row)] = len(row.tokens)
         self.kv.drop_tails(drops)
         self.kv.prepare(pads)
-        done = {id(row): len(row.tokens) == len(wanted[id(row)].ids) for row in self.rows}
-        # a partial row's logits among those its feed asks for (a chunk of a long verify pass)
-        piece = {
-            id(row): max(0, len(row.tokens) - (len(feed.ids) - feed.logits))
-            for row, feed in feeds
-            if not done[id(row)]
-        }
-        last = max([feed.logits for row, feed in feeds if done[id(row)]] + list(piece.values()) + [1])
+        # rows done (holding all of their feed's ids), and for the others (a chunk of a long
+        # verify pass) their logits among those their feed asks for
+        piece = {}
+        for row, feed in feeds:
+            if ends[id(row)] < len(feed.ids):
+                piece[id(row)] = max(0, ends[id(row)] - (len(feed.ids) - feed.logits))
+        last = max([feed.logits for row, feed in feeds if id(row) not in piece] + [*piece.values(), 1])
         if self.trace is not None:
             self.trace(CallShape(len(self.rows), width, self.kv.end, last, asked))
         logits = model_logits(self.model, batch_input(inputs, pads), self.kv.layers, last)
@@ -219,7 +223,7 @@ class BatchCache:
         answers = []
         for row, feed in feeds:
             b = index[id(row)]
-            if done[id(row)]:
+            if id(row) not in piece:
                 answers.append(
                     Fed(logits[b, last - feed.logits :], kept[b], width - pads[b], batch=(logits, b))
                 )
@@ -229,10 +233,10 @@ class BatchCache:
         return answers
 
     @staticmethod
-    def _plan(feed, cached: int, limit: int | None) -> tuple[int, list, Sequence]:
+    def _plan(feed, cached: int, limit: int | None) -> tuple[int, Sequence, Sequence]:
         """(tokens kept, tokens to feed this call, the sequence they come from) for one row whose
         cache holds ``cached`` leading ids of ``feed``: at most the call's chunk of new tokens."""
-        ids = list(feed.ids)
+        ids = feed.ids
         keep = min(cached, max(0, len(ids) - feed.logits))
         new = len(ids) - keep
         limit = chunk_for(new, limit)

@@ -64,14 +64,23 @@ def stop_ids(tokenizer) -> frozenset[int]:
     return frozenset(ids)
 
 
+# (period, tokens its copies must cover): whole copies, LOOP_MIN_REPEATS and LOOP_MIN_TOKENS at least
+_SPANS = tuple(
+    (period, period * max(LOOP_MIN_REPEATS, -(-LOOP_MIN_TOKENS // period)))
+    for period in range(1, LOOP_MAX_PERIOD + 1)
+)
+
+
 def loop_cut(tokens: Sequence[int], floor: int = 0) -> int:
     """How many tokens to drop from the end of ``tokens`` because they end in a loop (module
-    docstring); 0 when they do not. The first ``floor`` tokens (a locked start) are never cut."""
+    docstring); 0 when they do not. The first ``floor`` tokens (a locked start) are never cut.
+    Called after every decoded token, so a period the last token breaks costs one comparison."""
     n = len(tokens)
-    for period in range(1, LOOP_MAX_PERIOD + 1):
-        span = period * max(LOOP_MIN_REPEATS, -(-LOOP_MIN_TOKENS // period))  # whole copies
+    for period, span in _SPANS:
         if span > n:
             break  # a longer period needs at least as long a span
+        if tokens[n - 1] != tokens[n - 1 - period]:
+            continue  # the last token breaks this period (the common case: no loop at all)
         start = n - span
         if any(tokens[i] != tokens[i + period] for i in range(start, n - period)):
             continue
