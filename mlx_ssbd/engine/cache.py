@@ -47,11 +47,11 @@ def common_prefix_len(a: Sequence, b: Sequence) -> int:
     """Length of the longest common prefix of two sequences (token ids, words, text).
 
     Slices are compared whole (at C speed: a batch of 64 streams compares every row's ids with
-    its cache's twice a round), halving the span that holds the first difference."""
+    its cache's once a round), halving the span that holds the first difference."""
     if type(a) is not type(b):
         a, b = list(a), list(b)
     n = min(len(a), len(b))
-    if a[:n] == b[:n]:
+    if (a if len(a) == n else a[:n]) == (b if len(b) == n else b[:n]):
         return n
     same, differs = 0, n  # a[:same] == b[:same]; the first difference is before ``differs``
     while differs - same > 1:

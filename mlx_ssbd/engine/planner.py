@@ -44,9 +44,10 @@ HEAVY_RATIO = 4.0
 HEAVY_EVERY = 3
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Request:
-    """One batched row's work in a round, as the planner sees it."""
+    """One batched row's work in a round, as the planner sees it (made per row per round: slotted,
+    not frozen, like ``update.Feed``)."""
 
     row: object  # the batch's handle of the row
     length: int  # tokens the row must hold once fed

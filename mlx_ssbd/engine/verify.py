@@ -143,12 +143,13 @@ def decide_rows(logits: mx.array, items: Sequence[tuple[int, Sequence[int], floa
     firsts = []  # per item: the flat index of its first row (the row that predicts draft[0])
     for b, draft, beta, rule in items:
         first = b * P + P - len(draft) - 1
-        a, r = bounds(rule, beta)
         firsts.append(first)
-        checks += range(first, first + len(draft))
-        ids += draft
-        absolute += [a] * len(draft)
-        relative += [r] * len(draft)
+        if draft:
+            a, r = bounds(rule, beta)
+            checks += range(first, first + len(draft))
+            ids += draft
+            absolute += [a] * len(draft)
+            relative += [r] * len(draft)
         edges.append(len(checks))
     firsts = mx.array(firsts, dtype=mx.int32)
     if not checks:  # decode steps only
