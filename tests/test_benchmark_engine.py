@@ -119,6 +119,8 @@ def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
         assert r["updates"] == {1: 4, 3: 6}[r["streams"]]
         assert 0 < r["calls"] <= r["rounds"] and 1 <= r["mean_rows"] <= r["streams"]
         assert 0 < r["model_ms_per_round"] and r["outside_share"] < 1 and 0 <= r["padding_share"] < 1
+        low, high = r["outside_share_steps"]  # the steps' own shares, around the run's
+        assert low <= r["outside_share"] <= high
         assert r["output_tok_per_s"] > r["updates_per_s"] > 0  # random outputs run to their length limit
     text = (tmp_path / "capacity.md").read_text()
     assert "| ssbd | 3 |" in text

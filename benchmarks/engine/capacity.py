@@ -15,10 +15,11 @@ device synchronized) that step's calls are replayed alone on the same model, onc
 pre-sized cache and no engine around them. The model's time is the sum of those bare calls; the
 engine's own time is the rest of the steps' wall (bookkeeping, building the inputs, moving rows in
 and out of the batch, copying caches, host syncs). Replaying each step's calls right after it,
-rather than all of them after the run, pairs the two in time: a machine whose speed drifts by
-tens of percent from one minute to the next (a shared VM) slows both alike, so the difference stays
-the engine's. Padding: the share of the calls' rows x width that no row asked for (refeeds and left
-padding; it is inside the model's time).
+rather than all of them after the run, pairs the two in time: a machine whose speed drifts by tens
+of percent from one minute to the next (a shared VM) slows both alike, so the difference stays the
+engine's. The report gives the engine's share over the whole run and the lowest and highest of its
+single steps': the spread the machine's noise leaves. Padding: the share of the calls' rows x width
+that no row asked for (refeeds and left padding; it is inside the model's time).
 
 Models (``--models``): ``0.5b-shape`` and ``1.5b-shape`` are random weights of the Qwen2.5(-Coder)
 0.5B's and 1.5B's configurations (the default model's is the 1.5B's), in the backend's compute
@@ -152,7 +153,7 @@ def streams_run(
         for _ in range(streams)
     ]
     multi = MultiStreamTranslator(translators)
-    updates, calls, rounds, wall, model_s = [], [], 0, 0.0, 0.0
+    updates, calls, rounds, wall, model_s, shares = [], [], 0, 0.0, 0.0, []
     for step in range(steps + 1):
         measured = step > 0
         step_calls = []
@@ -166,9 +167,10 @@ def streams_run(
             rounds += measured
         mx.synchronize(generation_stream())  # a step wasted at an output's end (pipelined) included
         if measured:
-            wall += time.perf_counter() - start
-            model_s += sum(replay(shape) for shape in step_calls)
-            calls += step_calls
+            step_wall = time.perf_counter() - start
+            step_model = sum(replay(shape) for shape in step_calls)
+            wall, model_s, calls = wall + step_wall, model_s + step_model, calls + step_calls
+            shares.append(1 - step_model / step_wall)
     return {
         "wall_s": wall,
         "model_s": model_s,
@@ -178,6 +180,7 @@ def streams_run(
         "draft_tokens": sum(u.stats.draft_tokens for u in updates),
         "accepted": sum(u.stats.accepted for u in updates),
         "calls": calls,
+        "step_shares": shares,  # each measured step's engine share: how far the machine's noise moves it
     }
 
 
@@ -226,6 +229,7 @@ def summary(run: dict, streams: int, method: str) -> dict:
         "model_ms_per_round": round(1000 * model_s / max(1, run["rounds"]), 1),
         "engine_ms_per_round": round(1000 * (run["wall_s"] - model_s) / max(1, run["rounds"]), 1),
         "outside_share": round(1 - model_s / run["wall_s"], 3),
+        "outside_share_steps": [round(min(run["step_shares"]), 3), round(max(run["step_shares"]), 3)],
         "padding_share": round(1 - sum(s.new for s in calls) / slots, 3) if slots else 0.0,
         "updates_per_s": round(run["updates"] / run["wall_s"], 2),
         "output_tok_per_s": round(run["output_tokens"] / run["wall_s"], 1),
@@ -264,6 +268,12 @@ def percent(share: float | None) -> str:
     return "" if share is None else f"{100 * share:.0f}%"
 
 
+def share_cell(row: dict) -> str:
+    """The engine's share of the run, and the lowest and highest of its steps where they differ."""
+    low, high = (round(100 * share) for share in row.get("outside_share_steps", [row["outside_share"]] * 2))
+    return percent(row["outside_share"]) + (f" ({low}-{high})" if low != high else "")
+
+
 AIM = {1: 0.20, 64: 0.15}  # the engine's share of the wall aimed at where calls cost a few ms
 
 
@@ -286,7 +296,9 @@ def render(report: dict) -> list[str]:
         f"(more where that is under {report.get('min_updates', 0)} updates in all); SSBD "
         f"β = {report['beta']}. A round: one host sync and one batched model call (on a CPU a few, "
         "rows of very different widths apart). *model*: the round's model calls replayed alone (same "
-        "rows, width, context, logits), each step's right after it; *engine*: the rest of the wall. "
+        "rows, width, context, logits), each step's right after it; *engine*: the rest of the wall "
+        "(its share over the whole run, and in brackets the lowest and highest of the single steps': "
+        "how far this machine's noise moves it). "
         "*padding*: the share of the calls' rows x width no row asked for (inside the model's time). "
         "Random models' outputs are random tokens, so their acceptance is not a real model's.",
     ]
@@ -297,7 +309,7 @@ def render(report: dict) -> list[str]:
              "padding", "updates/s", "output tok/s", "draft accepted"],
             [
                 (r["method"], r["streams"], r["updates"], r["rounds"], r["mean_rows"], r["round_ms"],
-                 r["model_ms_per_round"], r["engine_ms_per_round"], percent(r["outside_share"]),
+                 r["model_ms_per_round"], r["engine_ms_per_round"], share_cell(r),
                  percent(r["padding_share"]), r["updates_per_s"], r["output_tok_per_s"], percent(r["accepted_share"]))
                 for r in result["rows"]
             ],
