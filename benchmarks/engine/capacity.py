@@ -271,7 +271,7 @@ def percent(share: float | None) -> str:
 def share_cell(row: dict) -> str:
     """The engine's share of the run, and the lowest and highest of its steps where they differ."""
     low, high = (round(100 * share) for share in row.get("outside_share_steps", [row["outside_share"]] * 2))
-    return percent(row["outside_share"]) + (f" ({low}-{high})" if low != high else "")
+    return percent(row["outside_share"]) + (f" ({low} to {high})" if low != high else "")
 
 
 AIM = {1: 0.20, 64: 0.15}  # the engine's share of the wall aimed at where calls cost a few ms
