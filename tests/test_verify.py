@@ -118,7 +118,14 @@ def test_rows_of_a_batched_call_are_decided_as_each_alone():
         draft[agree : agree + 1] = runner_up[agree : agree + 1]  # then a near miss, where one fits
         beta, rule = float(rng.choice([0.0, 0.2, 0.5, 1.0])), str(rng.choice(["mixture", "ratio"]))
         items.append((b, draft.tolist(), beta, rule))
-    got = decide_rows(logits, items).tolist()
+    # the call's rows flattened: item b's pass is its last m + 1 positions
+    firsts = [(b + 1) * P - len(draft) - 1 for b, draft, _, _ in items]
+    got = decide_rows(logits.reshape(B * P, V), [(f, *item[1:]) for f, item in zip(firsts, items)]).tolist()
     for (b, draft, beta, rule), pair in zip(items, got):
         assert pair == decide(logits[b, P - len(draft) - 1 :], draft, beta, rule=rule).tolist()
     assert any(0 < accepted < len(draft) for (_, draft, _, _), (accepted, _) in zip(items, got))
+    # passes of their own, side by side (as several streams' chunked passes are decided)
+    passes = [logits[b, P - len(draft) - 1 :] for b, draft, _, _ in items]
+    ends = np.cumsum([p.shape[0] for p in passes])
+    side = [(int(end) - len(d) - 1, d, beta, rule) for end, (_, d, beta, rule) in zip(ends, items)]
+    assert decide_rows(mx.concatenate(passes), side).tolist() == got

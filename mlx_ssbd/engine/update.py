@@ -16,9 +16,10 @@ It never touches a model: it yields requests and receives their answers.
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
 * ``Decide(rows, draft, ...)``: "the verify rule's ``[accepted, next token]`` over these logits"
   (``verify.decide``; without a draft, the next token alone), answered with that pair. The runner
-  decides every greedy ``Decide`` of one batched call together (``verify.decide_rows``: one
-  softmax over all of their drafts, one argmax over all of their next positions), never a few
-  operations per row.
+  decides every greedy ``Decide`` of one batched call together, and the other greedy ones (over
+  logits of their own: a pass fed in chunks, a stream alone) together where there are several
+  (``verify.decide_rows``: one softmax over all of their drafts, one argmax over all of their next
+  positions), never a few operations per row.
 
 ``Runner(feeder)`` drives any number of such generators in lock-step: every ``round()``, all
 pending ``Sync``s and ``Decide``s are evaluated with ONE host sync, then all ``Feed``s (those the
@@ -48,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
@@ -299,10 +301,12 @@ class Runner:
                 ended.append((self._jobs.pop(key)[2], outcome))
 
     def _synced(self) -> dict:
-        """ONE host sync for every job that decides: its ``Sync``s and ``Decide``s, the greedy
-        ``Decide``s of each batched call together (``verify.decide_rows``)."""
-        lazy, steps = {}, {}  # by job: its lazy answer; its lazy next token (a decode step alone)
+        """ONE host sync for every job that decides: its ``Sync``s and ``Decide``s; the greedy
+        ``Decide``s of each batched call together, and the other greedy ones together where there
+        are several (``verify.decide_rows``)."""
+        lazy, steps = {}, {}  # by job: its lazy answer; its lazy next token (a sampled decode step)
         calls = {}  # by id of a batched call's logits: (those logits, its jobs, their decide_rows items)
+        loose = []  # (job, Decide): greedy decisions over logits of their own (fed in chunks, or alone)
         for key, request in self._requests.items():
             if isinstance(request, Sync):
                 lazy[key] = request.value
@@ -312,14 +316,28 @@ class Runner:
                 logits, b = batch[1]
                 keys, items = calls.setdefault(id(logits), (logits, [], []))[1:]
                 keys.append(key)
-                items.append((b, request.draft, request.beta, request.rule))
+                first = (b + 1) * logits.shape[1] - len(request.draft) - 1  # in the call's rows, flattened
+                items.append((first, request.draft, request.beta, request.rule))
+            elif request.sampler is None:
+                loose.append((key, request))
             elif request.draft:
                 lazy[key] = decide(request.rows, request.draft, request.beta, request.sampler, request.rule)
-            else:  # a decode step on its own
-                steps[key] = (request.sampler or mx.argmax)(request.rows[-1])
-        if not lazy and not steps and not calls:
+            else:  # a sampled decode step
+                steps[key] = request.sampler(request.rows[-1])
+        groups = [
+            (logits.reshape(-1, logits.shape[-1]), keys, items) for logits, keys, items in calls.values()
+        ]
+        if len(loose) == 1:  # alone: its own fused decision
+            key, request = loose[0]
+            lazy[key] = decide(request.rows, request.draft, request.beta, rule=request.rule)
+        elif loose:  # their logit rows side by side, decided as the rows of one call
+            ends = list(itertools.accumulate(request.rows.shape[0] for _, request in loose))
+            items = [(end - len(r.draft) - 1, r.draft, r.beta, r.rule) for end, (_, r) in zip(ends, loose)]
+            rows = mx.concatenate([request.rows for _, request in loose])
+            groups.append((rows, [key for key, _ in loose], items))
+        if not lazy and not steps and not groups:
             return {}
-        decided = [(keys, decide_rows(logits, items)) for logits, keys, items in calls.values()]
+        decided = [(keys, decide_rows(rows, items)) for rows, keys, items in groups]
         mx.eval([*lazy.values(), *steps.values(), *(pairs for _, pairs in decided)])
         answers = {key: value.tolist() for key, value in lazy.items()}
         answers.update((key, (0, token.item())) for key, token in steps.items())

@@ -22,9 +22,9 @@ would produce:
   model's top probability: the bound shrinks where the model spreads its mass.
 
 Neither materialises a mixture: one fused, compiled check and one host sync per pass.
-``decide_rows(logits, items)`` decides many rows of one batched call at once (greedy only), with
-exactly ``decide``'s arithmetic: one softmax over every row's draft positions together, one
-argmax over each row's next position, however many rows there are.
+``decide_rows(rows, items)`` makes many greedy decisions at once (the rows of one batched call, or
+several streams' passes side by side), with exactly ``decide``'s arithmetic: one softmax over every
+item's draft positions together, one argmax over each item's next position, however many there are.
 """
 
 from __future__ import annotations
@@ -130,19 +130,17 @@ def decide(
     return accept_and_next(rows, padded, thresholds, scales)
 
 
-def decide_rows(logits: mx.array, items: Sequence[tuple[int, Sequence[int], float, str]]) -> mx.array:
-    """``(len(items), 2)`` int32 ``[accepted, next_token]`` (lazy), greedy, for rows of one batched
-    call: ``logits`` (B, P, V); item ``(b, draft, beta, rule)`` is ``decide(logits[b, P - m - 1:],
-    draft, beta, rule=rule)`` with m = len(draft) (no draft: the argmax of row b's last position).
-    The draft positions of all items share one softmax; the leading accepts of each are counted
-    from a running count of rejections (the positions before an item's first rejection are those
-    where the count still equals its value at the item's start)."""
-    B, P, V = logits.shape
-    flat = logits.reshape(B * P, V)
+def decide_rows(rows: mx.array, items: Sequence[tuple[int, Sequence[int], float, str]]) -> mx.array:
+    """``(len(items), 2)`` int32 ``[accepted, next_token]`` (lazy), greedy, for many decisions at
+    once: ``rows`` (N, V) holds the logit rows of many verify passes and decode steps (a batched
+    call's, flattened, or several passes' side by side); item ``(first, draft, beta, rule)`` is
+    ``decide(rows[first : first + m + 1], draft, beta, rule=rule)`` with m = len(draft) (no draft:
+    the argmax of row ``first``). The draft positions of all items share one softmax; the leading
+    accepts of each are counted from a running count of rejections (the positions before an item's
+    first rejection are those where the count still equals its value at the item's start)."""
     checks, ids, absolute, relative, edges = [], [], [], [], [0]  # item i's checks: edges[i]:edges[i + 1]
-    firsts = []  # per item: the flat index of its first row (the row that predicts draft[0])
-    for b, draft, beta, rule in items:
-        first = b * P + P - len(draft) - 1
+    firsts = []  # per item: the index of its first row (the row that predicts draft[0])
+    for first, draft, beta, rule in items:
         firsts.append(first)
         if draft:
             a, r = bounds(rule, beta)
@@ -155,7 +153,7 @@ def decide_rows(logits: mx.array, items: Sequence[tuple[int, Sequence[int], floa
     if not checks:  # decode steps only
         accepted = mx.zeros(len(items), dtype=mx.int32)
     else:
-        probs = mx.softmax(flat[mx.array(checks)].astype(mx.float32), axis=-1, precise=True)
+        probs = mx.softmax(rows[mx.array(checks)].astype(mx.float32), axis=-1, precise=True)
         ok = accept_mask(probs, mx.array(ids, dtype=mx.uint32), mx.array(absolute), mx.array(relative))
         rejected = mx.cumsum((~ok).astype(mx.int32))  # rejections up to and including each check
         before = mx.concatenate([mx.zeros(1, dtype=mx.int32), rejected])  # ... before each check
@@ -164,5 +162,5 @@ def decide_rows(logits: mx.array, items: Sequence[tuple[int, Sequence[int], floa
         leading = (rejected == before[start][item_of]).astype(mx.int32)
         counted = mx.concatenate([mx.zeros(1, dtype=mx.int32), mx.cumsum(leading)])
         accepted = counted[end] - counted[start]
-    next_token = mx.argmax(flat[firsts + accepted], axis=-1).astype(mx.int32)
+    next_token = mx.argmax(rows[firsts + accepted], axis=-1).astype(mx.int32)
     return mx.stack([accepted, next_token], axis=1)
