@@ -265,7 +265,7 @@ def measure(args) -> dict:
 
 
 def percent(share: float | None) -> str:
-    return "" if share is None else f"{100 * share:.0f}%"
+    return "" if share is None else f"{round(100 * share) or 0}%"  # never "-0%"
 
 
 def share_cell(row: dict) -> str:
