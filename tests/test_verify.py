@@ -1,7 +1,11 @@
-"""The fused accept rule against the explicit biased mixture, and the compiled accept/next function."""
+"""The fused accept rule against the explicit biased mixture, the compiled accept/next function, and
+many decisions made at once (``decide_rows``, the runner's grouping of a round's decisions)."""
 
+import random
 from fractions import Fraction
 
+from mlx_ssbd.engine.update import Fed, Job
+from mlx_ssbd.engine.update import run as engine_run
 from mlx_ssbd.engine.verify import accept_and_next, accept_mask, accept_threshold, decide, decide_rows
 
 import mlx.core as mx
@@ -129,3 +133,47 @@ def test_rows_of_a_batched_call_are_decided_as_each_alone():
     ends = np.cumsum([p.shape[0] for p in passes])
     side = [(int(end) - len(d) - 1, d, beta, rule) for end, (_, d, beta, rule) in zip(ends, items)]
     assert decide_rows(mx.concatenate(passes), side).tolist() == got
+
+
+class OwnLogits:
+    """A feeder whose every answer is logits of its own, as a verify pass fed in chunks gets (no
+    batched call to decide from): row i of a feed is a fixed random function of the ids before it."""
+
+    VOCAB = 40
+
+    def feed(self, feeds):
+        return [
+            Fed(mx.stack([self.row(feed.ids[:n]) for n in range(len(feed.ids) - feed.logits + 1, len(feed.ids) + 1)]),
+                0, len(feed.ids))
+            for _, feed in feeds
+        ]  # fmt: skip
+
+    def row(self, ids) -> mx.array:
+        seed = hash(tuple(int(t) for t in ids)) % 2**31  # ints hash alike in every process
+        return mx.array(np.random.default_rng(seed).normal(size=self.VOCAB).astype(np.float32) * 3)
+
+    def greedy(self, ids: list, n: int) -> list:
+        for _ in range(n):
+            ids = [*ids, int(mx.argmax(self.row(ids)).item())]
+        return ids[-n:] if n else []
+
+
+def test_decisions_over_logits_of_their_own_are_made_together_as_each_alone():
+    """Several streams deciding in one round over logits of their own (a pass fed in chunks) are
+    decided together (one ``decide_rows``); each gets what it gets alone: drafts of different
+    lengths, partly accepted, both rules, beta 0 to 0.5, and the decode steps after them."""
+    feeder, rng = OwnLogits(), random.Random(5)
+    jobs = []
+    for i in range(5):
+        head = [1, 2, 3 + i]
+        agree, length = rng.randint(0, 4), rng.randint(0, 7)
+        draft = (feeder.greedy(head, agree) + [rng.randrange(OwnLogits.VOCAB) for _ in range(length)])[
+            :length
+        ]
+        beta, rule = rng.choice([0.0, 0.2, 0.5]), rng.choice(["mixture", "ratio"])
+        jobs.append(Job(head, [], draft, beta, max_new=len(draft) + 3, stops=lambda t: None, rule=rule))
+    together = engine_run(feeder, [(object(), job) for job in jobs])
+    for job, outcome in zip(jobs, together):
+        alone = engine_run(feeder, [(object(), job)])[0]
+        assert (outcome.output, outcome.accepted) == (alone.output, alone.accepted)
+    assert any(0 < o.accepted < len(job.draft) for job, o in zip(jobs, together))  # partial accepts
