@@ -147,9 +147,8 @@ class BatchCache:
 
     def feed(self, feeds) -> list[Fed]:
         """One model call for ``[(row, Feed)]`` (and one per solo row); returns a ``Fed`` per feed."""
-        if len({id(row) for row, _ in feeds}) != len(feeds) or not {id(row) for row, _ in feeds} <= {
-            id(row) for row in self._members
-        }:
+        named = {id(row) for row, _ in feeds}
+        if len(named) != len(feeds) or not named <= {id(row) for row in self._members}:
             raise ValueError("each feed must name a distinct row of this batch")
         batched, cached, requests, solo = {}, {}, [], []
         for row, feed in feeds:
@@ -194,7 +193,7 @@ class BatchCache:
         plans = [self._plan(wanted[id(row)], cached[id(row)], limit) for row in self.rows]
         width = max(len(new) for _, new, _ in plans)
         asked = sum(len(new) for _, new, _ in plans)
-        inputs, drops, pads, kept, ends = [], [], [], [], {}
+        inputs, drops, pads, kept = [], [], [], []
         for row, (keep, new, source) in zip(self.rows, plans):
             refeed = min(keep, width - len(new))
             if refeed:
@@ -205,15 +204,14 @@ class BatchCache:
             kept.append(keep)
             inputs.append(new)
             row.tokens[keep:] = new
-            ends[id(row)] = len(row.tokens)
         self.kv.drop_tails(drops)
         self.kv.prepare(pads)
         # rows done (holding all of their feed's ids), and for the others (a chunk of a long
         # verify pass) their logits among those their feed asks for
         piece = {}
         for row, feed in feeds:
-            if ends[id(row)] < len(feed.ids):
-                piece[id(row)] = max(0, ends[id(row)] - (len(feed.ids) - feed.logits))
+            if len(row.tokens) < len(feed.ids):
+                piece[id(row)] = max(0, len(row.tokens) - (len(feed.ids) - feed.logits))
         last = max([feed.logits for row, feed in feeds if id(row) not in piece] + [*piece.values(), 1])
         if self.trace is not None:
             self.trace(CallShape(len(self.rows), width, self.kv.end, last, asked))
