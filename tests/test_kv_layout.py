@@ -1,12 +1,12 @@
 """The batch's bookkeeping. Its left-padded KV layout (``engine.kv_layout.PaddedKV``): rows moved
 in and out, tails dropped and calls made keep the host's mirror of every row's padding and of the
 end equal to what the layers hold, keep each row's keys and values, and make no host sync. The
-prefix match it runs on every row twice a round (``engine.cache.common_prefix_len``)."""
+prefix match it runs on every row a round (``engine.cache.common_prefix_len``, ``held_prefix``)."""
 
 import copy
 import random
 
-from mlx_ssbd.engine.cache import common_prefix_len
+from mlx_ssbd.engine.cache import common_prefix_len, held_prefix
 from mlx_ssbd.engine.kv_layout import PaddedKV
 
 import mlx.core as mx
@@ -144,3 +144,18 @@ def test_common_prefix_len_is_the_first_difference():
             == common_prefix_len(text_a, text_b)
             == first
         )
+
+
+def test_held_prefix_compares_only_past_what_the_cache_is_known_to_hold():
+    rng = random.Random(6)
+    for _ in range(2000):
+        tokens = [rng.randint(0, 2) for _ in range(rng.randint(0, 30))]
+        ids = tokens[: rng.randint(0, len(tokens))] + [rng.randint(0, 2) for _ in range(rng.randint(0, 6))]
+        first = common_prefix_len(tokens, ids)
+        for held in {0, rng.randint(0, first), first}:
+            assert held_prefix(list(tokens), ids, held) == first
+        if ids:  # a lazy last id (a pipelined step's) is never held
+            lazy = [*ids[:-1], mx.array(ids[-1])]
+            assert held_prefix(list(tokens), lazy, rng.randint(0, first)) == min(first, len(ids) - 1)
+    assert held_prefix([1, 2, 3], [1, 2, 3, 4], held=3) == 3  # a decode step: nothing compared
+    assert held_prefix([1, 2, mx.array(3)], [1, 2, 3, 4], held=2) == 3  # a lazy cached token resolved

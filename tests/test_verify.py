@@ -177,3 +177,34 @@ def test_decisions_over_logits_of_their_own_are_made_together_as_each_alone():
         alone = engine_run(feeder, [(object(), job)])[0]
         assert (outcome.output, outcome.accepted) == (alone.output, alone.accepted)
     assert any(0 < o.accepted < len(job.draft) for job, o in zip(jobs, together))  # partial accepts
+
+
+def test_a_decode_step_is_one_request_that_names_what_the_cache_holds(monkeypatch):
+    """After the verify pass (a feed, then its decision), each decoded token costs one request: a
+    feed answered with its decision, whose ``held`` counts every id but the new token."""
+    from mlx_ssbd.engine import update
+
+    seen, original = [], update.update_requests
+
+    def recorded(job):
+        requests, answer = original(job), None
+        while True:
+            try:
+                request = requests.send(answer)
+            except StopIteration as end:
+                return end.value
+            seen.append((request, list(getattr(request, "ids", ()))))  # ids as asked (a job's own list)
+            answer = yield request
+
+    monkeypatch.setattr(update, "update_requests", recorded)
+    feeder, head = OwnLogits(), [1, 2, 3]
+    draft = [*feeder.greedy(head, 2), (feeder.greedy(head, 3)[-1] + 1) % OwnLogits.VOCAB]
+    job = Job(head, [], draft, 0.0, max_new=8, stops=lambda t: None)
+    outcome = engine_run(feeder, [(object(), job)])[0]
+    assert (outcome.output, outcome.accepted) == (feeder.greedy(head, 8), 2)
+    (verify, _), (decision, _), *steps = seen
+    assert isinstance(verify, update.Feed) and verify.decide is None and isinstance(decision, update.Decide)
+    assert len(steps) == 8 - 2 - 1  # the last token is decided by the step before it
+    assert all(isinstance(s, update.Feed) and s.decide is not None for s, _ in steps)
+    assert [ids for _, ids in steps] == [[*head, *outcome.output[: n + 1]] for n in range(2, 7)]
+    assert [s.held for s, ids in steps] == [len(ids) - 1 for _, ids in steps]

@@ -46,8 +46,7 @@ SPLIT_HEAD_TYPES = frozenset({"llama", "qwen2", "qwen3"})
 def common_prefix_len(a: Sequence, b: Sequence) -> int:
     """Length of the longest common prefix of two sequences (token ids, words, text).
 
-    Slices are compared whole (at C speed: a batch of 64 streams compares every row's ids with
-    its cache's once a round), halving the span that holds the first difference."""
+    Slices are compared whole (at C speed), halving the span that holds the first difference."""
     if type(a) is not type(b):
         a, b = list(a), list(b)
     n = min(len(a), len(b))
@@ -76,6 +75,20 @@ def input_ids(ids: Sequence, pad: int = 0) -> mx.array:
 def is_lazy(ids: Sequence) -> bool:
     """True when the last id is a lazy token (see ``input_ids``)."""
     return bool(ids) and isinstance(ids[-1], mx.array)
+
+
+def held_prefix(tokens: list, ids: Sequence, held: int = 0) -> int:
+    """How many leading ``ids`` a cache holding ``tokens`` holds, given that it holds the first
+    ``held`` of them (``Feed.held``: only what follows is compared); a lazy last id (``input_ids``)
+    is never held."""
+    known = len(ids) - is_lazy(ids)
+    start = min(held, known, len(tokens))
+    if start == len(tokens):  # it holds nothing more (a decode step)
+        return start
+    tokens = resolved(tokens)
+    if start == 0 and known == len(ids):
+        return common_prefix_len(tokens, ids)
+    return start + common_prefix_len(tokens[start:], ids[start:known])
 
 
 def resolved(tokens: list) -> list:
@@ -161,11 +174,11 @@ class TokenCache:
         self.clear()
         return 0
 
-    def reuse(self, ids: Sequence[int], *, keep_last: int = 1) -> int:
+    def reuse(self, ids: Sequence[int], *, keep_last: int = 1, held: int = 0) -> int:
         """Rewind to the longest prefix shared with ``ids``, leaving at least ``keep_last`` ids of
-        ``ids`` to feed (their logits are needed). Returns the number of reused tokens."""
-        known = ids[:-1] if is_lazy(ids) else ids
-        n = min(common_prefix_len(resolved(self.tokens), known), max(0, len(ids) - keep_last))
+        ``ids`` to feed (their logits are needed). Returns the number of reused tokens. ``held``:
+        the cache is known to hold the first ``held`` ids (``Feed.held``); they are not compared."""
+        n = min(held_prefix(self.tokens, ids, held), max(0, len(ids) - keep_last))
         return self.rewind(n)
 
     def forward(self, ids: Sequence[int], *, logits_from: int = 0, marks: Sequence[int] = ()) -> mx.array:
@@ -210,7 +223,7 @@ class TokenCache:
         feed = feeds[0][1]
         ids, wanted = feed.ids, feed.logits
         rebuilds, calls = self.rebuilds, self.forward_calls
-        reused = self.reuse(ids, keep_last=wanted) if feed.reuse else self.rewind(0)
+        reused = self.reuse(ids, keep_last=wanted, held=feed.held) if feed.reuse else self.rewind(0)
         new = len(ids) - reused
         if chunk is not None and new > chunk:
             first = min(max(0, len(ids) - wanted - reused), chunk - 1)  # the first row with logits

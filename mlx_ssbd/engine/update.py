@@ -6,13 +6,16 @@ in one biased pass, decide, decode on from the first rejected position, stop. A 
 proposal is checked in that step's pass, and what each kind gained comes back in the ``Outcome``.
 It never touches a model: it yields requests and receives their answers.
 
-* ``Feed(ids, logits, reuse=True, marks=())``: "make this stream's KV cache hold exactly ``ids``;
-  give me the logits of the last ``logits`` positions". The feeder reuses the longest cached
+* ``Feed(ids, logits, reuse=True, marks=(), held=0)``: "make this stream's KV cache hold exactly
+  ``ids``; give me the logits of the last ``logits`` positions". The feeder reuses the longest cached
   prefix (rewinding whatever diverges, e.g. a rejected draft; nothing with ``reuse=False``) and
   feeds the rest in one model call; the answer is ``(logits, reused)``, ``reused`` counting the
   tokens whose KV came from the cache. ``marks`` are the positions a later update may return to
   (the end of the shared prompt, the stable source, the draft's start): a cache that cannot be
-  trimmed keeps a checkpoint there (``checkpoints``).
+  trimmed keeps a checkpoint there (``checkpoints``). ``held`` counts leading ids the cache is
+  known to hold (the job's previous feed): a decode step's feed compares only its new token.
+  With ``decide`` (a ``Decide`` without rows), the answer is that decision over the fed logits,
+  made in the next round's sync: a decode step is one request.
 * ``Sync(value)``: "evaluate this lazy array", answered with its ``tolist()``.
 * ``Decide(rows, draft, ...)``: "the verify rule's ``[accepted, next token]`` over these logits"
   (``verify.decide``; without a draft, the next token alone), answered with that pair. The runner
@@ -60,18 +63,39 @@ from ..platform.backend import on_generation_stream
 from .verify import DEFAULT_RULE, decide, decide_rows
 
 # The requests and answers below are made a few times per stream per round: slotted, not frozen
-# (a frozen dataclass costs about 3x as much to build); none is changed once made.
+# (a frozen dataclass costs about 3x as much to build); none is changed once made, but for the
+# rows of a ``Feed.decide``, which the runner fills in.
+
+
+@dataclass(slots=True)
+class Decide:
+    """Request: ``verify.decide(rows, draft, beta, sampler, rule)``, evaluated; answered with
+    ``(accepted, next_token)`` (accepted 0 without a draft). ``rows`` None: the logits of the
+    ``Feed`` that carries it (``Feed.decide``)."""
+
+    rows: mx.array | None
+    draft: Sequence[int] = ()
+    beta: float = 0.0
+    sampler: object = None
+    rule: str = DEFAULT_RULE
 
 
 @dataclass(slots=True)
 class Feed:
     """Request: the cache must hold ``ids``; answer the last ``logits`` positions' logits. With
-    ``reuse`` False, no cached token is kept: all of ``ids`` is fed again."""
+    ``reuse`` False, no cached token is kept: all of ``ids`` is fed again. ``held``: the cache is
+    known to hold the first ``held`` ids (the job's previous feed): the feeder compares only the
+    rest with what it holds, so a decode step costs the same at any context length. ``ids`` may be
+    the job's own list, changed after the answer: a feeder keeps no reference to it. With
+    ``decide``, the answer is that decision over the fed logits instead (a decode step: one
+    request, one resume of the job, per token)."""
 
     ids: Sequence[int]
     logits: int
     reuse: bool = True
     marks: tuple[int, ...] = ()  # positions worth a checkpoint where the cache cannot be trimmed
+    held: int = 0
+    decide: Decide | None = None  # answer with this decision over the fed logits (its rows: those)
 
 
 @dataclass(slots=True)
@@ -79,18 +103,6 @@ class Sync:
     """Request: evaluate ``value``; answered with ``value.tolist()``."""
 
     value: mx.array
-
-
-@dataclass(slots=True)
-class Decide:
-    """Request: ``verify.decide(rows, draft, beta, sampler, rule)``, evaluated; answered with
-    ``(accepted, next_token)`` (accepted 0 without a draft)."""
-
-    rows: mx.array
-    draft: Sequence[int] = ()
-    beta: float = 0.0
-    sampler: object = None
-    rule: str = DEFAULT_RULE
 
 
 @dataclass
@@ -190,7 +202,7 @@ def update_requests(job: Job) -> Requests:
     grew = job.progress or (lambda output: None)
     grew(outcome.output)
     # 2. Decode on from the first rejected position, one token (or one checked proposal) a step.
-    fed = [*job.head, *draft[:accepted]]  # what the cache holds before ``token``
+    fed = [*job.head, *draft[:accepted]]  # what the cache holds before ``token`` (grown in place)
     pending = [token]  # decided tokens not yet checked for stops
     ahead = None  # logits of the step feeding ``token``, dispatched before it was known
     pipelined = job.pipelined and job.proposer is None
@@ -211,21 +223,30 @@ def update_requests(job: Job) -> Requests:
             continue  # accepted proposal tokens still to check, or out of budget
         offer = job.proposer(outcome.output, accepted) if job.proposer else None
         proposal = offer.tokens[: job.max_new - len(outcome.output)] if offer else []
-        if ahead is None:
-            rows, _ = yield Feed([*fed, token, *proposal], len(proposal) + 1)
+        if ahead is None and not (pipelined and len(outcome.output) + 1 < job.max_new):
+            # fed and decided in one request: the step's decision comes back, not its logits
+            held = len(fed)
+            fed += [token, *proposal]
+            beta = job.beta if offer is None or offer.beta is None else offer.beta
+            decide = Decide(None, proposal, beta, job.sampler, job.rule)
+            taken, token = yield Feed(fed, len(proposal) + 1, held=held, decide=decide)
+            del fed[held + 1 + taken :]  # the rejected proposal tokens
+            if offer is not None:
+                outcome.proposals += 1
+                outcome.proposed[offer.kind] = outcome.proposed.get(offer.kind, 0) + taken
+            pending = [*proposal[:taken], token]
+            continue
+        if ahead is None:  # pipelined (no proposer): the step's logits pick t+1 lazily
+            held = len(fed)
+            fed.append(token)
+            rows, _ = yield Feed(fed, 1, held=held)
         else:
             rows, ahead = ahead, None
-        fed += [token]
-        if proposal:
-            beta = job.beta if offer.beta is None else offer.beta
-            taken, token = yield Decide(rows, proposal, beta, job.sampler, job.rule)
-            outcome.proposals += 1
-            outcome.proposed[offer.kind] = outcome.proposed.get(offer.kind, 0) + taken
-            fed += proposal[:taken]
-            pending = [*proposal[:taken], token]
-        elif pipelined and len(outcome.output) + 1 < job.max_new:
+            fed[-1] = token  # in place of the lazy token that step was fed
+        if len(outcome.output) + 1 < job.max_new:
             lazy = (job.sampler or mx.argmax)(rows[-1])
-            ahead, _ = yield Feed([*fed, lazy], 1)  # step t+1 dispatched before t syncs
+            fed.append(lazy)
+            ahead, _ = yield Feed(fed, 1, held=len(fed) - 1)  # step t+1 dispatched before t syncs
             pending = [(yield Sync(lazy))]
         else:
             pending = [(yield Decide(rows, sampler=job.sampler))[1]]
@@ -377,7 +398,12 @@ class Runner:
                 self._batch[key] = (logits, fed.batch)
             else:
                 self._batch.pop(key, None)
-            answers[key] = (logits, self._reused.pop(key, fed.reused))
+            reused = self._reused.pop(key, fed.reused)
+            if request.decide is None:
+                answers[key] = (logits, reused)
+            else:  # its decision stands for the next round's sync, in place of the feed
+                request.decide.rows = logits
+                self._requests[key] = request.decide
         return answers
 
 
