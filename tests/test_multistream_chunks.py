@@ -91,7 +91,7 @@ def test_a_long_verify_pass_is_fed_a_chunk_per_call_its_logits_in_pieces():
         assert step.done
         if fed.done:
             assert fed.fed <= 16  # the last 16 go whole
-            pieces.append(fed.logits)
+            pieces.append(fed.rows(request.logits))
             break
         assert fed.fed <= 4 and step.fed <= 4  # the decode step's call stays 4 wide
         if fed.piece is not None:

@@ -216,13 +216,11 @@ class BatchCache:
         logits = model_logits(self.model, batch_input(inputs, pads), self.kv.layers, last)
         self.kv.advance(width)
         index = {id(row): b for b, row in enumerate(self.rows)}
-        each = mx.unstack(logits)  # every row's logits in one op (a third of a slice per row)
         answers = []
-        for row, feed in feeds:
+        for row, _ in feeds:
             b = index[id(row)]
-            if id(row) not in piece:
-                mine = each[b] if feed.logits == last else each[b][last - feed.logits :]
-                answers.append(Fed(mine, kept[b], width - pads[b], batch=(logits, b)))
+            if id(row) not in piece:  # its logits: its row's last ones in the call's (``Fed.rows``)
+                answers.append(Fed(None, kept[b], width - pads[b], batch=(logits, b)))
             else:  # a chunk of a long feed: the last logits keep the call's work evaluated
                 part = logits[b, last - piece[id(row)] :] if piece[id(row)] else None
                 answers.append(Fed(logits[b, -1:], kept[b], width - pads[b], done=False, piece=part))

@@ -160,16 +160,24 @@ class Job:
 class Fed:
     """A feeder's answer to one ``Feed``."""
 
-    logits: mx.array  # the last ``Feed.logits`` positions' logits (lazy)
+    logits: mx.array | None  # the last ``Feed.logits`` positions' logits (lazy); None: in ``batch``
     reused: int  # tokens whose KV came from the cache
     fed: int  # tokens this stream sent through the model in the call
     rebuilt: bool = False  # the cache could not be trimmed and was rebuilt from nothing
     done: bool = True  # False: only a chunk of a long feed went in; the rest comes in the next calls
     calls: int = 1  # model calls it took (more where it left checkpoints, see ``Feed.marks``)
     piece: mx.array | None = None  # done False: the chunk's logits among the last Feed.logits, if any
-    # ``logits`` are the last positions of row ``batch[1]`` of the call's logits ``batch[0]``
-    # (B, positions, vocab): decisions of many rows take one op on that array (``Decide``)
+    # the row ``batch[1]`` of a batched call's logits ``batch[0]`` (B, positions, vocab): the
+    # decisions of many rows take one op on that array (``Decide``), so a row's own logits are
+    # taken out of it only where they are needed (``rows``)
     batch: tuple[mx.array, int] | None = None
+
+    def rows(self, wanted: int) -> mx.array:
+        """The logits of the last ``wanted`` positions fed (the feed's ``logits``)."""
+        if self.logits is not None:
+            return self.logits
+        call, b = self.batch
+        return call[b] if wanted == call.shape[1] else call[b, call.shape[1] - wanted :]
 
 
 @dataclass
@@ -392,18 +400,23 @@ class Runner:
                     given = fed.piece.shape[0]
                 self._requests[key] = dataclasses.replace(request, reuse=True, logits=request.logits - given)
                 continue
-            pieces = self._pieces.pop(key, [])
-            logits = mx.concatenate([*pieces, fed.logits]) if pieces else fed.logits
-            if fed.batch is not None and not pieces:
-                self._batch[key] = (logits, fed.batch)
+            pieces, decide = self._pieces.pop(key, []), request.decide
+            batched = fed.batch if not pieces else None
+            if batched is not None and decide is not None and decide.sampler is None:
+                logits = None  # decided with the other rows of its call, from the call's logits
+            else:
+                logits = fed.rows(request.logits)
+                logits = mx.concatenate([*pieces, logits]) if pieces else logits
+            if batched is not None:
+                self._batch[key] = (logits, batched)
             else:
                 self._batch.pop(key, None)
             reused = self._reused.pop(key, fed.reused)
-            if request.decide is None:
+            if decide is None:
                 answers[key] = (logits, reused)
             else:  # its decision stands for the next round's sync, in place of the feed
-                request.decide.rows = logits
-                self._requests[key] = request.decide
+                decide.rows = logits
+                self._requests[key] = decide
         return answers
 
 
