@@ -1,7 +1,8 @@
 """The batch's bookkeeping. Its left-padded KV layout (``engine.kv_layout.PaddedKV``): rows moved
-in and out, tails dropped and calls made keep the host's mirror of every row's padding and of the
-end equal to what the layers hold, keep each row's keys and values, and make no host sync. The
-prefix match it runs on every row a round (``engine.cache.common_prefix_len``, ``held_prefix``)."""
+in and out (one by one, or copied out and back together), tails dropped and calls made keep the
+host's mirror of every row's padding and of the end equal to what the layers hold, keep each row's
+keys and values, and make no host sync. The prefix match it runs on every row a round
+(``engine.cache.common_prefix_len``, ``held_prefix``)."""
 
 import copy
 import random
@@ -70,7 +71,7 @@ def no_host_sync(monkeypatch):
     return guard
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(12))
 def test_rows_moved_in_and_out_keep_their_keys_and_the_mirror(seed, no_host_sync):
     rng = random.Random(seed)
     made = iter(range(10_000))
@@ -84,12 +85,23 @@ def test_rows_moved_in_and_out_keep_their_keys_and_the_mirror(seed, no_host_sync
         kv = PaddedKV.merge(parked)
     assert_mirrored(kv, rows)
     for _ in range(12):
-        action = rng.choice(["add", "keep", "call"])
+        action = rng.choice(["add", "keep", "take", "call"])
         if action == "add":
             parked, more = new_rows(rng.randint(1, 3))
             with no_host_sync():
                 kv.add(parked)
             rows += more
+        elif action == "take":  # rows copied out together, then all back beside new ones, in any order
+            indices = rng.sample(range(len(rows)), rng.randint(1, len(rows)))
+            parked, more = new_rows(rng.randint(0, 2))
+            with no_host_sync():
+                aside = kv.take(indices)
+                parts = [(kv, rows), (aside, [rows[b] for b in indices])]
+                parts += [(PaddedKV.merge(parked), more)] if parked else []
+                rng.shuffle(parts)
+                kv = PaddedKV.concat([part for part, _ in parts])
+            assert_mirrored(aside, [rows[b] for b in indices])
+            rows = [row for _, held in parts for row in held]
         elif action == "keep":
             indices = rng.sample(range(len(rows)), rng.randint(1, len(rows)))
             with no_host_sync():

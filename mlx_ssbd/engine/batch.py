@@ -8,8 +8,10 @@ into=cache)`` moves it back out (keys, values and ids). ``feed`` (the ``engine``
 serves any subset of rows in one model call (or a few, on a CPU: below). A row stays in the batch
 from call to call and from update to update while it has work; a row without a request in a call is
 set aside (*parked*: its keys and values taken out of the batch) so that it costs the running rows
-nothing, and comes back in (one ``extend``) with its next request. A ``BatchRow`` records exactly
-the ids its row holds (``tokens``). ``trace``, when set, is told the shape of every batched model
+nothing, and comes back in with its next request. Rows parked in one call are set aside together
+(``Aside``: one copy per layer for all of them) and come back as a block when they return
+together (as streams whose updates end in one round do at their next ones). A ``BatchRow``
+records exactly the ids its row holds (``tokens``). ``trace``, when set, is told the shape of every batched model
 call (``CallShape``: rows, width, context, logits), for measurements that cost the same model work
 again alone.
 
@@ -66,7 +68,40 @@ class BatchRow:
     def __init__(self, cache: TokenCache, feeder: BatchCache):
         self.feeder = feeder
         self.tokens = list(cache.tokens)
-        self.parked: list[KVCache] | None = cache.layers  # its layers while out of the batch
+        # out of the batch: its own layers, or the rows set aside with it (None: in the batch)
+        self.parked: list[KVCache] | Aside | None = cache.layers
+
+
+class Aside:
+    """Rows parked together: their keys and values in one layout, copied out of the batch in one
+    gather per layer; they come back as a block (``PaddedKV.concat``), or those that return
+    without the others are copied out again. Holds at most twice the keys of the rows still in it."""
+
+    def __init__(self, kv: PaddedKV, rows: list[BatchRow]):
+        self.kv, self.rows = kv, list(rows)  # a row that has left is None in ``rows``
+
+    def back(self, rows: list[BatchRow]) -> tuple[PaddedKV, list[BatchRow]]:
+        """The layout of ``rows`` (some of these, which leave it), and the rows in its order."""
+        if len(rows) == len(self.rows) and None not in self.rows:  # all of them: as they are
+            return self.kv, self.rows
+        part = self.kv.take([self.rows.index(row) for row in rows])
+        self._drop(rows)
+        return part, rows
+
+    def extract(self, row: BatchRow) -> list[KVCache]:
+        """``row``'s own layers, copied out; it leaves."""
+        layers = self.kv.extract(self.rows.index(row))
+        self._drop([row])
+        return layers
+
+    def _drop(self, rows: list[BatchRow]) -> None:
+        gone = {id(row) for row in rows}
+        self.rows = [None if row is None or id(row) in gone else row for row in self.rows]
+        still = [i for i, row in enumerate(self.rows) if row is not None]
+        if still and 2 * len(still) <= len(self.rows):  # at most half of it still here: copied out smaller
+            self.kv, self.rows = self.kv.take(still), [self.rows[i] for i in still]
+        elif not still:
+            self.kv, self.rows = None, []
 
 
 class SoloRow:
@@ -118,13 +153,17 @@ class BatchCache:
             return
         if row.parked is None:
             self._park([row])
-        into.layers, into.tokens = row.parked, list(resolved(row.tokens))
+        layers = row.parked.extract(row) if isinstance(row.parked, Aside) else row.parked
+        into.layers, into.tokens = layers, list(resolved(row.tokens))
+        row.parked = layers
         self._members.remove(row)
 
     def _park(self, rows: list[BatchRow]) -> None:
-        """Take ``rows`` out of the batch, keeping their keys and values aside."""
+        """Take ``rows`` out of the batch together (``Aside``), keeping their keys and values."""
+        index = {id(row): b for b, row in enumerate(self.rows)}
+        aside = Aside(self.kv.take([index[id(row)] for row in rows]), rows)
         for row in rows:
-            row.parked = self.kv.extract(self.rows.index(row))
+            row.parked = aside
         keep = [i for i, row in enumerate(self.rows) if row.parked is None]
         self.rows = [self.rows[i] for i in keep]
         if not self.rows:
@@ -133,15 +172,22 @@ class BatchCache:
         self.kv.keep(keep)
 
     def _unpark(self, rows: list[BatchRow]) -> None:
-        """Bring parked ``rows`` back into the batch (one ``extend`` per layer)."""
-        parked = [row.parked for row in rows]
-        if self.kv is None:
-            self.kv = PaddedKV.merge(parked)
-        else:
-            self.kv.add(parked)
+        """Bring parked ``rows`` back into the batch: those parked together as a block, those
+        that joined on their own merged, all in one ``PaddedKV.concat``."""
+        alone = [row for row in rows if not isinstance(row.parked, Aside)]
+        parts, order = ([PaddedKV.merge([row.parked for row in alone])], alone) if alone else ([], [])
+        asides = {}
         for row in rows:
+            if isinstance(row.parked, Aside):
+                asides.setdefault(id(row.parked), (row.parked, []))[1].append(row)
+        for aside, back in asides.values():
+            part, back = aside.back(back)
+            parts.append(part)
+            order += back
+        self.kv = PaddedKV.concat(([self.kv] if self.kv is not None else []) + parts)
+        for row in order:
             row.parked = None
-        self.rows += rows
+        self.rows += order
 
     # -- the engine's feeder interface ----------------------------------------------------------
 

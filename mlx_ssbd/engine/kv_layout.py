@@ -4,7 +4,10 @@ that reads or writes that cache's fields.
 Contract: ``PaddedKV(layers, padding)`` holds one ``BatchKVCache`` per model layer, every row ending
 at the same index ``end``, row b's first ``padding[b]`` columns padding. ``PaddedKV.merge(parked)``
 builds one from rows that ``extract(b)`` took out (a list of one-row layers each); ``add(parked)``
-adds such rows after its own; ``keep(indices)`` keeps those rows, in that order. Before a model call
+adds such rows after its own; ``keep(indices)`` keeps those rows, in that order; ``take(indices)``
+copies those rows out into a layout of their own (one gather per layer and tensor, however many
+rows), and ``PaddedKV.concat(parts)`` puts layouts back together (each tensor written once), so
+rows that leave and come back together cost a few operations, not a few per row. Before a model call
 whose input row b is left padded by ``pads[b]``: ``drop_tails(drops)`` (row b loses its last
 ``drops[b]`` tokens: what every row loses is trimmed, a row that loses more is shifted right under
 more padding, and columns that every row pads are cut off, so the cache does not grow with the
@@ -16,10 +19,10 @@ so neither a call's bookkeeping nor moving rows in and out makes a host sync. (m
 ``extract`` and ``filter`` read the padding back: a sync for each parked row of each layer, each
 waiting for every call dispatched before it.)
 
-What it touches of mlx-lm's cache (mlx-lm 0.32): ``merge``, ``extend`` and ``trim`` as they are,
+What it touches of mlx-lm's cache (mlx-lm 0.32): ``merge`` and ``trim`` as they are,
 and the fields ``keys``, ``values``, ``left_padding``, ``offset`` and ``_idx`` (private: the end
-index, which has no public setter), each written only here; ``extract`` and ``keep`` do what
-mlx-lm's ``extract`` and ``filter`` do, from the host's mirror.
+index, which has no public setter), each written only here; ``extract``, ``take`` and
+``concat`` do what mlx-lm's ``extract``, ``filter`` and ``extend`` do, from the host's mirror.
 """
 
 from __future__ import annotations
@@ -64,33 +67,64 @@ class PaddedKV:
             caches.append(cache)
         return caches
 
-    def add(self, parked: list[list]) -> None:
-        """Add the rows ``parked`` (as for ``merge``) after these: both right-aligned to the
-        later end (mlx-lm's ``extend``)."""
-        merged, padding = self._merged(parked)
-        end, stored = merged[0]._idx, self._stored or merged[0].keys is not None
-        for layer, more in zip(self.layers, merged):
-            layer.extend(more)
-        if not stored:  # two empty caches: the paddings side by side, the end as it was
-            self.padding += padding
-            return
-        top = max(self.end, end)
-        self.padding = [p + top - self.end for p in self.padding] + [p + top - end for p in padding]
-        self.end = top
+    @classmethod
+    def concat(cls, parts: list[PaddedKV]) -> PaddedKV:
+        """One layout of every part's rows, part after part, each right-aligned to the latest end:
+        each layer's keys and values written once into one new tensor (the room after the end is
+        the largest any part has, so no part's next call must grow)."""
+        if len(parts) == 1:
+            return parts[0]
+        end = max(part.end for part in parts)
+        padding = [p + end - part.end for part in parts for p in part.padding]
+        stored = [part for part in parts if part._stored]
+        layers = [BatchKVCache(padding) for _ in parts[0].layers]
+        if stored:
+            size = end + max(part.layers[0].keys.shape[2] - part.end for part in stored)
+            for i, layer in enumerate(layers):
+                for name in ("keys", "values"):
+                    like = getattr(stored[0].layers[i], name)
+                    joined = mx.zeros((len(padding), like.shape[1], size, like.shape[3]), like.dtype)
+                    b = 0
+                    for part in parts:
+                        tensor = getattr(part.layers[i], name)
+                        if tensor is not None and part.end:
+                            joined[b : b + len(part.padding), :, end - part.end : end] = tensor[
+                                ..., : part.end, :
+                            ]
+                        b += len(part.padding)
+                    setattr(layer, name, joined)
+        left, offset = mx.array(padding), mx.array([end - p for p in padding])
+        for layer in layers:
+            layer.left_padding, layer.offset, layer._idx = left, offset, end
+        return cls(layers, padding)
 
-    def keep(self, indices: list[int]) -> None:
-        """Keep rows ``indices``, in that order (padding every kept row has is cut)."""
+    def add(self, parked: list[list]) -> None:
+        """Add the rows ``parked`` (as for ``merge``) after these (``concat``)."""
+        joined = PaddedKV.concat([self, PaddedKV.merge(parked)])
+        self.layers, self.padding, self.end = joined.layers, joined.padding, joined.end
+
+    def take(self, indices: list[int]) -> PaddedKV:
+        """A new layout of rows ``indices``, in that order (copied out in one gather per layer and
+        tensor; padding every taken row has is cut); this one is left as it is."""
         rows = mx.array(indices)
         padding = [self.padding[i] for i in indices]
         lowest = min(padding)
-        self.padding = [p - lowest for p in padding]
-        left, offset = mx.array(self.padding), self.layers[0].offset[rows]
+        padding = [p - lowest for p in padding]
+        left, offset = mx.array(padding), self.layers[0].offset[rows]
+        layers = []
         for layer in self.layers:
+            taken = BatchKVCache(padding)
             if layer.keys is not None:
-                layer.keys = layer.keys[rows][..., lowest:, :]
-                layer.values = layer.values[rows][..., lowest:, :]
-            layer.left_padding, layer.offset, layer._idx = left, offset, self.end - lowest
-        self.end -= lowest
+                taken.keys = layer.keys[rows][..., lowest:, :]
+                taken.values = layer.values[rows][..., lowest:, :]
+            taken.left_padding, taken.offset, taken._idx = left, offset, self.end - lowest
+            layers.append(taken)
+        return PaddedKV(layers, padding)
+
+    def keep(self, indices: list[int]) -> None:
+        """Keep rows ``indices``, in that order (padding every kept row has is cut)."""
+        kept = self.take(indices)
+        self.layers, self.padding, self.end = kept.layers, kept.padding, kept.end
 
     def drop_tails(self, drops: list[int]) -> None:
         """Row b loses its last ``drops[b]`` tokens; every row still ends at ``end``."""
