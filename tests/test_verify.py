@@ -128,6 +128,11 @@ def test_rows_of_a_batched_call_are_decided_as_each_alone():
     for (b, draft, beta, rule), pair in zip(items, got):
         assert pair == decide(logits[b, P - len(draft) - 1 :], draft, beta, rule=rule).tolist()
     assert any(0 < accepted < len(draft) for (_, draft, _, _), (accepted, _) in zip(items, got))
+    # decode steps alone: every row's, or some rows' in any order
+    flat = logits.reshape(B * P, V)
+    for rows in (list(range(B * P)), [5, 2, 40, 2]):
+        steps = decide_rows(flat, [(r, [], 0.2, "mixture") for r in rows]).tolist()
+        assert steps == [[0, int(np.array(flat[r]).argmax())] for r in rows]
     # passes of their own, side by side (as several streams' chunked passes are decided)
     passes = [logits[b, P - len(draft) - 1 :] for b, draft, _, _ in items]
     ends = np.cumsum([p.shape[0] for p in passes])

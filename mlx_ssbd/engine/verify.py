@@ -149,18 +149,19 @@ def decide_rows(rows: mx.array, items: Sequence[tuple[int, Sequence[int], float,
             absolute += [a] * len(draft)
             relative += [r] * len(draft)
         edges.append(len(checks))
+    if not checks:  # decode steps only: each one's row's argmax
+        picked = rows if firsts == list(range(rows.shape[0])) else rows[mx.array(firsts, dtype=mx.int32)]
+        next_token = mx.argmax(picked, axis=-1).astype(mx.int32)
+        return mx.stack([mx.zeros_like(next_token), next_token], axis=1)
     firsts = mx.array(firsts, dtype=mx.int32)
-    if not checks:  # decode steps only
-        accepted = mx.zeros(len(items), dtype=mx.int32)
-    else:
-        probs = mx.softmax(rows[mx.array(checks)].astype(mx.float32), axis=-1, precise=True)
-        ok = accept_mask(probs, mx.array(ids, dtype=mx.uint32), mx.array(absolute), mx.array(relative))
-        rejected = mx.cumsum((~ok).astype(mx.int32))  # rejections up to and including each check
-        before = mx.concatenate([mx.zeros(1, dtype=mx.int32), rejected])  # ... before each check
-        start, end = mx.array(edges[:-1]), mx.array(edges[1:])
-        item_of = mx.array([i for i in range(len(items)) for _ in range(edges[i], edges[i + 1])])
-        leading = (rejected == before[start][item_of]).astype(mx.int32)
-        counted = mx.concatenate([mx.zeros(1, dtype=mx.int32), mx.cumsum(leading)])
-        accepted = counted[end] - counted[start]
+    probs = mx.softmax(rows[mx.array(checks)].astype(mx.float32), axis=-1, precise=True)
+    ok = accept_mask(probs, mx.array(ids, dtype=mx.uint32), mx.array(absolute), mx.array(relative))
+    rejected = mx.cumsum((~ok).astype(mx.int32))  # rejections up to and including each check
+    before = mx.concatenate([mx.zeros(1, dtype=mx.int32), rejected])  # ... before each check
+    start, end = mx.array(edges[:-1]), mx.array(edges[1:])
+    item_of = mx.array([i for i in range(len(items)) for _ in range(edges[i], edges[i + 1])])
+    leading = (rejected == before[start][item_of]).astype(mx.int32)
+    counted = mx.concatenate([mx.zeros(1, dtype=mx.int32), mx.cumsum(leading)])
+    accepted = counted[end] - counted[start]
     next_token = mx.argmax(rows[firsts + accepted], axis=-1).astype(mx.int32)
     return mx.stack([accepted, next_token], axis=1)
