@@ -49,15 +49,16 @@ def test_rows_parked_together_come_back_and_leave_with_their_own_keys():
 
 
 def test_a_block_parked_together_comes_back_as_it_is():
-    """All of an aside's rows back at once: its layout joins the batch as it is (no copy out)."""
+    """All of an aside's rows back at once: its layout joins the batch as it is (no copy out); and
+    all of the batch's rows set aside take its layout as it is."""
     model = tiny_model("qwen2", seed=8)
     batch = BatchCache(model, call_tokens=None)
     rows = [batch.join(TokenCache(model)) for _ in PROMPTS[:3]]
     batch.feed([(row, Feed(ids, 1)) for row, ids in zip(rows, PROMPTS)])
     batch.feed([(rows[0], Feed([*PROMPTS[0], 1], 1))])
-    aside = rows[1].parked
-    batch._park([rows[0]])  # nothing runs: the batch is empty
-    assert batch.kv is None
+    aside, running = rows[1].parked, batch.kv
+    batch._park([rows[0]])  # every row of the batch: its layout goes aside as it is
+    assert batch.kv is None and rows[0].parked.kv is running
     keys = aside.kv.layers[0].keys
     batch._unpark([rows[2], rows[1]])
     assert batch.kv.layers[0].keys is keys and batch.rows == [rows[1], rows[2]]  # its order, its arrays

@@ -74,8 +74,11 @@ class BatchRow:
 
 class Aside:
     """Rows parked together: their keys and values in one layout, copied out of the batch in one
-    gather per layer; they come back as a block (``PaddedKV.concat``), or those that return
-    without the others are copied out again. Holds at most twice the keys of the rows still in it."""
+    gather per layer (every row of the batch: its layout as it is); they come back as a block
+    (``PaddedKV.concat``; alone: as it is), or those that return without the others are copied
+    out again. Holds at most twice the keys of the rows still in it. On a CPU, where a round's rows
+    of very different widths go in separate calls, each call's rows so go aside and come back
+    without a copy."""
 
     def __init__(self, kv: PaddedKV, rows: list[BatchRow]):
         self.kv, self.rows = kv, list(rows)  # a row that has left is None in ``rows``
@@ -160,8 +163,11 @@ class BatchCache:
 
     def _park(self, rows: list[BatchRow]) -> None:
         """Take ``rows`` out of the batch together (``Aside``), keeping their keys and values."""
-        index = {id(row): b for b, row in enumerate(self.rows)}
-        aside = Aside(self.kv.take([index[id(row)] for row in rows]), rows)
+        if len(rows) == len(self.rows):  # every row: the layout itself goes aside, as it is
+            aside, rows = Aside(self.kv, self.rows), self.rows
+        else:
+            index = {id(row): b for b, row in enumerate(self.rows)}
+            aside = Aside(self.kv.take([index[id(row)] for row in rows]), rows)
         for row in rows:
             row.parked = aside
         keep = [i for i, row in enumerate(self.rows) if row.parked is None]
