@@ -239,7 +239,7 @@ def update_requests(job: Job) -> Requests:
             decide = Decide(None, proposal, beta, job.sampler, job.rule)
             taken, token = yield Feed(fed, len(proposal) + 1, held=held, decide=decide)
             del fed[held + 1 + taken :]  # the rejected proposal tokens
-            if offer is not None:
+            if proposal:
                 outcome.proposals += 1
                 outcome.proposed[offer.kind] = outcome.proposed.get(offer.kind, 0) + taken
             pending = [*proposal[:taken], token]
