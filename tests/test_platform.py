@@ -126,8 +126,54 @@ def test_idle_kernel_threads_sleep_instead_of_spinning_beside_busy_processes():
     assert ours < 0.5 * spinning, f"idle threads burnt {ours:.3f} s of CPU (spinning: {spinning:.3f} s)"
 
 
+OPENBLAS_IDLE_PROBE = """
+import time
+import mlx_ssbd
+import mlx.core as mx
+from mlx_ssbd.platform import backend
+
+if backend.BLAS.name != "openblas" or (backend.blas_threads() or 1) < 2:
+    print("no-openblas-threads")
+    raise SystemExit
+a, b = mx.random.normal((512, 512)), mx.random.normal((512, 512))
+mx.eval(a, b)
+idle = 0.0
+for _ in range(12):  # an fp32 product on OpenBLAS's threads, then 50 ms with nothing to do
+    mx.eval(a @ b)
+    start = time.process_time()
+    time.sleep(0.05)
+    idle += time.process_time() - start
+print(idle)
+"""
+
+
+def test_idle_openblas_workers_sleep_instead_of_yielding_in_a_loop():
+    """OpenBLAS's pthread workers (fp32 products: a dense model) go to sleep soon after a product
+    with the platform's setting; with OpenBLAS's own (2^28 cycles) they yield in a loop through
+    the idle gaps. CPU time, not wall time."""
+
+    def idle_cpu_s(**env) -> float | None:
+        out = subprocess.run(
+            [sys.executable, "-c", OPENBLAS_IDLE_PROBE],
+            env=_without_thread_waits(**env),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert out.returncode == 0, out.stderr
+        return None if out.stdout.strip() == "no-openblas-threads" else float(out.stdout)
+
+    ours = idle_cpu_s()
+    if ours is None:
+        pytest.skip("OpenBLAS with more than one thread is not what MLX uses here")
+    spinning = idle_cpu_s(OPENBLAS_THREAD_TIMEOUT="28")  # OpenBLAS's own default
+    assert spinning > 0.05, f"the default wait burnt only {spinning:.4f} s in 12 idle gaps"
+    assert ours < 0.5 * spinning, f"idle workers burnt {ours:.3f} s of CPU (default: {spinning:.3f} s)"
+
+
 def test_thread_waits_are_set_before_any_runtime_loads_and_a_users_choice_is_kept():
-    probe = "import os, mlx_ssbd; print(os.environ.get('GOMP_SPINCOUNT'), os.environ.get('KMP_BLOCKTIME'))"
+    names = ("GOMP_SPINCOUNT", "KMP_BLOCKTIME", "OPENBLAS_THREAD_TIMEOUT")
+    probe = f"import os, mlx_ssbd; print(*(os.environ.get(name) for name in {names!r}))"
 
     def run(**env):
         return subprocess.run(
@@ -138,6 +184,8 @@ def test_thread_waits_are_set_before_any_runtime_loads_and_a_users_choice_is_kep
             check=True,
         ).stdout.split()
 
-    assert run() == [backend.THREAD_WAITS["GOMP_SPINCOUNT"], backend.THREAD_WAITS["KMP_BLOCKTIME"]]
-    assert run(GOMP_SPINCOUNT="5") == ["5", backend.THREAD_WAITS["KMP_BLOCKTIME"]]
-    assert run(OMP_WAIT_POLICY="ACTIVE") == ["None", "None"]  # a wait policy of the user's: hands off
+    ours = [backend.THREAD_WAITS[name] for name in names]
+    assert run() == ours
+    assert run(GOMP_SPINCOUNT="5") == ["5", *ours[1:]]
+    assert run(OPENBLAS_THREAD_TIMEOUT="20") == [*ours[:2], "20"]
+    assert run(OMP_WAIT_POLICY="ACTIVE") == ["None"] * 3  # a wait policy of the user's: hands off

@@ -8,8 +8,8 @@ then beside ``--busy`` processes that each spin a core (``while True: pass``), r
 between the policies:
 
 * ``mlx-ssbd``: what ``platform.backend`` sets (short spin-waits, ``THREAD_WAITS``);
-* ``runtime defaults``: libgomp's and libiomp5's own (``GOMP_SPINCOUNT=300000``,
-  ``KMP_BLOCKTIME=200``, the values they use when nothing is set);
+* ``runtime defaults``: libgomp's, libiomp5's and OpenBLAS's own (``GOMP_SPINCOUNT=300000``,
+  ``KMP_BLOCKTIME=200``, ``OPENBLAS_THREAD_TIMEOUT=28``, the values they use when nothing is set);
 * ``passive``: ``OMP_WAIT_POLICY=PASSIVE`` (idle threads sleep at once).
 
 The figure that matters is busy / quiet of the same policy (two busy processes on two cores: the
@@ -32,7 +32,10 @@ from benchmarks.harness import Benchmark, markdown_table, option
 
 POLICIES = (
     ("mlx-ssbd", {}),
-    ("runtime defaults", {"GOMP_SPINCOUNT": "300000", "KMP_BLOCKTIME": "200"}),
+    (
+        "runtime defaults",
+        {"GOMP_SPINCOUNT": "300000", "KMP_BLOCKTIME": "200", "OPENBLAS_THREAD_TIMEOUT": "28"},
+    ),
     ("passive", {"OMP_WAIT_POLICY": "PASSIVE"}),
 )
 SIZES = (1, 16)

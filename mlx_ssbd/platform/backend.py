@@ -25,8 +25,11 @@ CPU-specific lives here and nowhere else:
   spins for some tens of microseconds at most, then sleeps, so beside busy processes it no longer
   spins away whole time slices. The price is a wake-up per parallel region on a quiet machine
   (``benchmarks/engine/busy_machine.py`` measures both; 30,000 spins, about a millisecond, kept
-  neither figure reliably in its runs). A user's own
-  ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT`` or ``KMP_BLOCKTIME`` is kept (``thread_waits``).
+  neither figure reliably in its runs). OpenBLAS's pthread workers do the same after each product
+  (yielding in a loop for 2^28 cycles, about 0.1 s, by default): where they run (fp32 models,
+  ``--weights dense``) ``OPENBLAS_THREAD_TIMEOUT=16`` sends them to sleep after some tens of
+  microseconds. A user's own ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``KMP_BLOCKTIME`` or
+  ``OPENBLAS_THREAD_TIMEOUT`` is kept (``thread_waits``).
 * dtype: fp32 activations and floating parameters on the CPU (only fp32 uses BLAS there; MLX's
   bf16/fp16 matmuls cost grows with the number of tokens, which defeats one-pass verification);
   quantized layers stay quantized and run through mlx-ssbd's own kernel (``quantized``); the
@@ -52,8 +55,9 @@ from dataclasses import dataclass
 from . import gemv
 
 BLAS_ENV = "MLX_SSBD_BLAS"
-# How long an idle OpenMP thread spins before it sleeps (module docstring): GNU's in spins, Intel's in ms.
-THREAD_WAITS = {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "0"}
+# How long an idle thread spins before it sleeps (module docstring): GNU's OpenMP in spins, Intel's
+# in ms, OpenBLAS's pthread workers in powers of two of CPU cycles (2^16: some tens of microseconds).
+THREAD_WAITS = {"GOMP_SPINCOUNT": "1000", "KMP_BLOCKTIME": "0", "OPENBLAS_THREAD_TIMEOUT": "16"}
 WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
 THREAD_WAIT_NAMES = (WAIT_POLICY_ENV, *THREAD_WAITS)  # every variable that says how threads wait
 
@@ -138,7 +142,7 @@ def _openblas_candidates() -> list[str]:
 
 
 def _set_thread_waits() -> dict[str, str]:
-    """Short spin-waits for the OpenMP runtimes (module docstring), before any of them loads;
+    """Short spin-waits for the OpenMP runtimes and OpenBLAS (module docstring), before any loads;
     nothing where the user chose a wait policy. Returns what was set."""
     if WAIT_POLICY_ENV in os.environ:
         return {}
@@ -152,7 +156,7 @@ BLAS = _choose_blas()
 
 
 def thread_waits() -> str:
-    """How idle OpenMP threads wait, for ``doctor`` and reports."""
+    """How idle OpenMP and OpenBLAS threads wait, for ``doctor`` and reports."""
     names = [name for name in THREAD_WAIT_NAMES if name in os.environ]
     return ", ".join(
         f"{name}={os.environ[name]}" + ("" if name in THREAD_WAITS_SET else " (yours)") for name in names
