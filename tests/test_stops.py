@@ -42,7 +42,7 @@ class Bigram:
         self.following = following
 
     def feed(self, feeds):
-        from mlx_ssbd.engine.update import Fed
+        from mlx_ssbd.engine.requests import Fed
 
         import mlx.core as mx
 

@@ -4,7 +4,8 @@ many decisions made at once (``decide_rows``, the runner's grouping of a round's
 import random
 from fractions import Fraction
 
-from mlx_ssbd.engine.update import Fed, Job
+from mlx_ssbd.engine.requests import Fed
+from mlx_ssbd.engine.update import Job
 from mlx_ssbd.engine.update import run as engine_run
 from mlx_ssbd.engine.verify import accept_and_next, accept_mask, accept_threshold, decide, decide_rows
 

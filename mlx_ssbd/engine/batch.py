@@ -46,7 +46,7 @@ from mlx_lm.models.cache import KVCache
 from .cache import TokenCache, held_prefix, input_ids, is_lazy, model_logits, resolved
 from .kv_layout import PaddedKV
 from .planner import PREFILL_CHUNK, Planner, Request, chunk_for
-from .update import Fed
+from .requests import Fed
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
 from .checkpoints import Checkpoints, needs_checkpoints
-from .update import Fed
+from .requests import Fed
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Contract: ``update_requests(job)`` is a generator holding one SSBD update's logi
 in one biased pass, decide, decode on from the first rejected position, stop. A research plug-in,
 ``Job.proposer`` (``lookahead.Proposer``), may propose tokens after any decoded token; each
 proposal is checked in that step's pass, and what each kind gained comes back in the ``Outcome``.
-It never touches a model: it yields requests and receives their answers.
+It never touches a model: it yields requests and receives their answers (the types: ``requests``).
 
 * ``Feed(ids, logits, reuse=True, marks=(), held=0)``: "make this stream's KV cache hold exactly
   ``ids``; give me the logits of the last ``logits`` positions". The feeder reuses the longest cached
@@ -60,49 +60,8 @@ from dataclasses import dataclass
 import mlx.core as mx
 
 from ..platform.backend import on_generation_stream
+from .requests import Decide, Feed, Sync
 from .verify import DEFAULT_RULE, decide, decide_rows
-
-# The requests and answers below are made a few times per stream per round: slotted, not frozen
-# (a frozen dataclass costs about 3x as much to build); none is changed once made, but for the
-# rows of a ``Feed.decide``, which the runner fills in.
-
-
-@dataclass(slots=True)
-class Decide:
-    """Request: ``verify.decide(rows, draft, beta, sampler, rule)``, evaluated; answered with
-    ``(accepted, next_token)`` (accepted 0 without a draft). ``rows`` None: the logits of the
-    ``Feed`` that carries it (``Feed.decide``)."""
-
-    rows: mx.array | None
-    draft: Sequence[int] = ()
-    beta: float = 0.0
-    sampler: object = None
-    rule: str = DEFAULT_RULE
-
-
-@dataclass(slots=True)
-class Feed:
-    """Request: the cache must hold ``ids``; answer the last ``logits`` positions' logits. With
-    ``reuse`` False, no cached token is kept: all of ``ids`` is fed again. ``held``: the cache is
-    known to hold the first ``held`` ids (the job's previous feed): the feeder compares only the
-    rest with what it holds, so a decode step costs the same at any context length. ``ids`` may be
-    the job's own list, changed after the answer: a feeder keeps no reference to it. With
-    ``decide``, the answer is that decision over the fed logits instead (a decode step: one
-    request, one resume of the job, per token)."""
-
-    ids: Sequence[int]
-    logits: int
-    reuse: bool = True
-    marks: tuple[int, ...] = ()  # positions worth a checkpoint where the cache cannot be trimmed
-    held: int = 0
-    decide: Decide | None = None  # answer with this decision over the fed logits (its rows: those)
-
-
-@dataclass(slots=True)
-class Sync:
-    """Request: evaluate ``value``; answered with ``value.tolist()``."""
-
-    value: mx.array
 
 
 @dataclass
@@ -154,30 +113,6 @@ class Job:
     rule: str = DEFAULT_RULE
     loop_cut: Callable[[Sequence[int], int], int] | None = None
     marks: tuple[int, ...] = ()
-
-
-@dataclass(slots=True)
-class Fed:
-    """A feeder's answer to one ``Feed``."""
-
-    logits: mx.array | None  # the last ``Feed.logits`` positions' logits (lazy); None: in ``batch``
-    reused: int  # tokens whose KV came from the cache
-    fed: int  # tokens this stream sent through the model in the call
-    rebuilt: bool = False  # the cache could not be trimmed and was rebuilt from nothing
-    done: bool = True  # False: only a chunk of a long feed went in; the rest comes in the next calls
-    calls: int = 1  # model calls it took (more where it left checkpoints, see ``Feed.marks``)
-    piece: mx.array | None = None  # done False: the chunk's logits among the last Feed.logits, if any
-    # the row ``batch[1]`` of a batched call's logits ``batch[0]`` (B, positions, vocab): the
-    # decisions of many rows take one op on that array (``Decide``), so a row's own logits are
-    # taken out of it only where they are needed (``rows``)
-    batch: tuple[mx.array, int] | None = None
-
-    def rows(self, wanted: int) -> mx.array:
-        """The logits of the last ``wanted`` positions fed (the feed's ``logits``)."""
-        if self.logits is not None:
-            return self.logits
-        call, b = self.batch
-        return call[b] if wanted == call.shape[1] else call[b, call.shape[1] - wanted :]
 
 
 @dataclass
