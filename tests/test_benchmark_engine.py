@@ -104,6 +104,8 @@ def test_busy_machine_reports_each_thread_wait_policy_quiet_and_busy(model_dir, 
 
 
 def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
+    from benchmarks.engine.capacity import percent
+
     script(
         "benchmarks.engine.capacity",
         *("--models", "tiny-shape", "--streams", "1,3", "--methods", "rt,ssbd"),
@@ -125,6 +127,6 @@ def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
     text = (tmp_path / "capacity.md").read_text()
     assert "| ssbd | 3 |" in text
     # the engine's share against the aim, at the one stream the run has (64 streams it has not)
-    shares = {r["method"]: f"{100 * r['outside_share']:.0f}%" for r in rows if r["streams"] == 1}
+    shares = {r["method"]: percent(r["outside_share"]) for r in rows if r["streams"] == 1}  # never "-0%"
     assert f"1 stream: rt {shares['rt']}, ssbd {shares['ssbd']} (aim: at most 20%" in text
     assert "64 streams" not in text
