@@ -156,7 +156,7 @@ def test_idle_openblas_workers_sleep_instead_of_yielding_in_a_loop():
     if ours is None:
         pytest.skip("OpenBLAS with more than one thread is not what MLX uses here")
     spinning = _idle_cpu_s(OPENBLAS_IDLE_PROBE, OPENBLAS_THREAD_TIMEOUT="28")  # OpenBLAS's own default
-    assert spinning > 0.05, f"the default wait burnt only {spinning:.4f} s in 12 idle gaps"
+    assert spinning > 0.02, f"the default wait burnt only {spinning:.4f} s in 12 idle gaps"
     assert ours < 0.5 * spinning, f"idle workers burnt {ours:.3f} s of CPU (default: {spinning:.3f} s)"
 
 
