@@ -11,9 +11,9 @@ set aside (*parked*: its keys and values taken out of the batch) so that it cost
 nothing, and comes back in with its next request. Rows parked in one call are set aside together
 (``Aside``: one copy per layer for all of them) and come back as a block when they return
 together (as streams whose updates end in one round do at their next ones). A ``BatchRow``
-records exactly the ids its row holds (``tokens``). ``trace``, when set, is told the shape of every batched model
-call (``CallShape``: rows, width, context, logits), for measurements that cost the same model work
-again alone.
+records exactly the ids its row holds (``tokens``). ``trace``, when set, is told the shape of
+every batched model call (``CallShape``: rows, width, context, logits), for measurements that cost
+the same model work again alone.
 
 How one call lines rows up: row b must end up holding ``Feed.ids``; it keeps the longest cached
 prefix (at most ``len(ids) - Feed.logits``) and feeds the rest, F_b tokens. All rows feed the same

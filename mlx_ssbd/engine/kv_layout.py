@@ -3,11 +3,11 @@ that reads or writes that cache's fields.
 
 Contract: ``PaddedKV(layers, padding)`` holds one ``BatchKVCache`` per model layer, every row ending
 at the same index ``end``, row b's first ``padding[b]`` columns padding. ``PaddedKV.merge(parked)``
-builds one from rows that ``extract(b)`` took out (a list of one-row layers each); ``add(parked)``
-adds such rows after its own; ``keep(indices)`` keeps those rows, in that order; ``take(indices)``
-copies those rows out into a layout of their own (one gather per layer and tensor, however many
-rows), and ``PaddedKV.concat(parts)`` puts layouts back together (each tensor written once), so
-rows that leave and come back together cost a few operations, not a few per row. Before a model call
+builds one from rows that ``extract(b)`` took out (a list of one-row layers each);
+``keep(indices)`` keeps those rows, in that order; ``take(indices)`` copies those rows out into a
+layout of their own (one gather per layer and tensor, however many rows), and
+``PaddedKV.concat(parts)`` puts layouts back together (each tensor written once), so rows that
+leave and come back together cost a few operations, not a few per row. Before a model call
 whose input row b is left padded by ``pads[b]``: ``drop_tails(drops)`` (row b loses its last
 ``drops[b]`` tokens: what every row loses is trimmed, a row that loses more is shifted right under
 more padding, and columns that every row pads are cut off, so the cache does not grow with the
@@ -40,19 +40,14 @@ class PaddedKV:
         self.padding = padding
         self.end = layers[0]._idx
 
-    @staticmethod
-    def _merged(parked: list[list]) -> tuple[list[BatchKVCache], list[int]]:
-        """mlx-lm's ``merge`` of each layer's rows, and the rows' padding: each is right-aligned
-        to the longest."""
-        lengths = [row[0].size() for row in parked]
-        merged = [BatchKVCache.merge([row[i] for row in parked]) for i in range(len(parked[0]))]
-        return merged, [max(lengths) - length for length in lengths]
-
     @classmethod
     def merge(cls, parked: list[list]) -> PaddedKV:
         """One layout holding the rows ``parked`` (each row: its one-row layers, as ``extract``
-        gives them), in that order."""
-        return cls(*cls._merged(parked))
+        gives them), in that order: mlx-lm's ``merge`` of each layer, every row right-aligned to
+        the longest."""
+        lengths = [row[0].size() for row in parked]
+        merged = [BatchKVCache.merge([row[i] for row in parked]) for i in range(len(parked[0]))]
+        return cls(merged, [max(lengths) - length for length in lengths])
 
     def extract(self, b: int) -> list[KVCache]:
         """Row ``b``'s keys and values, one single-stream cache per layer, copied out (the layout
@@ -97,11 +92,6 @@ class PaddedKV:
         for layer in layers:
             layer.left_padding, layer.offset, layer._idx = left, offset, end
         return cls(layers, padding)
-
-    def add(self, parked: list[list]) -> None:
-        """Add the rows ``parked`` (as for ``merge``) after these (``concat``)."""
-        joined = PaddedKV.concat([self, PaddedKV.merge(parked)])
-        self.layers, self.padding, self.end = joined.layers, joined.padding, joined.end
 
     def take(self, indices: list[int]) -> PaddedKV:
         """A new layout of rows ``indices``, in that order (copied out in one gather per layer and
