@@ -322,3 +322,29 @@ def test_live_replay_speaks_the_sentences_it_is_given(model_dir, tmp_path):
         for line in (tmp_path / "talk" / "events-ssbd.jsonl").read_text().splitlines()
     }
     assert any("thank you all" in text for text in heard)
+
+
+def test_the_load_report_sets_each_lag_against_one_session_and_one_language():
+    from benchmarks.service.load import against_aim, lag_ratios
+
+    def row(sessions, languages, p50, busy):
+        return {
+            "method": "ssbd",
+            "languages": languages,
+            "sessions": sessions,
+            "lag_p50_s": p50,
+            "model_busy": busy,
+        }
+
+    rows = [row(1, "de", 1.0, 0.5), row(4, "de", 1.9, 0.9), row(8, "de", 5.0, 1.0), row(1, "de,fr", 2.5, 0.8)]
+    pairs = [
+        (r["sessions"], r["languages"], base["sessions"], base["languages"], aim)
+        for r, base, aim in lag_ratios(rows)
+    ]
+    assert pairs == [(4, "de", 1, "de", 2.0), (8, "de", 1, "de", 4.0), (1, "de,fr", 1, "de", 2.0)]
+    table = [line for line in against_aim(rows) if line.startswith("| ssbd")]
+    assert table == [
+        "| ssbd | de | 4 | one session | 1.9x | <= 2x | yes | 90% / 50% |",
+        "| ssbd | de | 8 | one session | 5.0x | <= 4x | no | 100% / 50% |",
+        "| ssbd | de,fr | 1 | de alone | 2.5x | <= 2x | no | 80% / 50% |",
+    ]

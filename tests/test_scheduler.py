@@ -10,6 +10,7 @@ import time
 
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.service import protocol
+from mlx_ssbd.service.meter import BusyMeter
 from mlx_ssbd.service.scheduler import Scheduler
 from mlx_ssbd.service.store import open_store
 from mlx_ssbd.service.works import Busy
@@ -109,6 +110,27 @@ def test_a_failing_round_closes_the_sessions_in_it_and_the_scheduler_goes_on(loa
         "translation.commit",
         "session.closed",
     ] and scheduler.batch is not broken
+
+
+def test_the_meter_counts_every_batched_round_as_work(loaded, monkeypatch):
+    """On a clock that moves only inside the batched rounds (1 s each), the model's time at work is
+    exactly the rounds' and so is the time since the start: busy all along."""
+    now = [0.0]
+    scheduler = Scheduler(loaded)
+    scheduler.meter = BusyMeter(clock=lambda: now[0], window_s=1e9)
+    rounds, round_ = [], scheduler.batch.round
+
+    def timed_round():
+        round_()
+        now[0] += 1.0
+        rounds.append(now[0])
+
+    monkeypatch.setattr(scheduler.batch, "round", timed_round)
+    session, events = run_session(scheduler, [SENTENCE])
+    assert [e["type"] for e in events] == ["translation.commit", "session.closed"] and rounds
+    load = scheduler.meter.snapshot()
+    assert load["busy_s"] == pytest.approx(len(rounds)) and load["uptime_s"] == pytest.approx(len(rounds))
+    assert load["busy"] == pytest.approx(1.0)
 
 
 def test_a_session_failing_on_its_own_leaves_the_others(loaded, monkeypatch):

@@ -22,6 +22,24 @@ def test_health_and_models(url):
     assert health["status"] == "ok" and health["max_sessions"] == 3
     models = httpx.get(url + "/v1/models").json()
     assert models["object"] == "list" and models["data"][0]["id"] == health["model"]
+    load = health["load"]
+    assert 0.0 <= load["busy"] <= 1.0 and 0.0 <= load["busy_s"] <= load["uptime_s"]
+
+
+def test_health_load_counts_the_model_at_work(url):
+    before = httpx.get(url + "/health").json()["load"]
+    messages = [
+        {"type": "session.update", "method": "rt"},
+        source(SENTENCE, final=True),
+        {"type": "session.close"},
+    ]
+    events = asyncio.run(session_events(url, messages))
+    assert [e["type"] for e in events].count("translation.commit") == 1
+    after = httpx.get(url + "/health").json()["load"]
+    # a session's prompt and decoding ran on the model's thread between the two readings
+    assert after["busy_s"] > before["busy_s"] and after["uptime_s"] > before["uptime_s"]
+    assert after["busy_s"] - before["busy_s"] <= after["uptime_s"] - before["uptime_s"]
+    assert after["busy"] > 0.0
 
 
 def test_a_session_streams_updates_and_commits(url, model_dir):

@@ -49,6 +49,7 @@ from ..live.segmenter import SegmenterConfig
 from ..live.translator import StreamTranslator
 from . import events, protocol
 from .journal import Journal
+from .meter import BusyMeter
 from .protocol import Settings
 from .pushes import Pushes
 from .session import ServiceSession
@@ -101,6 +102,7 @@ class Scheduler:
         self._sessions: list[ServiceSession] = []
         self.works = Works(max_calls, caption_rounds)  # chat completions (interleaved work)
         self.pushes = Pushes()  # sessions' push targets (Zoom, YouTube, Teams, OBS)
+        self.meter = BusyMeter()  # the model thread's share of time at work (``/health``'s load)
         self._stopping = False
         self._drain_until: float | None = None  # monotonic deadline once draining
 
@@ -249,22 +251,23 @@ class Scheduler:
     def run(self) -> None:
         """Serve until ``stop()``, or until a ``drain()`` has ended every session and work."""
         while True:
-            with self._cond:
-                if self._stopping:
+            with self.meter.working():  # all but the idle wait below
+                with self._cond:
+                    if self._stopping:
+                        break
+                    sessions, waiting = list(self._sessions), self.works.take_waiting()
+                    draining = self._drain_until
+                self.works.start(waiting)
+                if draining is not None and self._drained(sessions, draining):
                     break
-                sessions, waiting = list(self._sessions), self.works.take_waiting()
-                draining = self._drain_until
-            self.works.start(waiting)
-            if draining is not None and self._drained(sessions, draining):
-                break
-            self.journal.catch_up(sessions)  # before a session retires, so its client hears of it
-            self._retire(sessions)
-            self._admit(sessions)
-            if self.batch.busy:
-                self._round()
-            self.works.advance(captions_waiting=self.batch.busy)
-            if self.batch.busy or self.works.running:
-                continue
+                self.journal.catch_up(sessions)  # before a session retires, so its client hears of it
+                self._retire(sessions)
+                self._admit(sessions)
+                if self.batch.busy:
+                    self._round()
+                self.works.advance(captions_waiting=self.batch.busy)
+                if self.batch.busy or self.works.running:
+                    continue
             with self._cond:
                 if not self._stopping and not self.works.waiting:
                     self._cond.wait(self._idle_wait(sessions))
