@@ -76,14 +76,16 @@ def test_rounding_is_half_a_step_of_the_block_s_largest_value():
 
 
 @pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])
-def test_half_precision_scales_are_read_as_stored(dtype):
-    w = mx.random.normal((40, 256), key=mx.random.key(11))
-    x = mx.random.normal((5, 256), key=mx.random.key(12))
+@pytest.mark.parametrize("groups", [3, 8, 12, 28, 29, 31])  # whole sets of 8 and every kind of rest
+def test_half_precision_scales_are_read_as_stored(dtype, groups):
+    w = mx.random.normal((40, 32 * groups), key=mx.random.key(11))
+    x = mx.random.normal((5, 32 * groups), key=mx.random.key(12))
     q, s, b = mx.quantize(w, group_size=32, bits=4)
     s, b = s.astype(dtype), b.astype(dtype)
-    got = product(x, q, s, b, 32, 4)
-    want = product(x, q, s.astype(mx.float32), b.astype(mx.float32), 32, 4)
-    assert mx.array_equal(got, want).item()
+    for rows in (1, 5):  # a decode step's path and the few-rows one
+        got = product(x[:rows], q, s, b, 32, 4)
+        want = product(x[:rows], q, s.astype(mx.float32), b.astype(mx.float32), 32, 4)
+        assert mx.array_equal(got, want).item(), rows
 
 
 @pytest.mark.parametrize("bits", [4, 5, 8])
