@@ -60,3 +60,17 @@ def test_a_stretch_cut_by_the_window_and_one_under_way_count_in_part():
 def test_a_window_must_be_positive():
     with pytest.raises(ValueError):
         BusyMeter(Clock(), window_s=0)
+
+
+def test_back_to_back_stretches_are_kept_as_one():
+    clock = Clock()
+    meter = BusyMeter(clock, window_s=30.0)
+    for _ in range(1000):  # a busy loop's turns, no wait between them
+        work(meter, clock, 0.01)
+    clock.now += 5.0
+    work(meter, clock, 1.0)
+    assert len(meter._spans) == 2
+    snap = meter.snapshot()
+    assert snap["busy_s"] == pytest.approx(11.0) and snap["busy"] == pytest.approx(
+        11.0 / 16.0, abs=1e-3
+    )  # to 3 places

@@ -20,6 +20,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 DEFAULT_WINDOW_S = 30.0
+# Stretches this close are kept as one (a busy loop's turns: the window holds a few entries, not
+# one per round); the gap's time still counts only in the share, at most this much per turn.
+JOINED_S = 0.001
 
 
 class BusyMeter:
@@ -49,6 +52,8 @@ class BusyMeter:
             with self._lock:
                 self._since = None
                 self._total += ended - began
+                if self._spans and began - self._spans[-1][1] < JOINED_S:  # back to back: one stretch
+                    began = self._spans.pop()[0]
                 self._spans.append((began, ended))
                 self._forget(ended)
 
