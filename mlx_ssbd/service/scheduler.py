@@ -10,7 +10,8 @@ update is never dropped). Batching is continuous: a round (``MultiStreamTranslat
 every update under way in one batched model call (a few on a CPU, ``engine.planner``), a changed
 source joins at the next round, a session runs one update at a time, and outputs equal each
 session alone. Events go to the session's ``send`` callback (``events``) and to its viewers through
-the store's bus, a commit only once the ``store.base.TranscriptStore`` holds it.
+the store's bus, a commit only once the ``store.base.TranscriptStore`` holds it. ``meter``
+(``meter.BusyMeter``) times all of ``run()``'s work but its idle waits (``/health``'s load).
 ``resume(session, sid, token)`` makes a new connection's session go on as a stored one.
 
 Sessions join the batch when their first source comes (then their translators are built, one per
