@@ -164,3 +164,37 @@ def test_prune_lists_the_result_folders_no_page_links(tmp_path):
     (tmp_path / "2026-02-01-b" / "RESULTS.md").write_text("a file, not a step")
     text = f"see [kept]({tmp_path}/2026-01-01-a/kept/report.md) and {tmp_path}/2026-02-01-b/new"
     assert unlinked(tmp_path, text) == [tmp_path / "2026-01-01-a" / "old"]
+
+
+def test_a_side_with_other_kernel_sources_gets_its_own_build(tmp_path, monkeypatch):
+    """Where a side's kernel sources differ from this checkout's, CMake builds them and the side
+    gets that build; where the build fails, it runs without a kernel and says so."""
+    import benchmarks.compare.run as compare
+
+    tree, build, calls = tmp_path / "tree", tmp_path / "build", []
+    (tree / "mlx_ssbd" / "platform").mkdir(parents=True)
+
+    def run(command, **kwargs):
+        calls.append(command)
+        if command[:2] == ["git", "diff"]:
+            return subprocess.CompletedProcess(command, 1)  # the sources differ
+        if command[:2] == ["cmake", "--build"]:
+            (build / "_qmm.test.so").write_bytes(b"built")
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(compare.subprocess, "run", run)
+    build.mkdir()
+    assert compare.side_kernel(tree, "abc123", build) == "built from its own sources"
+    assert calls[1][:3] == ["cmake", "-S", str(tree / compare.NATIVE)] and calls[2][:2] == [
+        "cmake",
+        "--build",
+    ]
+    assert (tree / "mlx_ssbd" / "platform" / "_qmm.test.so").read_bytes() == b"built"
+
+    def failing(command, **kwargs):
+        return subprocess.CompletedProcess(command, 1 if command[0] in ("git", "cmake") else 0)
+
+    monkeypatch.setattr(compare.subprocess, "run", failing)
+    assert compare.side_kernel(tree, "abc123", tmp_path / "other").startswith(
+        "none (its kernel did not build"
+    )

@@ -14,7 +14,8 @@ over runs per side and after / before.
 The module must take ``--out DIR`` (it is appended) and write one ``*.json`` report there. A
 fresh worktree has no built CPU kernel (``pip install`` builds it): where a side's kernel sources
 (``mlx_ssbd/platform/native``) are those of this checkout, this checkout's build is copied in;
-otherwise that side runs without it, and ``compare.json`` says which (``kernel``).
+otherwise the side's own sources are built with CMake (a few minutes), and where that fails the
+side runs without a kernel; ``compare.json`` says which (``kernel``).
 """
 
 from __future__ import annotations
@@ -50,19 +51,39 @@ def checkout(revision: str | None, scratch: Path, name: str) -> Iterator[Path]:
         subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=REPO, capture_output=True)
 
 
-def share_kernel(tree: Path, revision: str | None) -> str:
-    """Copy this checkout's built CPU kernel into ``tree`` when their kernel sources are the same."""
+NATIVE = "mlx_ssbd/platform/native"  # the kernel's sources (and the sgemv shim's)
+
+
+def side_kernel(tree: Path, revision: str | None, build: Path) -> str:
+    """Give ``tree`` a built CPU kernel: this checkout's where their kernel sources are the same,
+    else one built from ``tree``'s own sources with CMake in ``build`` (as ``pip install`` builds it:
+    the same CMakeLists, a Release build). Says which; a side whose build fails runs without one."""
     if revision is None:
         return "this checkout's build"
     built = sorted((REPO / "mlx_ssbd" / "platform").glob("_qmm*.so"))
-    same = subprocess.run(
-        ["git", "diff", "--quiet", revision, "--", "mlx_ssbd/platform/native"], cwd=REPO, capture_output=True
-    )
-    if not built or same.returncode != 0:
-        return "none (other kernel sources, or none built here): MLX's own quantized_matmul"
-    for library in built:
+    same = subprocess.run(["git", "diff", "--quiet", revision, "--", NATIVE], cwd=REPO, capture_output=True)
+    if built and same.returncode == 0:
+        libraries = [*built, *(REPO / "mlx_ssbd" / "platform").glob("libmlx_ssbd_gemv.so")]
+        how = "this checkout's build (same kernel sources)"
+    else:
+        print(
+            f"== building {revision}'s CPU kernel (its sources differ from this checkout's)", file=sys.stderr
+        )
+        configure = ["cmake", "-S", str(tree / NATIVE), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release"]
+        steps = [
+            [*configure, f"-DPython_EXECUTABLE={sys.executable}"],
+            ["cmake", "--build", str(build), "-j"],
+        ]
+        for step in steps:
+            if subprocess.run(step, capture_output=True).returncode != 0:
+                return f"none (its kernel did not build: `{' '.join(step[:2])}` failed): MLX's own quantized_matmul"
+        libraries = [*build.glob("_qmm*.so"), *build.glob("libmlx_ssbd_gemv.so")]
+        if not any(library.name.startswith("_qmm") for library in libraries):
+            return "none (its build made no kernel: no C++ compiler?): MLX's own quantized_matmul"
+        how = "built from its own sources"
+    for library in libraries:
         shutil.copy2(library, tree / "mlx_ssbd" / "platform" / library.name)
-    return "this checkout's build (same kernel sources)"
+    return how
 
 
 def side_env(tree: Path, scratch: Path) -> dict:
@@ -122,7 +143,7 @@ def main() -> None:
         envs, kernel = {}, {}
         for side, rev in (("before", args.before), ("after", args.after)):
             tree = trees.enter_context(checkout(rev, scratch, side))
-            kernel[side] = share_kernel(tree, rev)
+            kernel[side] = side_kernel(tree, rev, scratch / f"build-{side}")
             envs[side] = side_env(tree, scratch)
         for i in range(args.runs):
             for side, env in envs.items():

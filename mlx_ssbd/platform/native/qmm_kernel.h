@@ -407,16 +407,18 @@ static void column_block(const QmmArgs& a, const Activations& xa, int n0) {
   const size_t groups = xa.groups, padded = xa.padded, bytes = T == ScaleType::f32 ? 4 : 2;
   thread_local Lines<float> converted;  // the NC rows' scales, then their biases, as fp32
   converted.resize(2 * NC * padded);
-  // A decode step's: the scales and biases of the rows whose codes are prefetched now (kPrefetch
-  // bytes ahead), two streams of their own beside the codes that the hardware prefetcher left to
-  // miss. (With more rows of x the conversion is a small part, and these lines in L1 made a
-  // 16-row pass slower.)
-  const size_t ahead = std::max<size_t>(NC, (size_t)kPrefetch / ((size_t)a.K * B / 8));
-  if (a.M == 1 && (size_t)n0 + ahead + NC <= (size_t)a.N) {
-    for (const void* stored : {a.scales, a.biases}) {
-      const char* first = static_cast<const char*>(stored) + ((size_t)n0 + ahead) * groups * bytes;
-      for (size_t line = 0; line < NC * groups * bytes; line += 64) __builtin_prefetch(first + line, 0, 3);
-      __builtin_prefetch(first + NC * groups * bytes - 1, 0, 3);
+  // A decode step's blocks (and only theirs: with more rows of x the conversion is a small part,
+  // and these lines in L1 made a 16-row pass slower): the scales and biases of the row whose codes
+  // are prefetched now (kPrefetch bytes ahead), two streams of their own beside the codes that the
+  // hardware prefetcher left to miss.
+  if constexpr (NC == kDecodeCols) {
+    const size_t ahead = std::max<size_t>(NC, (size_t)kPrefetch / ((size_t)a.K * B / 8));
+    if (a.M == 1 && (size_t)n0 + ahead + NC <= (size_t)a.N) {
+      for (const void* stored : {a.scales, a.biases}) {
+        const char* first = static_cast<const char*>(stored) + ((size_t)n0 + ahead) * groups * bytes;
+        for (size_t line = 0; line < NC * groups * bytes; line += 64) __builtin_prefetch(first + line, 0, 3);
+        __builtin_prefetch(first + NC * groups * bytes - 1, 0, 3);
+      }
     }
   }
   for (int i = 0; i < 2 * NC; ++i) {  // rows of scales, then rows of biases
