@@ -325,7 +325,7 @@ def test_live_replay_speaks_the_sentences_it_is_given(model_dir, tmp_path):
 
 
 def test_the_load_report_sets_each_lag_against_one_session_and_one_language():
-    from benchmarks.service.load import against_aim, lag_ratios
+    from benchmarks.service.lag_aims import against_aim, lag_ratios
 
     def row(sessions, languages, p50, busy):
         return {
