@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 DEFAULT_WINDOW_S = 30.0
-# Stretches this close are kept as one (a busy loop's turns: the window holds a few entries, not
-# one per round); the gap's time still counts only in the share, at most this much per turn.
+# Stretches closer than this are kept as one entry (a busy loop's turns), so the window holds a few
+# entries, not one per round; the share then counts the gaps between them as work (at most this
+# much a turn), ``busy_s`` does not.
 JOINED_S = 0.001
 
 
