@@ -198,3 +198,13 @@ def test_a_side_with_other_kernel_sources_gets_its_own_build(tmp_path, monkeypat
     assert compare.side_kernel(tree, "abc123", tmp_path / "other").startswith(
         "none (its kernel did not build"
     )
+
+
+def test_a_comparison_with_an_unknown_revision_says_so(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "benchmarks.compare.run", "--before", "no-such-revision", "--out", tmp_path, "--",
+         "benchmarks.engine.verify_cost"],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "--before no-such-revision: not a revision of this repository" in result.stderr

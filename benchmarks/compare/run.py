@@ -42,9 +42,11 @@ def checkout(revision: str | None, scratch: Path, name: str) -> Iterator[Path]:
         yield REPO
         return
     tree = scratch / name
-    subprocess.run(
-        ["git", "worktree", "add", "--detach", str(tree), revision], cwd=REPO, check=True, capture_output=True
+    added = subprocess.run(
+        ["git", "worktree", "add", "--detach", str(tree), revision], cwd=REPO, capture_output=True, text=True
     )
+    if added.returncode != 0:
+        raise SystemExit(f"--{name} {revision}: not a revision of this repository ({added.stderr.strip()})")
     try:
         yield tree
     finally:
