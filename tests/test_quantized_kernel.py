@@ -260,6 +260,17 @@ def test_the_in_cache_ceiling_is_a_rate_for_every_width_the_kernel_knows():
     assert all(rate > 1e6 for rate in rates.values()), rates  # multiply-adds per second, not seconds
 
 
+def test_the_int8_peak_is_a_rate_where_the_build_times_an_instruction_and_none_elsewhere():
+    from mlx_ssbd.evaluation.passes import int8_peak
+
+    rate = KERNEL.int8_peak_rate(0.01)
+    if KERNEL.simd_path() in ("avx512", "avxvnni", "avx2"):
+        assert 1e6 < rate < float("inf")  # multiply-adds per second, not seconds
+        assert int8_peak(KERNEL, tries=2, seconds=0.01) > 1e6
+    else:
+        assert rate == 0.0 and int8_peak(KERNEL, tries=1, seconds=0.01) is None
+
+
 def test_a_token_s_multiply_adds_are_counted_per_code_width():
     from mlx_ssbd.evaluation.passes import multiply_adds
 

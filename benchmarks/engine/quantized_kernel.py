@@ -13,7 +13,9 @@ chain of 56 calls (a decode step's count, so the time includes what MLX's schedu
 costs, as it does in a model): ``mx.fast``'s graph of small operations against the extension's one
 operation. Each product's rate (multiply-adds per second) is set against the kernel's ceiling on
 this CPU: its own tiles on operands already in L1, every thread at once (``in_cache_rate``),
-measured before and after the products (the higher of the two: the machine at its quietest).
+measured before and after the products (the higher of the two: the machine at its quietest); and
+the ceiling against the CPU's int8 peak, its widest int8 multiply-add instruction alone
+(``int8_peak_rate``: what no int8 product beats here).
 
     python -m benchmarks.engine.quantized_kernel --out benchmarks/results/DIR/quantized-kernel
 """
@@ -27,7 +29,7 @@ import time
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
-from mlx_ssbd.evaluation.passes import kernel_ceiling
+from mlx_ssbd.evaluation.passes import int8_peak, kernel_ceiling
 from mlx_ssbd.platform.backend import quiet_blas_workers
 from mlx_ssbd.platform.extension import kernel, kernel_status
 
@@ -159,6 +161,7 @@ def measure(args) -> dict:
             del dense
     after = ceiling_gmacs(ours, widths)
     ceiling = {b: max(before[b], after[b]) for b in widths}
+    peak = int8_peak(ours)
     activation = swiglu_rows(ours, [int(r) for r in args.rows.split(",")], args.repeats)
     small = [small_ops(ours, int(r), args.repeats) for r in args.rows.split(",")]
     return {
@@ -167,9 +170,23 @@ def measure(args) -> dict:
         "small_ops": small,
         "ceiling_gmacs": {str(b): round(c, 1) for b, c in ceiling.items()},
         "ceiling_gmacs_before_after": {str(b): [round(before[b], 1), round(after[b], 1)] for b in widths},
+        "int8_peak_gmacs": peak and round(peak / 1e9, 1),
         "kernel": kernel_status(),
         "repeats": args.repeats,
     }
+
+
+def peak_lines(peak: float | None, ceiling: dict[int, float]) -> list[str]:
+    """The CPU's int8 peak and the kernel's ceiling as a share of it (nothing where not measured)."""
+    if not peak:
+        return []
+    return [
+        f"The CPU's int8 peak (its widest int8 multiply-add instruction alone, on operands in registers, every "
+        f"thread at once): {peak:.1f} GMAC/s; the kernel's ceiling is "
+        + ", ".join(f"{c / peak:.0%} of it for {b}-bit codes" for b, c in ceiling.items())
+        + " (the rest: reducing the products to int32 lanes, scaling them in fp32, unpacking the codes).",
+        "",
+    ]
 
 
 def render(result: dict) -> list[str]:
@@ -183,6 +200,7 @@ def render(result: dict) -> list[str]:
         + ", ".join(f"{c:.1f} GMAC/s for {b}-bit codes" for b, c in ceiling.items())
         + ". GMAC/s: the product's multiply-adds per second; of ceiling: that rate over the ceiling.",
         "",
+        *peak_lines(result.get("int8_peak_gmacs"), ceiling),
     ]
     lines += markdown_table(
         ["weight", "bits", "rows", "kernel ms", "kernel GMAC/s", "of ceiling", "MLX quantized ms", "fp32 BLAS ms",

@@ -6,8 +6,10 @@ new tokens (N = 1 is a decode step), trimming the cache back after each run. Bes
 the model runs through the CPU kernel, the floor under that pass: its tokens' multiply-adds in the
 quantized products at the kernel's in-cache ceiling on this CPU (``in_cache_rate``: its own tiles
 on operands already in L1), the arithmetic alone, nothing for reading the weights, attention or
-the small operations. Decode steps go through the sgemv shim when it is on
-(``mlx_ssbd/platform/gemv.py``); ``MLX_SSBD_GEMV=0`` measures plain sgemm.
+the small operations; and the floor under that at the CPU's int8 peak (``int8_peak_rate``: its
+widest int8 multiply-add instruction alone), what no int8 kernel can beat here. Decode steps go
+through the sgemv shim when it is on (``mlx_ssbd/platform/gemv.py``); ``MLX_SSBD_GEMV=0`` measures
+plain sgemm.
 
     python -m benchmarks.engine.verify_cost --model qwen2.5-coder-0.5b --out benchmarks/results/DIR
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
-from mlx_ssbd.evaluation.passes import kernel_ceiling, multiply_adds, pass_timings
+from mlx_ssbd.evaluation.passes import int8_peak, kernel_ceiling, multiply_adds, pass_timings
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.platform.extension import kernel
 
@@ -31,11 +33,18 @@ def floor_per_token_s(counts: dict[int, int]) -> float | None:
     return sum(macs / kernel_ceiling(ours, bits) for bits, macs in counts.items())
 
 
+def peak_floor_per_token_s(counts: dict[int, int]) -> float | None:
+    """Seconds of one token's quantized products at the CPU's int8 peak, or None where not measured."""
+    ours = kernel()
+    peak = int8_peak(ours) if ours is not None and counts else None
+    return peak and sum(counts.values()) / peak
+
+
 def measure(args) -> dict:
     loaded = load_model(args.model)
     prompt_tokens, rows = pass_timings(loaded, [int(s) for s in args.sizes.split(",")], args.repeats)
     step, counts = rows[1], multiply_adds(loaded.model)
-    floor = floor_per_token_s(counts)
+    floor, peak_floor = floor_per_token_s(counts), peak_floor_per_token_s(counts)
     return {
         "model": loaded.name,
         "dtype": loaded.dtype,
@@ -46,6 +55,7 @@ def measure(args) -> dict:
         "pass_over_step": {str(n): round(t / step, 3) for n, t in rows.items()},
         "multiply_adds_per_token": {str(b): m for b, m in counts.items()},
         "floor_per_token_s": floor and round(floor, 6),
+        "peak_floor_per_token_s": peak_floor and round(peak_floor, 7),
     }
 
 
@@ -58,18 +68,29 @@ def render(result: dict) -> list[str]:
             ["tokens in one pass", "ms", "x decode step"],
             [(n, f"{1000 * t:.1f}", f"{t / step:.2f}") for n, t in passes],
         )
+    peak = result.get("peak_floor_per_token_s")
     lines += [
         "Floor: the pass's multiply-adds in the quantized products at the CPU kernel's in-cache ceiling "
-        "(its own tiles on operands already in L1), nothing else; no pass over N tokens costs less.",
+        "(its own tiles on operands already in L1), nothing else; no pass over N tokens costs less."
+        + (
+            " Peak floor: the same multiply-adds at the CPU's int8 peak (its widest int8 multiply-add "
+            "instruction alone, every thread): no int8 kernel on this CPU could go under it."
+            if peak
+            else ""
+        ),
         "",
     ]
-    return lines + markdown_table(
-        ["tokens in one pass", "ms", "x decode step", "floor ms", "floor x decode step"],
-        [
-            (n, f"{1000 * t:.1f}", f"{t / step:.2f}", f"{1000 * n * floor:.1f}", f"{n * floor / step:.2f}")
-            for n, t in passes
-        ],
-    )
+    heads = ["tokens in one pass", "ms", "x decode step", "floor ms", "floor x decode step"]
+    rows = [
+        (n, f"{1000 * t:.1f}", f"{t / step:.2f}", f"{1000 * n * floor:.1f}", f"{n * floor / step:.2f}")
+        for n, t in passes
+    ]
+    if peak:
+        heads += ["peak floor ms", "peak floor x decode step"]
+        rows = [
+            (*row, f"{1000 * n * peak:.1f}", f"{n * peak / step:.2f}") for row, (n, _) in zip(rows, passes)
+        ]
+    return lines + markdown_table(heads, rows)
 
 
 BENCHMARK = Benchmark(

@@ -10,6 +10,8 @@ exactly the same tokens. ``multiply_adds(model)`` counts a token's multiply-adds
 quantized products by code width, the arithmetic a pass over N tokens cannot do with less than N
 times; ``kernel_ceiling(ours, bits)`` is the CPU kernel's in-cache rate for that width (the highest
 of a few measurements: the machine at its quietest). Together they give the floor under a pass.
+``int8_peak(ours)`` is the CPU's own int8 peak (its widest int8 multiply-add instruction alone), the
+floor under any int8 product: None where the kernel's build times no such instruction.
 """
 
 from __future__ import annotations
@@ -73,3 +75,11 @@ def kernel_ceiling(ours, bits: int, tries: int = 3, seconds: float = 0.3) -> flo
     """Multiply-adds per second of ``ours`` (the CPU kernel, ``extension.kernel()``) for ``bits``-bit
     codes on operands already in L1 (``in_cache_rate``): the highest of ``tries`` measurements."""
     return max(ours.in_cache_rate(bits, seconds) for _ in range(tries))
+
+
+def int8_peak(ours, tries: int = 3, seconds: float = 0.3) -> float | None:
+    """Multiply-adds per second of this CPU's widest int8 multiply-add instruction alone on operands in
+    registers, every thread at once (``int8_peak_rate``: AVX-512 VNNI's or AVX-VNNI's dpbusd, AVX2's
+    maddubs), the highest of ``tries`` measurements; None in the kernel's portable build."""
+    rate = max(ours.int8_peak_rate(seconds) for _ in range(tries))
+    return rate or None

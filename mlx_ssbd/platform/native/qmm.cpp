@@ -96,6 +96,19 @@ double in_cache_rate(int bits, double seconds) {
   }
 }
 
+double int8_peak_rate(double seconds) {
+  switch (kernel_build()) {
+#if defined(__x86_64__) || defined(_M_X64)
+    case KernelBuild::avx512: return qmm_avx512_int8_peak(seconds);
+#if MLX_SSBD_AVXVNNI
+    case KernelBuild::avxvnni: return qmm_avxvnni_int8_peak(seconds);
+#endif
+    case KernelBuild::avx2: return qmm_avx2_int8_peak(seconds);
+#endif
+    default: return qmm_generic_int8_peak(seconds);
+  }
+}
+
 static bool supported_bits(int bits) {
   return bits == 2 || bits == 3 || bits == 4 || bits == 5 || bits == 6 || bits == 8;
 }

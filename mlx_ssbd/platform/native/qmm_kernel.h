@@ -570,4 +570,27 @@ inline double in_cache_dispatch(int bits, double seconds) {
   }
 }
 
+// The CPU's int8 peak: multiply-adds per second of its widest int8 multiply-add instruction alone
+// (peak_block: AVX-512 VNNI's or AVX-VNNI's dpbusd, AVX2's maddubs) on operands in registers, on
+// every thread at once, for about `seconds`: what no product of int8 values beats on this CPU
+// (in_cache_rate and the products are set against it). 0 where the build has no such instruction
+// to time (the portable one).
+inline double int8_peak_rate(double seconds) {
+  if constexpr (!kHasPeak) return 0.0;
+  using clock = std::chrono::steady_clock;
+  double rate = 0.0;
+#pragma omp parallel reduction(+ : rate)
+  {
+    double done = 0.0, elapsed = 0.0;
+#pragma omp barrier
+    const auto start = clock::now();
+    while (elapsed < seconds) {
+      done += peak_block();
+      elapsed = std::chrono::duration<double>(clock::now() - start).count();
+    }
+    rate = done / elapsed;
+  }
+  return rate;
+}
+
 }  // namespace mlx_ssbd::QMM_NS

@@ -15,6 +15,10 @@
 
 constexpr int kLanes = 16;
 
+// An instruction 12 times, its destination register 0 to 11 (`op` ends with the register prefix).
+#define QMM_PEAK_12(op) \
+  op "0\n\t" op "1\n\t" op "2\n\t" op "3\n\t" op "4\n\t" op "5\n\t" op "6\n\t" op "7\n\t" op "8\n\t" op "9\n\t" op "10\n\t" op "11"
+
 #if defined(__AVX512F__)
 
 struct Bytes { __m512i v; };
@@ -41,6 +45,20 @@ static inline Floats spread4(const float* s, LaneIndex index) {
 template <int B>
 static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
   return {_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), a.v, xa.v), b.v, xb.v)};
+}
+
+// The CPU's int8 peak (int8_peak_rate): a block of its widest int8 multiply-add alone, here VNNI's
+// dpbusd (64 products each), on operands in registers, in assembly (the compiler keeps intrinsic
+// accumulators in memory here); returns the multiply-adds done.
+constexpr bool kHasPeak = true;
+static inline double peak_block() {
+  const __m512i a = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-5);
+  for (int i = 0; i < 4096; ++i)  // 12 accumulators: more than its latency times its ports
+    __asm__ volatile(QMM_PEAK_12("vpdpbusd %1, %0, %%zmm")
+                     :
+                     : "v"(a), "v"(x)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11");
+  return 4096.0 * 12 * 64;
 }
 
 // Two sets of 64 bytes as 16-byte quarters: `first` a's quarters 0 and 2, then b's; `second`
@@ -159,6 +177,26 @@ static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
 #endif
 }
 
+// The CPU's int8 peak (int8_peak_rate): a block of its widest int8 multiply-add alone, on operands in
+// registers, in assembly (as intrinsics the compiler computes maddubs once for all, and keeps
+// dpbusd's accumulators in memory): AVX-VNNI's dpbusd or AVX2's maddubs, 32 products each (maddubs
+// summing them in pairs); returns the multiply-adds done.
+constexpr bool kHasPeak = true;
+static inline double peak_block() {
+  const __m256i a = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-5);
+  for (int i = 0; i < 4096; ++i)  // dpbusd accumulates: 12 chains, more than its latency times its ports
+    __asm__ volatile(
+#if defined(__AVXVNNI__)
+        QMM_PEAK_12("%{vex%} vpdpbusd %1, %0, %%ymm")  // %{ %}: literal braces in asm
+#else
+        QMM_PEAK_12("vpmaddubsw %1, %0, %%ymm")
+#endif
+        :
+        : "x"(a), "x"(x)
+        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11");
+  return 4096.0 * 12 * 32;
+}
+
 static inline void split_quarters(Bytes a, Bytes b, Bytes& first, Bytes& second) {
   first = {_mm256_permute2x128_si256(a.lo, a.hi, 0x20), _mm256_permute2x128_si256(b.lo, b.hi, 0x20)};
   second = {_mm256_permute2x128_si256(a.lo, a.hi, 0x31), _mm256_permute2x128_si256(b.lo, b.hi, 0x31)};
@@ -270,6 +308,10 @@ static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
   }
   return out;
 }
+
+// No int8 peak measured here: the compiler's vector code has no one instruction to time.
+constexpr bool kHasPeak = false;
+static inline double peak_block() { return 0.0; }
 
 static inline void split_quarters(Bytes a, Bytes b, Bytes& first, Bytes& second) {
   for (int q = 0; q < 2; ++q) {
