@@ -76,8 +76,9 @@ SECTIONS = (
         "Memory, and the weights as they ship",
         "Each model as it ships (quantized layers through mlx-ssbd's CPU kernel) against the same "
         "layers dequantized to fp32, also with both held to AVX2; llama.cpp on the same GGUF files; one "
-        "product through each kernel, and a decode layer's small operations; OpenBLAS's threads beside "
-        "the kernel; memory over a long session.",
+        "product through each kernel (its rate against the kernel's in-cache ceiling, and that ceiling "
+        "against the CPU's int8 peak: its widest int8 multiply-add instruction alone), and a decode "
+        "layer's small operations; OpenBLAS's threads beside the kernel; memory over a long session.",
         (
             ("quantized-weights",),
             ("avx2-path",),
@@ -90,7 +91,9 @@ SECTIONS = (
     Section(
         "What a verify pass costs",
         "A forward pass of the default model over N new tokens from the same cached prompt against one "
-        "decode step, beside the floor the CPU kernel's arithmetic sets under that pass.",
+        "decode step, beside the floor the CPU kernel's arithmetic sets under that pass (its multiply-adds "
+        "at the kernel's in-cache ceiling) and, where measured, the floor at the CPU's int8 peak (the "
+        "same multiply-adds at its widest int8 multiply-add instruction's own rate).",
         (("verify-cost-1.5b",),),
     ),
     Section(
