@@ -79,7 +79,7 @@ def kernel_ceiling(ours, bits: int, tries: int = 3, seconds: float = 0.3) -> flo
 
 def int8_peak(ours, tries: int = 3, seconds: float = 0.3) -> float | None:
     """Multiply-adds per second of this CPU's widest int8 multiply-add instruction alone on operands in
-    registers, every thread at once (``int8_peak_rate``: AVX-512 VNNI's or AVX-VNNI's dpbusd, AVX2's
+    registers, every thread at once (``int8_peak_rate``: AVX-512 VNNI's dpbusd, or on the AVX2 builds
     maddubs), the highest of ``tries`` measurements; None in the kernel's portable build."""
     rate = max(ours.int8_peak_rate(seconds) for _ in range(tries))
     return rate or None

@@ -76,7 +76,7 @@ mx::array row_major(const mx::array& a, mx::cpu::CommandEncoder& encoder);
 double in_cache_rate(int bits, double seconds);
 
 // The int8 peak of this CPU: multiply-adds per second of its widest int8 multiply-add instruction
-// alone (AVX-512 VNNI's or AVX-VNNI's dpbusd, AVX2's maddubs) on operands in registers, every thread
+// alone (AVX-512 VNNI's dpbusd, or on the AVX2 builds maddubs) on operands in registers, every thread
 // at once, measured for about `seconds` (qmm_kernel.h, int8_peak_rate); 0 in the portable build.
 double int8_peak_rate(double seconds);
 

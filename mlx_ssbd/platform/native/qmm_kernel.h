@@ -571,7 +571,7 @@ inline double in_cache_dispatch(int bits, double seconds) {
 }
 
 // The CPU's int8 peak: multiply-adds per second of its widest int8 multiply-add instruction alone
-// (peak_block: AVX-512 VNNI's or AVX-VNNI's dpbusd, AVX2's maddubs) on operands in registers, on
+// (peak_block: AVX-512 VNNI's dpbusd, or on the AVX2 builds maddubs) on operands in registers, on
 // every thread at once, for about `seconds`: what no product of int8 values beats on this CPU
 // (in_cache_rate and the products are set against it). 0 where the build has no such instruction
 // to time (the portable one).

@@ -177,23 +177,18 @@ static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
 #endif
 }
 
-// The CPU's int8 peak (int8_peak_rate): a block of its widest int8 multiply-add alone, on operands in
-// registers, in assembly (as intrinsics the compiler computes maddubs once for all, and keeps
-// dpbusd's accumulators in memory): AVX-VNNI's dpbusd or AVX2's maddubs, 32 products each (maddubs
-// summing them in pairs); returns the multiply-adds done.
+// The CPU's int8 peak (int8_peak_rate): a block of maddubs alone (32 int8 products each, summed in
+// pairs; AVX-VNNI's dpbusd takes as many per instruction), 12 independent ones at a time on operands
+// in registers, in assembly (as intrinsics the compiler would compute them once for all); returns
+// the multiply-adds done.
 constexpr bool kHasPeak = true;
 static inline double peak_block() {
   const __m256i a = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-5);
-  for (int i = 0; i < 4096; ++i)  // dpbusd accumulates: 12 chains, more than its latency times its ports
-    __asm__ volatile(
-#if defined(__AVXVNNI__)
-        QMM_PEAK_12("%{vex%} vpdpbusd %1, %0, %%ymm")  // %{ %}: literal braces in asm
-#else
-        QMM_PEAK_12("vpmaddubsw %1, %0, %%ymm")
-#endif
-        :
-        : "x"(a), "x"(x)
-        : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11");
+  for (int i = 0; i < 4096; ++i)
+    __asm__ volatile(QMM_PEAK_12("vpmaddubsw %1, %0, %%ymm")
+                     :
+                     : "x"(a), "x"(x)
+                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11");
   return 4096.0 * 12 * 32;
 }
 
