@@ -48,8 +48,8 @@ static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
 }
 
 // The CPU's int8 peak (int8_peak_rate): a block of its widest int8 multiply-add alone, here VNNI's
-// dpbusd (64 products each), on operands in registers, in assembly (the compiler keeps intrinsic
-// accumulators in memory here); returns the multiply-adds done.
+// dpbusd (64 products each), on operands in registers, in assembly (as intrinsics, GCC kept such
+// accumulators in memory); returns the multiply-adds done.
 constexpr bool kHasPeak = true;
 static inline double peak_block() {
   const __m512i a = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-5);
