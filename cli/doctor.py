@@ -1,4 +1,5 @@
-"""``mlx-ssbd doctor``: MLX version, device, BLAS with a matmul probe, dtype policy, models, speech."""
+"""``mlx-ssbd doctor``: MLX version, device, BLAS with a matmul probe, dtype policy, the CPU kernel
+with a probe of its products against the CPU's int8 peak, models, speech."""
 
 from __future__ import annotations
 
@@ -25,6 +26,22 @@ def matmul_probe(seconds: float = 1.0, n: int = 1024) -> float:
     return 2 * n**3 * runs / (time.perf_counter() - start) / 1e9
 
 
+def kernel_probe() -> str | None:
+    """The CPU kernel's 4-bit products in cache against this CPU's int8 peak (its widest int8
+    multiply-add instruction alone), about a second and a half; None without the kernel."""
+    from mlx_ssbd.evaluation.passes import int8_peak, kernel_ceiling
+    from mlx_ssbd.platform.extension import kernel
+
+    ours = kernel()
+    if ours is None:
+        return None
+    ceiling, peak = kernel_ceiling(ours, 4, tries=2), int8_peak(ours, tries=2)  # the better of two
+    line = f"4-bit products {ceiling / 1e9:.0f} GMAC/s in cache"
+    if peak is None:
+        return line + " (this build times no int8 peak)"
+    return line + f", {ceiling / peak:.0%} of this CPU's int8 peak ({peak / 1e9:.0f} GMAC/s)"
+
+
 @click.command(short_help="Check the backend, the CPU kernel, models and speech.")
 def doctor():
     """Check the backend: MLX, device, BLAS speed, dtype policy, prepared models, speech recognition."""
@@ -43,6 +60,8 @@ def doctor():
     click.echo(f"matmul probe   {gflops:.1f} GFLOP/s fp32 (1024x1024, 1 s) - {verdict}")
     click.echo(f"compute dtype  {info.compute_dtype}")
     click.echo(f"quantized      {info.quantized_kernel}")
+    if (probe := kernel_probe()) is not None:
+        click.echo(f"kernel probe   {probe}")
     click.echo(f"weights        {info.weights}")
     click.echo(f"thread waits   {info.thread_waits}")
     click.echo(f"models home    {models_home()}")

@@ -143,6 +143,10 @@ def test_doctor_reports_blas_and_dtype():
     )
     assert "speech (asr)   whisper-tiny.en" in result.stdout
     assert "quantized      " in result.stdout  # the CPU kernel's state (or MLX's kernel on a GPU)
+    from mlx_ssbd.platform.extension import kernel
+
+    if kernel() is not None:  # its products in cache, and against the CPU's int8 peak where timed
+        assert "kernel probe   4-bit products " in result.stdout and "GMAC/s in cache" in result.stdout
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (CI installs it)")
