@@ -519,6 +519,22 @@ inline bool qmm_dispatch(const QmmArgs& a, ScaleType scales) {
   }
 }
 
+// Inside a parallel region: every thread starts together (a barrier), then calls `block` (which
+// returns the multiply-adds it did) at least once and until about `seconds` have passed; this
+// thread's multiply-adds per second. The one timing of in_cache_rate and int8_peak_rate.
+template <class Block>
+static double timed_rate(double seconds, Block block) {
+  using clock = std::chrono::steady_clock;
+#pragma omp barrier
+  const auto start = clock::now();
+  double done = 0.0, elapsed = 0.0;
+  do {
+    done += block();
+    elapsed = std::chrono::duration<double>(clock::now() - start).count();
+  } while (elapsed < seconds);
+  return done / elapsed;
+}
+
 // The products' ceiling on this CPU for B-bit codes: the kernel's own tile (kTileRows<B> rows of x
 // by kCols weight rows over K = 1536, the default model's hidden size) run again and again on
 // operands already in L1, on every thread at once, for about `seconds`. Multiply-adds per second,
@@ -527,7 +543,6 @@ inline bool qmm_dispatch(const QmmArgs& a, ScaleType scales) {
 template <int B>
 static double in_cache_rate(double seconds) {
   constexpr int K = 1536, R = kTileRows<B>, C = kCols;
-  using clock = std::chrono::steady_clock;
   double rate = 0.0;
 #pragma omp parallel reduction(+ : rate)
   {
@@ -543,16 +558,10 @@ static double in_cache_rate(double seconds) {
     Lines<float> scales((size_t)C * xa.padded, 0.01f), biases((size_t)C * xa.padded, -0.02f);
     const QmmArgs a{x.data(), reinterpret_cast<const uint32_t*>(w.data()), nullptr, nullptr, nullptr,
                     out.data(), R, C, K, 32, B};
-    long tiles = 0;
-#pragma omp barrier
-    const auto start = clock::now();
-    double elapsed = 0.0;
-    while (elapsed < seconds) {
+    rate = timed_rate(seconds, [&] {
       for (int i = 0; i < 256; ++i) tile<B, R, C, false>(a, xa, scales.data(), biases.data(), 0, 0, nullptr);
-      tiles += 256;
-      elapsed = std::chrono::duration<double>(clock::now() - start).count();
-    }
-    rate = (double)tiles * R * C * K / elapsed;
+      return 256.0 * R * C * K;
+    });
   }
   return rate;
 }
@@ -576,20 +585,10 @@ inline double in_cache_dispatch(int bits, double seconds) {
 // (in_cache_rate and the products are set against it). 0 where the build has no such instruction
 // to time (the portable one).
 inline double int8_peak_rate(double seconds) {
-  if constexpr (!kHasPeak) return 0.0;
-  using clock = std::chrono::steady_clock;
+  if (!kHasPeak) return 0.0;
   double rate = 0.0;
 #pragma omp parallel reduction(+ : rate)
-  {
-    double done = 0.0, elapsed = 0.0;
-#pragma omp barrier
-    const auto start = clock::now();
-    while (elapsed < seconds) {
-      done += peak_block();
-      elapsed = std::chrono::duration<double>(clock::now() - start).count();
-    }
-    rate = done / elapsed;
-  }
+  rate = timed_rate(seconds, peak_block);
   return rate;
 }
 
