@@ -4,7 +4,7 @@ every rule at beta = 0 is greedy decoding (RT token for token)."""
 from fractions import Fraction
 
 from mlx_ssbd import StreamTranslator
-from mlx_ssbd.engine.verify import RULES, accept_and_next, bounds, decide
+from mlx_ssbd.engine.verify import RULES, bounds, decide
 from mlx_ssbd.live.methods import TranslatorConfig, method_config
 
 import mlx.core as mx
@@ -27,16 +27,9 @@ def definition(rule: str, p: np.ndarray, y: int, beta: str) -> bool:
 
 
 def fused_decisions(rule: str, probs: np.ndarray, draft: np.ndarray, beta: str) -> int:
-    """Leading accepts of the compiled check on logits whose softmax is ``probs``."""
-    absolute, relative = bounds(rule, float(beta))
-    m = len(draft)
-    got, _ = accept_and_next(
-        mx.log(mx.array(np.vstack([probs, probs[-1:]]))),
-        mx.array([*draft.tolist(), 0], dtype=mx.uint32),
-        mx.array([absolute] * m + [-1.0], dtype=mx.float32),
-        mx.array([relative] * m + [0.0], dtype=mx.float32),
-    ).tolist()
-    return got
+    """Leading accepts of ``decide`` on logits whose softmax is ``probs``."""
+    rows = mx.log(mx.array(np.vstack([probs, probs[-1:]])))
+    return decide(rows, draft.tolist(), float(beta), rule=rule).tolist()[0]
 
 
 @pytest.mark.parametrize(
@@ -63,7 +56,7 @@ def test_each_rule_accepts_what_its_definition_says_on_hand_made_probabilities(
 
 @pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("beta", ["0", "0.2", "0.5", "1"])
-def test_the_compiled_check_equals_the_definition_on_random_logits(rule, beta):
+def test_the_decision_equals_the_definition_on_random_logits(rule, beta):
     rng = np.random.default_rng(int(float(beta) * 10) + len(rule))
     for _ in range(30):
         logits = rng.normal(size=(12, 40)) * rng.uniform(0.5, 4)

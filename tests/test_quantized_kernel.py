@@ -340,6 +340,7 @@ for out in (
     k.rms_norm(x, mx.arange(40) / 7.0, 1e-6),
     k.attention(x[:, :, :, :32], kv[..., :32], kv, scale=0.2, mask_mode="causal"),
     k.attention(x, kv, kv[..., :24], scale=0.7),
+    *k.logit_stats(x.reshape(-1, 40)[:, :37] * 9, mx.array([5, 0, 3])),
 ):
     digest.update(bytes(memoryview(out)))
 print(k.simd_path(), digest.hexdigest())
@@ -361,7 +362,8 @@ def run_path(path=None):
 @pytest.mark.parametrize("path", ["avxvnni", "avx2", "generic"])
 def test_every_narrower_path_of_this_cpu_gives_the_same_bits(path):
     """The narrower builds (MLX_SSBD_QMM_SIMD) compute exactly what the widest path computes: the
-    quantized products and the small operations (SwiGLU, RoPE, RMSNorm, attention) alike."""
+    quantized products and the small operations (SwiGLU, RoPE, RMSNorm, attention, logit statistics)
+    alike."""
     if path != "generic" and KERNEL.simd_path() not in ("avx512", "avxvnni", "avx2"):
         pytest.skip("this CPU has no AVX2")
     widest, narrow = run_path(), run_path(path)

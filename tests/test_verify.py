@@ -1,4 +1,4 @@
-"""The fused accept rule against the explicit biased mixture, the compiled accept/next function, and
+"""The fused accept rule against the explicit biased mixture, one pass's decision from its logits, and
 many decisions made at once (``decide_rows``, the runner's grouping of a round's decisions)."""
 
 import random
@@ -7,7 +7,7 @@ from fractions import Fraction
 from mlx_ssbd.engine.requests import Fed
 from mlx_ssbd.engine.update import Job
 from mlx_ssbd.engine.update import run as engine_run
-from mlx_ssbd.engine.verify import accept_and_next, accept_mask, accept_threshold, decide, decide_rows
+from mlx_ssbd.engine.verify import accept_mask, accept_threshold, decide, decide_rows
 
 import mlx.core as mx
 import numpy as np
@@ -74,18 +74,13 @@ def test_threshold_rejects_out_of_range_beta():
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.2, 1.0])
-def test_compiled_accept_count_and_next_token(beta):
+def test_accept_count_and_next_token_from_logits(beta):
     rng = np.random.default_rng(3)
-    for m in (1, 5, 17):  # shapeless: one compiled function for every draft length
+    for m in (1, 5, 17):
         logits = rng.normal(size=(m + 1, 40)).astype(np.float32) * 3
         draft = rng.integers(0, 40, size=m)
         draft[: m // 2] = logits[: m // 2].argmax(-1)  # a greedy-agreeing head
-        thr = accept_threshold(beta)
-        got_d, got_next = accept_and_next(
-            mx.array(logits),
-            mx.array([*draft.tolist(), 0], dtype=mx.uint32),
-            mx.array([thr] * m + [-1.0], dtype=mx.float32),
-        ).tolist()
+        got_d, got_next = decide(mx.array(logits), draft.tolist(), beta).tolist()
         probs = np.array(mx.softmax(mx.array(logits), axis=-1, precise=True))
         accepts = explicit_accept(probs[:m], draft, str(beta))
         d = next((i for i, a in enumerate(accepts) if not a), m)
@@ -95,15 +90,17 @@ def test_compiled_accept_count_and_next_token(beta):
             assert got_d == m
 
 
-def test_compiled_function_follows_the_vocabulary_size():
-    """Shapeless compilation must not reuse one model's vocabulary size for another's."""
+def test_decisions_follow_the_vocabulary_size():
+    """Vocabularies of any size (whole sets of 16 lanes or not), one after another: the greedy
+    token is the first index of the largest logit, a tie included."""
     rng = np.random.default_rng(5)
-    for vocab in (262, 40, 262, 97):
+    for vocab in (262, 40, 262, 97, 16, 1):
         logits = rng.normal(size=(4, vocab)).astype(np.float32)
-        d, nxt = accept_and_next(
-            mx.array(logits), mx.array([0, 0, 0, 0], dtype=mx.uint32), mx.array([-1.0] * 4, dtype=mx.float32)
-        ).tolist()
-        assert d == 0 and nxt == int(logits[0].argmax())
+        logits[1, vocab // 2 :] = logits[1].max() + 1  # a tie at the top: the first index wins
+        for row in range(4):
+            assert decide(mx.array(logits[: row + 1]), [], 0.2).tolist() == [0, int(logits[row].argmax())]
+        greedy = logits.argmax(-1).tolist()
+        assert decide(mx.array(logits[:3]), greedy[:2], 0.0).tolist() == [2, greedy[2]]
 
 
 def test_rows_of_a_batched_call_are_decided_as_each_alone():

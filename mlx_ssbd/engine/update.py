@@ -21,8 +21,8 @@ It never touches a model: it yields requests and receives their answers (the typ
   (``verify.decide``; without a draft, the next token alone), answered with that pair. The runner
   decides every greedy ``Decide`` of one batched call together, and the other greedy ones (over
   logits of their own: a pass fed in chunks, a stream alone) together where there are several
-  (``verify.decide_rows``: one softmax over all of their drafts, one argmax over all of their next
-  positions), never a few operations per row.
+  (``verify.decide_rows``: one reading of every row's logit statistics for all of their drafts and
+  next positions), never a few operations per row.
 
 ``Runner(feeder)`` drives any number of such generators in lock-step: every ``round()``, all
 pending ``Sync``s and ``Decide``s are evaluated with ONE host sync, then all ``Feed``s (those the

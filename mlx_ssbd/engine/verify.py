@@ -21,10 +21,11 @@ would produce:
 * ``ratio``: y_i is accepted while p_i[y_i] >= (1 - beta) max(p_i), a gap of at most beta times the
   model's top probability: the bound shrinks where the model spreads its mass.
 
-Neither materialises a mixture: one fused, compiled check and one host sync per pass.
-``decide_rows(rows, items)`` makes many greedy decisions at once (the rows of one batched call, or
-several streams' passes side by side), with exactly ``decide``'s arithmetic: one softmax over every
-item's draft positions together, one argmax over each item's next position, however many there are.
+Neither materialises a mixture, nor a softmax: p_max and p[y] come from each row's largest logit
+and softmax's normaliser (``platform.logit_stats``), one host sync per pass. Greedy decisions are
+all made by ``decide_rows(rows, items)``, many at once (the rows of one batched call, or several
+streams' passes side by side; ``decide`` is one item of it): each row's statistics are read in one
+operation for every item, however many there are.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from collections.abc import Sequence
 
 import mlx.core as mx
 
+from ..platform.logit_stats import logit_stats
 from .sampling import Sampler
 
 RULES = ("mixture", "ratio")
@@ -58,49 +60,16 @@ def bounds(rule: str, beta: float) -> tuple[float, float]:
     raise ValueError(f"unknown accept rule {rule!r}; known: {', '.join(RULES)}")
 
 
+def within_bound(p_max, p_draft, absolute, relative=0.0):
+    """The rule's test: max(p) - p[y] <= absolute + relative * max(p) (arrays or scalars)."""
+    return (p_max - p_draft) <= absolute + relative * p_max
+
+
 def accept_mask(probs: mx.array, draft: mx.array, threshold, relative=0.0) -> mx.array:
-    """Per-position accept decisions: probs (m, V), draft (m,), threshold and relative scalars
-    or (m,) -> (m,): accept where max(p) - p[y] <= threshold + relative * max(p)."""
+    """Per-position accept decisions from probabilities: probs (m, V), draft (m,), threshold and
+    relative scalars or (m,) -> (m,) (``within_bound``)."""
     p_draft = mx.take_along_axis(probs, draft[:, None], axis=-1)[:, 0]  # (m,)
-    p_max = probs.max(axis=-1)
-    return (p_max - p_draft) <= threshold + relative * p_max
-
-
-def _accept_and_next(logits: mx.array, draft: mx.array, thresholds: mx.array, relative: mx.array) -> mx.array:
-    # logits (m + 1, V): row i predicts draft[i]; row m predicts the token after the draft.
-    # draft, thresholds and relative (m + 1,) carry a padding entry for row m (threshold -1,
-    # relative 0), which never accepts (gaps are >= 0); this keeps every shape input-derived for
-    # shapeless compilation.
-    probs = mx.softmax(logits.astype(mx.float32), axis=-1, precise=True)  # (m + 1, V)
-    accepted = mx.cumprod(accept_mask(probs, draft, thresholds, relative).astype(mx.int32)).sum()
-    next_token = mx.argmax(mx.take(logits, accepted, axis=0), axis=-1)
-    return mx.stack([accepted, next_token.astype(mx.int32)])
-
-
-_compiled: dict[int, object] = {}
-
-
-def accept_and_next(
-    logits: mx.array, draft: mx.array, thresholds: mx.array, relative: mx.array | None = None
-) -> mx.array:
-    """Compiled ``[accepted, next_token]``; see ``_accept_and_next`` for the arguments
-    (``relative`` None: zeros, the ``mixture`` rule).
-
-    One shapeless compilation per vocabulary size: shapeless tracing follows the draft length
-    but silently reuses the first vocabulary size it saw (wrong tokens for a second model). MLX
-    caches traces by the Python function, so each size gets its own function object (kept alive
-    here, so its identity is never reused).
-    """
-    vocab = logits.shape[-1]
-    if vocab not in _compiled:
-
-        def accept_for_this_vocab(logits, draft, thresholds, relative):
-            return _accept_and_next(logits, draft, thresholds, relative)
-
-        _compiled[vocab] = mx.compile(accept_for_this_vocab, shapeless=True)
-    if relative is None:
-        relative = mx.zeros_like(thresholds)
-    return _compiled[vocab](logits, draft, thresholds, relative)
+    return within_bound(probs.max(axis=-1), p_draft, threshold, relative)
 
 
 def decide(
@@ -110,58 +79,62 @@ def decide(
     sampler: Sampler | None = None,
     rule: str = DEFAULT_RULE,
 ) -> mx.array:
-    """``[accepted, next_token]`` (lazy) from the m + 1 logit rows of a verify pass.
+    """``[accepted, next_token]`` (lazy) from the m + 1 logit rows of a verify pass (m = len(draft);
+    without a draft, the last row's next token).
 
-    Greedy: ``rule`` at ``beta``, fused and compiled; with a sampler: biased speculative sampling
+    Greedy: ``rule`` at ``beta`` (``decide_rows``); with a sampler: biased speculative sampling
     (the ``mixture`` rule only).
     """
+    if sampler is None:
+        return decide_rows(rows, [(rows.shape[0] - len(draft) - 1, draft, beta, rule)])[0]
     if not draft:
-        next_token = mx.argmax(rows[-1]) if sampler is None else sampler(rows[-1])
-        return mx.stack([mx.array(0, dtype=mx.int32), next_token.astype(mx.int32)])
-    padded = mx.array([*draft, 0], dtype=mx.uint32)
-    if sampler is not None:
-        if rule != "mixture":
-            raise ValueError(f"sampling verifies drafts with the mixture rule only, not {rule!r}")
-        return sampler.accept_and_next(rows, padded, beta)
-    absolute, relative = bounds(rule, beta)
-    # the row after the draft has threshold -1: it never accepts, so d counts draft tokens only
-    thresholds = mx.array([absolute] * len(draft) + [-1.0], dtype=mx.float32)
-    scales = mx.array([relative] * len(draft) + [0.0], dtype=mx.float32)
-    return accept_and_next(rows, padded, thresholds, scales)
+        return mx.stack([mx.array(0, dtype=mx.int32), sampler(rows[-1]).astype(mx.int32)])
+    if rule != "mixture":
+        raise ValueError(f"sampling verifies drafts with the mixture rule only, not {rule!r}")
+    return sampler.accept_and_next(rows, mx.array([*draft, 0], dtype=mx.uint32), beta)
 
 
 def decide_rows(rows: mx.array, items: Sequence[tuple[int, Sequence[int], float, str]]) -> mx.array:
     """``(len(items), 2)`` int32 ``[accepted, next_token]`` (lazy), greedy, for many decisions at
     once: ``rows`` (N, V) holds the logit rows of many verify passes and decode steps (a batched
     call's, flattened, or several passes' side by side); item ``(first, draft, beta, rule)`` is
-    ``decide(rows[first : first + m + 1], draft, beta, rule=rule)`` with m = len(draft) (no draft:
-    the argmax of row ``first``). The draft positions of all items share one softmax; the leading
-    accepts of each are counted from a running count of rejections (the positions before an item's
-    first rejection are those where the count still equals its value at the item's start)."""
-    checks, ids, absolute, relative, edges = [], [], [], [], [0]  # item i's checks: edges[i]:edges[i + 1]
-    firsts = []  # per item: the index of its first row (the row that predicts draft[0])
+    decided from ``rows[first : first + m + 1]`` with m = len(draft) (no draft: the greedy token
+    of row ``first``).
+
+    The rows of every item are read once together (``platform.logit_stats``: each row's largest
+    logit, its first index, and softmax's normaliser where a draft token is checked), so p_max
+    and p[y] come from the logits without a softmax over the vocabulary. A draft token with the
+    row's largest logit is always accepted (so at beta = 0 exactly the greedy tokens are); another
+    is accepted when the rule's bound is positive and holds (``within_bound``). The leading
+    accepts of each item are counted from a running count of rejections (the rows before an
+    item's first rejection are those where the count still equals its value at the item's start;
+    the row after each draft never accepts)."""
+    picked, starts = [], []  # the rows read, item after item; where each item's begin in ``picked``
+    tokens, absolute, relative, checked = [], [], [], []  # per picked row
     for first, draft, beta, rule in items:
-        firsts.append(first)
-        if draft:
-            a, r = bounds(rule, beta)
-            checks += range(first, first + len(draft))
-            ids += draft
-            absolute += [a] * len(draft)
-            relative += [r] * len(draft)
-        edges.append(len(checks))
-    if not checks:  # decode steps only: each one's row's argmax
-        picked = rows if firsts == list(range(rows.shape[0])) else rows[mx.array(firsts, dtype=mx.int32)]
-        next_token = mx.argmax(picked, axis=-1).astype(mx.int32)
-        return mx.stack([mx.zeros_like(next_token), next_token], axis=1)
-    firsts = mx.array(firsts, dtype=mx.int32)
-    probs = mx.softmax(rows[mx.array(checks)].astype(mx.float32), axis=-1, precise=True)
-    ok = accept_mask(probs, mx.array(ids, dtype=mx.uint32), mx.array(absolute), mx.array(relative))
-    rejected = mx.cumsum((~ok).astype(mx.int32))  # rejections up to and including each check
-    before = mx.concatenate([mx.zeros(1, dtype=mx.int32), rejected])  # ... before each check
-    start, end = mx.array(edges[:-1]), mx.array(edges[1:])
-    item_of = mx.array([i for i in range(len(items)) for _ in range(edges[i], edges[i + 1])])
+        starts.append(len(picked))
+        picked += range(first, first + len(draft) + 1)
+        a, r = bounds(rule, beta) if draft else (0.0, 0.0)
+        tokens += [*draft, 0]
+        absolute += [a] * len(draft) + [0.0]
+        relative += [r] * len(draft) + [0.0]
+        checked += [True] * len(draft) + [False]
+    any_draft = len(picked) > len(items)
+    largest, total, best = logit_stats(rows, mx.array(picked, dtype=mx.int32), sums=any_draft)
+    start = mx.array(starts, dtype=mx.int32)
+    if not any_draft:  # decode steps only: each one's greedy token
+        return mx.stack([mx.zeros(len(items), dtype=mx.int32), best.astype(mx.int32)], axis=1)
+    vocab = rows.shape[-1]
+    at = mx.array([row * vocab + token for row, token in zip(picked, tokens)], dtype=mx.uint32)
+    logit = mx.take(rows.reshape(-1), at).astype(mx.float32)
+    p_max = 1.0 / total
+    bound = mx.array(absolute, dtype=mx.float32) + mx.array(relative, dtype=mx.float32) * p_max
+    biased = within_bound(p_max, mx.exp(logit - largest) * p_max, bound) & (bound > 0)
+    ok = mx.array(checked) & ((logit >= largest) | biased)
+    rejected = mx.cumsum((~ok).astype(mx.int32))  # rejections up to and including each row
+    before = mx.concatenate([mx.zeros(1, dtype=mx.int32), rejected])  # ... before each row
+    item_of = mx.array([i for i, (_, draft, _, _) in enumerate(items) for _ in range(len(draft) + 1)])
     leading = (rejected == before[start][item_of]).astype(mx.int32)
     counted = mx.concatenate([mx.zeros(1, dtype=mx.int32), mx.cumsum(leading)])
-    accepted = counted[end] - counted[start]
-    next_token = mx.argmax(rows[firsts + accepted], axis=-1).astype(mx.int32)
-    return mx.stack([accepted, next_token], axis=1)
+    accepted = counted[mx.array([*starts[1:], len(picked)], dtype=mx.int32)] - counted[start]
+    return mx.stack([accepted, best[start + accepted].astype(mx.int32)], axis=1)

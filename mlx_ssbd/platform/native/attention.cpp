@@ -40,13 +40,6 @@ struct Scratch {
   std::vector<float> scores, scaled, acc;
 };
 
-// exp(x), or 0 where x is under -87 (exp's range; a softmax weight under 1e-38 of the largest).
-template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE V exp_or_zero(V x) {
-  const V floor = V{} - 87.0f, zero = {};
-  return x < floor ? zero : exp_lanes(x);
-}
-template <class V> MLX_SSBD_LANES_INLINE Two<V> exp_or_zero(Two<V> x) { return {exp_or_zero(x.lo), exp_or_zero(x.hi)}; }
-
 // One query row: out[Dv] = softmax(scores) @ values, scores over the keys [0, keys).
 template <class L>
 MLX_SSBD_LANES_INLINE void attend_row_lanes(const AttentionArgs& a, int b, int h, int l, Scratch& scratch) {

@@ -3,9 +3,11 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
 
 #include "attention.h"
 #include "layers.h"
+#include "logits.h"
 #include "qmm.h"
 #include "silu.h"
 
@@ -13,7 +15,7 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 NB_MODULE(_qmm, m) {
-  m.doc() = "mlx-ssbd's CPU kernels: quantized matrix products, SwiGLU, RoPE, RMSNorm and attention (an MLX extension)";
+  m.doc() = "mlx-ssbd's CPU kernels: quantized matrix products, SwiGLU, RoPE, RMSNorm, attention and logit statistics (an MLX extension)";
   m.def("quantized_matmul", &mlx_ssbd::quantized_matmul, "x"_a, "w"_a, "scales"_a, "biases"_a,
         "group_size"_a, "bits"_a, nb::kw_only(), "bias"_a = nb::none(), "stream"_a = nb::none(),
         "x @ dequantize(w, scales, biases).T (+ bias, a linear layer's own) on the CPU, in fp32; "
@@ -28,6 +30,10 @@ NB_MODULE(_qmm, m) {
   m.def("attention", &mlx_ssbd::attention, "q"_a, "k"_a, "v"_a, nb::kw_only(), "scale"_a,
         "mask_mode"_a = "", "mask"_a = nb::none(), "stream"_a = nb::none(),
         "mx.fast.scaled_dot_product_attention for fp32 q, k, v on the CPU as one operation.");
+  m.def("logit_stats", &mlx_ssbd::logit_stats, "logits"_a, "rows"_a, nb::kw_only(), "sums"_a = true,
+        "stream"_a = nb::none(),
+        "For rows `rows` of fp32 logits [N, V] on the CPU: [largest logit, sum of exp(logit - largest) "
+        "(0 unless sums), first index of the largest (uint32)], each [len(rows)].");
   m.def("in_cache_rate", &mlx_ssbd::in_cache_rate, "bits"_a, "seconds"_a = 0.3,
         "Multiply-adds per second of the products' own tiles on operands already in L1, every thread at "
         "once: the ceiling the quantized products reach against (0 for an unknown width).");

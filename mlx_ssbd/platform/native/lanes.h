@@ -112,6 +112,21 @@ template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE V exp_lanes(V x) {
 }
 template <class V> MLX_SSBD_LANES_INLINE Two<V> exp_lanes(Two<V> x) { return {exp_lanes(x.lo), exp_lanes(x.hi)}; }
 
+// exp(x), or 0 where x is under -87 (exp's range; a softmax weight under 1e-38 of the largest).
+template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE V exp_or_zero(V x) {
+  const V floor = V{} - 87.0f, zero = {};
+  return x < floor ? zero : exp_lanes(x);
+}
+template <class V> MLX_SSBD_LANES_INLINE Two<V> exp_or_zero(Two<V> x) { return {exp_or_zero(x.lo), exp_or_zero(x.hi)}; }
+
+// Lane by lane: `then` where a > b, else `otherwise` (a NaN in a or b is never greater).
+template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE V where_greater(V a, V b, V then, V otherwise) {
+  return a > b ? then : otherwise;
+}
+template <class V> MLX_SSBD_LANES_INLINE Two<V> where_greater(Two<V> a, Two<V> b, Two<V> then, Two<V> otherwise) {
+  return {where_greater(a.lo, b.lo, then.lo, otherwise.lo), where_greater(a.hi, b.hi, then.hi, otherwise.hi)};
+}
+
 // The sum of the lanes, in a fixed order: lane i and i + 8 added, then halves pairwise.
 template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE float sum_lanes(V a) {
   constexpr int n = kLanesOf<V>;
