@@ -78,6 +78,8 @@ def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
     if cost["peak_floor_per_token_s"]:  # the kernel runs the model and its build times an instruction
         assert cost["peak_floor_per_token_s"] > 0 and cost["floor_per_token_s"] > 0
         assert "| peak floor ms | peak floor x decode step |" in text
+    assert list(cost["decision_s"]) == list(cost["softmax_decision_s"]) == ["4"]
+    assert cost["decision_s"]["4"] > 0 and "| 4 | " in text.split("decision ms")[1]
     script(
         "benchmarks.engine.longform_memory",
         "--model",

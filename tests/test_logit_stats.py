@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 KERNEL = extension.kernel()
-needs_kernel = pytest.mark.skipif(KERNEL is None, reason=f"native extension not available: {extension.kernel_status()}")
+needs_kernel = pytest.mark.skipif(
+    KERNEL is None, reason=f"native extension not available: {extension.kernel_status()}"
+)
 
 
 def expected(logits: np.ndarray, rows: list[int]):

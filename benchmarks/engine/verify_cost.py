@@ -7,7 +7,9 @@ the model runs through the CPU kernel, the floor under that pass: its tokens' mu
 quantized products at the kernel's in-cache ceiling on this CPU (``in_cache_rate``: its own tiles
 on operands already in L1), the arithmetic alone, nothing for reading the weights, attention or
 the small operations; and the floor under that at the CPU's int8 peak (``int8_peak_rate``: its
-widest int8 multiply-add instruction alone), what no int8 kernel can beat here. Decode steps go
+widest int8 multiply-add instruction alone), what no int8 kernel can beat here. And what deciding
+that pass costs after it (``verify.decide`` on its logits: each row's largest logit and softmax
+normaliser), beside what MLX's softmax over the same rows costs (``passes.decision_timings``). Decode steps go
 through the sgemv shim when it is on (``mlx_ssbd/platform/gemv.py``); ``MLX_SSBD_GEMV=0`` measures
 plain sgemm.
 
@@ -19,7 +21,13 @@ from __future__ import annotations
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
-from mlx_ssbd.evaluation.passes import int8_peak, kernel_ceiling, multiply_adds, pass_timings
+from mlx_ssbd.evaluation.passes import (
+    decision_timings,
+    int8_peak,
+    kernel_ceiling,
+    multiply_adds,
+    pass_timings,
+)
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.platform.extension import kernel
 
@@ -45,6 +53,7 @@ def measure(args) -> dict:
     prompt_tokens, rows = pass_timings(loaded, [int(s) for s in args.sizes.split(",")], args.repeats)
     step, counts = rows[1], multiply_adds(loaded.model)
     floor, peak_floor = floor_per_token_s(counts), peak_floor_per_token_s(counts)
+    decisions = decision_timings(loaded, [n for n in rows if n > 1], args.repeats)
     return {
         "model": loaded.name,
         "dtype": loaded.dtype,
@@ -56,6 +65,8 @@ def measure(args) -> dict:
         "multiply_adds_per_token": {str(b): m for b, m in counts.items()},
         "floor_per_token_s": floor and round(floor, 6),
         "peak_floor_per_token_s": peak_floor and round(peak_floor, 7),
+        "decision_s": {str(n): round(ours, 6) for n, (ours, _) in decisions.items()},
+        "softmax_decision_s": {str(n): round(theirs, 6) for n, (_, theirs) in decisions.items()},
     }
 
 
@@ -63,6 +74,7 @@ def render(result: dict) -> list[str]:
     step, floor = result["decode_step_s"], result["floor_per_token_s"]
     lines = [f"{machine_line(result['machine'])} Sgemv shim: {result['machine']['gemv']}.", ""]
     passes = [(int(n), t) for n, t in result["pass_s"].items()]
+    lines += decision_lines(result, step)
     if floor is None:
         return lines + markdown_table(
             ["tokens in one pass", "ms", "x decode step"],
@@ -91,6 +103,27 @@ def render(result: dict) -> list[str]:
             (*row, f"{1000 * n * peak:.1f}", f"{n * peak / step:.2f}") for row, (n, _) in zip(rows, passes)
         ]
     return lines + markdown_table(heads, rows)
+
+
+def decision_lines(result: dict, step: float) -> list[str]:
+    """The decision after each pass, ours against a softmax over the vocabulary (none: no lines)."""
+    ours, theirs = result.get("decision_s"), result.get("softmax_decision_s")
+    if not ours:
+        return []
+    return [
+        "Deciding a pass of N tokens after it (N - 1 draft tokens checked, then the next token): "
+        "mlx-ssbd's decision (each row's largest logit and softmax normaliser) against MLX's softmax "
+        "over the checked rows and one argmax, on the same logits.",
+        "",
+        *markdown_table(
+            ["tokens in one pass", "decision ms", "x decode step", "MLX softmax ms", "softmax / decision"],
+            [
+                (n, f"{1000 * t:.2f}", f"{t / step:.3f}", f"{1000 * theirs[n]:.2f}", f"{theirs[n] / t:.1f}x")
+                for n, t in ours.items()
+            ],
+        ),
+        "",
+    ]
 
 
 BENCHMARK = Benchmark(

@@ -4,7 +4,10 @@ Contract: ``pass_timings(loaded, sizes, repeats, context=None)`` caches the prom
 (en->de) once (followed by tokens of ``FILLER`` until the cache holds ``context`` tokens, when
 given: what a pass costs after a longer talk), then for each N in ``sizes`` returns the median
 wall time of one forward pass over N new tokens of ``FILLER`` from that cached context, rewinding
-the cache after each (N = 1 is a decode step).
+the cache after each (N = 1 is a decode step). ``decision_timings(loaded, sizes, repeats)`` times
+deciding such a pass (its N - 1 tokens after the first as the draft, greedy at the default bias,
+``verify.decide``) on that pass's own logits, and beside it what MLX's softmax over the checked
+rows plus one argmax costs on the same logits: what a decision over the vocabulary costs this way.
 ``prompt_and_filler(tokenizer, family)`` gives the token ids, so a peer engine can be timed on
 exactly the same tokens. ``multiply_adds(model)`` counts a token's multiply-adds in the model's
 quantized products by code width, the arithmetic a pass over N tokens cannot do with less than N
@@ -54,6 +57,40 @@ def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tup
 
     median(filler[:16])  # warm up
     return len(ids), {n: median(filler[:n]) for n in sizes}
+
+
+def decision_timings(loaded, sizes, repeats: int) -> dict[int, tuple[float, float]]:
+    """{N: (median seconds of ``verify.decide`` over a pass of N tokens, of MLX's softmax over its
+    N - 1 checked rows plus the last row's argmax)}, on the logits of that pass."""
+    import mlx.core as mx
+
+    from ..engine.cache import TokenCache
+    from ..engine.verify import decide
+    from ..live.methods import DEFAULT_BETA
+
+    ids, filler = prompt_and_filler(loaded.tokenizer, loaded.family)
+    cache = TokenCache(loaded.model)
+    mx.eval(cache.forward(ids))
+
+    def median(work, *args) -> float:
+        mx.eval(work(*args))  # warm up
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            mx.eval(work(*args))
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+
+    def softmax_way(rows):
+        return [mx.softmax(rows[:-1], axis=-1, precise=True), mx.argmax(rows[-1])]
+
+    timings = {}
+    for n in sizes:
+        rows = cache.forward(filler[:n])
+        mx.eval(rows)
+        cache.rewind(len(ids))
+        timings[n] = (median(decide, rows, filler[1:n], DEFAULT_BETA), median(softmax_way, rows))
+    return timings
 
 
 def multiply_adds(model) -> dict[int, int]:
