@@ -93,7 +93,8 @@ SECTIONS = (
         "A forward pass of the default model over N new tokens from the same cached prompt against one "
         "decode step, beside the floor the CPU kernel's arithmetic sets under that pass (its multiply-adds "
         "at the kernel's in-cache ceiling) and, where measured, the floor at the CPU's int8 peak (the "
-        "same multiply-adds at its widest int8 multiply-add instruction's own rate).",
+        "same multiply-adds at its widest int8 multiply-add instruction's own rate); and, where "
+        "measured, what deciding each pass costs after it, beside MLX's softmax over the same rows.",
         (("verify-cost-1.5b",),),
     ),
     Section(
