@@ -10,10 +10,10 @@ extension (``extension.kernel()``) it is one operation that reads each chosen ro
 (a GPU, or no extension) MLX's own ``max``, ``argmax`` and ``exp`` of the gathered rows. The two
 agree to fp32 rounding (tests/test_logit_stats.py); each row's result depends on that row alone.
 
-Why: MLX's CPU backend computes ``exp`` one element at a time through libm's ``expf``: the
-softmax of a 16-token verify pass over a 152k-token vocabulary took about 44 ms on a 2-core
-EPYC, and one row's argmax more than the extension's whole pass over it
-(``benchmarks/engine/quantized_kernel.py`` times both ways).
+Why: MLX's CPU backend computes ``exp`` one element at a time through libm's ``expf``: its
+softmax over the 15 checked rows of a 16-token verify pass with a 152k-token vocabulary takes
+about 15x as long as this decision (``benchmarks/engine/verify_cost.py`` times both ways on the
+same logits).
 """
 
 from __future__ import annotations

@@ -2,11 +2,11 @@
 // largest logit, the first index holding it (the greedy token) and softmax's normaliser.
 //
 // MLX's CPU backend on Linux computes exp one element at a time through libm's expf (about 16 ns
-// an element here): the softmax of a 16-token verify pass over a 152k-token vocabulary took about
-// 44 ms, most of a decode step, and its argmax a few more. This reads each chosen row twice, 16
-// lanes at a time: once for the largest logit and its first index, once (when asked) for the sum
-// of exp(logit - largest) with lanes.h's exp. Each row's result depends on that row alone, and
-// every build (AVX-512, AVX2, baseline) gives the same bits.
+// an element here): its softmax over a 16-token verify pass with a 152k-token vocabulary took
+// about half a decode step of the default model (benchmarks/engine/verify_cost.py). This reads
+// each chosen row twice, 16 lanes at a time: once for the largest logit and its first index, once
+// (when asked) for the sum of exp(logit - largest) with lanes.h's exp. Each row's result depends
+// on that row alone, and every build (AVX-512, AVX2, baseline) gives the same bits.
 #pragma once
 
 #include "mlx/ops.h"
