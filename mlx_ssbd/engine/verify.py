@@ -30,6 +30,7 @@ operation for every item, however many there are.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -126,15 +127,35 @@ def decide_rows(rows: mx.array, items: Sequence[tuple[int, Sequence[int], float,
         return mx.stack([mx.zeros(len(items), dtype=mx.int32), best.astype(mx.int32)], axis=1)
     vocab = rows.shape[-1]
     at = mx.array([row * vocab + token for row, token in zip(picked, tokens)], dtype=mx.uint32)
-    logit = mx.take(rows.reshape(-1), at).astype(mx.float32)
-    p_max = 1.0 / total
-    bound = mx.array(absolute, dtype=mx.float32) + mx.array(relative, dtype=mx.float32) * p_max
-    biased = within_bound(p_max, mx.exp(logit - largest) * p_max, bound) & (bound > 0)
-    ok = mx.array(checked) & ((logit >= largest) | biased)
-    rejected = mx.cumsum((~ok).astype(mx.int32))  # rejections up to and including each row
-    before = mx.concatenate([mx.zeros(1, dtype=mx.int32), rejected])  # ... before each row
+    last = mx.array([*starts[1:], len(picked)], dtype=mx.int32) - 1
     item_of = mx.array([i for i, (_, draft, _, _) in enumerate(items) for _ in range(len(draft) + 1)])
-    leading = (rejected == before[start][item_of]).astype(mx.int32)
-    counted = mx.concatenate([mx.zeros(1, dtype=mx.int32), mx.cumsum(leading)])
-    accepted = counted[mx.array([*starts[1:], len(picked)], dtype=mx.int32)] - counted[start]
+    return _counted(
+        largest,
+        total,
+        best,
+        mx.take(rows.reshape(-1), at).astype(mx.float32),
+        mx.array(absolute, dtype=mx.float32),
+        mx.array(relative, dtype=mx.float32),
+        mx.array(checked),
+        start,
+        last,
+        item_of,
+    )
+
+
+@functools.partial(mx.compile, shapeless=True)
+def _counted(largest, total, best, logit, absolute, relative, checked, start, last, item_of):
+    """``decide_rows``'s ``[accepted, next_token]`` per item from its rows' statistics (one
+    compiled graph for every number of rows and items): row j's draft token, of logit
+    ``logit[j]``, is accepted where ``checked[j]`` and it holds the largest logit or the rule's
+    positive bound holds; item i's rows run from ``start[i]`` to ``last[i]``."""
+    p_max = 1.0 / total
+    bound = absolute + relative * p_max
+    biased = within_bound(p_max, mx.exp(logit - largest) * p_max, bound) & (bound > 0)
+    rejects = (~(checked & ((logit >= largest) | biased))).astype(mx.int32)
+    rejected = mx.cumsum(rejects)  # rejections up to and including each row
+    before = rejected - rejects  # ... before each row
+    leading = (rejected == before[start][item_of]).astype(mx.int32)  # no rejection yet in its item
+    counted = mx.cumsum(leading)
+    accepted = counted[last] - (counted - leading)[start]
     return mx.stack([accepted, best[start + accepted].astype(mx.int32)], axis=1)

@@ -5,8 +5,9 @@
 // an element here): its softmax over a 16-token verify pass with a 152k-token vocabulary took
 // about half a decode step of the default model (benchmarks/engine/verify_cost.py). This reads
 // each chosen row twice, 16 lanes at a time: once for the largest logit and its first index, once
-// (when asked) for the sum of exp(logit - largest) with lanes.h's exp. Each row's result depends
-// on that row alone, and every build (AVX-512, AVX2, baseline) gives the same bits.
+// (when asked) for the sum of exp(logit - largest) with lanes.h's exp; rows are split between
+// threads where there are many. Each row's result depends on that row alone, and every build
+// (AVX-512, AVX2, baseline) gives the same bits.
 #pragma once
 
 #include "mlx/ops.h"
