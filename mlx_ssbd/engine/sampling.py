@@ -62,7 +62,7 @@ class Sampler:
     def accept_and_next(self, logits: mx.array, draft: mx.array, beta) -> mx.array:
         """``[accepted, next_token]`` by biased speculative sampling.
 
-        logits (m + 1, V); draft (m + 1,) padded like ``verify.accept_and_next``; beta a float or
+        logits (m + 1, V); draft (m + 1,): the m draft tokens and a padding entry; beta a float or
         one bias per row (m + 1,).
         """
         m = draft.shape[0] - 1

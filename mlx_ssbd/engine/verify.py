@@ -103,7 +103,7 @@ def decide_rows(rows: mx.array, items: Sequence[tuple[int, Sequence[int], float,
     of row ``first``).
 
     The rows of every item are read once together (``platform.logit_stats``: each row's largest
-    logit, its first index, and softmax's normaliser where a draft token is checked), so p_max
+    logit, its first index and, when some item has a draft, softmax's normaliser), so p_max
     and p[y] come from the logits without a softmax over the vocabulary. A draft token with the
     row's largest logit is always accepted (so at beta = 0 exactly the greedy tokens are); another
     is accepted when the rule's bound is positive and holds (``within_bound``). The leading
