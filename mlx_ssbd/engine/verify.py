@@ -111,9 +111,10 @@ def decide_rows(rows: mx.array, items: Sequence[tuple[int, Sequence[int], float,
     item's first rejection are those where the count still equals its value at the item's start;
     the row after each draft never accepts)."""
     picked, starts = [], []  # the rows read, item after item; where each item's begin in ``picked``
-    tokens, absolute, relative, checked = [], [], [], []  # per picked row
-    for first, draft, beta, rule in items:
+    tokens, absolute, relative, checked, item_of = [], [], [], [], []  # per picked row
+    for i, (first, draft, beta, rule) in enumerate(items):
         starts.append(len(picked))
+        item_of += [i] * (len(draft) + 1)
         picked += range(first, first + len(draft) + 1)
         a, r = bounds(rule, beta) if draft else (0.0, 0.0)
         tokens += [*draft, 0]
@@ -128,7 +129,6 @@ def decide_rows(rows: mx.array, items: Sequence[tuple[int, Sequence[int], float,
     vocab = rows.shape[-1]
     at = mx.array([row * vocab + token for row, token in zip(picked, tokens)], dtype=mx.uint32)
     last = mx.array([*starts[1:], len(picked)], dtype=mx.int32) - 1
-    item_of = mx.array([i for i, (_, draft, _, _) in enumerate(items) for _ in range(len(draft) + 1)])
     return _counted(
         largest,
         total,
@@ -139,7 +139,7 @@ def decide_rows(rows: mx.array, items: Sequence[tuple[int, Sequence[int], float,
         mx.array(checked),
         start,
         last,
-        item_of,
+        mx.array(item_of),
     )
 
 

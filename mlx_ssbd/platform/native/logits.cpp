@@ -22,7 +22,6 @@ struct StatsArgs {
   uint32_t* best;
   int64_t N, V, K;
   bool with_sums;
-  int64_t begin, end;  // the chosen rows [begin, end) of K that one call computes
 };
 
 // One row: its largest value and the first index holding it. Each lane keeps its own largest
@@ -68,21 +67,20 @@ MLX_SSBD_LANES_INLINE float exp_sum_of_row(const float* v, int64_t V, float top)
   return sum_lanes(total);
 }
 
+// The k-th chosen row's statistics.
 template <class L>
-MLX_SSBD_LANES_INLINE void logit_stats_rows_lanes(const StatsArgs& a) {
-  for (int64_t k = a.begin; k < a.end; ++k) {
-    const int64_t row = a.rows[k];
-    if (row < 0 || row >= a.N) {
-      a.largest[k] = a.sums[k] = NAN;
-      a.best[k] = 0;
-      continue;
-    }
-    const float* v = a.logits + row * a.V;
-    largest_of_row<L>(v, a.V, a.largest[k], a.best[k]);
-    a.sums[k] = a.with_sums ? exp_sum_of_row<L>(v, a.V, a.largest[k]) : 0.0f;
+MLX_SSBD_LANES_INLINE void logit_stats_row_lanes(const StatsArgs& a, int64_t k) {
+  const int64_t row = a.rows[k];
+  if (row < 0 || row >= a.N) {
+    a.largest[k] = a.sums[k] = NAN;
+    a.best[k] = 0;
+    return;
   }
+  const float* v = a.logits + row * a.V;
+  largest_of_row<L>(v, a.V, a.largest[k], a.best[k]);
+  a.sums[k] = a.with_sums ? exp_sum_of_row<L>(v, a.V, a.largest[k]) : 0.0f;
 }
-MLX_SSBD_LANE_TARGETS(logit_stats_rows, (const StatsArgs& a), (a))
+MLX_SSBD_LANE_TARGETS(logit_stats_row, (const StatsArgs& a, int64_t k), (a, k))
 
 }  // namespace
 
@@ -110,19 +108,14 @@ void LogitStatsCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   encoder.set_input_array(logits);
   encoder.set_input_array(inputs[1]);
   for (auto& out : outputs) encoder.set_output_array(out);
-  const int64_t K = inputs[1].shape(0);
-  const StatsArgs a{logits.data<float>(), inputs[1].data<int32_t>(), outputs[0].data<float>(),
-                    outputs[1].data<float>(), outputs[2].data<uint32_t>(), logits.shape(0), logits.shape(1), K,
-                    sums_, 0, K};
+  const StatsArgs a{logits.data<float>(),     inputs[1].data<int32_t>(), outputs[0].data<float>(),
+                    outputs[1].data<float>(), outputs[2].data<uint32_t>(), logits.shape(0),
+                    logits.shape(1),          inputs[1].shape(0),        sums_};
   // Rows split between threads (OpenMP, when the build has it) where there is work enough: each
   // row's result is its own, whichever thread computes it.
   encoder.dispatch([a]() {
 #pragma omp parallel for schedule(static) if (a.K > 1 && a.K * a.V > (1 << 18))
-    for (int64_t k = 0; k < a.K; ++k) {
-      StatsArgs one = a;
-      one.begin = k, one.end = k + 1;
-      logit_stats_rows(one);
-    }
+    for (int64_t k = 0; k < a.K; ++k) logit_stats_row(a, k);
   });
 }
 
