@@ -19,6 +19,7 @@ floor under any int8 product: None where the kernel's build times no such instru
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 
@@ -33,8 +34,9 @@ def prompt_and_filler(tokenizer, family: str) -> tuple[list[int], list[int]]:
     return list(prompt.ids), tokenizer.encode(FILLER, add_special_tokens=False)
 
 
-def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tuple[int, dict[int, float]]:
-    """(cached tokens, {N: median seconds of a pass over N tokens})."""
+def _cached_prompt(loaded, context: int | None = None):
+    """``(cache, ids, filler)``: a ``TokenCache`` holding the prompt's ``ids`` (followed by filler
+    tokens up to ``context``), and the filler tokens a pass is fed from."""
     import mlx.core as mx
 
     from ..engine.cache import TokenCache
@@ -44,16 +46,33 @@ def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tup
         ids += filler[: context - len(ids)]
     cache = TokenCache(loaded.model)
     mx.eval(cache.forward(ids))
+    return cache, ids, filler
+
+
+def _median_s(work, repeats: int, after=None) -> float:
+    """Median seconds of evaluating ``work()`` over ``repeats`` runs (``after()`` after each, untimed)."""
+    import mlx.core as mx
+
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        mx.eval(work())
+        times.append(time.perf_counter() - start)
+        if after is not None:
+            after()
+    return statistics.median(times)
+
+
+def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tuple[int, dict[int, float]]:
+    """(cached tokens, {N: median seconds of a pass over N tokens})."""
+    cache, ids, filler = _cached_prompt(loaded, context)
     base = len(cache)
 
+    def rewind():
+        assert cache.rewind(base) == base
+
     def median(tokens: list[int]) -> float:
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            mx.eval(cache.forward(tokens))
-            times.append(time.perf_counter() - start)
-            assert cache.rewind(base) == base
-        return statistics.median(times)
+        return _median_s(lambda: cache.forward(tokens), repeats, after=rewind)
 
     median(filler[:16])  # warm up
     return len(ids), {n: median(filler[:n]) for n in sizes}
@@ -64,22 +83,15 @@ def decision_timings(loaded, sizes, repeats: int) -> dict[int, tuple[float, floa
     N - 1 checked rows plus the last row's argmax)}, on the logits of that pass."""
     import mlx.core as mx
 
-    from ..engine.cache import TokenCache
     from ..engine.verify import decide
     from ..live.methods import DEFAULT_BETA
 
-    ids, filler = prompt_and_filler(loaded.tokenizer, loaded.family)
-    cache = TokenCache(loaded.model)
-    mx.eval(cache.forward(ids))
+    cache, ids, filler = _cached_prompt(loaded)
 
     def median(work, *args) -> float:
-        mx.eval(work(*args))  # warm up
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            mx.eval(work(*args))
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
+        work = functools.partial(work, *args)
+        mx.eval(work())  # warm up
+        return _median_s(work, repeats)
 
     def softmax_way(rows):
         return [mx.softmax(rows[:-1], axis=-1, precise=True), mx.argmax(rows[-1])]
