@@ -9,9 +9,9 @@ on operands already in L1), the arithmetic alone, nothing for reading the weight
 the small operations; and the floor under that at the CPU's int8 peak (``int8_peak_rate``: its
 widest int8 multiply-add instruction alone), what no int8 kernel can beat here. And what deciding
 that pass costs after it (``verify.decide`` on its logits: each row's largest logit and softmax
-normaliser), beside what MLX's softmax over the same rows costs (``passes.decision_timings``). Decode steps go
-through the sgemv shim when it is on (``mlx_ssbd/platform/gemv.py``); ``MLX_SSBD_GEMV=0`` measures
-plain sgemm.
+normaliser), beside what MLX's softmax over the same rows costs (``passes.decision_timings``).
+Decode steps go through the sgemv shim when it is on (``mlx_ssbd/platform/gemv.py``);
+``MLX_SSBD_GEMV=0`` measures plain sgemm.
 
     python -m benchmarks.engine.verify_cost --model qwen2.5-coder-0.5b --out benchmarks/results/DIR
 """

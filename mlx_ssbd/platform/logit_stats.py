@@ -12,8 +12,8 @@ agree to fp32 rounding (tests/test_logit_stats.py); each row's result depends on
 
 Why: MLX's CPU backend computes ``exp`` one element at a time through libm's ``expf``: its
 softmax over the 15 checked rows of a 16-token verify pass with a 152k-token vocabulary takes
-about 15x as long as this decision (``benchmarks/engine/verify_cost.py`` times both ways on the
-same logits).
+about 30x as long as this whole decision on a 2-core EPYC (``benchmarks/engine/verify_cost.py``
+times both ways on the same logits).
 """
 
 from __future__ import annotations
