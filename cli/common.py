@@ -155,15 +155,25 @@ DEFAULT_MAX_TARGETS = 4
 
 
 def _load_glossary(ctx, param, path):
-    """``--glossary FILE`` or ``--examples FILE`` read and checked; a bad one exits 1 naming file:line."""
+    """``--glossary FILE`` or ``--examples FILE|builtin`` read and checked; a bad one exits 1 naming
+    file:line."""
     if path is None:
         return None
-    from mlx_ssbd.live.glossary import EXAMPLES, GLOSSARY, GlossaryError, load_glossary
+    from mlx_ssbd.live.glossary import GLOSSARY, GlossaryError, examples_for, load_glossary
 
     try:
-        return load_glossary(path, EXAMPLES if param.name == "examples" else GLOSSARY)
+        return examples_for(path) if param.name == "examples" else load_glossary(path, GLOSSARY)
     except GlossaryError as error:
         raise click.ClickException(str(error)) from None
+
+
+def check_examples_source(examples, source: str) -> None:
+    """Example translations whose file names another source language than the talk's: exit 1."""
+    if examples is not None and examples.source not in (None, source):
+        raise click.ClickException(
+            f"the example translations are {examples.source} sentences but the source language is "
+            f"{source}: give examples in {source} (--examples FILE)"
+        )
 
 
 def caption_options(methods: tuple[str, ...]):
@@ -204,7 +214,7 @@ def caption_options(methods: tuple[str, ...]):
             callback=_load_glossary,
             help="Example translations the model sees before the talk (a translation memory): the "
             "glossary's formats, one source sentence and its translations per line, at most 20 per "
-            "language.",
+            "language; 'builtin': mlx-ssbd's own English-German talk sentences.",
         ),
         click.option(
             "--output",

@@ -17,7 +17,7 @@ from mlx_ssbd.live.session import LiveSession
 
 import click
 
-from .common import caption_options, check_languages, load, user_errors, weights_option
+from .common import caption_options, check_examples_source, check_languages, load, user_errors, weights_option
 from .push import PushSink, push_option, push_specs
 from .sinks import SINK_FORMATS, make_sink
 from .translate import STREAM_METHODS, run_stream
@@ -155,6 +155,7 @@ def listen(
     with user_errors():
         card = get_asr_card(asr_model)
         targets = check_languages(card.language, target, max_targets)
+        check_examples_source(examples, card.language)
         pushes = push_specs(push, targets)
         if pushes and asr_only:
             raise click.UsageError("--push sends translated captions; --asr-only translates nothing")

@@ -22,7 +22,7 @@ from mlx_ssbd.live.source import SourcePartial
 
 import click
 
-from .common import caption_options, check_languages, load, user_errors, weights_option
+from .common import caption_options, check_examples_source, check_languages, load, user_errors, weights_option
 from .push import PushSink, push_option, push_specs
 from .sinks import SINK_FORMATS, make_sink
 
@@ -266,6 +266,7 @@ def translate(
     if (text is None) == (stream_path is None):
         raise click.UsageError("give either TEXT or --stream FILE")
     targets = check_languages(source, target, max_targets)
+    check_examples_source(examples, source)
     pushes = push_specs(push, targets)
     if pushes and stream_path is None:
         raise click.UsageError("--push sends live captions: use it with --stream")

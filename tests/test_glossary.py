@@ -3,9 +3,12 @@
 import json
 
 from mlx_ssbd.live.glossary import (
+    BUILTIN,
     EXAMPLES,
     GLOSSARY,
     GlossaryError,
+    builtin_examples,
+    examples_for,
     load_examples,
     load_glossary,
     parse_json,
@@ -198,3 +201,33 @@ def test_a_translator_shows_its_languages_examples_once_in_the_shared_prefix(mod
     second = tr.update("all human beings", final=True)
     assert first.stats.tokens_fed >= len(tr.prompts.prefix) > len(plain.prompts.prefix)
     assert second.stats.reused_tokens >= len(tr.prompts.prefix)
+
+
+def test_the_builtin_examples_are_english_talk_sentences_with_their_german():
+    """mlx-ssbd's own examples ship with the package, within the examples' limits, and none is a
+    sentence of the benchmark talks they are measured on."""
+    builtin = builtin_examples()
+    assert builtin.source == "en" and builtin.targets == ["de"] and 4 <= len(builtin) <= EXAMPLES.entries
+    assert examples_for(BUILTIN) == builtin
+    from pathlib import Path
+
+    talks = Path(__file__).parent.parent / "benchmarks" / "data" / "talk-sentences"
+    sources = {
+        json.loads(line)["src"] for part in ("dev", "test") for line in (talks / f"en-de.{part}.jsonl").open()
+    }
+    assert not sources & set(builtin.entries["de"])
+
+
+def test_builtin_examples_from_the_cli_and_a_source_they_do_not_fit(model_dir):
+    """``--examples builtin`` shows mlx-ssbd's own; with another source language than theirs the
+    command exits 1 saying so, before any model loads."""
+    from mlx_ssbd_cli.main import cli
+
+    from click.testing import CliRunner
+
+    ok = CliRunner().invoke(cli, ["translate", "hello", "--model", model_dir, "--examples", "builtin"])
+    assert ok.exit_code == 0, ok.output
+    other = CliRunner().invoke(
+        cli, ["translate", "bonjour", "--model", model_dir, "--source", "fr", "--examples", "builtin"]
+    )
+    assert other.exit_code == 1 and "the example translations are en sentences" in other.output

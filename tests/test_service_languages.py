@@ -4,6 +4,8 @@ events, commits, viewers and transcripts are its own, and equal a session with t
 import asyncio
 import json
 
+from mlx_ssbd.live.glossary import builtin_examples
+
 import httpx
 import pytest
 import websockets
@@ -177,6 +179,8 @@ def test_example_translations_in_session_update(url):
     updated = asyncio.run(settings(f"en\tde\n{sentence}\tVielen Dank, dass Sie heute Morgen hier sind.\n"))
     assert updated["type"] == "session.updated"
     assert updated["examples"] == {"de": {sentence: "Vielen Dank, dass Sie heute Morgen hier sind."}}
+    builtin = asyncio.run(settings("builtin"))  # mlx-ssbd's own
+    assert builtin["type"] == "session.updated" and builtin["examples"] == builtin_examples().to_json()
     for bad, message in (
         ("en\tde\nso today\n", "examples:2: 1 columns"),
         ({"de": {"x" * 301: "y"}}, "the limit is 300"),

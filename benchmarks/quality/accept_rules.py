@@ -10,10 +10,10 @@ from RT's with a 95% interval from a paired bootstrap over the sentences (``rule
 a difference these few sentences can tell apart). ``--semsim`` adds USE-multilingual similarity
 to the references (after the run; not COMET). ``--configs`` picks a subset by label; a label
 ending in ``+examples`` is that configuration with the example translations of ``--examples FILE``
-in its prompt (``glossary.load_examples``), one ending in ``+context`` that configuration with the
-talk's earlier committed captions in its prompt (``TranslatorConfig.context_tokens``: the sentences
-are one talk, translated in order), so one run measures what each changes. An interrupted run
-resumes per sentence.
+in its prompt (``glossary.examples_for``: ``builtin`` names mlx-ssbd's own), one ending in
+``+context`` that configuration with the talk's earlier committed captions in its prompt
+(``TranslatorConfig.context_tokens``: the sentences are one talk, translated in order), so one run
+measures what each changes. An interrupted run resumes per sentence.
 
     python -m benchmarks.quality.accept_rules --model qwen2.5-coder-0.5b \
         --data benchmarks/data/talk-sentences/en-de.dev.jsonl --out DIR
@@ -30,12 +30,13 @@ from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench,
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
 from mlx_ssbd.evaluation.streams import read_pairs
-from mlx_ssbd.live.glossary import load_examples
+from mlx_ssbd.live.glossary import BUILTIN, examples_for
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
 
 EXAMPLED = "+examples"  # a config label's suffix: the same with the --examples in its prompt
 CONTEXTED = "+context"  # ... with the talk's earlier captions in its prompt, CONTEXT_TOKENS at most
+BUILTIN_FILE = "mlx_ssbd/live/examples.tsv (--examples builtin)"  # how a report names the built-in ones
 CONTEXT_TOKENS = 256  # as the docs' example (``mlx-ssbd translate --context 256``)
 WORD_S = 0.3  # seconds per source word for lagging, as ``mlx-ssbd bench``
 CONFIGS = {
@@ -139,7 +140,7 @@ def measure(args) -> dict:
         )
 
     loaded = load_model(args.model)
-    examples = load_examples(args.examples) if args.examples else None
+    examples = examples_for(args.examples) if args.examples else None
     translators = {}
     for label, (base, suffixes) in parsed.items():
         settings = dict(CONFIGS[base])
@@ -161,7 +162,11 @@ def measure(args) -> dict:
         "items": len(items),
         "data_note": "talk-like sentences written for the project, references by the authors",
         "configs": {label: CONFIGS[base] for label, (base, _) in parsed.items()},
-        "examples": relative(args.examples) if args.examples else None,
+        "examples": BUILTIN_FILE
+        if args.examples == BUILTIN
+        else relative(args.examples)
+        if args.examples
+        else None,
     }
     records = run_bench(
         translators, items, args.out, run_facts=facts, on_item=lambda item: print(item.id, flush=True)
@@ -210,7 +215,11 @@ BENCHMARK = Benchmark(
         option("--limit", type=int, default=0, help="the first N sentences only"),
         option("--configs", default=",".join(CONFIGS), help="labels of CONFIGS, comma-separated"),
         option("--semsim", action="store_true", help="USE-multilingual similarity to the references"),
-        option("--examples", help="example translations for the configs labelled LABEL+examples"),
+        option(
+            "--examples",
+            help=f"example translations for the configs labelled LABEL+examples (a file, or {BUILTIN}: "
+            "mlx-ssbd's own)",
+        ),
     ),
     about=__doc__,
 )

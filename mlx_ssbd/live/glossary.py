@@ -6,7 +6,10 @@ Contract: ``parse_tsv(text, origin)`` and ``parse_json(obj, origin)`` build a ``
 ``load_glossary(path)`` reads either format from a file (``.json``, else TSV). Pure functions, no
 I/O beyond that read. ``load_examples(path)`` reads a file of example translations (a translation
 memory: whole sentences and their translations, which the prompt shows the model before the talk,
-``prompt.PromptBuilder``) in the same formats, with ``EXAMPLES``' limits.
+``prompt.PromptBuilder``) in the same formats, with ``EXAMPLES``' limits; ``builtin_examples()``
+the project's own (``examples.tsv`` beside this module: English talk sentences and their German),
+read when called; ``examples_for(spec)`` either: ``BUILTIN`` names the built-in ones, anything else
+a file.
 
 TSV: the first line names the languages, the source first (``en<TAB>de<TAB>fr``); each further
 line is one term: its source form, then its required rendering in each target language (an empty
@@ -30,6 +33,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from .languages import LANGUAGES
@@ -189,6 +193,21 @@ def load_glossary(path: str | Path, kind: Kind = GLOSSARY) -> Glossary:
 def load_examples(path: str | Path) -> Glossary:
     """A file of example translations (module docstring): source sentences and their translations."""
     return load_glossary(path, EXAMPLES)
+
+
+BUILTIN = "builtin"  # names the built-in example translations where a file could be given
+
+
+def builtin_examples() -> Glossary:
+    """The project's example translations (``examples.tsv``): English sentences of the kind a talk
+    holds, with their German; ``Glossary.source`` is ``"en"``."""
+    text = resources.files(__package__).joinpath("examples.tsv").read_text(encoding="utf-8")
+    return parse_tsv(text, "mlx_ssbd/live/examples.tsv", EXAMPLES)
+
+
+def examples_for(spec: str | Path) -> Glossary:
+    """The built-in example translations for ``BUILTIN``, else those of the file ``spec``."""
+    return builtin_examples() if str(spec) == BUILTIN else load_examples(spec)
 
 
 def term_accuracy(glossary: Glossary, target: str, captions: Iterable[tuple[str, str]]) -> tuple[int, int]:

@@ -11,7 +11,7 @@ Client messages (every field but ``type`` optional)::
     {"type": "session.update", "source": "en", "target": "de", "method": "ssbd", "beta": 0.2, "mask_k": 0}
     {"type": "session.update", "targets": ["de", "fr", "ja"]}  (several caption languages)
     {"type": "session.update", "glossary": {"de": {"weather station": "Wetterstation"}}}  (or TSV text)
-    {"type": "session.update", "examples": {"de": {"Thank you all.": "Vielen Dank an alle."}}}  (or TSV text)
+    {"type": "session.update", "examples": {"de": {"Thank you all.": "Vielen Dank an alle."}}}  (TSV text, "builtin")
     {"type": "session.update", "push": [{"platform": "zoom", "url": "https://wmcapi.zoom.us/..."},
                                         {"platform": "youtube", "lang": "de", "url": "http://..."}]}
     {"type": "source.update", "segment": "s1", "text": "so today", "final": false, "start": 0.0, "end": 1.2}
@@ -38,7 +38,16 @@ import json
 import math
 from dataclasses import dataclass, replace
 
-from ..live.glossary import EXAMPLES, GLOSSARY, GlossaryError, Kind, parse_json, parse_tsv
+from ..live.glossary import (
+    BUILTIN,
+    EXAMPLES,
+    GLOSSARY,
+    GlossaryError,
+    Kind,
+    builtin_examples,
+    parse_json,
+    parse_tsv,
+)
 from ..live.languages import language_name
 from ..live.methods import DEFAULT_METHOD, METHODS
 from ..push.spec import PushError, PushSpec, parse_targets
@@ -295,9 +304,11 @@ def _targets(obj: dict, limits: Limits) -> tuple[str, ...] | None:
 
 def _glossary(value, kind: Kind = GLOSSARY) -> dict | None:
     """``glossary`` (or ``examples``): the JSON form (an object), or the text of a TSV or JSON file
-    ("" clears it)."""
+    ("" clears it); for examples, ``"builtin"``: mlx-ssbd's own (``glossary.builtin_examples``)."""
     try:
-        if isinstance(value, str):
+        if kind is EXAMPLES and value == BUILTIN:
+            glossary = builtin_examples()
+        elif isinstance(value, str):
             if not value.strip():
                 return None
             text = value.strip()
