@@ -278,6 +278,8 @@ def bench(
     }
     if words:  # only when set, so runs made before these options still resume
         facts["words"] = words
+    if shown := len(next(iter(translators.values())).prompts.examples):  # the model's own (its card's)
+        facts["examples"] = shown
 
     with click.progressbar(
         length=len(items),

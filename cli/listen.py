@@ -223,10 +223,9 @@ def _session(
 ):
     loaded = load(model, weights=weights)
     config = method_config(method, beta=beta, display_mask_k=mask_k, context_tokens=context_tokens)
+    shown = {} if examples is None else {"examples": examples}  # not given: the model's own
     translators = {
-        target: loaded.translator(
-            target, source_lang=source, config=config, glossary=glossary, examples=examples
-        )
+        target: loaded.translator(target, source_lang=source, config=config, glossary=glossary, **shown)
         for target in targets
     }
     # The ASR ends sentences itself; a pause in the speech (on the audio's clock) commits while it streams.

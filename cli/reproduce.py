@@ -115,7 +115,7 @@ def reproduce(models, pairs, data, flores_dir, limit, words, comet, comet_python
             source, target = pair.split("-")
             configs = paper.paper_grid(sweep=(position, pair) == (sweep_position, sweep_pair))
             translators = {
-                label: loaded.translator(target, source_lang=source, config=config)
+                label: loaded.translator(target, source_lang=source, config=config, examples=None)
                 for label, config in configs.items()
             }
             spec = _for_pair(data, pair)

@@ -288,8 +288,9 @@ def translate(
             context_tokens=context_tokens,
         )
     loaded = load(model, weights=weights)
+    shown = {} if examples is None else {"examples": examples}  # not given: the model's own
     translators = {
-        lang: loaded.translator(lang, source_lang=source, config=config, glossary=glossary, examples=examples)
+        lang: loaded.translator(lang, source_lang=source, config=config, glossary=glossary, **shown)
         for lang in targets
     }
     translator = translators[targets[0]]

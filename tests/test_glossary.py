@@ -231,3 +231,29 @@ def test_builtin_examples_from_the_cli_and_a_source_they_do_not_fit(model_dir):
         cli, ["translate", "bonjour", "--model", model_dir, "--source", "fr", "--examples", "builtin"]
     )
     assert other.exit_code == 1 and "the example translations are en sentences" in other.output
+
+
+def test_a_models_own_examples_are_shown_unless_a_translator_is_told_otherwise(model_dir):
+    """``LoadedModel.examples`` (its card's) end the prompt's prefix of every translator made
+    without ``examples``, for talks in their source language only; ``examples=None`` or an
+    empty ``Glossary`` (``--examples none``) shows none; the default model's card names the built-in
+    ones."""
+    from mlx_ssbd.live.glossary import NONE
+    from mlx_ssbd.live.methods import method_config
+    from mlx_ssbd.models.loading import load_model
+    from mlx_ssbd.models.registry import default_card
+
+    assert default_card().examples == BUILTIN
+    loaded = load_model(model_dir)
+    assert loaded.examples is None
+    plain = loaded.translator("de", config=method_config("rt"))
+    loaded.examples = builtin_examples()
+    shown = loaded.translator("de", config=method_config("rt"))
+    assert shown.prompts.examples == tuple(builtin_examples().entries["de"].items())
+    for off in (
+        loaded.translator("de", config=method_config("rt"), examples=None),
+        loaded.translator("de", config=method_config("rt"), examples=examples_for(NONE)),
+        loaded.translator("de", source_lang="fr", config=method_config("rt")),  # not French sentences
+    ):
+        assert off.prompts.examples == ()
+    assert len(shown.prompts.prefix) > len(plain.prompts.prefix)

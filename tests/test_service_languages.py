@@ -181,6 +181,8 @@ def test_example_translations_in_session_update(url):
     assert updated["examples"] == {"de": {sentence: "Vielen Dank, dass Sie heute Morgen hier sind."}}
     builtin = asyncio.run(settings("builtin"))  # mlx-ssbd's own
     assert builtin["type"] == "session.updated" and builtin["examples"] == builtin_examples().to_json()
+    none = asyncio.run(settings("none"))  # none, not even the model's own
+    assert none["type"] == "session.updated" and none["examples"] == {}
     for bad, message in (
         ("en\tde\nso today\n", "examples:2: 1 columns"),
         ({"de": {"x" * 301: "y"}}, "the limit is 300"),

@@ -8,8 +8,8 @@ I/O beyond that read. ``load_examples(path)`` reads a file of example translatio
 memory: whole sentences and their translations, which the prompt shows the model before the talk,
 ``prompt.PromptBuilder``) in the same formats, with ``EXAMPLES``' limits; ``builtin_examples()``
 the project's own (``examples.tsv`` beside this module: English talk sentences and their German),
-read when called; ``examples_for(spec)`` either: ``BUILTIN`` names the built-in ones, anything else
-a file.
+read when called; ``examples_for(spec)`` any of them: ``BUILTIN`` names the built-in ones, ``NONE``
+none, anything else a file.
 
 TSV: the first line names the languages, the source first (``en<TAB>de<TAB>fr``); each further
 line is one term: its source form, then its required rendering in each target language (an empty
@@ -196,6 +196,7 @@ def load_examples(path: str | Path) -> Glossary:
 
 
 BUILTIN = "builtin"  # names the built-in example translations where a file could be given
+NONE = "none"  # ... and no example translations at all (an empty ``Glossary``)
 
 
 def builtin_examples() -> Glossary:
@@ -206,7 +207,10 @@ def builtin_examples() -> Glossary:
 
 
 def examples_for(spec: str | Path) -> Glossary:
-    """The built-in example translations for ``BUILTIN``, else those of the file ``spec``."""
+    """The built-in example translations for ``BUILTIN``, none (an empty ``Glossary``) for ``NONE``,
+    else those of the file ``spec``."""
+    if str(spec) == NONE:
+        return Glossary()
     return builtin_examples() if str(spec) == BUILTIN else load_examples(spec)
 
 

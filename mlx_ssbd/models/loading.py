@@ -4,7 +4,9 @@ Contract: ``load_model(spec)`` returns a ``LoadedModel`` whose model is ready fo
 quantized layers stay quantized (on the CPU their products run through mlx-ssbd's own kernel when
 it is built: ``platform.quantized``), floating parameters are in the backend's compute dtype (fp32
 on CPU, the stored dtype on GPU), and ``family`` names the prompt family (from the card, or
-detected from the chat template). ``weights`` (or ``$MLX_SSBD_WEIGHTS``): ``"as-shipped"`` keeps
+detected from the chat template), and ``examples`` the example translations its prompt shows unless
+a translator is told otherwise (the card's: the default model's are ``glossary.builtin_examples``,
+measured on it). ``weights`` (or ``$MLX_SSBD_WEIGHTS``): ``"as-shipped"`` keeps
 quantized layers quantized, ``"dense"`` dequantizes them to the compute dtype first (on the CPU the
 dense fp32 path, for comparisons), ``"auto"`` (the default) picks per backend
 (``platform.backend.auto_weights``: as shipped on the CPU and Metal, dense on CUDA unless the dense
@@ -18,6 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..live.glossary import Glossary, examples_for
 from ..live.prompt import detect_family, get_family
 from ..live.translator import StreamTranslator
 from ..platform.backend import WEIGHT_FORMATS, auto_weights, compute_dtype, wire_memory
@@ -35,10 +38,21 @@ class LoadedModel:
     path: str
     dtype: str
     weights: str = "dense"  # "quantized (N layers through the CPU kernel)", "quantized", or "dense"
+    examples: Glossary | None = (
+        None  # example translations its prompt shows unless told otherwise (its card's)
+    )
 
     def translator(self, target_lang: str, source_lang: str = "en", **options):
         """A ``StreamTranslator`` on this model in its prompt family; ``options``: the
-        translator's keyword arguments (``config``, ``glossary``, ``max_kv_size``)."""
+        translator's keyword arguments (``config``, ``glossary``, ``examples``, ``max_kv_size``).
+        Without ``examples`` it shows the model's own (``examples``) where they are in
+        ``source_lang``; ``examples=None`` shows none."""
+        if (
+            "examples" not in options
+            and self.examples is not None
+            and self.examples.source in (None, source_lang)
+        ):
+            options["examples"] = self.examples
         return StreamTranslator(
             self.model,
             self.tokenizer,
@@ -145,7 +159,10 @@ def load_model(
     else:
         family = card.family if card else detect_family(getattr(tokenizer, "chat_template", None))
     name = card.name if card else location
-    return LoadedModel(model, tokenizer, family, name, location, str(dtype).replace("mlx.core.", ""), kind)
+    examples = examples_for(card.examples) if card is not None and card.examples else None
+    return LoadedModel(
+        model, tokenizer, family, name, location, str(dtype).replace("mlx.core.", ""), kind, examples
+    )
 
 
 def to_compute_dtype(model, keep: set[str] = frozenset()):

@@ -62,6 +62,8 @@ class ModelCard:
     storage_dtype: str = "float16"
     converted_size: int = 0
     parts: tuple[Part, ...] = field(default=())
+    # example translations its prompt shows unless told otherwise (``glossary.examples_for``: "builtin")
+    examples: str | None = None
 
     @property
     def on_pypi(self) -> bool:

@@ -11,7 +11,7 @@ Client messages (every field but ``type`` optional)::
     {"type": "session.update", "source": "en", "target": "de", "method": "ssbd", "beta": 0.2, "mask_k": 0}
     {"type": "session.update", "targets": ["de", "fr", "ja"]}  (several caption languages)
     {"type": "session.update", "glossary": {"de": {"weather station": "Wetterstation"}}}  (or TSV text)
-    {"type": "session.update", "examples": {"de": {"Thank you all.": "Vielen Dank an alle."}}}  (TSV text, "builtin")
+    {"type": "session.update", "examples": {"de": {"Thank you all.": "Vielen Dank an alle."}}}  (TSV; "builtin"; "none")
     {"type": "session.update", "push": [{"platform": "zoom", "url": "https://wmcapi.zoom.us/..."},
                                         {"platform": "youtube", "lang": "de", "url": "http://..."}]}
     {"type": "source.update", "segment": "s1", "text": "so today", "final": false, "start": 0.0, "end": 1.2}
@@ -42,9 +42,10 @@ from ..live.glossary import (
     BUILTIN,
     EXAMPLES,
     GLOSSARY,
+    NONE,
     GlossaryError,
     Kind,
-    builtin_examples,
+    examples_for,
     parse_json,
     parse_tsv,
 )
@@ -304,10 +305,11 @@ def _targets(obj: dict, limits: Limits) -> tuple[str, ...] | None:
 
 def _glossary(value, kind: Kind = GLOSSARY) -> dict | None:
     """``glossary`` (or ``examples``): the JSON form (an object), or the text of a TSV or JSON file
-    ("" clears it); for examples, ``"builtin"``: mlx-ssbd's own (``glossary.builtin_examples``)."""
+    ("" clears it); for examples, ``"builtin"``: mlx-ssbd's own, ``"none"``: none, not even the
+    model's own (``glossary.examples_for``)."""
     try:
-        if kind is EXAMPLES and value == BUILTIN:
-            glossary = builtin_examples()
+        if kind is EXAMPLES and value in (BUILTIN, NONE):
+            glossary = examples_for(value)
         elif isinstance(value, str):
             if not value.strip():
                 return None

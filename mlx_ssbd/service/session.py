@@ -73,10 +73,11 @@ class ServiceSession:
         s = self.settings
         config = replace(method_config(s.method, beta=s.beta), display_mask_k=s.mask_k)
         glossary = Glossary(s.glossary) if s.glossary else None
-        examples = Glossary(s.examples) if s.examples else None
+        # examples not set: the model's own; set ({} for "none"): those
+        shown = {} if s.examples is None else {"examples": Glossary(s.examples)}
         for target in s.targets:
             self.translators[target] = loaded.translator(
-                target, source_lang=s.source, config=config, glossary=glossary, examples=examples
+                target, source_lang=s.source, config=config, glossary=glossary, **shown
             )
         if s.push and self.pushes is not None and self.pusher is None:
             self.wall_origin = time.time() - self.live.now()
