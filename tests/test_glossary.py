@@ -219,14 +219,15 @@ def test_the_builtin_examples_are_english_talk_sentences_with_their_german():
 
 
 def test_builtin_examples_from_the_cli_and_a_source_they_do_not_fit(model_dir):
-    """``--examples builtin`` shows mlx-ssbd's own; with another source language than theirs the
-    command exits 1 saying so, before any model loads."""
+    """``--examples builtin`` shows mlx-ssbd's own (``none``: none); with another source language
+    than theirs the command exits 1 saying so, before any model loads."""
     from mlx_ssbd_cli.main import cli
 
     from click.testing import CliRunner
 
-    ok = CliRunner().invoke(cli, ["translate", "hello", "--model", model_dir, "--examples", "builtin"])
-    assert ok.exit_code == 0, ok.output
+    for spec in ("builtin", "none"):
+        ok = CliRunner().invoke(cli, ["translate", "hello", "--model", model_dir, "--examples", spec])
+        assert ok.exit_code == 0, ok.output
     other = CliRunner().invoke(
         cli, ["translate", "bonjour", "--model", model_dir, "--source", "fr", "--examples", "builtin"]
     )

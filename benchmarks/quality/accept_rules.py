@@ -186,12 +186,15 @@ def render(result: dict) -> list[str]:
         f" {CONTEXTED}: with the talk's earlier committed captions in the prompt (at most {CONTEXT_TOKENS}"
         " tokens, the sentences translated in the talk's order)."
     )
+    base = (
+        result["configs"]["rt"].get("speedup_vs") or "rt"
+    )  # the run's RT configuration (``bench.summarize``)
     return [
         *rules_table(result["configs"], result["deltas"]),
         "",
-        f"{machine_line(result['machine'])} Speedup: RT's wall time over the configuration's, same run. Δ chrF++: "
-        "corpus chrF++ of the committed captions minus RT's; the interval: 2.5th-97.5th percentile of that "
-        "difference over 1000 paired bootstrap resamples of the sentences."
+        f"{machine_line(result['machine'])} Speedup: the wall time of {base} over the configuration's, same "
+        "run. Δ chrF++: corpus chrF++ of the committed captions minus rt's; the interval: 2.5th-97.5th "
+        "percentile of that difference over 1000 paired bootstrap resamples of the sentences."
         + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if semsim else "")
         + (shown if facts["examples"] else "")
         + (context if any(CONTEXTED in split_label(label)[1] for label in result["configs"]) else ""),

@@ -281,12 +281,11 @@ def summarize(
         segments = [sorted(rs, key=lambda r: r["update"]) for rs in by_config[label].values()]
         summary[label] = _config_summary(segments, tokenize, target_lang, word_s)
     # Speedup against plain prefix-cached RT (no agreement, no context) at the same temperature
-    # (sampled RT for sampled methods).
-    rt_label = {
-        s["temperature"]: label
-        for label, s in summary.items()
-        if s["method"] == "rt" and not s["agreement"] and not s["context_tokens"]
-    }
+    # (sampled RT for sampled methods): the first such configuration, where there are several.
+    rt_label = {}
+    for label, s in summary.items():
+        if s["method"] == "rt" and not s["agreement"] and not s["context_tokens"]:
+            rt_label.setdefault(s["temperature"], label)
     for s in summary.values():
         base = summary.get(rt_label.get(s["temperature"]), {}).get("wall_s")
         s["speedup_vs"] = rt_label.get(s["temperature"]) if base else None
