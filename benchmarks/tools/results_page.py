@@ -59,7 +59,7 @@ SECTIONS = (
         "talk sentences with their German, none from these talks) in its shared prefix, on the held-out "
         "talk (RT and SSBD) and on the dev talk (RT), each in one run: chrF++ against the references, the "
         "difference from RT without them with a paired-bootstrap interval, and speed against the RT "
-        "configuration the table's note names.",
+        "configuration at 1.00x.",
         (("builtin-examples-test-1.5b",), ("builtin-examples-dev-1.5b",)),
     ),
     Section(
@@ -67,7 +67,7 @@ SECTIONS = (
         "The held-out talk translated with and without four example sentences of the other talk in the "
         "prompt's shared prefix (`--examples`), and with the talk's earlier captions in the prompt "
         "(`--context 256`), RT and SSBD in one run: chrF++ against the references with a paired-bootstrap "
-        "interval, speed against the RT configuration the table's note names.",
+        "interval, speed against the RT configuration at 1.00x.",
         (("prompt-test-1.5b", "examples-test-1.5b"),),
     ),
     Section(
