@@ -155,8 +155,8 @@ DEFAULT_MAX_TARGETS = 4
 
 
 def _load_glossary(ctx, param, path):
-    """``--glossary FILE`` or ``--examples FILE|builtin`` read and checked; a bad one exits 1 naming
-    file:line."""
+    """``--glossary FILE`` or ``--examples FILE|builtin|none`` read and checked; a bad one exits 1
+    naming file:line."""
     if path is None:
         return None
     from mlx_ssbd.live.glossary import GLOSSARY, GlossaryError, examples_for, load_glossary

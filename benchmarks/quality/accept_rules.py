@@ -128,6 +128,13 @@ def plot(result: dict, out: Path) -> None:
     save_figure(plt, fig, out / "pareto.png")
 
 
+def examples_named(spec: str | None) -> str | None:
+    """How a report names ``--examples``: the file, relative to the repository, or the built-in ones."""
+    if not spec:
+        return None
+    return BUILTIN_FILE if spec == BUILTIN else relative(spec)
+
+
 def measure(args) -> dict:
     labels = [label.strip() for label in args.configs.split(",")]
     parsed = {label: split_label(label) for label in labels}
@@ -162,11 +169,7 @@ def measure(args) -> dict:
         "items": len(items),
         "data_note": "talk-like sentences written for the project, references by the authors",
         "configs": {label: CONFIGS[base] for label, (base, _) in parsed.items()},
-        "examples": BUILTIN_FILE
-        if args.examples == BUILTIN
-        else relative(args.examples)
-        if args.examples
-        else None,
+        "examples": examples_named(args.examples),
     }
     records = run_bench(
         translators, items, args.out, run_facts=facts, on_item=lambda item: print(item.id, flush=True)
@@ -186,9 +189,8 @@ def render(result: dict) -> list[str]:
         f" {CONTEXTED}: with the talk's earlier committed captions in the prompt (at most {CONTEXT_TOKENS}"
         " tokens, the sentences translated in the talk's order)."
     )
-    base = (
-        result["configs"]["rt"].get("speedup_vs") or "rt"
-    )  # the run's RT configuration (``bench.summarize``)
+    # the run's RT configuration that speeds are measured against (``bench.summarize``)
+    base = result["configs"]["rt"].get("speedup_vs") or "rt"
     return [
         *rules_table(result["configs"], result["deltas"]),
         "",

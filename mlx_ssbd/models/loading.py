@@ -38,9 +38,8 @@ class LoadedModel:
     path: str
     dtype: str
     weights: str = "dense"  # "quantized (N layers through the CPU kernel)", "quantized", or "dense"
-    examples: Glossary | None = (
-        None  # example translations its prompt shows unless told otherwise (its card's)
-    )
+    # example translations its prompt shows unless a translator is told otherwise (its card's)
+    examples: Glossary | None = None
 
     def translator(self, target_lang: str, source_lang: str = "en", **options):
         """A ``StreamTranslator`` on this model in its prompt family; ``options``: the
