@@ -1,6 +1,7 @@
 """Glossaries: the TSV and JSON formats, their errors (with file:line), matching and term accuracy."""
 
 import json
+from pathlib import Path
 
 from mlx_ssbd.live.glossary import (
     BUILTIN,
@@ -209,8 +210,6 @@ def test_the_builtin_examples_are_english_talk_sentences_with_their_german():
     builtin = builtin_examples()
     assert builtin.source == "en" and builtin.targets == ["de"] and 4 <= len(builtin) <= EXAMPLES.entries
     assert examples_for(BUILTIN) == builtin
-    from pathlib import Path
-
     talks = Path(__file__).parent.parent / "benchmarks" / "data" / "talk-sentences"
     sources = {
         json.loads(line)["src"] for part in ("dev", "test") for line in (talks / f"en-de.{part}.jsonl").open()
