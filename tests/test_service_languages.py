@@ -191,3 +191,29 @@ def test_example_translations_in_session_update(url):
         refused = asyncio.run(settings(bad))
         assert refused["type"] == "error" and refused["code"] == "invalid_examples", refused
         assert message in refused["message"]
+
+
+def test_example_translations_must_be_in_the_source_language(url):
+    """English example sentences in a French session, given with the source or before it
+    changes, are an ``invalid_examples`` error that changes nothing; examples that name no
+    language, or ``none``, go with any source."""
+
+    async def updates(*messages):
+        async with websockets.connect(ws_url(url)) as ws:
+            await expect(ws, "session.created")
+            answers = []
+            for message in messages:
+                await ws.send(json.dumps({"type": "session.update", **message}))
+                answers.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+            return answers
+
+    (together,) = asyncio.run(updates({"source": "fr", "examples": "builtin"}))
+    assert together["type"] == "error" and together["code"] == "invalid_examples", together
+    assert "are en sentences but the source language is fr" in together["message"]
+    shown, moved = asyncio.run(updates({"examples": "builtin"}, {"source": "fr"}))
+    assert shown["type"] == "session.updated" and shown["examples_source"] == "en"
+    assert moved["type"] == "error" and moved["code"] == "invalid_examples", moved
+    french = {"de": {"Merci à tous.": "Vielen Dank an alle."}}
+    unnamed, none = asyncio.run(updates({"source": "fr", "examples": french}, {"examples": "none"}))
+    assert unnamed["type"] == "session.updated" and unnamed["examples"] == french
+    assert none["type"] == "session.updated" and none["examples"] == {} and none["source"] == "fr"

@@ -43,6 +43,7 @@ from ..live.glossary import (
     EXAMPLES,
     GLOSSARY,
     NONE,
+    Glossary,
     GlossaryError,
     Kind,
     examples_for,
@@ -92,6 +93,7 @@ class Settings:
     mask_k: int = 0
     glossary: dict | None = None  # {target: {source term: rendering}} (``live.glossary``)
     examples: dict | None = None  # {target: {source sentence: translation}} (``live.glossary.EXAMPLES``)
+    examples_source: str | None = None  # the language the examples' sentences are in, where named
     # (platform, language or None, URL) as the client named them: secrets, never stored or echoed
     push: tuple[tuple[str, str | None, str], ...] = ()
 
@@ -116,6 +118,7 @@ class Settings:
             "mask_k": self.mask_k,
             "glossary": self.glossary,
             "examples": self.examples,
+            "examples_source": self.examples_source,
         }
 
     @classmethod
@@ -123,7 +126,7 @@ class Settings:
         """The settings ``to_dict`` wrote (a stored session's), keys this version knows only."""
         known = {
             key: stored[key]
-            for key in ("source", "method", "beta", "mask_k", "glossary", "examples")
+            for key in ("source", "method", "beta", "mask_k", "glossary", "examples", "examples_source")
             if key in stored
         }
         targets = stored.get("targets") or ([stored["target"]] if "target" in stored else None)
@@ -135,11 +138,18 @@ class SessionUpdate:
     changes: dict
 
     def apply(self, settings: Settings) -> Settings:
-        """The settings changed; raises ``ProtocolError`` when the source is among the targets."""
+        """The settings changed; raises ``ProtocolError`` when the source is among the targets, or
+        the example translations are sentences of another language than the source."""
         changed = replace(settings, **self.changes)
         if changed.source in changed.targets:
             raise ProtocolError(
                 "source_in_targets", f"the source language {changed.source!r} is also a target"
+            )
+        if changed.examples_source not in (None, changed.source):
+            raise ProtocolError(
+                "invalid_examples",
+                f"the example translations are {changed.examples_source} sentences but the source "
+                f"language is {changed.source}: give examples in {changed.source}",
             )
         changed.push_specs()  # the push targets fit the languages
         return changed
@@ -303,10 +313,10 @@ def _targets(obj: dict, limits: Limits) -> tuple[str, ...] | None:
     return targets
 
 
-def _glossary(value, kind: Kind = GLOSSARY) -> dict | None:
+def _glossary(value, kind: Kind = GLOSSARY) -> Glossary | None:
     """``glossary`` (or ``examples``): the JSON form (an object), or the text of a TSV or JSON file
-    ("" clears it); for examples, ``"builtin"``: mlx-ssbd's own, ``"none"``: none, not even the
-    model's own (``glossary.examples_for``)."""
+    ("" clears it: None); for examples, ``"builtin"``: mlx-ssbd's own, ``"none"``: none, not even
+    the model's own (``glossary.examples_for``)."""
     try:
         if kind is EXAMPLES and value in (BUILTIN, NONE):
             glossary = examples_for(value)
@@ -323,7 +333,7 @@ def _glossary(value, kind: Kind = GLOSSARY) -> dict | None:
             glossary = parse_json(value, kind.name, kind)
     except (GlossaryError, ProtocolError) as error:
         raise ProtocolError(f"invalid_{kind.name}", str(error)) from None
-    return glossary.to_json()
+    return glossary
 
 
 def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
@@ -348,9 +358,12 @@ def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
     if mask_k is not None:
         changes["mask_k"] = mask_k
     if obj.get("glossary") is not None:
-        changes["glossary"] = _glossary(obj["glossary"])
+        glossary = _glossary(obj["glossary"])
+        changes["glossary"] = None if glossary is None else glossary.to_json()
     if obj.get("examples") is not None:
-        changes["examples"] = _glossary(obj["examples"], EXAMPLES)
+        examples = _glossary(obj["examples"], EXAMPLES)
+        changes["examples"] = None if examples is None else examples.to_json()
+        changes["examples_source"] = None if examples is None else examples.source
     if (push := obj.get("push")) is not None:
         changes["push"] = _push(push, limits)
     return SessionUpdate(changes)
