@@ -159,6 +159,13 @@ STEPS = (
          ("--model", DEFAULT, "--data", TALK_DEV, "--semsim", "--examples", "builtin", "--configs", "rt+examples,rt"),
          ("--model", SMALL, "--data", TALK_DEV, "--limit", "2", "--examples", "builtin",
           "--configs", "rt,rt+examples"), 3),
+    # β with the default prompt: chosen on the dev talk, reported on the held-out one
+    *(Step(f"examples-beta-{part}-1.5b", "quality", 16, "benchmarks.quality.accept_rules",
+           ("--model", DEFAULT, "--data", data, "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-b0.2+examples,ssbd-b0.25+examples,ssbd-b0.3+examples"),
+           ("--model", SMALL, "--data", data, "--limit", "2", "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-b0.3+examples"), 2, long_only=True)
+      for part, data in (("dev", TALK_DEV), ("test", TALK_TEST))),
     Step("paper-preset", "quality", 60, BENCH,
          ("reproduce", "--models", f"{SMALL},{DEFAULT}", "--data", str(DATA / "udhr-sentences" / "{pair}.jsonl"),
           "--words", "8-20", "--limit", "10"),

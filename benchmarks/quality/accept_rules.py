@@ -44,6 +44,8 @@ CONFIGS = {
     "ssbd-b0": dict(method="ssbd", beta=0.0),
     "ssbd-b0.1": dict(method="ssbd", beta=0.1),
     "ssbd-b0.2": dict(method="ssbd", beta=0.2),
+    "ssbd-b0.25": dict(method="ssbd", beta=0.25),
+    "ssbd-b0.3": dict(method="ssbd", beta=0.3),
     "ssbd-ratio-b0.4": dict(method="ssbd-ratio", beta=0.4),
     "ssbd-ratio-b0.6": dict(method="ssbd-ratio", beta=0.6),
     "ssbd-ratio-b0.8": dict(method="ssbd-ratio", beta=0.8),
@@ -54,18 +56,29 @@ CONFIGS = {
 }
 
 
-def chrf_vs_rt(records: list[dict], labels: list[str], resamples: int = 1000, seed: int = 0) -> dict:
-    """label -> (chrF++ minus RT's, 2.5th and 97.5th percentile of that difference when the
-    sentences are resampled with replacement, the same resample for both)."""
+def chrf_vs_rt(
+    records: list[dict], labels: list[str], base: str = "rt", resamples: int = 1000, seed: int = 0
+) -> dict:
+    """label -> (chrF++ minus that of the RT configuration ``base``, 2.5th and 97.5th percentile of
+    that difference when the sentences are resampled with replacement, the same resample for both)."""
     finals = {
         label: {r["item"]: r for r in records if r["config"] == label and r["final"]} for label in labels
     }
-    items = sorted(finals["rt"])
+    items = sorted(finals[base])
     outputs = lambda label: [finals[label][i]["output"] for i in items]
-    refs = [finals["rt"][i]["ref"] for i in items]
+    refs = [finals[base][i]["ref"] for i in items]
     return {
-        label: paired_chrf_delta(outputs(label), outputs("rt"), refs, resamples, seed) for label in labels
+        label: paired_chrf_delta(outputs(label), outputs(base), refs, resamples, seed) for label in labels
     }
+
+
+def base_rt(labels: list[str]) -> str | None:
+    """The RT configuration a run's speeds and chrF++ differences are measured against: the first
+    RT label without the talk's context (``bench.summarize`` takes the same one)."""
+    return next(
+        (label for label in labels if (parts := split_label(label))[0] == "rt" and CONTEXTED not in parts[1]),
+        None,
+    )
 
 
 def split_label(label: str) -> tuple[str, set[str]]:
@@ -108,7 +121,9 @@ def plot(result: dict, out: Path) -> None:
         return
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
     for label, s in summary.items():
-        colour = "black" if label == "rt" else "tab:orange" if "ratio" in label else "tab:blue"
+        colour = (
+            "black" if label == result.get("base", "rt") else "tab:orange" if "ratio" in label else "tab:blue"
+        )
         for ax, key in zip(axes, ("chrf", "ne")):
             ax.scatter(s["speedup"], s[key], color=colour, s=22)
             ax.annotate(
@@ -118,7 +133,7 @@ def plot(result: dict, out: Path) -> None:
                 xytext=(3, 3),
                 textcoords="offset points",
             )
-    rt = summary["rt"]
+    rt = summary[result.get("base", "rt")]
     axes[0].axhline(rt["chrf"] - 1, color="grey", ls="--", lw=1, label="RT's chrF++ - 1")
     axes[0].set(xlabel="speedup over RT", ylabel="chrF++ (committed captions)", title=title)
     axes[0].legend(fontsize=8)
@@ -141,10 +156,9 @@ def measure(args) -> dict:
     unknown = [label for label, (base, _) in parsed.items() if base not in CONFIGS]
     if any(EXAMPLED in suffixes for _, suffixes in parsed.values()) and not args.examples:
         raise SystemExit(f"configs labelled LABEL{EXAMPLED} need --examples FILE")
-    if unknown or "rt" not in labels:
-        raise SystemExit(
-            f"unknown configs {unknown}; rt must be among them" if unknown else "rt must be among them"
-        )
+    if unknown or base_rt(labels) is None:
+        needed = "rt (or rt+examples) must be among them"
+        raise SystemExit(f"unknown configs {unknown}; {needed}" if unknown else needed)
 
     loaded = load_model(args.model)
     examples = examples_for(args.examples) if args.examples else None
@@ -178,7 +192,13 @@ def measure(args) -> dict:
     summary.update(run=facts, machine=machine_info(), notes=[])
     add_scores(summary, records, semsim=args.semsim)
     write_report(args.out, summary, records)  # the bench's own report: summary.json, report.md
-    return {"run": facts, "configs": summary["configs"], "deltas": chrf_vs_rt(records, labels)}
+    base = base_rt(labels)
+    return {
+        "run": facts,
+        "configs": summary["configs"],
+        "deltas": chrf_vs_rt(records, labels, base),
+        "base": base,
+    }
 
 
 def render(result: dict) -> list[str]:
@@ -189,13 +209,12 @@ def render(result: dict) -> list[str]:
         f" {CONTEXTED}: with the talk's earlier committed captions in the prompt (at most {CONTEXT_TOKENS}"
         " tokens, the sentences translated in the talk's order)."
     )
-    # the run's RT configuration that speeds are measured against (``bench.summarize``)
-    base = result["configs"]["rt"].get("speedup_vs") or "rt"
+    base = result.get("base", "rt")  # the run's RT configuration that speed and quality are set against
     return [
         *rules_table(result["configs"], result["deltas"]),
         "",
         f"{machine_line(result['machine'])} Speedup: the wall time of {base} over the configuration's, same "
-        "run. Δ chrF++: corpus chrF++ of the committed captions minus rt's; the interval: 2.5th-97.5th "
+        f"run. Δ chrF++: corpus chrF++ of the committed captions minus {base}'s; the interval: 2.5th-97.5th "
         "percentile of that difference over 1000 paired bootstrap resamples of the sentences."
         + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if semsim else "")
         + (shown if facts["examples"] else "")
