@@ -209,11 +209,12 @@ def render(result: dict) -> list[str]:
         f" {CONTEXTED}: with the talk's earlier committed captions in the prompt (at most {CONTEXT_TOKENS}"
         " tokens, the sentences translated in the talk's order)."
     )
-    base = result.get("base", "rt")  # the run's RT configuration that speed and quality are set against
+    base = result.get("base", "rt")  # the RT configuration the chrF++ differences are against
+    speed_base = result["configs"][base].get("speedup_vs") or base  # and speeds (``bench.summarize``)
     return [
         *rules_table(result["configs"], result["deltas"]),
         "",
-        f"{machine_line(result['machine'])} Speedup: the wall time of {base} over the configuration's, same "
+        f"{machine_line(result['machine'])} Speedup: the wall time of {speed_base} over the configuration's, same "
         f"run. Δ chrF++: corpus chrF++ of the committed captions minus {base}'s; the interval: 2.5th-97.5th "
         "percentile of that difference over 1000 paired bootstrap resamples of the sentences."
         + (" semsim: USE-multilingual-v3 cosine similarity, not COMET." if semsim else "")
