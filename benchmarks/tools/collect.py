@@ -5,14 +5,18 @@ python -m benchmarks.tools.collect benchmarks/results/2026-11-21-linux-x86_64-2c
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-import sys
 from pathlib import Path
 
 
 def main() -> None:
-    root = Path(sys.argv[1])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="a results folder of benchmarks.run")
+    root = parser.parse_args().folder
+    if not root.is_dir():
+        parser.error(f"{root}: not a folder")
     parts = [
         f"# Benchmark results: {root.name}",
         "",
