@@ -63,6 +63,14 @@ SECTIONS = (
         (("builtin-examples-test-1.5b",), ("builtin-examples-dev-1.5b",)),
     ),
     Section(
+        "β with the default prompt",
+        "The default model with its built-in example translations, SSBD at β 0.2 (the default), 0.25 and "
+        "0.3 against RT with the same prompt, β chosen on the dev talk and reported on the held-out one, "
+        "each talk in one run: chrF++ against the references, its difference from RT's with a "
+        "paired-bootstrap interval, and speed against RT.",
+        (("examples-beta-dev-1.5b",), ("examples-beta-test-1.5b",)),
+    ),
+    Section(
         "Example translations and context in the prompt",
         "The held-out talk translated with and without four example sentences of the other talk in the "
         "prompt's shared prefix (`--examples`), and with the talk's earlier captions in the prompt "
