@@ -260,47 +260,6 @@ def test_updates_join_while_others_are_under_way(tok, cfg):
         batched.submit(batched.translators[0], "so today we", False, print)
 
 
-def test_a_next_update_submitted_as_the_last_one_ends_feeds_in_that_round(tok, monkeypatch):
-    """Streams whose next source is waiting when an update ends (``done`` submits it) feed it in
-    the same round's model call: each stream's row is fed in every round from its first update's
-    start until its last one ends, none sits a round out between updates, and each stream's
-    outputs are its own."""
-    model = tiny_model("qwen2", seed=8)
-    rng = random.Random(5)
-    streams = [random_stream(rng) + random_stream(rng) for _ in range(2)]
-    batched = MultiStreamTranslator([make(model, tok, policy="ssbd", beta=0.3) for _ in streams])
-    rounds, fed = 0, [set() for _ in streams]  # the rounds in which each stream's row was fed
-    feed = BatchCache.feed
-
-    def recording(self, feeds):
-        for i, translator in enumerate(batched.translators):
-            if any(row is translator.row for row, _ in feeds):
-                fed[i].add(rounds)
-        return feed(self, feeds)
-
-    monkeypatch.setattr(BatchCache, "feed", recording)
-    got: list[list] = [[] for _ in streams]
-    last = [None] * len(streams)  # the round in which each stream's last update ended
-
-    def next_update(i, update=None):
-        if update is not None:
-            got[i].append(update.output_ids)
-        if (n := len(got[i])) < len(streams[i]):
-            batched.submit(batched.translators[i], streams[i][n], False, lambda u: next_update(i, u))
-        else:
-            last[i] = rounds
-
-    for i in range(len(streams)):
-        next_update(i)
-    while batched.busy:
-        batched.round()
-        rounds += 1
-    for i in range(len(streams)):
-        assert fed[i] == set(range(last[i])), i
-        alone = make(model, tok, policy="ssbd", beta=0.3)
-        assert got[i] == [alone.update(text).output_ids for text in streams[i]], i
-
-
 def test_a_stream_removed_mid_update_abandons_it(tok):
     """``remove`` during an update abandons it (no ``done``); the translator is as before that
     update, its KV handed back consistent: alone, it goes on exactly as a stream that never

@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import time
 
-from mlx_ssbd.engine.batch import BatchCache
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.service import protocol
 from mlx_ssbd.service.meter import BusyMeter
@@ -111,29 +110,6 @@ def test_a_failing_round_closes_the_sessions_in_it_and_the_scheduler_goes_on(loa
         "translation.commit",
         "session.closed",
     ] and scheduler.batch is not broken
-
-
-def test_a_session_s_next_source_feeds_in_the_round_its_last_update_ended(loaded, monkeypatch):
-    """With its sources waiting, a session's next update starts in the round in which its last
-    one ended, and feeds in that round's model call: every round but the last makes one."""
-    scheduler = Scheduler(loaded)
-    calls, made = [0], []  # model calls so far; per round, whether it made one
-    feed, round_ = BatchCache.feed, scheduler.batch.round
-
-    def counting(self, feeds):
-        calls[0] += 1
-        return feed(self, feeds)
-
-    def round_made_a_call():
-        before = calls[0]
-        round_()
-        made.append(calls[0] > before)
-
-    monkeypatch.setattr(BatchCache, "feed", counting)
-    monkeypatch.setattr(scheduler.batch, "round", round_made_a_call)
-    _, events = run_session(scheduler, ["so today we talk.", "about the new rules.", "for all people."])
-    assert [e["type"] for e in events].count("translation.commit") == 3
-    assert len(made) > 3 and all(made[:-1]) and not made[-1], made
 
 
 def test_the_meter_counts_every_batched_round_as_work(loaded, monkeypatch):

@@ -29,8 +29,7 @@ pending ``Sync``s and ``Decide``s are evaluated with ONE host sync, then all ``F
 decided jobs ask for next included) go to the feeder (``cache.TokenCache`` for one stream,
 ``batch.BatchCache`` for many) in ONE ``feeder.feed``: one batched model call (a few on a CPU,
 where the batch splits rows of very different widths: ``batch``). A job may join
-(``add``) between any two rounds, or from the ``done`` of a job that ended at a round's sync (it
-then feeds in that round's call), so a stream whose source changes does not wait for the others'
+(``add``) between any two rounds, so a stream whose source changes does not wait for the others'
 updates to end (continuous batching); its outcome goes to its ``done`` callback in the round it
 ends, with what it cost (model passes, tokens fed), counted by the runner from the feeder's
 answers (``Fed``). A feeder may answer a long ``Feed`` a chunk at a time (``Fed.done`` False): the
@@ -246,16 +245,13 @@ class Runner:
     def round(self) -> None:
         """One host sync for every job that decides, then one batched model call for every job
         that feeds (those that just decided included); every job moves on to its next request
-        (or ends). Deciding first puts every job under way into the round's one model call. The
-        jobs that end at the sync are ``done`` before the call, so a job that a ``done`` adds (a
-        stream's next update, its source already waiting) feeds in this round's call too: its
-        row stays in the batch instead of sitting the call out."""
-        for phase in (self._synced, self._fed):
-            ended = []
-            with on_generation_stream():
-                self._send(phase(), ended)
-            for done, outcome in ended:
-                done(outcome)
+        (or ends). Deciding first puts every job under way into the round's one model call."""
+        ended = []
+        with on_generation_stream():
+            self._send(self._synced(), ended)
+            self._send(self._fed(), ended)
+        for done, outcome in ended:
+            done(outcome)
 
     def _send(self, answers: dict, ended: list) -> None:
         for key, answer in answers.items():

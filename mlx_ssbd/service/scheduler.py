@@ -106,7 +106,6 @@ class Scheduler:
         self.meter = BusyMeter()  # the model thread's share of time at work (``/health``'s load)
         self._stopping = False
         self._drain_until: float | None = None  # monotonic deadline once draining
-        self._admitting = False  # _admit is starting updates (an update ending at once waits for it)
 
     # -- any thread ------------------------------------------------------------------------
 
@@ -349,53 +348,38 @@ class Scheduler:
 
     def _admit(self, sessions) -> None:
         """Start the next update of every session that has none under way."""
-        self._admitting = True
-        try:
-            for session in sessions:
-                self._admit_one(session)
-        finally:
-            self._admitting = False
-
-    def _admit_one(self, session: ServiceSession) -> None:
-        if (
-            self._busy(session)
-            or session.discarded
-            or session.failed
-            or (item := session.live.take()) is None
-        ):
-            return
-        try:
-            translators = self._translators(session)
-        except Exception as error:
-            log.exception("session %s: its translators could not be built", session.id)
-            self._fail(session, error)
-            return
-        for target, translator in translators.items():  # one row per language, in the same rounds
+        for session in sessions:
+            if (
+                self._busy(session)
+                or session.discarded
+                or session.failed
+                or (item := session.live.take()) is None
+            ):
+                continue
             try:
-                self.batch.submit(
-                    translator,
-                    item.source.text,
-                    item.source.final,
-                    functools.partial(self._update_ended, session, item, target),
-                )
-            except ValueError as error:
-                self._ended(session, item, target, error)
+                translators = self._translators(session)
             except Exception as error:
-                log.exception("session %s: an update could not start", session.id)
+                log.exception("session %s: its translators could not be built", session.id)
                 self._fail(session, error)
-                break
+                continue
+            for target, translator in translators.items():  # one row per language, in the same rounds
+                try:
+                    self.batch.submit(
+                        translator,
+                        item.source.text,
+                        item.source.final,
+                        functools.partial(self._ended, session, item, target),
+                    )
+                except ValueError as error:
+                    self._ended(session, item, target, error)
+                except Exception as error:
+                    log.exception("session %s: an update could not start", session.id)
+                    self._fail(session, error)
+                    break
 
     def _busy(self, session: ServiceSession) -> bool:
         """An update of ``session`` (in any of its languages) is under way in the batch."""
         return any(self.batch.running(translator) for translator in session.translators.values())
-
-    def _update_ended(self, session: ServiceSession, item, target: str, outcome) -> None:
-        """An update ended (``done`` of the batch). Once every language's has, the session's next
-        source, if one waits, starts at once: ended at a round's sync, it feeds in that round's
-        model call instead of sitting the call out (not while ``_admit`` runs: it goes on there)."""
-        self._ended(session, item, target, outcome)
-        if not self._admitting and not self._busy(session):
-            self._admit([session])
 
     def _ended(self, session: ServiceSession, item, target: str, outcome) -> None:
         if session.discarded:
