@@ -112,6 +112,33 @@ def test_a_failing_round_closes_the_sessions_in_it_and_the_scheduler_goes_on(loa
     ] and scheduler.batch is not broken
 
 
+def test_sessions_share_their_prompt_s_prefix_computed_once(loaded):
+    """A session opened after another with the same settings starts from that one's prompt prefix
+    (its keys and values copied, not fed again) and commits the same captions."""
+    scheduler = Scheduler(loaded)
+    finals = ["so today we talk.", "about the new rules."]
+    commits = [[], []]
+
+    def session(i):
+        def send(event):
+            if event["type"] == "translation.commit":
+                commits[i].append(event["text"])
+            elif event["type"] == "session.closed" and i == 0:
+                session(1)
+            elif event["type"] == "session.closed":
+                scheduler.stop()
+
+        opened = scheduler.open(send)
+        for n, text in enumerate(finals):
+            scheduler.push(opened, protocol.SourceMessage(text, True, f"s{n}"))
+        scheduler.close(opened)
+
+    session(0)
+    scheduler.run()
+    assert (scheduler.prefixes.computed, scheduler.prefixes.copied) == (1, 1)
+    assert commits[0] == commits[1] and len(commits[0]) == 2
+
+
 def test_the_meter_counts_every_batched_round_as_work(loaded, monkeypatch):
     """On a clock that moves only inside the batched rounds (1 s each), the model's time at work is
     exactly the rounds' and so is the time since the start: busy all along."""

@@ -15,13 +15,14 @@ the store's bus, a commit only once the ``store.base.TranscriptStore`` holds it.
 ``resume(session, sid, token)`` makes a new connection's session go on as a stored one.
 
 Sessions join the batch when their first source comes (then their translators are built, one per
-target language, a row of the batch each: a source goes to every row, the next once all are done)
-and leave it when they are closed and drained, or discarded (a client that
-went away: its queued sources are dropped, its update under way is abandoned, its KV freed at the
-next round). ``session.closed`` carries why: ``closed`` (the client asked), ``idle``,
-``shutdown`` (the drain), ``error`` (the session could not go on). The store records the end
-(``closed``, ``idle``, ``error``: viewers get ``session.closed``); a session drained or whose
-client went away is *detached* instead: its viewers stay, and any replica may resume it.
+target language, a row of the batch each, its cache seeded with its prompt's shared prefix from
+``prefixes``, computed once for every session: a source goes to every row, the next once all are
+done) and leave it when they are closed and drained, or discarded (a client that went away: its
+queued sources are dropped, its update under way is abandoned, its KV freed at the next round).
+``session.closed`` carries why: ``closed`` (the client asked), ``idle``, ``shutdown`` (the drain),
+``error`` (the session could not go on). The store records the end (``closed``, ``idle``,
+``error``: viewers get ``session.closed``); a session drained or whose client went away is
+*detached* instead: its viewers stay, and any replica may resume it.
 
 Failures stay with their session: a source the translator refuses is an ``error`` event and the
 session goes on; any other exception while serving one session (a tokenizer error, a bug) is
@@ -45,6 +46,7 @@ import uuid
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
 
+from ..engine.prefixes import Prefixes
 from ..live.multistream import MultiStreamTranslator
 from ..live.segmenter import SegmenterConfig
 from ..live.translator import StreamTranslator
@@ -98,6 +100,7 @@ class Scheduler:
         self.max_pending_finals = max_pending_finals
         self.segmenter = segmenter
         self.batch = MultiStreamTranslator(model=loaded.model)
+        self.prefixes = Prefixes()  # the prompts' shared prefixes, computed once for every session
         self._cond = threading.Condition()
         self._resuming = threading.Lock()
         self._sessions: list[ServiceSession] = []
@@ -395,6 +398,7 @@ class Scheduler:
         its first source."""
         if not session.translators:
             for translator in session.build_translators(self.loaded).values():
+                self.prefixes.seed(translator.cache, translator.prompts.prefix)  # once per prompt
                 self.batch.add(translator)
             if self.store is not None:
                 try:
