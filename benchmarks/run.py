@@ -120,6 +120,8 @@ STEPS = (
          ("--models", "0.5b-shape", "--streams", "1,8", "--steps", "1", "--min-updates", "4"), 1, gpu=True),
     Step("longform-0.5b", "engine", 15, "benchmarks.engine.longform_memory", ("--model", SMALL),
          ("--model", SMALL, "--updates", "100"), 2, long_only=True),
+    Step("shared-prefix-1.5b", "engine", 3, "benchmarks.engine.shared_prefix", ("--model", DEFAULT),
+         ("--model", SMALL, "--sessions", "2"), 1),
     Step("hybrid-reuse", "engine", 3, "benchmarks.engine.hybrid_reuse", ("--limit", "2"), ("--limit", "1"), 3,
          long=("--limit", "6"), long_minutes=15),
     # quality: speed at equal quality, flicker, acceptance rules, the paper's grid

@@ -354,3 +354,14 @@ def test_the_load_report_sets_each_lag_against_one_session_and_one_language():
         "| ssbd | de | 8 | one session | 5.0x | <= 4x | no | 100% / 50% |",
         "| ssbd | de,fr | 1 | de alone | 2.5x | <= 2x | no | 80% / 50% |",
     ]
+
+
+def test_shared_prefix_sets_sessions_with_and_without_the_prompt_s_prefix_shared(model_dir, tmp_path):
+    script("benchmarks.engine.shared_prefix", "--model", model_dir, "--sessions", "2", "--out", tmp_path)
+    runs = json.loads((tmp_path / "shared_prefix.json").read_text())["runs"]
+    prefix = runs["shared"][0]["prefix"]
+    assert [r["fed"] for r in runs["unshared"]] == [
+        runs["shared"][0]["fed"]
+    ] * 2  # the first shared one feeds all
+    assert runs["shared"][1]["fed"] == runs["shared"][0]["fed"] - prefix  # the later one copies the prefix
+    assert "| shared |" in (tmp_path / "shared_prefix.md").read_text()
