@@ -150,6 +150,13 @@ SECTIONS = (
         ),
     ),
     Section(
+        "A new session's first caption",
+        "New sessions of one model, language and examples started one after another, with the prompt's "
+        "shared prefix computed once for all of them (as the service does) and without: seconds to each "
+        "one's first caption and the tokens it fed.",
+        (("shared-prefix-1.5b",),),
+    ),
+    Section(
         "The service under attack and faults",
         "A reference session's commit latency alone and beside hostile clients; faults of the store "
         "and the network; a replica killed behind HAProxy; the database gone for minutes; hours of speech.",
