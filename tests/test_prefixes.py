@@ -34,14 +34,16 @@ def test_a_seeded_stream_skips_the_prefix_and_translates_as_one_that_fed_it(tok)
 
 
 def test_only_an_empty_cache_of_plain_layers_is_seeded_and_the_last_prefixes_are_kept(tok):
-    """A cache that holds tokens, or a rotating window, is left as it is; beyond ``capacity`` the
-    prefix seeded longest ago is dropped."""
+    """A cache that holds tokens, or a rotating window, is left as it is, and so is one whose
+    prefix is unknown when it may not be computed; beyond ``capacity`` the prefix seeded longest
+    ago is dropped."""
     model = tiny_model("qwen2", seed=8)
     prefixes = Prefixes(capacity=2)
     used = TokenCache(model)
     used.forward([1, 2, 3])
     assert prefixes.seed(used, [4, 5]) == 0 and used.tokens == [1, 2, 3]
     assert prefixes.seed(TokenCache(model, max_kv_size=64), [4, 5]) == 0
+    assert prefixes.seed(TokenCache(model), [4, 5], compute=False) == 0 and prefixes.computed == 0
     for ids in ([4, 5], [6, 7], [4, 5], [8, 9]):
         prefixes.seed(TokenCache(model), ids)
     assert list(prefixes._stored) == [(4, 5), (8, 9)] and (prefixes.computed, prefixes.copied) == (3, 1)

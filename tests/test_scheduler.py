@@ -139,6 +139,36 @@ def test_sessions_share_their_prompt_s_prefix_computed_once(loaded):
     assert commits[0] == commits[1] and len(commits[0]) == 2
 
 
+def test_a_prefix_is_not_computed_while_another_session_runs(loaded):
+    """A session of a new kind (French captions) that starts while another runs feeds its prompt in
+    the batched rounds: nothing stops for its prefix, and only the first session's was computed."""
+    scheduler = Scheduler(loaded)
+    closed, french = [], []
+
+    def on_close(event):
+        if event["type"] == "session.closed":
+            closed.append(event)
+            if len(closed) == 2:
+                scheduler.stop()
+
+    def german(event):
+        on_close(event)
+        if event["type"] == "translation.commit" and not french:
+            opened = scheduler.open(
+                lambda e: (french.append(e), on_close(e)), protocol.Settings(targets=("fr",))
+            )
+            scheduler.push(opened, protocol.SourceMessage("so today we talk.", True))
+            scheduler.close(opened)
+
+    first = scheduler.open(german)
+    for i, text in enumerate(["so today we talk.", "about the new rules.", "for all people."]):
+        scheduler.push(first, protocol.SourceMessage(text, True, f"s{i}"))
+    scheduler.close(first)
+    scheduler.run()
+    assert [e["type"] for e in french].count("translation.commit") == 1
+    assert (scheduler.prefixes.computed, scheduler.prefixes.copied) == (1, 0)
+
+
 def test_the_meter_counts_every_batched_round_as_work(loaded, monkeypatch):
     """On a clock that moves only inside the batched rounds (1 s each), the model's time at work is
     exactly the rounds' and so is the time since the start: busy all along."""

@@ -3,10 +3,13 @@ instruction and the example translations), computed once per prefix and copied i
 stream's cache, so a stream that starts (a service session, each of its languages) does not
 prefill them again.
 
-Contract: ``Prefixes(capacity)``; ``seed(cache, ids)`` brings an empty ``TokenCache`` whose layers
-are all plain ``KVCache`` (any other cache is left as it is) to hold ``ids``: from the stored keys
-and values when ``ids`` were seeded before, else by feeding them (``PREFILL_CHUNK`` tokens a model
-call, as a stream's own prompt) and storing what the cache then holds. Returns how many of
+Contract: ``Prefixes(capacity)``; ``seed(cache, ids, compute=True)`` brings an empty
+``TokenCache`` whose layers are all plain ``KVCache`` (any other cache is left as it is) to hold
+``ids``: from the stored keys and values when ``ids`` were seeded before, else (with ``compute``)
+by feeding them (``PREFILL_CHUNK`` tokens a model call, as a stream's own prompt) and storing what
+the cache then holds; without ``compute`` an unknown prefix is left to the stream's first update
+(a service whose other sessions are running feeds it in the batched rounds, beside them, rather
+than stopping them for the prefill). Returns how many of
 ``ids`` the cache holds. The ``capacity`` prefixes seeded last are kept (each costs what its
 tokens' KV costs). A seeded cache gets array objects of its own over the stored data: MLX arrays
 are values, so its later writes never reach the store or another stream. ``computed`` and
@@ -39,12 +42,14 @@ class Prefixes:
         self.computed = 0
         self.copied = 0
 
-    def seed(self, cache: TokenCache, ids: Sequence[int]) -> int:
+    def seed(self, cache: TokenCache, ids: Sequence[int], compute: bool = True) -> int:
         """See the module docstring."""
         ids = tuple(int(i) for i in ids)
         if not ids or cache.tokens or not all(type(layer) is KVCache for layer in cache.layers):
             return 0
         stored = self._stored.get(ids)
+        if stored is None and not compute:
+            return 0
         if stored is None:
             with on_generation_stream():
                 for start in range(0, len(ids), PREFILL_CHUNK):  # as a stream's prompt is fed

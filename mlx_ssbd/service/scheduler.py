@@ -16,9 +16,10 @@ the store's bus, a commit only once the ``store.base.TranscriptStore`` holds it.
 
 Sessions join the batch when their first source comes (then their translators are built, one per
 target language, a row of the batch each, its cache seeded with its prompt's shared prefix from
-``prefixes``, computed once for every session: a source goes to every row, the next once all are
-done) and leave it when they are closed and drained, or discarded (a client that went away: its
-queued sources are dropped, its update under way is abandoned, its KV freed at the next round).
+``prefixes``, computed once for every session when none runs: a source goes to every row, the next
+once all are done) and leave it when they are closed and drained, or discarded (a client that
+went away: its queued sources are dropped, its update under way is abandoned, its KV freed at the
+next round).
 ``session.closed`` carries why: ``closed`` (the client asked), ``idle``, ``shutdown`` (the drain),
 ``error`` (the session could not go on). The store records the end (``closed``, ``idle``,
 ``error``: viewers get ``session.closed``); a session drained or whose client went away is
@@ -398,7 +399,8 @@ class Scheduler:
         its first source."""
         if not session.translators:
             for translator in session.build_translators(self.loaded).values():
-                self.prefixes.seed(translator.cache, translator.prompts.prefix)  # once per prompt
+                # computed once per prompt while no session runs (else fed in the rounds, beside them)
+                self.prefixes.seed(translator.cache, translator.prompts.prefix, compute=not self.batch.busy)
                 self.batch.add(translator)
             if self.store is not None:
                 try:
