@@ -37,12 +37,18 @@ def run_session(scheduler, finals, on_event=lambda event, session: None):
         if event["type"] == "session.closed":
             scheduler.stop()
 
-    session = scheduler.open(send)
+    session = open_session(scheduler, finals, send)
+    scheduler.run()
+    return session, events
+
+
+def open_session(scheduler, finals, send, settings=protocol.Settings()):
+    """A session of ``settings`` sending its events to ``send``, ``finals`` pushed, then closed."""
+    session = scheduler.open(send, settings)
     for i, text in enumerate(finals):
         scheduler.push(session, protocol.SourceMessage(text, True, f"s{i}"))
     scheduler.close(session)
-    scheduler.run()
-    return session, events
+    return session
 
 
 @pytest.mark.parametrize("failure", ["read-only", "raises"])
@@ -128,10 +134,7 @@ def test_sessions_share_their_prompt_s_prefix_computed_once(loaded):
             elif event["type"] == "session.closed":
                 scheduler.stop()
 
-        opened = scheduler.open(send)
-        for n, text in enumerate(finals):
-            scheduler.push(opened, protocol.SourceMessage(text, True, f"s{n}"))
-        scheduler.close(opened)
+        open_session(scheduler, finals, send)
 
     session(0)
     scheduler.run()
@@ -151,19 +154,16 @@ def test_a_prefix_is_not_computed_while_another_session_runs(loaded):
             if len(closed) == 2:
                 scheduler.stop()
 
+    def in_french(event):
+        french.append(event)
+        on_close(event)
+
     def german(event):
         on_close(event)
         if event["type"] == "translation.commit" and not french:
-            opened = scheduler.open(
-                lambda e: (french.append(e), on_close(e)), protocol.Settings(targets=("fr",))
-            )
-            scheduler.push(opened, protocol.SourceMessage("so today we talk.", True))
-            scheduler.close(opened)
+            open_session(scheduler, ["so today we talk."], in_french, protocol.Settings(targets=("fr",)))
 
-    first = scheduler.open(german)
-    for i, text in enumerate(["so today we talk.", "about the new rules.", "for all people."]):
-        scheduler.push(first, protocol.SourceMessage(text, True, f"s{i}"))
-    scheduler.close(first)
+    open_session(scheduler, ["so today we talk.", "about the new rules.", "for all people."], german)
     scheduler.run()
     assert [e["type"] for e in french].count("translation.commit") == 1
     assert (scheduler.prefixes.computed, scheduler.prefixes.copied) == (1, 0)
