@@ -9,11 +9,11 @@ Contract: ``Prefixes(capacity)``; ``seed(cache, ids, compute=True)`` brings an e
 by feeding them (``PREFILL_CHUNK`` tokens a model call, as a stream's own prompt) and storing what
 the cache then holds; without ``compute`` an unknown prefix is left to the stream's first update
 (a service whose other sessions are running feeds it in the batched rounds, beside them, rather
-than stopping them for the prefill). Returns how many of
-``ids`` the cache holds. The ``capacity`` prefixes seeded last are kept (each costs what its
-tokens' KV costs). A seeded cache gets array objects of its own over the stored data: MLX arrays
-are values, so its later writes never reach the store or another stream. ``computed`` and
-``copied`` count the prefixes fed and those taken from the store.
+than stopping them for the prefill). Returns how many of ``ids`` the cache holds. The
+``capacity`` prefixes seeded last are kept (each costs what its tokens' KV costs). A seeded cache
+gets array objects of its own over the stored data: MLX arrays are values, so its later writes
+never reach the store or another stream. ``computed`` and ``copied`` count the prefixes fed and
+those taken from the store.
 
 A prefix fed on its own, rather than as the start of a stream's first update, holds the same
 tokens; its keys and values may differ in the last bits where model calls of other widths round
