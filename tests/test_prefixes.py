@@ -47,3 +47,5 @@ def test_only_an_empty_cache_of_plain_layers_is_seeded_and_the_last_prefixes_are
     for ids in ([4, 5], [6, 7], [4, 5], [8, 9]):
         prefixes.seed(TokenCache(model), ids)
     assert list(prefixes._stored) == [(4, 5), (8, 9)] and (prefixes.computed, prefixes.copied) == (3, 1)
+    kept = sum(k.nbytes + v.nbytes for stored in prefixes._stored.values() for k, v in stored)
+    assert prefixes.health() == {"kept": 2, "bytes": kept, "computed": 3, "copied": 1} and kept > 0

@@ -24,6 +24,8 @@ def test_health_and_models(url):
     assert models["object"] == "list" and models["data"][0]["id"] == health["model"]
     load = health["load"]
     assert 0.0 <= load["busy"] <= 1.0 and 0.0 <= load["busy_s"] <= load["uptime_s"]
+    prefixes = health["prefixes"]  # the prompt prefixes sessions share
+    assert prefixes["kept"] <= prefixes["computed"] and (prefixes["bytes"] > 0) == (prefixes["kept"] > 0)
 
 
 def test_health_load_counts_the_model_at_work(url):

@@ -13,7 +13,8 @@ than stopping them for the prefill). Returns how many of ``ids`` the cache holds
 ``capacity`` prefixes seeded last are kept (each costs what its tokens' KV costs). A seeded cache
 gets array objects of its own over the stored data: MLX arrays are values, so its later writes
 never reach the store or another stream. ``computed`` and ``copied`` count the prefixes fed and
-those taken from the store.
+those taken from the store; ``health()`` says so with the prefixes kept and their bytes (plain
+numbers, safe to read from another thread).
 
 A prefix fed on its own, rather than as the start of a stream's first update, holds the same
 tokens; its keys and values may differ in the last bits where model calls of other widths round
@@ -41,6 +42,15 @@ class Prefixes:
         self._stored: OrderedDict[tuple[int, ...], list[tuple[mx.array, mx.array]]] = OrderedDict()
         self.computed = 0
         self.copied = 0
+        self.bytes = 0  # of the keys and values kept
+
+    def health(self) -> dict:
+        return {
+            "kept": len(self._stored),
+            "bytes": self.bytes,
+            "computed": self.computed,
+            "copied": self.copied,
+        }
 
     def seed(self, cache: TokenCache, ids: Sequence[int], compute: bool = True) -> int:
         """See the module docstring."""
@@ -64,8 +74,9 @@ class Prefixes:
                 ]
                 mx.eval(stored)
             self._stored[ids] = stored
+            self.bytes += _nbytes(stored)
             if len(self._stored) > self.capacity:
-                self._stored.popitem(last=False)
+                self.bytes -= _nbytes(self._stored.popitem(last=False)[1])
             self.computed += 1
             return len(ids)
         self._stored.move_to_end(ids)
@@ -74,3 +85,7 @@ class Prefixes:
         cache.tokens = list(ids)
         self.copied += 1
         return len(ids)
+
+
+def _nbytes(stored: list[tuple[mx.array, mx.array]]) -> int:
+    return sum(keys.nbytes + values.nbytes for keys, values in stored)

@@ -8,11 +8,13 @@ Contract: ``create_app(scheduler, options, speech)`` returns the ASGI app: the r
   on a session's WebSocket, with what was heard and the captions live; ``?source=en&target=de``
   (``mode=mic|text|file``) preset it. Its files are under ``/static/``.
 * ``GET /health``: ``{"status": "ok", "model", "replica", "sessions", "max_sessions", "completions"
-  (chat completions queued or running), "viewers", "load", "push", "store"}`` (``load``: the share
-  of the last 30 s the model's thread was at work, ``meter.BusyMeter``; ``push``: the sessions'
-  push targets, ``pushes.Pushes.health``; ``store``: ``journal.Journal.health``, ``"state":
-  "failing"`` while the transcript store cannot be written: a degraded replica that still serves); while
-  the server drains, ``"status": "draining"`` with 503 (so a proxy stops sending it sessions).
+  (chat completions queued or running), "viewers", "load", "push", "prefixes", "store"}``
+  (``load``: the share of the last 30 s the model's thread was at work, ``meter.BusyMeter``;
+  ``push``: the sessions' push targets, ``pushes.Pushes.health``; ``prefixes``: the prompt
+  prefixes the sessions share, ``engine.prefixes.Prefixes.health``; ``store``:
+  ``journal.Journal.health``, ``"state": "failing"`` while the transcript store cannot be written:
+  a degraded replica that still serves); while the server drains, ``"status": "draining"`` with
+  503 (so a proxy stops sending it sessions).
 * ``GET /v1/models``: the one model, in OpenAI's list format.
 * ``GET /v1/sessions``: the newest sessions of every replica sharing the store (``?limit=``, at
   most 1000): id, state (live, ended, detached), replica, captions, settings; for operators.
@@ -123,6 +125,7 @@ def create_app(
                 "viewers": viewers.total,
                 "load": scheduler.meter.snapshot(),
                 "push": scheduler.pushes.health(),
+                "prefixes": scheduler.prefixes.health(),
                 "store": scheduler.journal.health() if scheduler.store is not None else None,
             },
             status_code=503 if scheduler.draining else 200,
