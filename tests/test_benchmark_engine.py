@@ -3,6 +3,7 @@ end on tiny models (numbers are not checked here, only that each report is consi
 
 import json
 
+import pytest
 from test_benchmark_scripts import script
 
 
@@ -130,8 +131,11 @@ def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
         low, high = r["outside_share_steps"]  # the steps' own shares, around the run's
         assert low <= r["outside_share"] <= high
         assert r["output_tok_per_s"] > r["updates_per_s"] > 0  # random outputs run to their length limit
+        parts = r["engine_parts_ms_per_round"]  # the round's wall in parts: they add up to it
+        assert parts["waiting"] > 0 and parts["building"] > 0 and min(parts.values()) >= 0
+        assert sum(parts.values()) == pytest.approx(r["round_ms"], abs=0.1)
     text = (tmp_path / "capacity.md").read_text()
-    assert "| ssbd | 3 |" in text
+    assert "| ssbd | 3 |" in text and "Where a round's wall goes" in text
     # the engine's share against the aim, at the one stream the run has (64 streams it has not)
     shares = {r["method"]: percent(r["outside_share"]) for r in rows if r["streams"] == 1}  # never "-0%"
     assert f"1 stream: rt {shares['rt']}, ssbd {shares['ssbd']} (aim: at most 20%" in text

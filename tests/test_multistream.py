@@ -354,6 +354,24 @@ def test_the_batch_tells_the_shape_of_every_model_call(tok, cfg):
     assert any(c.context > 0 for c in calls)
 
 
+def test_the_runner_adds_up_the_parts_of_its_rounds_when_asked(tok):
+    """``Runner.phases``: off by default; when set, every part of a round is timed, each nested
+    part (the host sync, the dispatch) within the part that holds it, all within the wall."""
+    import time
+
+    model = tiny_model("qwen2", seed=3)
+    batched = MultiStreamTranslator([make(model, tok, policy="ssbd", beta=0.3) for _ in range(2)])
+    assert batched.runner.phases is None
+    batched.update([("so today", False), ("hello", False)])  # nothing recorded, nothing fails
+    batched.runner.phases = phases = {}
+    start = time.perf_counter()
+    batched.update([("so today we talk", True), ("hello there, friends", True)])
+    wall = time.perf_counter() - start
+    assert set(phases) == {"decide", "sync", "feed", "dispatch", "advance", "done"}
+    assert 0 < phases["sync"] <= phases["decide"] and 0 < phases["dispatch"] <= phases["feed"]
+    assert phases["decide"] + phases["feed"] + phases["advance"] + phases["done"] <= wall
+
+
 @pytest.mark.parametrize("policy", ["rt", "ssbd"])
 def test_no_batched_call_or_cache_operation_has_a_zero_size_operand(tok, policy, monkeypatch):
     """A GPU backend launches a kernel per operation, and an empty one is a known way to break a

@@ -154,14 +154,17 @@ def streams_run(
     ]
     multi = MultiStreamTranslator(translators)
     updates, calls, rounds, wall, model_s, shares = [], [], 0, 0.0, 0.0, []
+    phases = {"submit": 0.0}  # seconds, measured steps: submitting updates, and the rounds' parts
     for step in range(steps + 1):
         measured = step > 0
         step_calls = []
         multi.batch.trace = step_calls.append if measured else None
+        multi.runner.phases = phases if measured else None
         start = time.perf_counter()
         for translator, lane in zip(translators, lanes):
             text, final = lane[step % len(lane)]
             multi.submit(translator, text, final, updates.append if measured else (lambda update: None))
+        phases["submit"] += (time.perf_counter() - start) * measured
         while multi.busy:
             multi.round()
             rounds += measured
@@ -181,6 +184,7 @@ def streams_run(
         "accepted": sum(u.stats.accepted for u in updates),
         "calls": calls,
         "step_shares": shares,  # each measured step's engine share: how far the machine's noise moves it
+        "phases": phases,
     }
 
 
@@ -234,7 +238,28 @@ def summary(run: dict, streams: int, method: str) -> dict:
         "updates_per_s": round(run["updates"] / run["wall_s"], 2),
         "output_tok_per_s": round(run["output_tokens"] / run["wall_s"], 1),
         "accepted_share": round(run["accepted"] / run["draft_tokens"], 3) if run["draft_tokens"] else None,
+        "engine_parts_ms_per_round": engine_parts(run),
     }
+
+
+def engine_parts(run: dict) -> dict:
+    """Where a round's wall goes (ms), from the runner's phases (``engine.update.Runner.phases``):
+    waiting for the device (dispatching the calls and the host sync: on a CPU most of the model's
+    work is done in them), building the calls (the feeder's bookkeeping and the model's graph),
+    the decisions' host work, the updates' own steps, starting and ending updates, and the rest."""
+    phases, rounds = run["phases"], max(1, run["rounds"])
+    get = lambda name: phases.get(name, 0.0)
+    parts = {
+        "waiting": get("dispatch") + get("sync"),
+        "building": get("feed") - get("dispatch"),
+        "deciding": get("decide") - get("sync"),
+        "steps": get("advance"),
+        "starting_ending": get("submit") + get("done"),
+    }
+    parts["other"] = run["wall_s"] - sum(
+        get(name) for name in ("decide", "feed", "advance", "done", "submit")
+    )
+    return {name: round(1000 * seconds / rounds, 2) for name, seconds in parts.items()}
 
 
 def measure(args) -> dict:
@@ -314,9 +339,37 @@ def render(report: dict) -> list[str]:
                 for r in result["rows"]
             ],
         )  # fmt: skip
+        lines += parts_table(result["rows"])
         if (line := against_aim(result["rows"])) is not None:
             lines += ["", line]
     return lines
+
+
+def parts_table(rows: list[dict]) -> list[str]:
+    """Where a round's wall goes (``engine_parts``), for the rows that recorded it."""
+    rows = [r for r in rows if "engine_parts_ms_per_round" in r]
+    if not rows:
+        return []
+    return [
+        "",
+        "Where a round's wall goes (ms a round): *waiting*: for the device, in dispatching the calls "
+        "and in the host sync (on a CPU the model's work is done there); *building*: the calls "
+        "(the feeder's bookkeeping: which rows share a call, their inputs, the KV layout; and the "
+        "model's graph); *deciding*: the decisions' host work; *steps*: the updates' own (what "
+        "to feed next, stops, outputs); *starting, ending*: updates' prompts and captions. All but "
+        "*waiting* and the model's graph is the engine's host work, one thread of Python.",
+        "",
+        *markdown_table(
+            ["method", "streams", "round ms", "model ms", "waiting", "building", "deciding", "steps",
+             "starting, ending", "other"],
+            [
+                (r["method"], r["streams"], r["round_ms"], r["model_ms_per_round"], p["waiting"], p["building"],
+                 p["deciding"], p["steps"], p["starting_ending"], p["other"])
+                for r in rows
+                for p in [r["engine_parts_ms_per_round"]]
+            ],
+        ),
+    ]  # fmt: skip
 
 
 BENCHMARK = Benchmark(

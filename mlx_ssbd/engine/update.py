@@ -37,7 +37,11 @@ request then stands for the next round, less the logits that chunk already gave 
 so a long verify pass is fed a chunk per round like a long prompt. ``run(feeder, jobs)`` runs a
 set of jobs to the end. A stream's outputs do not depend on how many others share its rounds, or
 when they joined: the same code decides them, and each stream draws from its own sampler in the
-same order either way.
+same order either way. ``Runner.phases``, when set to a dict, adds up the seconds each part of
+a round takes (for benchmarks): ``decide`` (the decisions, ``sync`` included: the host sync,
+waiting for the device), ``feed`` (the feeder's bookkeeping and the model call's graph, then
+``dispatch``: handing it to the device, which on a CPU runs most of it then), ``advance`` (the
+jobs' own steps) and ``done`` (the callbacks of the updates that ended).
 
 The rule (Zeng et al.): a draft token y_i is accepted while the biased distribution
 (1 - beta) p_i + beta onehot(y_i) still has y_i as its argmax (``verify.decide``); beta = 0 accepts
@@ -213,6 +217,8 @@ class Runner:
         # per job answered from a batched call: the logits it was given, and where they are in the call
         self._batch: dict[int, tuple[mx.array, tuple[mx.array, int]]] = {}
         self._next = 0
+        # when set (a benchmark's): seconds per part of ``round``, added up (module docstring)
+        self.phases: dict[str, float] | None = None
 
     @property
     def busy(self) -> bool:
@@ -248,10 +254,20 @@ class Runner:
         (or ends). Deciding first puts every job under way into the round's one model call."""
         ended = []
         with on_generation_stream():
-            self._send(self._synced(), ended)
-            self._send(self._fed(), ended)
+            self._timed("advance", self._send, self._timed("decide", self._synced), ended)
+            self._timed("advance", self._send, self._timed("feed", self._fed), ended)
         for done, outcome in ended:
-            done(outcome)
+            self._timed("done", done, outcome)
+
+    def _timed(self, phase: str, call, *args):
+        """``call(*args)``, its time added to ``phases[phase]`` when ``phases`` is set."""
+        if self.phases is None:
+            return call(*args)
+        start = time.perf_counter()
+        try:
+            return call(*args)
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.perf_counter() - start
 
     def _send(self, answers: dict, ended: list) -> None:
         for key, answer in answers.items():
@@ -302,7 +318,7 @@ class Runner:
         if not lazy and not steps and not groups:
             return {}
         decided = [(keys, decide_rows(rows, items)) for rows, keys, items in groups]
-        mx.eval([*lazy.values(), *steps.values(), *(pairs for _, pairs in decided)])
+        self._timed("sync", mx.eval, [*lazy.values(), *steps.values(), *(pairs for _, pairs in decided)])
         answers = {key: value.tolist() for key, value in lazy.items()}
         answers.update((key, (0, token.item())) for key, token in steps.items())
         for keys, pairs in decided:
@@ -317,10 +333,12 @@ class Runner:
         answers = {}
         answered = self.feeder.feed([(self._jobs[key][0], r) for key, r in feeds])
         calls = {id(fed.batch[0]): fed.batch[0] for fed in answered if fed.batch is not None}
-        mx.async_eval(
+        self._timed(
+            "dispatch",
+            mx.async_eval,
             [*calls.values()]
             + [fed.logits for fed in answered if fed.batch is None]
-            + [fed.piece for fed in answered if fed.piece is not None]
+            + [fed.piece for fed in answered if fed.piece is not None],
         )
         for (key, request), fed in zip(feeds, answered):
             cost = self._costs[key]
