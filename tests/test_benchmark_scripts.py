@@ -356,6 +356,34 @@ def test_the_load_report_sets_each_lag_against_one_session_and_one_language():
     ]
 
 
+def test_the_load_report_tells_whether_the_lag_grows_through_the_run():
+    """Each row's median lag in the replay's first and last third: a machine asked more than it
+    does in real time shows as a lag that grows from one to the other."""
+    from benchmarks.service.load import median_lag, render
+
+    timed = [(1.0, 0.5), (2.0, 0.7), (9.0, 0.6), (25.0, 3.0), (29.0, 4.0), (31.0, 5.0), (40.0, 9.0)]
+    assert median_lag(timed, 0, 10) == 0.6 and median_lag(timed, 20, 35) == 4.0
+    assert median_lag(timed, 10, 20) is None  # no event then
+    row = {"method": "ssbd", "languages": "de", "sessions": 4, "partials": 9, "translation.update": 5,
+           "translation.commit": 1, "errors": 0, "lag_p50_s": 2.0, "lag_p95_s": 4.0, "lag_max_s": 5.0,
+           "lag_p50_thirds_s": [0.6, 4.0], "model_busy": 0.98}  # fmt: skip
+    result = {
+        "machine": {"device": "cpu", "compute_dtype": "float32", "blas": "openblas", "cpus": 2},
+        "rows": [row, {**row, "sessions": 1, "lag_p50_thirds_s": [0.7, None]}],
+        "server_rss_mb": [],
+        "methods": ["ssbd"],
+        "target_p95_s": 5.0,
+        "caption_rounds": None,
+        "seconds_per_run": 30,
+        "server_code": "abc1234",
+        "chat_tokens": 0,
+        "most_sessions_within_target": {"ssbd": 4},
+    }
+    lines = render(result)
+    assert any(line.endswith("| 5.0 | 0.6 → 4 | 98% |") for line in lines)
+    assert any(line.endswith("| 5.0 |  | 98% |") for line in lines)  # a third without events: blank
+
+
 def test_shared_prefix_sets_sessions_with_and_without_the_prompt_s_prefix_shared(model_dir, tmp_path):
     script("benchmarks.engine.shared_prefix", "--model", model_dir, "--sessions", "2", "--out", tmp_path)
     runs = json.loads((tmp_path / "shared_prefix.json").read_text())["runs"]
