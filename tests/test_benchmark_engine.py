@@ -111,7 +111,10 @@ def test_busy_machine_reports_each_thread_wait_policy_quiet_and_busy(model_dir, 
 
 
 def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
-    from benchmarks.engine.capacity import percent
+    from benchmarks.engine.capacity import per_row, percent
+
+    # 4 ms a round over rounds of two calls of 2 rows: 1 ms (1000 µs) a row
+    assert per_row({"mean_rows": 2, "calls": 10, "rounds": 5}, 4.0) == 1000
 
     script(
         "benchmarks.engine.capacity",
@@ -135,7 +138,7 @@ def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
         assert parts["waiting"] > 0 and parts["building"] > 0 and min(parts.values()) >= 0
         assert sum(parts.values()) == pytest.approx(r["round_ms"], abs=0.1)
     text = (tmp_path / "capacity.md").read_text()
-    assert "| ssbd | 3 |" in text and "Where a round's wall goes" in text
+    assert "| ssbd | 3 |" in text and "Where a round's wall goes" in text and "a row: engine µs" in text
     # the engine's share against the aim, at the one stream the run has (64 streams it has not)
     shares = {r["method"]: percent(r["outside_share"]) for r in rows if r["streams"] == 1}  # never "-0%"
     assert f"1 stream: rt {shares['rt']}, ssbd {shares['ssbd']} (aim: at most 20%" in text

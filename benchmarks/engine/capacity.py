@@ -357,19 +357,29 @@ def parts_table(rows: list[dict]) -> list[str]:
         "(the feeder's bookkeeping: which rows share a call, their inputs, the KV layout; and the "
         "model's graph); *deciding*: the decisions' host work; *steps*: the updates' own (what "
         "to feed next, stops, outputs); *starting, ending*: updates' prompts and captions. All but "
-        "*waiting* and the model's graph is the engine's host work, one thread of Python.",
+        "*waiting* and the model's graph is the engine's host work, one thread of Python. *a row*: "
+        "the model's time and the engine's per row of a round's calls (µs; below zero where the "
+        "replay ran slower than the round): the engine's is a part a round and a part a row, "
+        "whatever the model costs, so the cheaper a model's rows, the larger the engine's share.",
         "",
         *markdown_table(
             ["method", "streams", "round ms", "model ms", "waiting", "building", "deciding", "steps",
-             "starting, ending", "other"],
+             "starting, ending", "other", "a row: model µs", "a row: engine µs"],
             [
                 (r["method"], r["streams"], r["round_ms"], r["model_ms_per_round"], p["waiting"], p["building"],
-                 p["deciding"], p["steps"], p["starting_ending"], p["other"])
+                 p["deciding"], p["steps"], p["starting_ending"], p["other"],
+                 per_row(r, r["model_ms_per_round"]), per_row(r, r["engine_ms_per_round"]))
                 for r in rows
                 for p in [r["engine_parts_ms_per_round"]]
             ],
         ),
     ]  # fmt: skip
+
+
+def per_row(row: dict, ms_per_round: float) -> int:
+    """``ms_per_round`` per row of a round's calls, in µs."""
+    rows_per_round = row["mean_rows"] * row["calls"] / max(1, row["rounds"])
+    return round(1000 * ms_per_round / max(rows_per_round, 1e-9))
 
 
 BENCHMARK = Benchmark(
