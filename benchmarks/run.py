@@ -168,6 +168,12 @@ STEPS = (
            ("--model", SMALL, "--data", data, "--limit", "2", "--examples", "builtin",
             "--configs", "rt+examples,ssbd-b0.3+examples"), 2, long_only=True)
       for part, data in (("dev", TALK_DEV), ("test", TALK_TEST))),
+    # ... and the fastest any rule could be there: every draft token kept (cd)
+    Step("examples-ceiling-test-1.5b", "quality", 10, "benchmarks.quality.accept_rules",
+         ("--model", DEFAULT, "--data", TALK_TEST, "--examples", "builtin",
+          "--configs", "rt+examples,ssbd-b0.2+examples,cd+examples"),
+         ("--model", SMALL, "--data", TALK_TEST, "--limit", "2", "--examples", "builtin",
+          "--configs", "rt+examples,cd+examples"), 2, long_only=True),
     Step("paper-preset", "quality", 60, BENCH,
          ("reproduce", "--models", f"{SMALL},{DEFAULT}", "--data", str(DATA / "udhr-sentences" / "{pair}.jsonl"),
           "--words", "8-20", "--limit", "10"),

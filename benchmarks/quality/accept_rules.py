@@ -1,7 +1,8 @@
 """Speed against quality for every acceptance rule and setting, in one run per model and data set.
 
 Each configuration (``CONFIGS``: RT, the paper's mixture rule at several β, the ratio rule at
-several β, and variants) translates the same sentences revealed ``--lag`` words at a time, one
+several β, variants, and ``cd``, which keeps every draft token: the speed no acceptance rule that
+verifies the draft can pass) translates the same sentences revealed ``--lag`` words at a time, one
 after another in one process (``evaluation.bench.run_bench``: timings compare within this run
 only). Reported per configuration: speedup over prefix-cached RT, chrF++ and BLEU of the committed
 captions, NE and LAAL-CA (``mlx-ssbd bench``'s report, ``report.md``), a Pareto plot of speedup
@@ -53,6 +54,8 @@ CONFIGS = {
     "ssbd-b0.2-final0.05": dict(method="ssbd", beta=0.2, final_beta=0.05),
     "ssbd-ratio-b0.6-final0.2": dict(method="ssbd-ratio", beta=0.6, final_beta=0.2),
     "ssbd-resync-b0.2-final0": dict(method="ssbd-resync", beta=0.2, final_beta=0.0),
+    # every draft token kept (β = 1): the fastest any rule that verifies the draft can be
+    "cd": dict(method="cd"),
 }
 
 
