@@ -42,7 +42,7 @@ async def client(
     languages: list[str],
     partials,
     seconds: float,
-    lags: list,
+    timed: list,
     counts: dict,
     late: list,
     gaps: list,
@@ -71,7 +71,7 @@ async def client(
             now = time.monotonic() - t0
             if event["type"] in ("translation.update", "translation.commit") and event.get("end") is not None:
                 if now <= seconds + 5:  # after the replay ends, the drain is not live lag
-                    lags.append((now, now - event["end"]))
+                    timed.append((now, now - event["end"]))
                     gaps.append(now - last)
                     last = now
                 else:
@@ -114,8 +114,8 @@ def server_load(url: str) -> dict:
 def run_load(
     url: str, method: str, n: int, seconds: float, streams, chat_tokens: int = 0, languages=("de",)
 ) -> dict:
-    lags, counts = [], {"partials": 0, "translation.update": 0, "translation.commit": 0, "errors": 0}
-    # lags: (arrival, lag) of each caption event during the replay, arrival in seconds since its session began
+    # (arrival, lag) of each caption event during the replay, arrival in seconds since its session began
+    timed, counts = [], {"partials": 0, "translation.update": 0, "translation.commit": 0, "errors": 0}
     answers: list[tuple[float, int]] = []
     late: list[float] = []  # lags of events that came after the replay ended (the drain)
     gaps: list[float] = []  # seconds between a session's caption events during the replay, and to its end
@@ -124,7 +124,7 @@ def run_load(
         chat = [chat_client(url, chat_tokens, seconds, answers)] if chat_tokens else []
         await asyncio.gather(
             *(
-                client(url, method, list(languages), streams[i], seconds, lags, counts, late, gaps)
+                client(url, method, list(languages), streams[i], seconds, timed, counts, late, gaps)
                 for i in range(n)
             ),
             *chat,
@@ -134,7 +134,7 @@ def run_load(
     start = time.monotonic()
     asyncio.run(all_clients())
     after = server_load(url)
-    timed, lags = lags, sorted(lag for _, lag in lags)
+    lags = sorted(lag for _, lag in timed)
     q = lambda f: lags[min(len(lags) - 1, int(f * len(lags)))] if lags else float("nan")
     return {
         "method": method,
