@@ -277,6 +277,28 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
     assert rules["deltas"]["ssbd-b0"] == [0.0, 0.0, 0.0] and rules["run"]["data"] == "pairs.jsonl"
     assert "| ssbd-b0 | " in (tmp_path / "rules" / "rules.md").read_text()
 
+    # the run's counted work at a machine's pass costs (nothing timed again)
+    costs = tmp_path / "verify_cost.json"
+    costs.write_text(json.dumps({"model": "m", "dtype": "float32", "pass_over_step": {"1": 1.0, "16": 4.0}}))
+    script(
+        "benchmarks.quality.work_model",
+        "--runs",
+        tmp_path / "rules",
+        "--pass-costs",
+        f"a CPU={costs}",
+        "--out",
+        tmp_path / "work",
+    )
+    work = json.loads((tmp_path / "work" / "work_model.json").read_text())
+    (run,) = work["runs"]
+    rows = {row["config"]: row for row in run["rows"]}
+    assert run["base"] == "rt" and list(rows) == list(configs)
+    assert all(rows[label]["measured"] == configs[label]["speedup"] for label in configs)
+    assert rows["rt"]["modelled"]["a CPU"] == 1.0 and all(r["modelled"]["a CPU"] > 0 for r in rows.values())
+    # a verify pass feeds the draft after the prompt's new tokens: more than RT's first pass
+    assert rows["ssbd-b0.2"]["first_pass_tokens"] > rows["rt"]["first_pass_tokens"]
+    assert "| ssbd-ratio-b0.6 | " in (tmp_path / "work" / "work_model.md").read_text()
+
     # (a random-weight model's outputs are mostly decoding loops: analysed as decoded, uncut)
     script(
         "benchmarks.quality.acceptance_analysis",

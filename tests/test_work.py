@@ -1,0 +1,87 @@
+"""A run's counted model work priced at a machine's pass costs (``evaluation.work``)."""
+
+import json
+
+from mlx_ssbd.engine.planner import PREFILL_CHUNK
+from mlx_ssbd.evaluation.work import PassCosts, mean_work, modelled_speedups, update_steps, update_work
+
+import pytest
+
+
+def record(config, fed, passes, proposals=0):
+    return {"config": config, "tokens_fed": fed, "forward_passes": passes, "proposals": proposals}
+
+
+def test_pass_costs_interpolate_between_measured_widths_and_extend_the_last_segment():
+    costs = PassCosts("cpu", ((16, 5.0), (1, 1.0), (4, 2.0)))  # sorted on the way in
+    assert costs.points == ((1, 1.0), (4, 2.0), (16, 5.0))
+    assert costs.cost(0) == 0.0 and costs.cost(1) == 1.0
+    assert costs.cost(2.5) == pytest.approx(1.5)  # halfway from 1 to 4 tokens
+    assert costs.cost(10) == pytest.approx(3.5)
+    assert costs.cost(28) == pytest.approx(8.0)  # past 16: the last segment's slope, 0.25 a token
+    with pytest.raises(ValueError, match="two distinct"):
+        PassCosts("one point", ((1, 1.0),))
+    with pytest.raises(ValueError, match="two distinct"):
+        PassCosts("twice the same", ((1, 1.0), (1, 2.0)))
+
+
+def test_pass_costs_read_a_verify_cost_report_or_a_decode_step_report_s_row(tmp_path):
+    verify = tmp_path / "verify_cost.json"
+    verify.write_text(json.dumps({"pass_over_step": {"1": 1.0, "16": 4.0, "4": 1.5}}))
+    assert PassCosts.from_report("cpu", verify).points == ((1, 1.0), (4, 1.5), (16, 4.0))
+    decode = tmp_path / "decode_step.json"
+    rows = [
+        {"format": "dense float16", "verify16_in_decode_steps": 1.75},
+        {"format": "4bit", "verify16_in_decode_steps": 2.5},
+    ]
+    decode.write_text(json.dumps({"shape": {}, "rows": rows}))
+    gpu = PassCosts.from_report("gpu", decode, "4bit")
+    assert gpu.points == ((1, 1.0), (16, 2.5)) and gpu.cost(31) == pytest.approx(4.0)
+    with pytest.raises(ValueError, match="name one of the rows"):
+        PassCosts.from_report("gpu", decode, "8bit")
+
+
+def test_an_update_s_work_is_its_first_pass_then_one_token_a_decode_step():
+    assert update_work(record("rt", fed=23, passes=16)) == (8, 1, 15)  # 8 prompt tokens, 15 steps
+    assert update_work(record("rt", fed=0, passes=0)) == (0, 0, 0)  # unchanged source: no pass
+    long = PREFILL_CHUNK + 72  # a first pass over more than a chunk goes in two passes
+    assert update_work(record("rt", fed=long + 5, passes=2 + 5)) == (long, 2, 5)
+    assert update_work(record("ssbd-ngram", fed=30, passes=6, proposals=2)) is None  # widths unknown
+    costs = PassCosts("linear", ((1, 1.0), (17, 5.0)))  # 0.75 + 0.25 n
+    assert update_steps(record("rt", fed=23, passes=16), costs) == pytest.approx(0.75 + 0.25 * 8 + 15)
+    assert update_steps(record("rt", fed=long + 5, passes=7), costs) == pytest.approx(
+        2 * (0.75 + 0.25 * long / 2) + 5
+    )
+
+
+def test_modelled_speedups_set_each_config_s_work_against_the_base_s():
+    costs = PassCosts("linear", ((1, 1.0), (17, 5.0)))  # 0.75 + 0.25 n
+    records = [
+        record("rt", fed=23, passes=16),  # 2.75 + 15 = 17.75
+        record("rt", fed=0, passes=0),
+        record("ssbd", fed=25, passes=8),  # first pass 18 tokens: 5.25 + 7 = 12.25
+        record("ssbd", fed=0, passes=0),
+        record("plus", fed=25, passes=8),
+        record("plus", fed=20, passes=4, proposals=1),
+    ]
+    speedups = modelled_speedups(records, costs, base="rt")
+    assert speedups["rt"] == pytest.approx(1.0)
+    assert speedups["ssbd"] == pytest.approx(17.75 / 12.25)
+    assert speedups["plus"] is None  # one of its updates cannot be priced
+    assert mean_work(records, "ssbd") == (18.0, 7.0) and mean_work(records, "plus") is None
+    with pytest.raises(ValueError, match="base config"):
+        modelled_speedups(records, costs, base="nothing")
+
+
+def test_the_report_names_its_pass_costs_as_name_equals_report():
+    from benchmarks.quality.work_model import parse_costs
+
+    assert parse_costs("H100, fp16=runs/decode_step.json#dense float16") == (
+        "H100, fp16",
+        "runs/decode_step.json",
+        "dense float16",
+    )
+    assert parse_costs("cpu=verify_cost.json") == ("cpu", "verify_cost.json", None)
+    for bad in ("verify_cost.json", "=verify_cost.json", "cpu="):
+        with pytest.raises(SystemExit, match="NAME=REPORT"):
+            parse_costs(bad)
