@@ -82,8 +82,8 @@ def run_rows(folder: Path, all_costs: list[PassCosts]) -> dict:
 
 def measure(args) -> dict:
     specs = [parse_costs(spec) for spec in args.pass_costs]
-    if not specs:
-        raise SystemExit("name at least one --pass-costs NAME=REPORT")
+    if not specs or not args.runs:
+        raise SystemExit("name the runs (--runs DIR[,DIR...]) and at least one --pass-costs NAME=REPORT")
     all_costs, facts = [], []
     for name, path, row in specs:
         try:
@@ -108,7 +108,7 @@ def speed(value) -> str:
 def render(result: dict) -> list[str]:
     names = [costs["name"] for costs in result["pass_costs"]]
     lines = [
-        "Nothing here was timed: each run's counted work (``results.jsonl``) priced at the pass "
+        "Nothing here was timed: each run's counted work (`results.jsonl`) priced at the pass "
         "costs of a verify-cost or decode-step report. *first pass*: tokens the update's first pass "
         "fed (the source's new tokens, the prompt's end and the draft), *steps*: decode steps after "
         "it, both per update that ran a pass. *measured*: the run's own speedup over its RT (wall "
@@ -134,33 +134,29 @@ def render(result: dict) -> list[str]:
             ],
         ),
     ]
+    rows = []
     for run in result["runs"]:
-        lines += [
-            "",
-            f"## {run['model']}, {run['data']} ({run['run']})",
-            "",
-            f"Timed on: {run['machine']} Against {run['base']}.",
-            "",
-            *markdown_table(
-                [
-                    "config",
-                    "first pass tokens",
-                    "steps",
-                    "measured",
-                    *(f"modelled at {name}" for name in names),
-                ],
-                [
-                    (
-                        row["config"],
-                        "-" if row["first_pass_tokens"] is None else row["first_pass_tokens"],
-                        "-" if row["decode_steps"] is None else row["decode_steps"],
-                        speed(row["measured"]),
-                        *(speed(row["modelled"][name]) for name in names),
-                    )
-                    for row in run["rows"]
-                ],
-            ),  # fmt: skip
-        ]
+        step = Path(run["run"])
+        name = f"{step.name} ({step.parent.name[:10]}), {run['data']}"
+        for row in run["rows"]:
+            work = (
+                ("-", "-")
+                if row["first_pass_tokens"] is None
+                else (row["first_pass_tokens"], row["decode_steps"])
+            )
+            modelled = (speed(row["modelled"][n]) for n in names)
+            rows.append((name, row["config"], *work, speed(row["measured"]), *modelled))
+    timed = sorted({run["machine"] for run in result["runs"]})
+    lines += [
+        "",
+        *markdown_table(
+            ["run", "config", "first pass tokens", "steps", "measured", *(f"modelled at {n}" for n in names)],
+            rows,
+        ),
+        "",
+        "Runs (folders under benchmarks/results) timed on: " + " ".join(timed) + " Each run against its RT "
+        "configuration (the first `rt` one).",
+    ]
     return lines
 
 
@@ -170,7 +166,7 @@ BENCHMARK = Benchmark(
     measure,
     render,
     options=(
-        option("--runs", required=True, help="run folders (results.jsonl, summary.json), comma-separated"),
+        option("--runs", default="", help="run folders (results.jsonl, summary.json), comma-separated"),
         option(
             "--pass-costs",
             action="append",
