@@ -72,6 +72,16 @@ SECTIONS = (
         (("examples-beta-dev-1.5b",), ("examples-beta-test-1.5b",), ("examples-ceiling-test-1.5b",)),
     ),
     Section(
+        "The same decisions on other machines",
+        "The speed runs above, not timed again: each update's counted work (the tokens its first pass "
+        "fed, the decode steps after it) priced at the pass costs that verify-cost and decode-step "
+        "reports measured on other machines (a pass over n tokens in that machine's decode steps), "
+        "against RT's work priced the same way, beside the speedup each run measured. The engine's own "
+        "time is left out: on the machine a run was timed on it shows how well the model fits, on the "
+        "others what the same decisions allow there.",
+        (("work-model",),),
+    ),
+    Section(
         "Example translations and context in the prompt",
         "The held-out talk translated with and without four example sentences of the other talk in the "
         "prompt's shared prefix (`--examples`), and with the talk's earlier captions in the prompt "
