@@ -85,3 +85,12 @@ def test_the_report_names_its_pass_costs_as_name_equals_report():
     for bad in ("verify_cost.json", "=verify_cost.json", "cpu="):
         with pytest.raises(SystemExit, match="NAME=REPORT"):
             parse_costs(bad)
+
+
+def test_a_run_whose_rt_ran_no_pass_is_refused_with_a_message(tmp_path):
+    from benchmarks.quality.work_model import run_rows
+
+    (tmp_path / "results.jsonl").write_text(json.dumps(record("rt", fed=0, passes=0)) + "\n")
+    (tmp_path / "summary.json").write_text(json.dumps({"configs": {"rt": {"speedup": 1.0}}, "run": {}}))
+    with pytest.raises(SystemExit, match="no modelled work for the base config 'rt'"):
+        run_rows(tmp_path, [PassCosts("cpu", ((1, 1.0), (16, 4.0)))])

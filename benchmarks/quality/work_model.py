@@ -57,7 +57,10 @@ def run_rows(folder: Path, all_costs: list[PassCosts]) -> dict:
     summary = json.loads((folder / "summary.json").read_text())
     labels = list(summary["configs"])
     base = base_rt(labels) or labels[0]
-    modelled = {costs.name: modelled_speedups(records, costs, base) for costs in all_costs}
+    try:
+        modelled = {costs.name: modelled_speedups(records, costs, base) for costs in all_costs}
+    except ValueError as error:  # the RT configuration ran no pass the counts can price
+        raise SystemExit(f"--runs: {relative(folder)}: {error}") from None
     rows = []
     for label in labels:
         work = mean_work(records, label)
