@@ -42,12 +42,25 @@ from pathlib import Path
 
 from benchmarks.common import DATA, REPO, relative
 
+RESULTS = REPO / "benchmarks" / "results"
+
 DEFAULT = "qwen2.5-coder-1.5b"
 SMALL = "qwen2.5-coder-0.5b"
 SENTENCES = str(DATA / "udhr-sentences" / "en-de.jsonl")
 TALK_DEV, TALK_TEST = (str(DATA / "talk-sentences" / f"en-de.{part}.jsonl") for part in ("dev", "test"))
 PARTIALS = str(DATA / "talks" / "talk-partials.jsonl")
 EXAMPLES = str(DATA / "talk-sentences" / "en-de.examples.tsv")  # four sentences of the dev talk
+
+# Other machines' pass costs (committed reports), for the work model's step
+XEON_COSTS = RESULTS / "2026-11-26-linux-x86_64-2cpu-vnni" / "verify-cost-1.5b" / "verify_cost.json"
+H100_STEP = RESULTS / "2026-11-25-linux-x86_64-h100" / "decode-step" / "decode_step.json"
+WORK_MODEL = (  # the runs and this machine's costs: steps of the same results folder
+    "--runs", "examples-ceiling-test-1.5b,examples-beta-test-1.5b,examples-beta-dev-1.5b",
+    "--pass-costs", "this machine=verify-cost-1.5b/verify_cost.json",
+    "--pass-costs", f"Intel Xeon (AVX-512 VNNI)={XEON_COSTS}",
+    "--pass-costs", f"H100, fp16={H100_STEP}#dense float16",
+    "--pass-costs", f"H100, 4-bit={H100_STEP}#4bit",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -174,6 +187,8 @@ STEPS = (
           "--configs", "rt+examples,ssbd-b0.2+examples,cd+examples"),
          ("--model", SMALL, "--data", TALK_TEST, "--limit", "2", "--examples", "builtin",
           "--configs", "rt+examples,cd+examples"), 2, long_only=True),
+    # ... and their decisions at this machine's and other machines' pass costs (nothing timed)
+    Step("work-model", "quality", 1, "benchmarks.quality.work_model", WORK_MODEL, WORK_MODEL, 1, long_only=True),
     Step("paper-preset", "quality", 60, BENCH,
          ("reproduce", "--models", f"{SMALL},{DEFAULT}", "--data", str(DATA / "udhr-sentences" / "{pair}.jsonl"),
           "--words", "8-20", "--limit", "10"),

@@ -94,3 +94,31 @@ def test_a_run_whose_rt_ran_no_pass_is_refused_with_a_message(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps({"configs": {"rt": {"speedup": 1.0}}, "run": {}}))
     with pytest.raises(SystemExit, match="no modelled work for the base config 'rt'"):
         run_rows(tmp_path, [PassCosts("cpu", ((1, 1.0), (16, 4.0)))])
+
+
+def test_the_runner_s_step_names_the_runs_and_costs_of_its_own_results_folder(tmp_path):
+    """``benchmarks.run`` passes other steps' folder names: looked up beside ``--out``."""
+    from test_benchmark_scripts import script
+
+    run = tmp_path / "2026-01-01-linux-x86_64-2cpu-epyc"
+    (run / "rules").mkdir(parents=True)
+    (run / "verify-cost-1.5b").mkdir()
+    records = [record("rt", fed=23, passes=16), record("ssbd", fed=25, passes=8)]
+    (run / "rules" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = {"configs": {"rt": {"speedup": 1.0}, "ssbd": {"speedup": 1.4}}, "run": {"data_name": "d"}}
+    (run / "rules" / "summary.json").write_text(json.dumps(summary))
+    costs = {"model": "m", "dtype": "float32", "pass_over_step": {"1": 1.0, "17": 5.0}}  # 0.75 + 0.25 n
+    (run / "verify-cost-1.5b" / "verify_cost.json").write_text(json.dumps(costs))
+    script(
+        "benchmarks.quality.work_model",
+        "--runs",
+        "rules",
+        "--pass-costs",
+        "this machine=verify-cost-1.5b/verify_cost.json",
+        "--out",
+        run / "work-model",
+    )
+    (done,) = json.loads((run / "work-model" / "work_model.json").read_text())["runs"]
+    ssbd = done["rows"][1]
+    assert ssbd["config"] == "ssbd" and ssbd["measured"] == 1.4
+    assert ssbd["modelled"]["this machine"] == pytest.approx(17.75 / 12.25)

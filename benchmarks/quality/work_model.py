@@ -4,7 +4,8 @@ A method's speed over RT comes from its decisions (how many tokens each update's
 how many decode steps follow: counted in every run's ``results.jsonl``) and from what a pass over n
 tokens costs against one decode step on the machine (``verify-cost`` and ``decode-step`` reports).
 For each run folder (``--runs``: an ``accept_rules`` or ``mlx-ssbd bench`` output) and each set of
-pass costs (``--pass-costs NAME=REPORT``, ``NAME=REPORT#ROW`` for a decode-step report's row), this
+pass costs (``--pass-costs NAME=REPORT``, ``NAME=REPORT#ROW`` for a decode-step report's row; a path
+that names nothing is looked up beside ``--out``, among the other steps of its results folder), this
 reports per configuration the work per update and its modelled speedup over the run's RT
 (``evaluation.work``), beside the speedup the run measured. At the pass costs of the machine the
 run was timed on, the model should give about the measured speedup (what it leaves out, the
@@ -26,6 +27,13 @@ from benchmarks.common import machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.quality.accept_rules import base_rt
 from mlx_ssbd.evaluation.work import PassCosts, mean_work, modelled_speedups
+
+
+def beside(path: str | Path, out: Path | None) -> Path:
+    """``path`` as given, or, where nothing is there, beside ``out``: another step of the same
+    results folder (as ``benchmarks.run`` names them)."""
+    given = Path(path)
+    return given if given.exists() or out is None else out.parent / given
 
 
 def parse_costs(spec: str) -> tuple[str, str, str | None]:
@@ -89,6 +97,7 @@ def measure(args) -> dict:
         raise SystemExit("name the runs (--runs DIR[,DIR...]) and at least one --pass-costs NAME=REPORT")
     all_costs, facts = [], []
     for name, path, row in specs:
+        path = beside(path, args.out)
         try:
             costs = PassCosts.from_report(name, path, row)
         except (OSError, ValueError, KeyError) as error:
@@ -97,7 +106,7 @@ def measure(args) -> dict:
         facts.append(pass_costs_facts(costs, path, row))
     runs = []
     for folder in args.runs.split(","):
-        folder = Path(folder.strip())
+        folder = beside(folder.strip(), args.out)
         if not (folder / "results.jsonl").is_file() or not (folder / "summary.json").is_file():
             raise SystemExit(f"--runs: {folder} holds no results.jsonl and summary.json of a run")
         runs.append(run_rows(folder, all_costs))
