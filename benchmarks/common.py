@@ -16,6 +16,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "benchmarks" / "data"
+RESULTS = REPO / "benchmarks" / "results"  # one folder per run of benchmarks.run
 
 
 def relative(path: str | Path) -> str:

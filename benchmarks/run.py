@@ -40,9 +40,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import DATA, REPO, relative
-
-RESULTS = REPO / "benchmarks" / "results"
+from benchmarks.common import DATA, REPO, RESULTS, relative
 
 DEFAULT = "qwen2.5-coder-1.5b"
 SMALL = "qwen2.5-coder-0.5b"
@@ -268,7 +266,7 @@ def machine_kind() -> str:
 
 def default_out(label: str | None) -> Path:
     name = f"{datetime.date.today():%Y-%m-%d}-{machine_kind()}" + (f"-{label}" if label else "")
-    return REPO / "benchmarks" / "results" / name
+    return RESULTS / name
 
 
 def chosen(only: str | None, size: str) -> list[tuple[Step, tuple[str, ...], float]]:

@@ -26,6 +26,7 @@ from pathlib import Path
 from benchmarks.common import machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
 from benchmarks.quality.accept_rules import base_rt
+from mlx_ssbd.evaluation.bench import RESULTS as RECORDS
 from mlx_ssbd.evaluation.work import PassCosts, mean_work, modelled_speedups
 
 
@@ -61,7 +62,7 @@ def pass_costs_facts(costs: PassCosts, path: str, row: str | None) -> dict:
 
 
 def run_rows(folder: Path, all_costs: list[PassCosts]) -> dict:
-    records = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line]
+    records = [json.loads(line) for line in (folder / RECORDS).read_text().splitlines() if line]
     summary = json.loads((folder / "summary.json").read_text())
     labels = list(summary["configs"])
     base = base_rt(labels) or labels[0]
@@ -107,7 +108,7 @@ def measure(args) -> dict:
     runs = []
     for folder in args.runs.split(","):
         folder = beside(folder.strip(), args.out)
-        if not (folder / "results.jsonl").is_file() or not (folder / "summary.json").is_file():
+        if not (folder / RECORDS).is_file() or not (folder / "summary.json").is_file():
             raise SystemExit(f"--runs: {folder} holds no results.jsonl and summary.json of a run")
         runs.append(run_rows(folder, all_costs))
     return {"pass_costs": facts, "runs": runs}

@@ -19,9 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks.common import REPO, relative
-
-RESULTS = REPO / "benchmarks" / "results"
+from benchmarks.common import REPO, RESULTS, relative
 
 
 def pages(root: Path = REPO) -> str:

@@ -23,9 +23,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks.common import REPO, relative
+from benchmarks.common import REPO, RESULTS, relative
 
-RESULTS = REPO / "benchmarks" / "results"
 PAGE = REPO / "docs" / "results.md"
 # Reports of analyses whose feature is gone (the draft model's tail guess); they stay in their folder.
 RETIRED = ("tail_ceiling-",)
