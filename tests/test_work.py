@@ -94,6 +94,10 @@ def test_a_run_whose_rt_ran_no_pass_is_refused_with_a_message(tmp_path):
     (tmp_path / "summary.json").write_text(json.dumps({"configs": {"rt": {"speedup": 1.0}}, "run": {}}))
     with pytest.raises(SystemExit, match="no modelled work for the base config 'rt'"):
         run_rows(tmp_path, [PassCosts("cpu", ((1, 1.0), (16, 4.0)))])
+    # nor records that are not a run's
+    (tmp_path / "results.jsonl").write_text('{"config": "rt"}\n{not json\n')
+    with pytest.raises(SystemExit, match="not a run this can price"):
+        run_rows(tmp_path, [PassCosts("cpu", ((1, 1.0), (16, 4.0)))])
 
 
 def test_the_runner_s_step_names_the_runs_and_costs_of_its_own_results_folder(tmp_path):

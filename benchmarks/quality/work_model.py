@@ -62,17 +62,18 @@ def pass_costs_facts(costs: PassCosts, path: str, row: str | None) -> dict:
 
 
 def run_rows(folder: Path, all_costs: list[PassCosts]) -> dict:
-    records = [json.loads(line) for line in (folder / RECORDS).read_text().splitlines() if line]
-    summary = json.loads((folder / "summary.json").read_text())
-    labels = list(summary["configs"])
-    base = base_rt(labels) or labels[0]
     try:
+        records = [json.loads(line) for line in (folder / RECORDS).read_text().splitlines() if line]
+        summary = json.loads((folder / "summary.json").read_text())
+        labels = list(summary["configs"])
+        base = base_rt(labels) or labels[0]
         modelled = {costs.name: modelled_speedups(records, costs, base) for costs in all_costs}
-    except ValueError as error:  # the RT configuration ran no pass the counts can price
-        raise SystemExit(f"--runs: {relative(folder)}: {error}") from None
+        works = {label: mean_work(records, label) for label in labels}
+    except (ValueError, KeyError, IndexError) as error:  # not a run's records, or RT ran no pass
+        raise SystemExit(f"--runs: {relative(folder)}: not a run this can price ({error!r})") from None
     rows = []
     for label in labels:
-        work = mean_work(records, label)
+        work = works[label]
         rows.append(
             {
                 "config": label,
