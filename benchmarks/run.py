@@ -238,7 +238,8 @@ STEPS = (
 def machine_kind() -> str:
     """The machine a results folder is named after (the results page shows each kind's newest
     run): OS, architecture, then the GPU's name, or the cores and the CPU's family where that
-    tells runs apart (``linux-x86_64-2cpu-epyc``, ``-2cpu-vnni`` for an AVX-512 VNNI Xeon)."""
+    tells runs apart (``linux-x86_64-2cpu-epyc``, ``-2cpu-epyc-vnni`` for an EPYC with AVX-512 VNNI,
+    ``-2cpu-vnni`` for such a Xeon)."""
 
     def slug(text: str) -> str:
         return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
@@ -252,11 +253,12 @@ def machine_kind() -> str:
         flags = Path("/proc/cpuinfo").read_text().split()
     except OSError:
         flags = []
+    vnni = "avx512_vnni" in flags
     family = (
-        "epyc"
+        ("epyc-vnni" if vnni else "epyc")
         if "EPYC" in model
         else "vnni"
-        if "avx512_vnni" in flags
+        if vnni
         else "xeon"
         if "Xeon" in model
         else slug(model)
