@@ -268,6 +268,13 @@ def _find_machine(report) -> dict | None:
     return None
 
 
+def kernel_build(machine: dict) -> str | None:
+    """The CPU kernel's build where the report names one ("kernel avx512"): what tells two runs on
+    CPUs of one name apart (an EPYC with AVX-512 and one with AVX2 only)."""
+    found = re.match(r"CPU kernel on \((\w+)", machine.get("quantized_kernel") or "")
+    return f"kernel {found.group(1)}" if found else None
+
+
 def provenance(step: Path) -> str:
     machine = machine_of(step)
     date = step.parent.name[:10]
@@ -276,6 +283,7 @@ def provenance(step: Path) -> str:
         for part in (
             machine.get("cpu_model"),
             f"{machine['cpus']} CPUs" if machine.get("cpus") else None,
+            kernel_build(machine),
             machine.get("device"),
         )
         if part
