@@ -51,13 +51,18 @@ EXAMPLES = str(DATA / "talk-sentences" / "en-de.examples.tsv")  # four sentences
 
 # Other machines' pass costs (committed reports), for the work model's step
 XEON_COSTS = RESULTS / "2026-11-26-linux-x86_64-2cpu-vnni" / "verify-cost-1.5b" / "verify_cost.json"
+AVX2_EPYC_COSTS = (
+    RESULTS / "2026-11-28-linux-x86_64-2cpu-epyc-decision" / "verify-cost-1.5b" / "verify_cost.json"
+)
 H100_STEP = RESULTS / "2026-11-25-linux-x86_64-h100" / "decode-step" / "decode_step.json"
 WORK_MODEL = (  # the runs and this machine's costs: steps of the same results folder
     "--runs", "examples-ceiling-test-1.5b,examples-beta-test-1.5b,examples-beta-dev-1.5b",
     "--pass-costs", "this machine=verify-cost-1.5b/verify_cost.json",
     "--pass-costs", f"Intel Xeon (AVX-512 VNNI)={XEON_COSTS}",
+    "--pass-costs", f"AMD EPYC (AVX2)={AVX2_EPYC_COSTS}",
     "--pass-costs", f"H100, fp16={H100_STEP}#dense float16",
     "--pass-costs", f"H100, 4-bit={H100_STEP}#4bit",
+    "--pieces", "4,8",  # ... and had each draft been verified a few tokens a pass
 )  # fmt: skip
 
 

@@ -3,13 +3,27 @@
 import json
 
 from mlx_ssbd.engine.planner import PREFILL_CHUNK
-from mlx_ssbd.evaluation.work import PassCosts, mean_work, modelled_speedups, update_steps, update_work
+from mlx_ssbd.evaluation.work import (
+    PassCosts,
+    mean_work,
+    modelled_speedups,
+    update_passes,
+    update_steps,
+    update_work,
+)
 
 import pytest
 
 
-def record(config, fed, passes, proposals=0):
-    return {"config": config, "tokens_fed": fed, "forward_passes": passes, "proposals": proposals}
+def record(config, fed, passes, proposals=0, draft=0, accepted=0):
+    return {
+        "config": config,
+        "tokens_fed": fed,
+        "forward_passes": passes,
+        "proposals": proposals,
+        "draft_tokens": draft,
+        "accepted": accepted,
+    }
 
 
 def test_pass_costs_interpolate_between_measured_widths_and_extend_the_last_segment():
@@ -73,6 +87,25 @@ def test_modelled_speedups_set_each_config_s_work_against_the_base_s():
         modelled_speedups(records, costs, base="nothing")
 
 
+def test_a_draft_verified_in_pieces_stops_after_the_piece_that_holds_the_first_rejection():
+    # 8 new tokens and a 20-token draft, then 3 decode steps
+    def update(accepted):
+        return record("ssbd", fed=28 + 3, passes=1 + 3, draft=20, accepted=accepted)
+
+    assert update_passes(update(20)) == ([28], 3)  # the whole draft in one pass
+    assert update_passes(update(20), piece=8) == ([16, 8, 4], 3)  # all kept: every piece fed
+    assert update_passes(update(3), piece=8) == ([16], 3)  # rejected in the first piece
+    assert update_passes(update(8), piece=8) == ([16, 8], 3)  # the 9th token, in the second piece
+    assert update_passes(update(3), piece=20) == ([28], 3)  # a draft no longer than a piece: whole
+    assert update_passes(record("rt", fed=23, passes=16), piece=4) == ([8], 15)  # no draft
+    costs = PassCosts("linear", ((1, 1.0), (17, 5.0)))  # 0.75 + 0.25 n
+    assert update_steps(update(3), costs, piece=8) == pytest.approx(0.75 + 0.25 * 16 + 3)
+    records = [record("rt", fed=23, passes=16), update(20)]
+    whole, pieces = (modelled_speedups(records, costs, "rt", piece)["ssbd"] for piece in (None, 8))
+    assert whole == pytest.approx(17.75 / (0.75 + 0.25 * 28 + 3))
+    assert pieces == pytest.approx(17.75 / (3 * 0.75 + 0.25 * 28 + 3))  # two passes' fixed part more
+
+
 def test_the_report_names_its_pass_costs_as_name_equals_report():
     from benchmarks.quality.work_model import parse_costs
 
@@ -107,7 +140,7 @@ def test_the_runner_s_step_names_the_runs_and_costs_of_its_own_results_folder(tm
     run = tmp_path / "2026-01-01-linux-x86_64-2cpu-epyc"
     (run / "rules").mkdir(parents=True)
     (run / "verify-cost-1.5b").mkdir()
-    records = [record("rt", fed=23, passes=16), record("ssbd", fed=25, passes=8)]
+    records = [record("rt", fed=23, passes=16), record("ssbd", fed=25, passes=8, draft=10, accepted=2)]
     (run / "rules" / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     summary = {"configs": {"rt": {"speedup": 1.0}, "ssbd": {"speedup": 1.4}}, "run": {"data_name": "d"}}
     (run / "rules" / "summary.json").write_text(json.dumps(summary))
@@ -119,6 +152,8 @@ def test_the_runner_s_step_names_the_runs_and_costs_of_its_own_results_folder(tm
         "rules",
         "--pass-costs",
         "this machine=verify-cost-1.5b/verify_cost.json",
+        "--pieces",
+        "4",
         "--out",
         run / "work-model",
     )
@@ -126,3 +161,17 @@ def test_the_runner_s_step_names_the_runs_and_costs_of_its_own_results_folder(tm
     ssbd = done["rows"][1]
     assert ssbd["config"] == "ssbd" and ssbd["measured"] == 1.4
     assert ssbd["modelled"]["this machine"] == pytest.approx(17.75 / 12.25)
+    # in pieces of 4 its 18-token first pass (8 new tokens, a 10-token draft rejected at its third
+    # token) feeds 12 tokens: 3.75 + 7 steps
+    assert ssbd["pieces"]["4"]["this machine"] == pytest.approx(17.75 / 10.75)
+    report = (run / "work-model" / "work_model.md").read_text()
+    assert "| ssbd | this machine | 1.45x | 1.65x |" in report
+
+
+def test_pieces_are_whole_numbers_of_at_least_one_token():
+    from benchmarks.quality.work_model import parse_pieces
+
+    assert parse_pieces("4, 8") == (4, 8) and parse_pieces("") == ()
+    for bad in ("0", "four", "4,-1"):
+        with pytest.raises(SystemExit, match="--pieces takes"):
+            parse_pieces(bad)

@@ -10,8 +10,10 @@ reports per configuration the work per update and its modelled speedup over the 
 (``evaluation.work``), beside the speedup the run measured. At the pass costs of the machine the
 run was timed on, the model should give about the measured speedup (what it leaves out, the
 engine's own time, is small there); at another machine's, it says what the same decisions would
-gain there, the engine's own time left out: what they allow, not a measurement. Nothing is timed
-here; the inputs are committed reports.
+gain there, the engine's own time left out: what they allow, not a measurement. ``--pieces 4,8``
+adds the same decisions had each draft been verified a few tokens a pass, stopping after the piece
+that holds the first rejected token (``evaluation.work.update_passes``): whether verifying less
+would pay on those machines. Nothing is timed here; the inputs are committed reports.
 
     python -m benchmarks.quality.work_model --runs RUN_DIR \
         --pass-costs "this CPU=VERIFY_COST_DIR/verify_cost.json" \
@@ -46,6 +48,17 @@ def parse_costs(spec: str) -> tuple[str, str, str | None]:
     return name, path, row or None
 
 
+def parse_pieces(spec: str) -> tuple[int, ...]:
+    """``--pieces 4,8`` -> (4, 8): tokens of a draft per pass, each at least 1."""
+    try:
+        pieces = tuple(int(part) for part in spec.split(",") if part.strip())
+    except ValueError:
+        pieces = (0,)
+    if any(piece < 1 for piece in pieces):
+        raise SystemExit(f"--pieces takes draft tokens per pass, whole numbers >= 1, as 4,8; not {spec!r}")
+    return pieces
+
+
 def pass_costs_facts(costs: PassCosts, path: str, row: str | None) -> dict:
     report = json.loads(Path(path).read_text())
     if "shape" in report:  # a decode-step report: random weights of a model's shape
@@ -61,13 +74,17 @@ def pass_costs_facts(costs: PassCosts, path: str, row: str | None) -> dict:
     }
 
 
-def run_rows(folder: Path, all_costs: list[PassCosts]) -> dict:
+def run_rows(folder: Path, all_costs: list[PassCosts], pieces: tuple[int, ...] = ()) -> dict:
     try:
         records = [json.loads(line) for line in (folder / RECORDS).read_text().splitlines() if line]
         summary = json.loads((folder / "summary.json").read_text())
         labels = list(summary["configs"])
         base = base_rt(labels) or labels[0]
         modelled = {costs.name: modelled_speedups(records, costs, base) for costs in all_costs}
+        in_pieces = {
+            piece: {costs.name: modelled_speedups(records, costs, base, piece) for costs in all_costs}
+            for piece in pieces
+        }
         works = {label: mean_work(records, label) for label in labels}
     except (ValueError, KeyError, IndexError) as error:  # not a run's records, or RT ran no pass
         raise SystemExit(f"--runs: {relative(folder)}: not a run this can price ({error!r})") from None
@@ -81,6 +98,10 @@ def run_rows(folder: Path, all_costs: list[PassCosts]) -> dict:
                 "first_pass_tokens": None if work is None else round(work[0], 1),
                 "decode_steps": None if work is None else round(work[1], 1),
                 "modelled": {name: speedups.get(label) for name, speedups in modelled.items()},
+                "pieces": {
+                    str(piece): {name: speedups.get(label) for name, speedups in by_costs.items()}
+                    for piece, by_costs in in_pieces.items()
+                },
             }
         )
     return {
@@ -95,6 +116,7 @@ def run_rows(folder: Path, all_costs: list[PassCosts]) -> dict:
 
 def measure(args) -> dict:
     specs = [parse_costs(spec) for spec in args.pass_costs]
+    pieces = parse_pieces(args.pieces)
     if not specs or not args.runs:
         raise SystemExit("name the runs (--runs DIR[,DIR...]) and at least one --pass-costs NAME=REPORT")
     all_costs, facts = [], []
@@ -111,8 +133,8 @@ def measure(args) -> dict:
         folder = beside(folder.strip(), args.out)
         if not (folder / RECORDS).is_file() or not (folder / "summary.json").is_file():
             raise SystemExit(f"--runs: {folder} holds no results.jsonl and summary.json of a run")
-        runs.append(run_rows(folder, all_costs))
-    return {"pass_costs": facts, "runs": runs}
+        runs.append(run_rows(folder, all_costs, pieces))
+    return {"pass_costs": facts, "pieces": list(pieces), "runs": runs}
 
 
 def speed(value) -> str:
@@ -171,7 +193,43 @@ def render(result: dict) -> list[str]:
         "Runs (folders under benchmarks/results) timed on: " + " ".join(timed) + " Each run against its RT "
         "configuration (the first `rt` one).",
     ]
-    return lines
+    return lines + pieces_table(result, names)
+
+
+def pieces_table(result: dict, names: list[str]) -> list[str]:
+    """The drafts verified in pieces (``--pieces``): each config with a draft, at each machine's costs."""
+    pieces = result.get("pieces") or []
+    rows = []
+    for run in result["runs"]:
+        step = Path(run["run"])
+        name = f"{step.name} ({step.parent.name[:10]}), {run['data']}"
+        for row in run["rows"]:
+            if row["config"] == run["base"] or not row.get("pieces"):
+                continue
+            for costs in names:
+                whole = row["modelled"][costs]
+                rows.append(
+                    (
+                        name,
+                        row["config"],
+                        costs,
+                        speed(whole),
+                        *(speed(row["pieces"][str(p)][costs]) for p in pieces),
+                    )
+                )
+    if not rows:
+        return []
+    return [
+        "",
+        "Each draft verified in pieces instead of whole: the first pass feeds the new tokens and the "
+        "first piece, each later pass the next piece, and no piece follows the one that holds the first "
+        "rejected draft token (the same decisions, so the same decode steps). Modelled speedup over the "
+        "run's RT, at each machine's pass costs: whether verifying less would pay there.",
+        "",
+        *markdown_table(
+            ["run", "config", "pass costs of", "whole draft", *(f"pieces of {p}" for p in pieces)], rows
+        ),
+    ]
 
 
 BENCHMARK = Benchmark(
@@ -186,6 +244,9 @@ BENCHMARK = Benchmark(
             action="append",
             default=[],
             help="NAME=REPORT: a verify_cost.json, or decode_step.json#ROW (repeatable)",
+        ),
+        option(
+            "--pieces", default="", help="also price each draft verified N tokens a pass (comma-separated N)"
         ),
     ),
     about=__doc__,

@@ -16,8 +16,10 @@ decode steps)`` of one update record, or None where it cannot be told (a lookahe
 tokens into decode steps); an update that ran no pass is ``(0, 0, 0)``. ``update_steps(record,
 costs)``: that work in decode steps. ``modelled_speedups(records, costs, base)``: per config, the
 base config's modelled time over the config's (None for a config with an update that cannot be
-told). The model leaves out what is not a model pass (the engine's own time, prompts, captions),
-so on a machine whose passes are cheap it is what the decisions allow, not a measurement.
+told). Both take ``piece``: the same decisions had each draft been verified ``piece`` tokens a pass,
+stopping after the piece that holds the first rejected token (``update_passes``). The model leaves
+out what is not a model pass (the engine's own time, prompts, captions), so on a machine whose
+passes are cheap it is what the decisions allow, not a measurement.
 """
 
 from __future__ import annotations
@@ -81,20 +83,44 @@ def update_work(record: dict) -> tuple[int, int, int] | None:
     return fed - (passes - chunks), chunks, passes - chunks
 
 
-def update_steps(record: dict, costs: PassCosts) -> float | None:
-    """One update's model work in decode steps at ``costs`` (None: it cannot be told)."""
+def update_passes(record: dict, piece: int | None = None) -> tuple[list[float], int] | None:
+    """``(tokens of each pass before the decode steps, decode steps)`` of one update (None: it cannot
+    be told). ``piece``: as if its draft had been verified ``piece`` tokens a pass, the first pass
+    feeding the new tokens and the first piece, and no piece after the one that holds the first
+    rejected token (the same decisions, so the same decode steps after them)."""
     work = update_work(record)
     if work is None:
         return None
     first, chunks, steps = work
-    return (chunks * costs.cost(first / chunks) if chunks else 0.0) + steps
+    draft, accepted = record.get("draft_tokens", 0), record.get("accepted", 0)
+    if piece is None or chunks != 1 or draft <= piece:
+        return [first / chunks] * chunks if chunks else [], steps
+    passes, fed = [first - draft + piece], piece
+    while fed < draft and accepted >= fed:
+        passes.append(min(piece, draft - fed))
+        fed += passes[-1]
+    return passes, steps
 
 
-def modelled_speedups(records: Iterable[dict], costs: PassCosts, base: str) -> dict[str, float | None]:
-    """Per config of ``records``: ``base``'s modelled time over its own (module docstring)."""
+def update_steps(record: dict, costs: PassCosts, piece: int | None = None) -> float | None:
+    """One update's model work in decode steps at ``costs`` (None: it cannot be told); ``piece``:
+    its draft verified in pieces (``update_passes``)."""
+    work = update_passes(record, piece)
+    if work is None:
+        return None
+    passes, steps = work
+    return sum(costs.cost(tokens) for tokens in passes) + steps
+
+
+def modelled_speedups(
+    records: Iterable[dict], costs: PassCosts, base: str, piece: int | None = None
+) -> dict[str, float | None]:
+    """Per config of ``records``: ``base``'s modelled time over its own (module docstring); ``piece``:
+    each config's drafts verified in pieces (``update_passes``), the base's work as it was."""
     totals: dict[str, float | None] = {}
     for record in records:
-        label, steps = record["config"], update_steps(record, costs)
+        label = record["config"]
+        steps = update_steps(record, costs, None if label == base else piece)
         if label not in totals or totals[label] is not None:
             totals[label] = None if steps is None else (totals.get(label) or 0.0) + steps
     if not totals.get(base):
