@@ -77,7 +77,8 @@ SECTIONS = (
         "reports measured on other machines (a pass over n tokens in that machine's decode steps), "
         "against RT's work priced the same way, beside the speedup each run measured. The engine's own "
         "time is left out: on the machine a run was timed on it shows how well the model fits, on the "
-        "others what the same decisions allow there.",
+        "others what the same decisions allow there. The same again with each draft verified a few "
+        "tokens a pass, no piece after the first rejection: whether verifying less would pay.",
         (("work-model",),),
     ),
     Section(
