@@ -1,10 +1,12 @@
 // Scaled dot-product attention (attention.h): the primitive and its loop over query rows.
 #include "attention.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "lanes.h"
@@ -40,111 +42,220 @@ struct Scratch {
   std::vector<float> scores, scaled, acc;
 };
 
-// One query row: out[Dv] = softmax(scores) @ values, scores over the keys [0, keys).
+// Query rows that read one key head, taken together so that each key and value is loaded once
+// for all of them; each row's arithmetic is the one-row computation's, in the same order, so a
+// row's result does not depend on the rows beside it. Rows per group: 4 on AVX-512, 2 on AVX2
+// (their accumulators fill the registers), 1 on the baseline.
 template <class L>
-MLX_SSBD_LANES_INLINE void attend_row_lanes(const AttentionArgs& a, int b, int h, int l, Scratch& scratch) {
-  const int kv = h / (a.Hq / a.Hkv);
-  const int keys = a.mask_kind == kCausal ? a.S - a.L + l + 1 : a.S;
-  const float* q = static_cast<const float*>(a.q.data) + b * a.q.stride[0] + h * a.q.stride[1] + l * a.q.stride[2];
+constexpr int kGroupRows = std::is_same_v<L, Quad> ? 1 : std::is_same_v<L, Pair> ? 2 : 4;
+
+struct Row {
+  int h, l, keys;  // query head, position, keys it sees
+};
+
+// sum_lanes of 16 native 16-lane vectors at once, in sum_lanes' order (lane i and i + 8, then
+// halves pairwise): the same bits, with 15 vector additions instead of 16 scalar trees.
+MLX_SSBD_LANES_INLINE void sum_lanes16(const Wide (&v)[16], float* out) {
+  using I = Native<Wide>;
+  Wide eight[8], four[4], two[2];
+  for (int k = 0; k < 8; ++k)  // v[2k] and v[2k + 1]: lanes i + 8 added to lanes i
+    eight[k] = __builtin_shuffle(v[2 * k], v[2 * k + 1], I{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) +
+               __builtin_shuffle(v[2 * k], v[2 * k + 1], I{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+  for (int k = 0; k < 4; ++k)  // each set of 8: lanes i + 4 added to lanes i
+    four[k] = __builtin_shuffle(eight[2 * k], eight[2 * k + 1], I{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) +
+              __builtin_shuffle(eight[2 * k], eight[2 * k + 1], I{4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+  for (int k = 0; k < 2; ++k)  // each set of 4: lanes i + 2 added to lanes i
+    two[k] = __builtin_shuffle(four[2 * k], four[2 * k + 1], I{0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29}) +
+             __builtin_shuffle(four[2 * k], four[2 * k + 1], I{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
+  const Wide sums =  // each pair: lane 1 added to lane 0; lane i is v[i]'s sum
+      __builtin_shuffle(two[0], two[1], I{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}) +
+      __builtin_shuffle(two[0], two[1], I{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+  std::memcpy(out, &sums, sizeof sums);
+}
+
+// N query rows of batch b and key head kv: out[Dv] = softmax(scores) @ values for each, scores
+// over its keys [0, keys).
+template <class L, int N>
+MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, const Row* rows, Scratch& scratch) {
+  int most = 0;
+  for (int r = 0; r < N; ++r) most = rows[r].keys > most ? rows[r].keys : most;
   const float* k = static_cast<const float*>(a.k.data) + b * a.k.stride[0] + kv * a.k.stride[1];
   const float* v = static_cast<const float*>(a.v.data) + b * a.v.stride[0] + kv * a.v.stride[1];
-  float* out = a.out + (((int64_t)b * a.Hq + h) * a.L + l) * a.Dv;
-  if (keys <= 0) {  // a causal row with no key of its own (more queries than keys): as MLX, zeros
-    for (int d = 0; d < a.Dv; ++d) out[d] = 0.0f;
-    return;
+  const int64_t span = most + kWidth;  // each row's scores, padded to whole lanes
+  scratch.scores.resize(N * span);
+  scratch.scaled.resize(N * a.D);
+  scratch.acc.resize(N * a.Dv);
+  float* scaled[N];
+  float* scores[N];
+  for (int r = 0; r < N; ++r) {
+    // The scaled query, as MLX scales it before the product.
+    const float* q = static_cast<const float*>(a.q.data) + b * a.q.stride[0] + rows[r].h * a.q.stride[1] +
+                     rows[r].l * a.q.stride[2];
+    scaled[r] = scratch.scaled.data() + r * a.D;
+    scores[r] = scratch.scores.data() + r * span;
+    for (int d = 0; d < a.D; ++d) scaled[r][d] = a.scale * q[d];
   }
-  std::vector<float>& scores = scratch.scores;
-  std::vector<float>& scaled = scratch.scaled;
-  std::vector<float>& acc = scratch.acc;
-  scores.resize(keys + kWidth);
-  // The scaled query, as MLX scales it before the product.
-  scaled.resize(a.D);
-  for (int d = 0; d < a.D; ++d) scaled[d] = a.scale * q[d];
-  // Each key's product with the query: its lanes add up d in order, then sum_lanes, then the
-  // d past the last whole set of lanes. Four keys at a time: four independent sums in flight.
+  // Each key's product with each query: its lanes add up d in order, then sum_lanes, then the d
+  // past the last whole set of lanes. Two keys at a time (four for a group of one row, and for
+  // four rows of 16 native lanes, whose 16 sums are taken together).
+  constexpr bool kSum16 = std::is_same_v<L, Wide> && N == 4 && requires { typename Native<L>; };
+  constexpr int J = N == 1 || kSum16 ? 4 : 2;
   const int whole = a.D / kWidth * kWidth;
   const int64_t key_stride = a.k.stride[2];
   int j = 0;
-  for (; j + 4 <= keys; j += 4) {
+  for (; j + J <= most; j += J) {
     const float* key = k + j * key_stride;
-    L dot[4] = {splat<L>(0.0f), splat<L>(0.0f), splat<L>(0.0f), splat<L>(0.0f)};
+    L dot[N][J];
+    for (int r = 0; r < N; ++r)
+      for (int i = 0; i < J; ++i) dot[r][i] = splat<L>(0.0f);
     for (int d = 0; d < whole; d += kWidth) {
-      const L x = load_lanes<L>(scaled.data() + d);
-      for (int i = 0; i < 4; ++i) dot[i] += x * load_lanes<L>(key + i * key_stride + d);
-    }
-    for (int i = 0; i < 4; ++i) scores[j + i] = sum_lanes(dot[i]);
-  }
-  for (; j < keys; ++j) {
-    const float* key = k + j * key_stride;
-    L dot = splat<L>(0.0f);
-    for (int d = 0; d < whole; d += kWidth) dot += load_lanes<L>(scaled.data() + d) * load_lanes<L>(key + d);
-    scores[j] = sum_lanes(dot);
-  }
-  float top = -FLT_MAX;
-  for (j = 0; j < keys; ++j) {
-    const float* key = k + j * key_stride;
-    float s = scores[j];
-    for (int d = whole; d < a.D; ++d) s += scaled[d] * key[d];
-    if (a.mask_kind >= kAdditive) {
-      const int64_t at = b * a.mask.stride[0] + h * a.mask.stride[1] + l * a.mask.stride[2] + j * a.mask.stride[3];
-      if (a.mask_kind == kAdditive) {
-        s += static_cast<const float*>(a.mask.data)[at];
-      } else if (!static_cast<const bool*>(a.mask.data)[at]) {
-        s = -FLT_MAX;  // as MLX's where(mask, scores, finfo.min)
+      L keys[J];
+      for (int i = 0; i < J; ++i) keys[i] = load_lanes<L>(key + i * key_stride + d);
+      for (int r = 0; r < N; ++r) {
+        const L x = load_lanes<L>(scaled[r] + d);
+        for (int i = 0; i < J; ++i) dot[r][i] += x * keys[i];
       }
     }
-    scores[j] = s;
-    top = s > top ? s : top;
+    if constexpr (kSum16) {
+      float sums[16];
+      sum_lanes16(reinterpret_cast<const Wide(&)[16]>(dot), sums);
+      for (int r = 0; r < N; ++r)
+        for (int i = 0; i < J; ++i) scores[r][j + i] = sums[r * J + i];
+    } else {
+      for (int r = 0; r < N; ++r)
+        for (int i = 0; i < J; ++i) scores[r][j + i] = sum_lanes(dot[r][i]);
+    }
   }
-  // exp(s - top): a score 87 below the top gives 0, and so does the padding to whole lanes (-inf);
-  // a masked score (-FLT_MAX) gives 0 unless every score is masked (then each gives 1, as MLX's).
-  for (j = keys; j < keys + kWidth; ++j) scores[j] = -INFINITY;
-  L total = splat<L>(0.0f);
-  for (j = 0; j < keys; j += kWidth) {
-    const L p = exp_or_zero(load_lanes<L>(scores.data() + j) - top);
-    total += p;
-    store_lanes(scores.data() + j, p);
+  for (; j < most; ++j) {
+    const float* key = k + j * key_stride;
+    for (int r = 0; r < N; ++r) {
+      L dot = splat<L>(0.0f);
+      for (int d = 0; d < whole; d += kWidth) dot += load_lanes<L>(scaled[r] + d) * load_lanes<L>(key + d);
+      scores[r][j] = sum_lanes(dot);
+    }
   }
-  const float inverse = 1.0f / sum_lanes(total);
-  // The weighted sum of the values, key after key for each output; 64 outputs at a time held in
-  // registers across the keys (a key of weight 0 adds nothing and is skipped).
+  float inverse[N];
+  for (int r = 0; r < N; ++r) {
+    const int keys = rows[r].keys;
+    float top = -FLT_MAX;
+    for (j = 0; j < keys; ++j) {
+      const float* key = k + j * key_stride;
+      float s = scores[r][j];
+      for (int d = whole; d < a.D; ++d) s += scaled[r][d] * key[d];
+      if (a.mask_kind >= kAdditive) {
+        const int64_t at = b * a.mask.stride[0] + rows[r].h * a.mask.stride[1] + rows[r].l * a.mask.stride[2] +
+                           j * a.mask.stride[3];
+        if (a.mask_kind == kAdditive) {
+          s += static_cast<const float*>(a.mask.data)[at];
+        } else if (!static_cast<const bool*>(a.mask.data)[at]) {
+          s = -FLT_MAX;  // as MLX's where(mask, scores, finfo.min)
+        }
+      }
+      scores[r][j] = s;
+      top = s > top ? s : top;
+    }
+    // exp(s - top): a score 87 below the top gives 0, and so does the padding to whole lanes and
+    // every key past the row's own (-inf); a masked score (-FLT_MAX) gives 0 unless every score is
+    // masked (then each gives 1, as MLX's).
+    for (j = keys; j < span; ++j) scores[r][j] = -INFINITY;
+    L total = splat<L>(0.0f);
+    for (j = 0; j < keys; j += kWidth) {
+      const L p = exp_or_zero(load_lanes<L>(scores[r] + j) - top);
+      total += p;
+      store_lanes(scores[r] + j, p);
+    }
+    for (j = (keys + kWidth - 1) / kWidth * kWidth; j < most; ++j) scores[r][j] = 0.0f;
+    inverse[r] = 1.0f / sum_lanes(total);
+  }
+  // The weighted sum of the values, key after key for each output; C sets of lanes of every row
+  // held in registers across the keys (a key of weight 0 adds nothing and is skipped).
+  constexpr int C = N == 1 ? 4 : N == 2 ? 2 : 4;
   const int whole_v = a.Dv / kWidth * kWidth;
   const int64_t value_stride = a.v.stride[2];
-  acc.assign(a.Dv, 0.0f);
   int d = 0;
-  for (; d + 4 * kWidth <= whole_v; d += 4 * kWidth) {
-    L sum[4] = {splat<L>(0.0f), splat<L>(0.0f), splat<L>(0.0f), splat<L>(0.0f)};
-    for (j = 0; j < keys; ++j) {
-      if (scores[j] == 0.0f) continue;
-      const L weight = splat<L>(scores[j]);
+  for (; d + C * kWidth <= whole_v; d += C * kWidth) {
+    L sum[N][C];
+    for (int r = 0; r < N; ++r)
+      for (int i = 0; i < C; ++i) sum[r][i] = splat<L>(0.0f);
+    for (j = 0; j < most; ++j) {
       const float* value = v + j * value_stride + d;
-      for (int i = 0; i < 4; ++i) sum[i] += weight * load_lanes<L>(value + i * kWidth);
+      L values[C];
+      for (int i = 0; i < C; ++i) values[i] = load_lanes<L>(value + i * kWidth);
+      for (int r = 0; r < N; ++r) {
+        if (scores[r][j] == 0.0f) continue;
+        const L weight = splat<L>(scores[r][j]);
+        for (int i = 0; i < C; ++i) sum[r][i] += weight * values[i];
+      }
     }
-    for (int i = 0; i < 4; ++i) store_lanes(acc.data() + d + i * kWidth, sum[i]);
+    for (int r = 0; r < N; ++r)
+      for (int i = 0; i < C; ++i) store_lanes(scratch.acc.data() + r * a.Dv + d + i * kWidth, sum[r][i]);
   }
-  for (; d < whole_v; d += kWidth) {
-    L sum = splat<L>(0.0f);
-    for (j = 0; j < keys; ++j)
-      if (scores[j] != 0.0f) sum += splat<L>(scores[j]) * load_lanes<L>(v + j * value_stride + d);
-    store_lanes(acc.data() + d, sum);
+  for (; d < whole_v; d += kWidth)
+    for (int r = 0; r < N; ++r) {
+      L sum = splat<L>(0.0f);
+      for (j = 0; j < most; ++j)
+        if (scores[r][j] != 0.0f) sum += splat<L>(scores[r][j]) * load_lanes<L>(v + j * value_stride + d);
+      store_lanes(scratch.acc.data() + r * a.Dv + d, sum);
+    }
+  for (int r = 0; r < N; ++r) {
+    float* acc = scratch.acc.data() + r * a.Dv;
+    for (int e = whole_v; e < a.Dv; ++e) {
+      acc[e] = 0.0f;
+      for (j = 0; j < most; ++j)
+        if (scores[r][j] != 0.0f) acc[e] += scores[r][j] * v[j * value_stride + e];
+    }
+    float* out = a.out + (((int64_t)b * a.Hq + rows[r].h) * a.L + rows[r].l) * a.Dv;
+    for (int e = 0; e < a.Dv; ++e) out[e] = acc[e] * inverse[r];
   }
-  for (; d < a.Dv; ++d)
-    for (j = 0; j < keys; ++j)
-      if (scores[j] != 0.0f) acc[d] += scores[j] * v[j * value_stride + d];
-  for (int d = 0; d < a.Dv; ++d) out[d] = acc[d] * inverse;
 }
-MLX_SSBD_LANE_TARGETS(
-    attend_row, (const AttentionArgs& a, int b, int h, int l, Scratch& scratch), (a, b, h, l, scratch))
+
+// Key head kv's query rows [first, first + size) (its heads' rows, head after head, position after
+// position), kGroupRows<L> at a time; a causal row with no key of its own (more queries than keys)
+// gets zeros, as MLX's.
+template <class L>
+MLX_SSBD_LANES_INLINE void attend_group_lanes(const AttentionArgs& a, int b, int kv, int first, int size,
+                                              Scratch& scratch) {
+  constexpr int R = kGroupRows<L>;
+  const int heads = a.Hq / a.Hkv, end = std::min(first + size, heads * a.L);
+  for (int start = first; start < end; start += R) {
+    Row rows[R];
+    int n = 0;
+    for (int i = start; i < end && i < start + R; ++i) {
+      const int h = kv * heads + i / a.L, l = i % a.L;
+      const int keys = a.mask_kind == kCausal ? a.S - a.L + l + 1 : a.S;
+      if (keys <= 0) {
+        float* out = a.out + (((int64_t)b * a.Hq + h) * a.L + l) * a.Dv;
+        for (int e = 0; e < a.Dv; ++e) out[e] = 0.0f;
+        continue;
+      }
+      rows[n++] = {h, l, keys};
+    }
+    if constexpr (R >= 4) {
+      if (n == 4) attend_rows<L, 4>(a, b, kv, rows, scratch);
+      if (n == 3) attend_rows<L, 3>(a, b, kv, rows, scratch);
+    }
+    if constexpr (R >= 2) {
+      if (n == 2) attend_rows<L, 2>(a, b, kv, rows, scratch);
+    }
+    if (n == 1) attend_rows<L, 1>(a, b, kv, rows, scratch);
+  }
+}
+MLX_SSBD_LANE_TARGETS(attend_group, (const AttentionArgs& a, int b, int kv, int first, int size, Scratch& scratch),
+                      (a, b, kv, first, size, scratch))
 
 void attend(const AttentionArgs& a) {
-  const int64_t rows = (int64_t)a.B * a.Hq * a.L;
-  const double work = (double)rows * a.S * (a.D + a.Dv);
+  // Tasks of 4 rows of one key head (the widest build's group; a narrower one takes them in
+  // smaller groups).
+  constexpr int kTaskRows = 4;
+  const int per_head = (a.Hq / a.Hkv * a.L + kTaskRows - 1) / kTaskRows;  // tasks per key head
+  const int64_t tasks = (int64_t)a.B * a.Hkv * per_head;
+  const double work = (double)a.B * a.Hq * a.L * a.S * (a.D + a.Dv);
   (void)work;  // without OpenMP
 #pragma omp parallel for schedule(static) if (work > 1 << 16)
-  for (int64_t r = 0; r < rows; ++r) {
+  for (int64_t i = 0; i < tasks; ++i) {
     thread_local Scratch scratch;
-    const int l = r % a.L, h = (r / a.L) % a.Hq, b = r / ((int64_t)a.L * a.Hq);
-    attend_row(a, b, h, l, scratch);
+    const int g = i % per_head, kv = (i / per_head) % a.Hkv, b = i / ((int64_t)per_head * a.Hkv);
+    attend_group(a, b, kv, g * kTaskRows, kTaskRows, scratch);
   }
 }
 
