@@ -44,10 +44,10 @@ struct Scratch {
 
 // Query rows that read one key head, taken together so that each key and value is loaded once
 // for all of them; each row's arithmetic is the one-row computation's, in the same order, so a
-// row's result does not depend on the rows beside it. Rows per group: 4 on AVX-512, 2 on AVX2
-// (their accumulators fill the registers), 1 on the baseline.
+// row's result does not depend on the rows beside it. Rows per group: 4 on AVX-512; 1 elsewhere
+// (AVX2's 16 registers hold no more accumulators: two rows at a time measured no faster).
 template <class L>
-constexpr int kGroupRows = std::is_same_v<L, Quad> ? 1 : std::is_same_v<L, Pair> ? 2 : 4;
+constexpr int kGroupRows = std::is_same_v<L, Wide> ? 4 : 1;
 
 struct Row {
   int h, l, keys;  // query head, position, keys it sees
@@ -169,7 +169,7 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
   }
   // The weighted sum of the values, key after key for each output; C sets of lanes of every row
   // held in registers across the keys (a key of weight 0 adds nothing and is skipped).
-  constexpr int C = N == 1 ? 4 : N == 2 ? 2 : 4;
+  constexpr int C = 4;
   const int whole_v = a.Dv / kWidth * kWidth;
   const int64_t value_stride = a.v.stride[2];
   int d = 0;

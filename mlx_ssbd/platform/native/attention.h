@@ -4,9 +4,9 @@
 // queries, the keys and values broadcast to every query head (copied once per head group for the
 // products), two BLAS products and a softmax. This reads the keys and values where they are (a KV
 // cache's views) and computes each query row in one pass: scores, their softmax (an exp of its
-// own, lanes.h) and the weighted sum of the values, all in fp32; the rows that read one key head
-// go together, a few at a time, so that each key and value is loaded once for all of them (and on
-// AVX-512 the 16 dot products of four rows and four keys are summed at once). Each row's arithmetic
+// own, lanes.h) and the weighted sum of the values, all in fp32; on AVX-512 the rows that read one
+// key head go four at a time, so that each key and value is loaded once for all four, and the 16
+// dot products of four rows and four keys are summed at once. Each row's arithmetic
 // is the one-row computation's, in the same order: a query row's result depends on that row, its
 // keys and its mask alone, so a row of a verify pass gets the bits a decode step at that position
 // gets.
