@@ -54,23 +54,28 @@ struct Row {
 };
 
 // sum_lanes of 16 native 16-lane vectors at once, in sum_lanes' order (lane i and i + 8, then
-// halves pairwise): the same bits, with 15 vector additions instead of 16 scalar trees.
-MLX_SSBD_LANES_INLINE void sum_lanes16(const Wide (&v)[16], float* out) {
-  using I = Native<Wide>;
-  Wide eight[8], four[4], two[2];
+// halves pairwise): the same bits, with 15 vector additions instead of 16 scalar trees
+// (__builtin_shufflevector: Clang's, and GCC's from GCC 12; older compilers sum each on its own).
+template <class W>  // Wide (a template: only the AVX-512 build instantiates it)
+MLX_SSBD_LANES_INLINE void sum_lanes16(const W (&v)[16], float* out) {
+#if !defined(__clang__) && defined(__GNUC__) && __GNUC__ < 12
+  for (int i = 0; i < 16; ++i) out[i] = sum_lanes(v[i]);
+#else
+  W eight[8], four[4], two[2];
   for (int k = 0; k < 8; ++k)  // v[2k] and v[2k + 1]: lanes i + 8 added to lanes i
-    eight[k] = __builtin_shuffle(v[2 * k], v[2 * k + 1], I{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23}) +
-               __builtin_shuffle(v[2 * k], v[2 * k + 1], I{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+    eight[k] = __builtin_shufflevector(v[2 * k], v[2 * k + 1], 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+               __builtin_shufflevector(v[2 * k], v[2 * k + 1], 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31);
   for (int k = 0; k < 4; ++k)  // each set of 8: lanes i + 4 added to lanes i
-    four[k] = __builtin_shuffle(eight[2 * k], eight[2 * k + 1], I{0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27}) +
-              __builtin_shuffle(eight[2 * k], eight[2 * k + 1], I{4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31});
+    four[k] = __builtin_shufflevector(eight[2 * k], eight[2 * k + 1], 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+              __builtin_shufflevector(eight[2 * k], eight[2 * k + 1], 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
   for (int k = 0; k < 2; ++k)  // each set of 4: lanes i + 2 added to lanes i
-    two[k] = __builtin_shuffle(four[2 * k], four[2 * k + 1], I{0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29}) +
-             __builtin_shuffle(four[2 * k], four[2 * k + 1], I{2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31});
-  const Wide sums =  // each pair: lane 1 added to lane 0; lane i is v[i]'s sum
-      __builtin_shuffle(two[0], two[1], I{0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}) +
-      __builtin_shuffle(two[0], two[1], I{1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31});
+    two[k] = __builtin_shufflevector(four[2 * k], four[2 * k + 1], 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+             __builtin_shufflevector(four[2 * k], four[2 * k + 1], 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+  const W sums =  // each pair: lane 1 added to lane 0; lane i is v[i]'s sum
+      __builtin_shufflevector(two[0], two[1], 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+      __builtin_shufflevector(two[0], two[1], 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   std::memcpy(out, &sums, sizeof sums);
+#endif
 }
 
 // N query rows of batch b and key head kv: out[Dv] = softmax(scores) @ values for each, scores
