@@ -53,6 +53,11 @@ struct Row {
   int h, l, keys;  // query head, position, keys it sees
 };
 
+// Where query row (b, h, l)'s Dv outputs go.
+inline float* row_out(const AttentionArgs& a, int b, int h, int l) {
+  return a.out + (((int64_t)b * a.Hq + h) * a.L + l) * a.Dv;
+}
+
 // sum_lanes of 16 native 16-lane vectors at once, in sum_lanes' order (lane i and i + 8, then
 // halves pairwise): the same bits, with 15 vector additions instead of 16 scalar trees
 // (__builtin_shufflevector: Clang's, and GCC's from GCC 12; older compilers sum each on its own).
@@ -103,7 +108,7 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
   // Each key's product with each query: its lanes add up d in order, then sum_lanes, then the d
   // past the last whole set of lanes. Two keys at a time (four for a group of one row, and for
   // four rows of 16 native lanes, whose 16 sums are taken together).
-  constexpr bool kSum16 = std::is_same_v<L, Wide> && N == 4 && requires { typename Native<L>; };
+  constexpr bool kSum16 = std::is_same_v<L, Wide> && N == 4;
   constexpr int J = N == 1 || kSum16 ? 4 : 2;
   const int whole = a.D / kWidth * kWidth;
   const int64_t key_stride = a.k.stride[2];
@@ -209,7 +214,7 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
       for (j = 0; j < most; ++j)
         if (scores[r][j] != 0.0f) acc[e] += scores[r][j] * v[j * value_stride + e];
     }
-    float* out = a.out + (((int64_t)b * a.Hq + rows[r].h) * a.L + rows[r].l) * a.Dv;
+    float* out = row_out(a, b, rows[r].h, rows[r].l);
     for (int e = 0; e < a.Dv; ++e) out[e] = acc[e] * inverse[r];
   }
 }
@@ -229,17 +234,15 @@ MLX_SSBD_LANES_INLINE void attend_group_lanes(const AttentionArgs& a, int b, int
       const int h = kv * heads + i / a.L, l = i % a.L;
       const int keys = a.mask_kind == kCausal ? a.S - a.L + l + 1 : a.S;
       if (keys <= 0) {
-        float* out = a.out + (((int64_t)b * a.Hq + h) * a.L + l) * a.Dv;
+        float* out = row_out(a, b, h, l);
         for (int e = 0; e < a.Dv; ++e) out[e] = 0.0f;
         continue;
       }
       rows[n++] = {h, l, keys};
     }
-    if constexpr (R >= 4) {
+    if constexpr (R == 4) {
       if (n == 4) attend_rows<L, 4>(a, b, kv, rows, scratch);
       if (n == 3) attend_rows<L, 3>(a, b, kv, rows, scratch);
-    }
-    if constexpr (R >= 2) {
       if (n == 2) attend_rows<L, 2>(a, b, kv, rows, scratch);
     }
     if (n == 1) attend_rows<L, 1>(a, b, kv, rows, scratch);
