@@ -50,12 +50,13 @@ def parse_costs(spec: str) -> tuple[str, str, str | None]:
 
 def parse_pieces(spec: str) -> tuple[int, ...]:
     """``--pieces 4,8`` -> (4, 8): tokens of a draft per pass, each at least 1."""
+    refused = SystemExit(f"--pieces takes draft tokens per pass, whole numbers >= 1, as 4,8; not {spec!r}")
     try:
         pieces = tuple(int(part) for part in spec.split(",") if part.strip())
     except ValueError:
-        pieces = (0,)
+        raise refused from None
     if any(piece < 1 for piece in pieces):
-        raise SystemExit(f"--pieces takes draft tokens per pass, whole numbers >= 1, as 4,8; not {spec!r}")
+        raise refused
     return pieces
 
 
@@ -137,6 +138,12 @@ def measure(args) -> dict:
     return {"pass_costs": facts, "pieces": list(pieces), "runs": runs}
 
 
+def run_name(run: dict) -> str:
+    """A run's name in the tables: its step, its day and its data."""
+    step = Path(run["run"])
+    return f"{step.name} ({step.parent.name[:10]}), {run['data']}"
+
+
 def speed(value) -> str:
     return "-" if value is None else f"{value:.2f}x"
 
@@ -172,8 +179,7 @@ def render(result: dict) -> list[str]:
     ]
     rows = []
     for run in result["runs"]:
-        step = Path(run["run"])
-        name = f"{step.name} ({step.parent.name[:10]}), {run['data']}"
+        name = run_name(run)
         for row in run["rows"]:
             work = (
                 ("-", "-")
@@ -201,8 +207,7 @@ def pieces_table(result: dict, names: list[str]) -> list[str]:
     pieces = result.get("pieces") or []
     rows = []
     for run in result["runs"]:
-        step = Path(run["run"])
-        name = f"{step.name} ({step.parent.name[:10]}), {run['data']}"
+        name = run_name(run)
         for row in run["rows"]:
             if row["config"] == run["base"] or not row.get("pieces"):
                 continue
