@@ -60,28 +60,53 @@ static std::vector<uint8_t> stored(ScaleType type, size_t count, float size) {
   return bytes;
 }
 
+// `a` ([rows, width] elements of `size` bytes) in bands of 16 rows, as repack_bands lays them out.
+static std::vector<uint8_t> banded(const uint8_t* a, int rows, size_t width, size_t size) {
+  std::vector<uint8_t> out((size_t)rows * width * size);
+  for (int r = 0; r < rows; ++r)
+    for (size_t j = 0; j < width; ++j)
+      std::memcpy(out.data() + (((size_t)(r / 16) * width + j) * 16 + r % 16) * size, a + ((size_t)r * width + j) * size, size);
+  return out;
+}
+
 int main() {
-  const int N = 37, M = 15;
-  for (int bits : {2, 3, 4, 5, 6, 8})
-    for (int group : {32, 64, 128})
-      for (ScaleType type : {ScaleType::f32, ScaleType::f16, ScaleType::bf16}) {
-        const int K = group == 128 ? 1920 : 1728;  // 1728: a last quad of 2 blocks
-        std::vector<uint32_t> w((size_t)N * K * bits / 32);
-        for (auto& word : w) word = next_u32();
-        const float size = type == ScaleType::f16 && group == 64 ? 0x1p-16f : 0.05f;  // fp16 subnormals
-        const auto scales = stored(type, (size_t)N * K / group, size), biases = stored(type, (size_t)N * K / group, size);
-        std::vector<float> x((size_t)M * K), bias(N);
-        for (auto& v : x) v = 4.0f * uniform();
-        for (auto& v : bias) v = uniform();
-        // all 15 rows, then 1, 2, 3, 4, 6, 7, 9 and 12 of them (every tile shape and remainder)
-        for (int rows : {M, 1, 2, 3, 4, 6, 7, 9, 12}) {
-          std::vector<float> out((size_t)rows * N);
-          const float* layer_bias = rows % 2 ? bias.data() : nullptr;
-          qmm_dispatch({x.data(), w.data(), scales.data(), biases.data(), layer_bias, out.data(), rows, N, K, group, bits},
-                       type);
-          absorb(out);
+  const int M = 17;
+  for (int N : {37, 48})  // 37: a last band of 5 rows; 48: whole bands, also repacked as bands
+    for (int bits : {2, 3, 4, 5, 6, 8})
+      for (int group : {32, 64, 128})
+        for (ScaleType type : {ScaleType::f32, ScaleType::f16, ScaleType::bf16}) {
+          const int K = group == 128 ? 1920 : 1728;  // 1728: a last quad of 2 blocks
+          std::vector<uint32_t> w((size_t)N * K * bits / 32);
+          for (auto& word : w) word = next_u32();
+          const float size = type == ScaleType::f16 && group == 64 ? 0x1p-16f : 0.05f;  // fp16 subnormals
+          const auto scales = stored(type, (size_t)N * K / group, size), biases = stored(type, (size_t)N * K / group, size);
+          std::vector<float> x((size_t)M * K), bias(N);
+          for (auto& v : x) v = 4.0f * uniform();
+          for (auto& v : bias) v = uniform();
+          const bool bands = N % 16 == 0 && (bits == 4 || bits == 8);
+          const size_t scale_size = type == ScaleType::f32 ? 4 : 2;
+          const auto wb = bands ? banded(reinterpret_cast<const uint8_t*>(w.data()), N, (size_t)K * bits / 32, 4) : std::vector<uint8_t>{};
+          const auto sb = bands ? banded(scales.data(), N, K / group, scale_size) : std::vector<uint8_t>{};
+          const auto bb = bands ? banded(biases.data(), N, K / group, scale_size) : std::vector<uint8_t>{};
+          // all 17 rows, then 1, 2, 3, 4, 6, 7, 9, 12 and 16 of them (every tile shape and remainder)
+          for (int rows : {M, 1, 2, 3, 4, 6, 7, 9, 12, 16}) {
+            std::vector<float> out((size_t)rows * N);
+            const float* layer_bias = rows % 2 ? bias.data() : nullptr;
+            qmm_dispatch({x.data(), w.data(), scales.data(), biases.data(), layer_bias, out.data(), rows, N, K, group, bits},
+                         type);
+            absorb(out);
+            if (bands) {  // the same bits from the repacked weight
+              std::vector<float> again(out.size());
+              qmm_dispatch({x.data(), reinterpret_cast<const uint32_t*>(wb.data()), sb.data(), bb.data(), layer_bias,
+                            again.data(), rows, N, K, group, bits, true},
+                           type);
+              if (std::memcmp(again.data(), out.data(), out.size() * sizeof(float)) != 0) {
+                std::printf("banded products differ: %d bits, group %d, %d rows\n", bits, group, rows);
+                return 1;
+              }
+            }
+          }
         }
-      }
   std::printf("%s %d %016llx\n", QMM_STR(QMM_NS), products, (unsigned long long)digest);
   return 0;
 }

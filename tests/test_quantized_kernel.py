@@ -200,6 +200,47 @@ def test_a_quantized_model_runs_through_the_kernel_with_mlx_s_logits():
     assert mx.max(mx.abs(got - exact)).item() <= 0.05 * scale  # what the rounding costs here
 
 
+@pytest.mark.parametrize("bits", [4, 5, 8])
+def test_routing_repacks_4_and_8_bit_layers_in_bands_with_the_same_products(bits):
+    model = quantized_tiny(bits=bits)
+    layer, head = model.model.layers[0].mlp.up_proj, model.lm_head  # 128 rows; the vocabulary's 259
+    stored = [layer[leaf] for leaf in ("weight", "scales", "biases")]
+    h = mx.random.normal((17, 64), key=mx.random.key(3))
+    want = KERNEL.quantized_matmul(h, *stored, layer.group_size, bits)
+    quantized.route_quantized_layers(model)
+    assert getattr(layer, "banded", False) == (bits in (4, 8))
+    assert not getattr(head, "banded", False)  # not whole bands: read in MLX's layout
+    assert [layer[leaf].shape for leaf in ("weight", "scales", "biases")] == [a.shape for a in stored]
+    assert [layer[leaf].dtype for leaf in ("weight", "scales", "biases")] == [a.dtype for a in stored]
+    assert mx.array_equal(layer(h), want).item()  # the same bits from the bands
+    if bits in (4, 8):
+        assert not mx.array_equal(layer["weight"], stored[0]).item()  # repacked, not copied
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_a_banded_embedding_looks_up_the_rows_it_stored(bits):
+    embedding = nn.QuantizedEmbedding.from_embedding(nn.Embedding(64, 128), group_size=32, bits=bits)
+    ids = mx.array([[1, 17, 63], [0, 5, 5]])
+    x = mx.random.normal((3, 128), key=mx.random.key(4))
+    rows = embedding(ids)
+    product = KERNEL.quantized_matmul(
+        x, embedding["weight"], embedding["scales"], embedding["biases"], 32, bits
+    )
+    quantized.route_quantized_layers(nn.Sequential(embedding))
+    assert embedding.banded
+    assert mx.array_equal(embedding(ids), rows.astype(mx.float32)).item()
+    assert mx.array_equal(embedding.as_linear(x), product).item()  # a tied output layer
+
+
+def test_banded_weights_must_be_whole_bands_of_4_or_8_bits():
+    q, s, b = mx.quantize(mx.random.normal((24, 64)), group_size=32, bits=4)
+    with pytest.raises(ValueError, match="banded weights"):
+        KERNEL.quantized_matmul(mx.ones((1, 64)), q, s, b, 32, 4, banded=True)
+    q, s, b = mx.quantize(mx.random.normal((32, 64)), group_size=32, bits=5)
+    with pytest.raises(ValueError, match="banded weights"):
+        KERNEL.quantized_matmul(mx.ones((1, 64)), q, s, b, 32, 5, banded=True)
+
+
 def test_routed_layers_keep_their_scales_as_stored():
     from mlx_ssbd.models.loading import to_compute_dtype
 
@@ -307,6 +348,7 @@ CHECK_PATH = """
 import hashlib, sys
 import mlx_ssbd, mlx.core as mx
 from mlx_ssbd.platform import extension
+from mlx_ssbd.platform.quantized import repack_bands
 k = extension.kernel()
 assert k is not None, extension.kernel_status()
 digest = hashlib.sha256()
@@ -321,11 +363,19 @@ for bits in (2, 3, 4, 5, 6, 8):
         )
         assert mx.array_equal(alone, out).item(), bits
         digest.update(bytes(memoryview(out)))
-        # last tiles of 2 and 3 rows after one of 4; with tiles of 8 rows (8-bit codes on AVX2) one
-        # of 8 and 1, of 8 and 4, and (all 15) of 8, 4 and 3
+        # every remainder after the tiles of 4 rows (quads) or of 16, 8, 4, 2 and 1 (bands)
         for rows in (6, 7, 9, 12):
             part = k.quantized_matmul(x[:rows], q, s.astype(scales), b.astype(scales), 64, bits)
             assert mx.array_equal(part, out[:rows]).item(), (bits, rows)
+    if bits in (4, 8):  # whole bands, repacked as at load, and a tile of 16 rows
+        w = mx.random.normal((48, 1536), key=mx.random.key(bits + 2))
+        x17 = mx.random.normal((17, 1536), key=mx.random.key(bits + 3))
+        q16, s16, b16 = mx.quantize(w, group_size=32, bits=bits)
+        s16, b16 = s16.astype(mx.float16), b16.astype(mx.float16)
+        out = k.quantized_matmul(x17, q16, s16, b16, 32, bits)
+        bands = k.quantized_matmul(x17, *(repack_bands(a) for a in (q16, s16, b16)), 32, bits, banded=True)
+        assert mx.array_equal(bands, out).item(), bits
+        digest.update(bytes(memoryview(out)))
     # fp16 scales and biases in fp16's subnormal range (each build converts them its own way)
     tiny = k.quantized_matmul(x, q, (s * 2**-12).astype(mx.float16), (b * 2**-12).astype(mx.float16), 64, bits)
     digest.update(bytes(memoryview(tiny)))

@@ -4,7 +4,11 @@ Contract: ``route_quantized_layers(model)``: on the CPU backend, every affine ``
 (and the ``as_linear`` of a quantized tied embedding) of ``model`` runs its product through the
 kernel; on a GPU, or without the kernel, nothing changes (MLX's own ``quantized_matmul`` runs).
 Returns the number of layers routed, and sets the BLAS threads for what runs
-(``backend.quiet_blas_workers``: the last model routed decides); ``stored_parameters(model)`` names
+(``backend.quiet_blas_workers``: the last model routed decides). The weight, scales and biases of a
+routed layer with 4-bit or 8-bit codes (and a multiple of 16 rows) are repacked in bands of 16 rows
+(``repack_bands``: the same shapes and dtypes, another order), the layout the kernel's products
+read; the layer's ``banded`` says so, and nothing but the kernel (and a banded embedding's own
+lookup) may read them after. ``stored_parameters(model)`` names
 the routed layers' scales and biases, which the kernel reads as stored (fp32, fp16 or bf16) and so
 need no cast. ``dequantize_layers(model)`` replaces quantized layers by dense ones (the
 ``MLX_SSBD_WEIGHTS=dense`` comparison path). The kernel is the native extension
@@ -32,11 +36,51 @@ def _routable(layer) -> bool:
     return getattr(layer, "mode", "affine") == "affine" and layer.bits in SUPPORTED_BITS
 
 
+BAND = 16  # weight rows in a band
+
+
 def _product(layer, x, bias=None):
     """``x @ W.T`` (``+ bias``) for a quantized layer's weight W, through the kernel."""
     return kernel().quantized_matmul(
-        x, layer["weight"], layer["scales"], layer["biases"], layer.group_size, layer.bits, bias=bias
+        x,
+        layer["weight"],
+        layer["scales"],
+        layer["biases"],
+        layer.group_size,
+        layer.bits,
+        bias=bias,
+        banded=getattr(layer, "banded", False),
     )
+
+
+def _bandable(layer) -> bool:
+    return layer.bits in (4, 8) and layer["weight"].shape[0] % BAND == 0
+
+
+def repack_bands(a: mx.array) -> mx.array:
+    """A layer's codes (or its scales, or biases), [N, C], in bands of 16 rows: the same shape and
+    dtype, its elements read as [N / 16, C, 16] (band i, column j, lane c: row 16 * i + c's column
+    j), so that 16 rows' words of one block, or scales of one group, lie side by side."""
+    rows, columns = a.shape
+    return mx.contiguous(a.reshape(rows // BAND, BAND, columns).swapaxes(1, 2)).reshape(rows, columns)
+
+
+def _band(layer) -> None:
+    """Repack a routed layer's weight, scales and biases in bands, in place of the stored ones (one
+    array at a time: the memory of one array more at most)."""
+    for leaf in ("weight", "scales", "biases"):
+        layer[leaf] = repack_bands(layer[leaf])
+        mx.eval(layer[leaf])
+    layer.banded = True
+
+
+def _rows(layer, leaf: str, ids: mx.array) -> mx.array:
+    """Rows ``ids`` of a layer's ``leaf`` as stored in MLX's layout, whether it is banded or not."""
+    a = layer[leaf]
+    if not getattr(layer, "banded", False):
+        return a[ids]
+    rows, columns = a.shape
+    return a.reshape(rows // BAND, columns, BAND)[ids // BAND, :, ids % BAND]
 
 
 class CpuQuantizedLinear(nn.QuantizedLinear):
@@ -53,13 +97,14 @@ class CpuQuantizedLinear(nn.QuantizedLinear):
 
 class CpuQuantizedEmbedding(nn.QuantizedEmbedding):
     """A ``QuantizedEmbedding`` whose ``as_linear`` (a tied output layer) runs through the kernel;
-    its rows are dequantized in fp32 (the CPU's compute dtype) whatever its scales are stored in."""
+    its rows are dequantized in fp32 (the CPU's compute dtype) whatever its scales are stored in,
+    read from the bands where it is banded."""
 
     def __call__(self, x):
         return mx.dequantize(
-            self["weight"][x],
-            scales=self["scales"][x].astype(mx.float32),
-            biases=self["biases"][x].astype(mx.float32),
+            _rows(self, "weight", x),
+            scales=_rows(self, "scales", x).astype(mx.float32),
+            biases=_rows(self, "biases", x).astype(mx.float32),
             group_size=self.group_size,
             bits=self.bits,
         )
@@ -77,9 +122,13 @@ def route_quantized_layers(model) -> int:
     for _, module in model.named_modules():
         if type(module) is nn.QuantizedLinear and _routable(module):
             module.__class__ = CpuQuantizedLinear
+            if _bandable(module):
+                _band(module)
             routed += 1
         elif type(module) is nn.QuantizedEmbedding and _routable(module):
             module.__class__ = CpuQuantizedEmbedding
+            if _bandable(module):
+                _band(module)
             routed += 1
     quiet_blas_workers(routed > 0)
     return routed

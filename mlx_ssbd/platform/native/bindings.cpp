@@ -17,7 +17,7 @@ using namespace nb::literals;
 NB_MODULE(_qmm, m) {
   m.doc() = "mlx-ssbd's CPU kernels: quantized matrix products, SwiGLU, RoPE, RMSNorm, attention and logit statistics (an MLX extension)";
   m.def("quantized_matmul", &mlx_ssbd::quantized_matmul, "x"_a, "w"_a, "scales"_a, "biases"_a,
-        "group_size"_a, "bits"_a, nb::kw_only(), "bias"_a = nb::none(), "stream"_a = nb::none(),
+        "group_size"_a, "bits"_a, nb::kw_only(), "bias"_a = nb::none(), "banded"_a = false, "stream"_a = nb::none(),
         "x @ dequantize(w, scales, biases).T (+ bias, a linear layer's own) on the CPU, in fp32; "
         "x's dtype out.");
   m.def("silu_mul", &mlx_ssbd::silu_mul, "gate"_a, "up"_a, nb::kw_only(), "stream"_a = nb::none(),

@@ -133,6 +133,7 @@ mx::array quantized_matmul(
     int group_size,
     int bits,
     const std::optional<mx::array>& bias,
+    bool banded,
     mx::StreamOrDevice s) {
   if (!supported_bits(bits)) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bits must be 2, 3, 4, 5, 6 or 8");
@@ -153,6 +154,9 @@ mx::array quantized_matmul(
     throw std::invalid_argument(
         "[mlx_ssbd.quantized_matmul] shapes do not match: x's last dimension must be "
         "w.shape[1] * 32 / bits and scales/biases must be [N, K / group_size]");
+  }
+  if (banded && ((bits != 4 && bits != 8) || N % 16 != 0)) {
+    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] banded weights have 4 or 8 bits and a multiple of 16 rows");
   }
   if (bias && (bias->ndim() != 1 || bias->shape(0) != N)) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bias must be 1-D with w.shape[0] elements");
@@ -175,7 +179,7 @@ mx::array quantized_matmul(
   std::vector<mx::array> inputs{x32, wc, s32, b32};
   if (bias) inputs.push_back(row_contiguous(mx::astype(*bias, mx::float32, stream), stream));
   auto out = mx::array(
-      shape, mx::float32, std::make_shared<QuantizedMatmulCpu>(stream, group_size, bits), std::move(inputs));
+      shape, mx::float32, std::make_shared<QuantizedMatmulCpu>(stream, group_size, bits, banded), std::move(inputs));
   return out_dtype == mx::float32 ? out : mx::astype(out, out_dtype, stream);
 }
 
@@ -216,7 +220,7 @@ void QuantizedMatmulCpu::eval_cpu(
   const int M = K == 0 ? 0 : static_cast<int>(x.size() / K);
   const int scale_type = scales.dtype() == mx::float16 ? 1 : scales.dtype() == mx::bfloat16 ? 2 : 0;
   QmmParams p{x.data<float>(), w.data<uint32_t>(), scales.data<void>(), biases.data<void>(),
-              bias, out.data<float>(), M, N, K, group_size_, bits_, scale_type};
+              bias, out.data<float>(), M, N, K, group_size_, bits_, scale_type, banded_};
   encoder.dispatch([p]() {
     if (p.M == 0 || p.N == 0) return;
     if (!run_kernel(p)) throw std::runtime_error("[mlx_ssbd.quantized_matmul] unsupported bits");
@@ -229,7 +233,7 @@ void QuantizedMatmulCpu::eval_gpu(const std::vector<mx::array>&, std::vector<mx:
 
 bool QuantizedMatmulCpu::is_equivalent(const mx::Primitive& other) const {
   auto& o = static_cast<const QuantizedMatmulCpu&>(other);
-  return group_size_ == o.group_size_ && bits_ == o.bits_;
+  return group_size_ == o.group_size_ && bits_ == o.bits_ && banded_ == o.banded_;
 }
 
 std::vector<mx::Shape> QuantizedMatmulCpu::output_shapes(const std::vector<mx::array>& inputs) {

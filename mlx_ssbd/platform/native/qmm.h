@@ -23,6 +23,7 @@ struct QmmParams {
   float* out;
   int M, N, K, group, bits;
   int scale_type;  // 0: fp32, 1: fp16, 2: bf16
+  bool banded;     // w, scales and biases in bands of 16 rows (repack_bands), 4 and 8 bits only
 };
 
 bool qmm_generic(const QmmParams& p);
@@ -87,7 +88,9 @@ std::string simd_path();
 // (qmm_kernel.h); the result has x's dtype. Scales and biases are read as stored (fp32, fp16 or
 // bf16). Same contract as mx::quantized_matmul(..., transpose=true, mode="affine"). With `bias`
 // (a linear layer's own, [N]) the result is that product plus bias, as one fp32 addition per
-// element: the same bits as adding it afterwards, one operation fewer in the graph.
+// element: the same bits as adding it afterwards, one operation fewer in the graph. `banded`: w,
+// scales and biases are repacked in bands of 16 rows (mlx_ssbd/platform/quantized.py,
+// repack_bands; 4-bit and 8-bit codes, N a multiple of 16), the layout the products read.
 mx::array quantized_matmul(
     const mx::array& x,
     const mx::array& w,
@@ -96,12 +99,13 @@ mx::array quantized_matmul(
     int group_size,
     int bits,
     const std::optional<mx::array>& bias = std::nullopt,
+    bool banded = false,
     mx::StreamOrDevice s = {});
 
 class QuantizedMatmulCpu : public mx::Primitive {
  public:
-  QuantizedMatmulCpu(mx::Stream stream, int group_size, int bits)
-      : mx::Primitive(stream), group_size_(group_size), bits_(bits) {}
+  QuantizedMatmulCpu(mx::Stream stream, int group_size, int bits, bool banded)
+      : mx::Primitive(stream), group_size_(group_size), bits_(bits), banded_(banded) {}
 
   void eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
   void eval_gpu(const std::vector<mx::array>& inputs, std::vector<mx::array>& outputs) override;
@@ -115,6 +119,7 @@ class QuantizedMatmulCpu : public mx::Primitive {
  private:
   int group_size_;
   int bits_;
+  bool banded_;
 };
 
 }  // namespace mlx_ssbd

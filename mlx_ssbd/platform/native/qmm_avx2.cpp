@@ -6,7 +6,7 @@
 namespace mlx_ssbd {
 bool qmm_avx2(const QmmParams& p) {
   return avx2::qmm_dispatch(
-      {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits},
+      {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits, p.banded},
       static_cast<avx2::ScaleType>(p.scale_type));
 }
 double qmm_avx2_in_cache(int bits, double seconds) { return avx2::in_cache_dispatch(bits, seconds); }

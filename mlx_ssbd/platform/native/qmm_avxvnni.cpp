@@ -7,7 +7,7 @@
 namespace mlx_ssbd {
 bool qmm_avxvnni(const QmmParams& p) {
   return avxvnni::qmm_dispatch(
-      {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits},
+      {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits, p.banded},
       static_cast<avxvnni::ScaleType>(p.scale_type));
 }
 double qmm_avxvnni_in_cache(int bits, double seconds) { return avxvnni::in_cache_dispatch(bits, seconds); }

@@ -6,7 +6,7 @@
 namespace mlx_ssbd {
 bool qmm_generic(const QmmParams& p) {
   return generic::qmm_dispatch(
-      {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits},
+      {p.x, p.w, p.scales, p.biases, p.bias, p.out, p.M, p.N, p.K, p.group, p.bits, p.banded},
       static_cast<generic::ScaleType>(p.scale_type));
 }
 double qmm_generic_in_cache(int bits, double seconds) { return generic::in_cache_dispatch(bits, seconds); }

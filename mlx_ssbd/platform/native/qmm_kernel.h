@@ -18,7 +18,11 @@
 //
 // The arithmetic is the same for every number of rows, so a row's result does not depend on the
 // rows beside it (a verify pass of 16 tokens gives each token the logits a one-token decode step
-// would). k runs in steps of 128 (four blocks, a "quad"); a quad's codes and x are two sets of 64
+// would). 4-bit and 8-bit codes, the default models' widths, are multiplied in bands of 16 weight
+// rows, one output per lane, each a chain of one fma per block (qmm_bands.h, which states that
+// order). The other widths (2, 3, 5, 6 bits) go through quads, below.
+//
+// Quads: k runs in steps of 128 (four blocks, a "quad"); a quad's codes and x are two sets of 64
 // bytes, A and B, laid out so that bytes 16t..16t+15 of each belong to block t. For each (m, n),
 // 16 int32 lanes hold a quad's sums (lane i: bytes 4i..4i+3 of A and of B, so lanes 4t..4t+3 sum
 // block t's 32 products), converted to fp32 and accumulated with fma(lanes, scale * dx, acc) quad
@@ -28,10 +32,9 @@
 // pairwise) and the bias term's sum added to the products'. Every build does exactly these
 // operations (no contraction, -ffp-contract=off), so every path agrees bit for bit.
 //
-// Quad layout: for 4 bits, a quad's 64 packed bytes give A (their low nibbles: the even k) and B
-// (their high nibbles: the odd k); for every other width, A holds the first 16 k of each block and
-// B the last 16. x is laid out the same way when it is quantized. A last quad with fewer than four
-// blocks is padded with zero codes and zero x.
+// Quad layout: A holds the first 16 k of each block and B the last 16, for the codes and for x
+// when it is quantized. A last quad with fewer than four blocks is padded with zero codes and
+// zero x.
 //
 // One source for every CPU, built once per target (each build names its namespace, QMM_NS):
 // AVX-512 with VNNI, AVX2 with AVX-VNNI and AVX2/FMA on x86-64, chosen at run time by what the
@@ -117,24 +120,11 @@ static inline void scales_to_float(const void* p, size_t count, float* out) {
   for (; i < count; ++i) out[i] = scale_at<T>(p, i);
 }
 
-// The 64 codes at `p` (8 * B bytes), in order.
-template <int B>
-static inline Bytes codes_in_order(const uint8_t* p) {
-  if constexpr (B == 8) {
-    return load_bytes(p);
-  } else {  // 2, 3, 5, 6 bits: every 8 codes fill exactly B bytes
-    return unpack<B>(p);
-  }
-}
-
-// A quad's 128 codes (16 * B bytes at `p`) as its A and B bytes.
+// A quad's 128 codes (16 * B bytes at `p`, every 8 codes filling exactly B bytes) as its A and B
+// bytes: quarters 0 and 2 of each 64 codes are the blocks' first 16 k, quarters 1 and 3 the last.
 template <int B>
 static inline void quad_codes(const uint8_t* p, Bytes& a, Bytes& b) {
-  if constexpr (B == 4) {
-    nibble_pair(p, a, b);
-  } else {  // quarters 0 and 2 of each 64 codes are the blocks' first 16 k, quarters 1 and 3 the last
-    split_quarters(codes_in_order<B>(p), codes_in_order<B>(p + 8 * B), a, b);
-  }
+  split_quarters(unpack<B>(p), unpack<B>(p + 8 * B), a, b);
 }
 
 // The last quad of a row with fewer than four blocks: its `blocks` blocks, then zero codes.
@@ -174,19 +164,18 @@ struct Activations {
   Lines<int8_t> q;      // [M, quads * 128]
   Lines<float> dx;      // [M, quads * 16]
   Lines<float> sums;    // [M, padded]
-  Lines<int16_t> wide;  // [M, quads * 128]: q as int16 in dot8_wide's order (QMM_WIDE_X8, 8 bits)
 };
 
-#if QMM_WIDE_X8
-// A row's quads of q as dot8_wide takes them: per quad, A's and then B's two halves, each as its
-// `first` and then `second` pairs.
-static void widen_row(const int8_t* q, int quads, int16_t* wide) {
-  for (int u = 0; u < quads; ++u)
-    for (int v = 0; v < 8; ++v)  // v = 4 * set + 2 * half + pair
-      for (int e = 0; e < 16; ++e)
-        wide[(size_t)u * kQuad + 16 * v + e] = q[(size_t)u * kQuad + 64 * (v / 4) + 32 * (v / 2 % 2) + wide_source(e, v % 2)];
+// Where value i (0..31) of a block of x goes for the widths multiplied in bands: the order a band
+// takes them (qmm_bands.h).
+template <int B>
+static constexpr int band_slot(int i) {
+  if constexpr (B == 4) return 8 * (i / 8) + 4 * (i % 2) + (i % 8) / 2;
+  return i;
 }
-#endif
+
+template <int B>
+constexpr bool kBanded = B == 4 || B == 8;  // the widths multiplied in bands (qmm_bands.h)
 
 template <int B>
 static void quantize_rows(const float* x, int M, int K, int group, Activations& a) {
@@ -197,9 +186,6 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
   a.q.assign((size_t)M * a.quads * kQuad, 0);
   a.dx.assign((size_t)M * a.quads * kLanes, 0.0f);
   a.sums.assign((size_t)M * a.padded, 0.0f);
-#if QMM_WIDE_X8
-  if constexpr (B == 8) a.wide.resize((size_t)M * a.quads * kQuad);
-#endif
 #pragma omp parallel for schedule(static) if (M >= 8)
   for (int m = 0; m < M; ++m) {
     const float* row = x + (size_t)m * K;
@@ -219,21 +205,20 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
       int8_t* bytes = q + (size_t)quad * kQuad;
       int32_t total = 0;
       for (int i = 0; i < kBlock; ++i) {
-        // k = 32t + i of the quad: for 4 bits, A (even k) or B (odd k) byte k / 2; otherwise A
-        // byte 16t + i for the first 16, B byte 16t + i - 16 for the rest.
-        const int k = 32 * t + i;
-        const int at = B == 4 ? (k % 2) * 64 + k / 2 : (i / 16) * 64 + 16 * t + i % 16;
+        // Banded widths: the block's 32 bytes in band order; otherwise A byte 16t + i for the
+        // first 16, B byte 16t + i - 16 for the rest.
+        const int at = kBanded<B> ? 32 * t + band_slot<B>(i) : (i / 16) * 64 + 16 * t + i % 16;
         const int8_t value = (int8_t)std::nearbyint(v[i] * inv);  // |v * inv| <= 127
         bytes[at] = value;
         total += value;
       }
       const int g = b * kBlock / group;
       sums[g] = __builtin_fmaf(d, (float)total, sums[g]);
-      for (int i = 0; i < 4; ++i) dx[(size_t)quad * kLanes + 4 * t + i] = d;
+      if constexpr (kBanded<B>)
+        dx[b] = d;  // one per block
+      else
+        for (int i = 0; i < 4; ++i) dx[(size_t)quad * kLanes + 4 * t + i] = d;
     }
-#if QMM_WIDE_X8
-    if constexpr (B == 8) widen_row(q, a.quads, a.wide.data() + (size_t)m * a.quads * kQuad);
-#endif
   }
 }
 
@@ -245,6 +230,7 @@ struct QmmArgs {
   const float* bias;    // [N], added to each row of out, or null
   float* out;           // [M, N]
   int M, N, K, group, bits;
+  bool banded;          // w, scales and biases repacked in bands of 16 rows (qmm_bands.h), 4 and 8 bits
 };
 
 // The tile shapes and the prefetch distance, chosen by measurement on the development machine
@@ -266,19 +252,12 @@ struct QmmArgs {
 #endif
 constexpr int kDecodeCols = QMM_DECODE_COLS;
 #if defined(QMM_TILE_ROWS)
-constexpr int kRows = QMM_TILE_ROWS, kCols = QMM_TILE_COLS, kRows8 = kRows;
+constexpr int kRows = QMM_TILE_ROWS, kCols = QMM_TILE_COLS;
 #elif defined(__AVX512F__)
-constexpr int kRows = 4, kCols = 4, kRows8 = 4;
-#elif defined(__AVX2__)
-// AVX2's 16 registers: a weight row's quad is 4 of them. 8-bit codes in tiles of 8 rows of x,
-// which share the codes' widening (or AVX-VNNI's loads): 64-row products of 8-bit codes
-// 15-21% faster than with 4 rows; 5-bit codes 8% slower, so the other widths keep 4.
-constexpr int kRows = 4, kCols = 1, kRows8 = 8;
-#else
-constexpr int kRows = 4, kCols = 1, kRows8 = 4;
+constexpr int kRows = 4, kCols = 4;
+#else  // AVX2's 16 registers: a weight row's quad is 4 of them
+constexpr int kRows = 4, kCols = 1;
 #endif
-template <int B>
-constexpr int kTileRows = B == 8 ? kRows8 : kRows;
 constexpr int kPrefetch = QMM_PREFETCH;  // bytes ahead of the weight reads
 #if defined(QMM_COL_BLOCK)
 constexpr int kColBlock = QMM_COL_BLOCK;
@@ -287,26 +266,6 @@ constexpr int kColBlock = kCols;
 #else
 constexpr int kColBlock = 8;
 #endif
-
-// A weight row's quad (codes a and b) against quad `row` of x (xq_a and xq_b, or as int16).
-template <int B>
-static inline Ints quad_lanes(Bytes a, Bytes b, Bytes xq_a, Bytes xq_b, const Activations& xa, size_t row) {
-#if QMM_WIDE_X8
-  if constexpr (B == 8)
-    return dot8_wide(a, b, xa.wide.data() + row * kQuad);
-  else
-    return dot2<B>(a, xq_a, b, xq_b);
-#else
-  (void)xa, (void)row;
-  return dot2<B>(a, xq_a, b, xq_b);
-#endif
-}
-
-// Whether a block of weight rows is unpacked once into quads of A and B bytes (see unpack_rows)
-// before it meets several tiles of x: for the widths whose codes take more than a mask and a
-// shift to unpack. On the AVX2 build unpacking was 60% of a 64-row product of 5-bit codes.
-template <int B>
-constexpr bool kUnpackOnce = B != 4 && B != 8;
 
 // NC weight rows from `w` (packed, `row_bytes` each) as quads of A and B bytes, `xa.quads` a row
 // (the last quad zero-padded as in the products).
@@ -374,7 +333,7 @@ static void tile(const QmmArgs& a, const Activations& xa, const float* scales, c
       const Floats dx = load_floats(xa.dx.data() + row * kLanes);
 #pragma GCC unroll 8
       for (int j = 0; j < NC; ++j) {  // the lanes' sums are exact in fp32: |sum| < 2**24
-        const Ints lanes = quad_lanes<B>(codes_a[j], codes_b[j], xq_a, xq_b, xa, row);
+        const Ints lanes = dot2<B>(codes_a[j], xq_a, codes_b[j], xq_b);
         acc[r][j] = fmadd(to_floats(lanes), mul(scale[j], dx), acc[r][j]);
       }
     }
@@ -401,7 +360,7 @@ static void tile(const QmmArgs& a, const Activations& xa, const float* scales, c
     }
 }
 
-// Every row of x against weight rows [n0, n0 + NC), in tiles of kTileRows rows by (up to) kCols.
+// Every row of x against weight rows [n0, n0 + NC), in tiles of kRows rows by (up to) kCols.
 template <int B, ScaleType T, int NC>
 static void column_block(const QmmArgs& a, const Activations& xa, int n0) {
   const size_t groups = xa.groups, padded = xa.padded, bytes = T == ScaleType::f32 ? 4 : 2;
@@ -430,11 +389,12 @@ static void column_block(const QmmArgs& a, const Activations& xa, int n0) {
   }
   const float* scales = converted.data();
   const float* biases = scales + NC * padded;
-  // Unpacked once where more than one tile of x will read them.
+  // Unpacked once where more than one tile of x will read them (on the AVX2 build unpacking was
+  // 60% of a 64-row product of 5-bit codes).
   const uint8_t* unpacked = nullptr;
   const size_t unpacked_bytes = (size_t)xa.quads * kQuad;
-  constexpr int R = kTileRows<B>;
-  if (kUnpackOnce<B> && a.M > R) {
+  constexpr int R = kRows;
+  if (a.M > R) {
     thread_local Lines<uint8_t> codes;  // here, so that a decode step never touches it
     codes.resize(NC * unpacked_bytes);
     const size_t row_bytes = (size_t)a.K * B / 8;
@@ -448,20 +408,15 @@ static void column_block(const QmmArgs& a, const Activations& xa, int n0) {
   auto rows = [&](auto mr, int m) {
     for (int j = 0; j < NC; j += TC) {
       const float *s = scales + (size_t)j * padded, *b = biases + (size_t)j * padded;
-      if constexpr (kUnpackOnce<B>) {
-        if (unpacked) {
-          tile<B, decltype(mr)::value, TC, true>(a, xa, s, b, m, n0 + j, unpacked + (size_t)j * unpacked_bytes);
-          continue;
-        }
+      if (unpacked) {
+        tile<B, decltype(mr)::value, TC, true>(a, xa, s, b, m, n0 + j, unpacked + (size_t)j * unpacked_bytes);
+        continue;
       }
       tile<B, decltype(mr)::value, TC, false>(a, xa, s, b, m, n0 + j, nullptr);
     }
   };
   int m = 0;
   for (; m + R <= a.M; m += R) rows(std::integral_constant<int, R>{}, m);
-  if constexpr (R > kRows) {  // then the rest in a tile of kRows and one of fewer
-    if (a.M - m >= kRows) rows(std::integral_constant<int, kRows>{}, m), m += kRows;
-  }
   if constexpr (kRows > 3) {
     if (a.M - m == 3) return rows(std::integral_constant<int, 3>{}, m);
   }
@@ -487,14 +442,21 @@ static void all_columns(const QmmArgs& a, const Activations& xa, bool parallel) 
   for (int i = 0; i < blocks; ++i) columns<B, T, NC>(a, xa, i * NC);
 }
 
-// Every block of columns, split between threads (OpenMP, when the build has it).
+#include "qmm_bands.h"
+
+// The whole product, split between threads (OpenMP, when the build has it): in bands for 4 and 8
+// bits, else by blocks of columns.
 template <int B, ScaleType T>
 void qmm_all(const QmmArgs& a) {
   static thread_local Activations xa;
   quantize_rows<B>(a.x, a.M, a.K, a.group, xa);
   const bool parallel = (double)a.N * a.K * (a.M < 4 ? a.M : 4) > 1 << 16;
-  if (a.M == 1) return all_columns<B, T, kDecodeCols>(a, xa, parallel);
-  all_columns<B, T, kColBlock>(a, xa, parallel);
+  if constexpr (kBanded<B>)
+    band_product<B, T>(a, xa, parallel);
+  else if (a.M == 1)
+    all_columns<B, T, kDecodeCols>(a, xa, parallel);
+  else
+    all_columns<B, T, kColBlock>(a, xa, parallel);
 }
 
 template <ScaleType T>
@@ -535,14 +497,16 @@ static double timed_rate(double seconds, Block block) {
   return done / elapsed;
 }
 
-// The products' ceiling on this CPU for B-bit codes: the kernel's own tile (kTileRows<B> rows of x
-// by kCols weight rows over K = 1536, the default model's hidden size) run again and again on
-// operands already in L1, on every thread at once, for about `seconds`. Multiply-adds per second,
-// all threads together: what the products would reach if reading the weights and the work around
-// the tiles cost nothing (benchmarks/engine/quantized_kernel.py sets the real products against it).
+// The products' ceiling on this CPU for B-bit codes: the kernel's own tile (kBandRows rows of x by
+// a band of 16 weight rows for 4 and 8 bits, else kRows by kCols, over K = 1536, the default
+// model's hidden size) run again and again on operands already in L1, on every thread at once, for
+// about `seconds`. Multiply-adds per second, all threads together: what the products would reach
+// if reading the weights and the work around the tiles cost nothing
+// (benchmarks/engine/quantized_kernel.py sets the real products against it).
 template <int B>
 static double in_cache_rate(double seconds) {
-  constexpr int K = 1536, R = kTileRows<B>, C = kCols;
+  constexpr bool banded = kBanded<B>;
+  constexpr int K = 1536, R = banded ? kBandRows : kRows, C = banded ? kBand : kCols;
   double rate = 0.0;
 #pragma omp parallel reduction(+ : rate)
   {
@@ -557,9 +521,15 @@ static double in_cache_rate(double seconds) {
     quantize_rows<B>(x.data(), R, K, 32, xa);
     Lines<float> scales((size_t)C * xa.padded, 0.01f), biases((size_t)C * xa.padded, -0.02f);
     const QmmArgs a{x.data(), reinterpret_cast<const uint32_t*>(w.data()), nullptr, nullptr, nullptr,
-                    out.data(), R, C, K, 32, B};
+                    out.data(), R, C, K, 32, B, banded};
+    const BandView band{a.w, scales.data(), biases.data()};
     rate = timed_rate(seconds, [&] {
-      for (int i = 0; i < 256; ++i) tile<B, R, C, false>(a, xa, scales.data(), biases.data(), 0, 0, nullptr);
+      for (int i = 0; i < 256; ++i) {
+        if constexpr (banded)
+          band_tile<B, ScaleType::f32, R>(a, xa, band, 0, 0, C);
+        else
+          tile<B, R, C, false>(a, xa, scales.data(), biases.data(), 0, 0, nullptr);
+      }
       return 256.0 * R * C * K;
     });
   }

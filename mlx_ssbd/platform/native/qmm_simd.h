@@ -9,9 +9,8 @@
 // AVX-512 holds each in one register (two dpbusd per 128 weights with VNNI; VBMI unpacks
 // 2/3/5/6-bit codes), AVX2 in two 256-bit halves (maddubs + madd, or madd on int16 for 8-bit
 // codes; AVX-VNNI's 256-bit dpbusd where the build has it), every other target in GCC/Clang
-// vector extensions. QMM_WIDE_X8: the build takes x for 8-bit codes as int16. Every operation is
-// exact or one IEEE operation per lane (fma with one rounding), so every target computes the
-// same bits.
+// vector extensions. Every operation is exact or one IEEE operation per lane (fma with one
+// rounding), so every target computes the same bits.
 
 constexpr int kLanes = 16;
 
@@ -33,6 +32,16 @@ static inline void store_floats(float* p, Floats a) { _mm512_storeu_ps(p, a.v); 
 static inline Floats mul(Floats a, Floats b) { return {_mm512_mul_ps(a.v, b.v)}; }
 static inline Floats fmadd(Floats a, Floats b, Floats acc) { return {_mm512_fmadd_ps(a.v, b.v, acc.v)}; }
 static inline Floats to_floats(Ints a) { return {_mm512_cvtepi32_ps(a.v)}; }
+static inline Floats splat(float f) { return {_mm512_set1_ps(f)}; }
+static inline Floats add(Floats a, Floats b) { return {_mm512_add_ps(a.v, b.v)}; }
+static inline Ints zero_ints() { return {_mm512_setzero_si512()}; }
+
+// acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes of xa (codes u8,
+// x s8), and those of b with xb: a band's dot products (every lane against the same x).
+template <int B>
+static inline Ints band_dot(Ints acc, Bytes a, int32_t xa, Bytes b, int32_t xb) {
+  return {_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc.v, a.v, _mm512_set1_epi32(xa)), b.v, _mm512_set1_epi32(xb))};
+}
 
 struct LaneIndex { __m512i v; };
 static inline LaneIndex lane_index(const int32_t* index) { return {_mm512_loadu_si512(index)}; }
@@ -112,6 +121,9 @@ static inline Floats fmadd(Floats a, Floats b, Floats acc) {
   return {_mm256_fmadd_ps(a.lo, b.lo, acc.lo), _mm256_fmadd_ps(a.hi, b.hi, acc.hi)};
 }
 static inline Floats to_floats(Ints a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+static inline Floats splat(float f) { return {_mm256_set1_ps(f), _mm256_set1_ps(f)}; }
+static inline Floats add(Floats a, Floats b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+static inline Ints zero_ints() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
 
 struct LaneIndex { __m256i lo, hi; };
 static inline LaneIndex lane_index(const int32_t* index) {
@@ -126,9 +138,7 @@ static inline Floats spread4(const float* s, LaneIndex index) {
 #if !defined(__AVXVNNI__)
 // 8-bit codes: maddubs would saturate on codes above 127, so each int32 lane's four bytes go
 // through madd as int16, in two pairs, `first` (bytes 4i, 4i + 1) and `second` (4i + 2, 4i + 3):
-// the codes zero-extended here, x sign-extended in the same order once per product
-// (quantize_rows: Activations::wide).
-#define QMM_WIDE_X8 1
+// the codes zero-extended here, x's bytes as int16 pairs (band_dot).
 // The byte of a 32-byte half that int16 element e (0..15) of its `first` (0) or `second` (1) pairs takes.
 static constexpr int wide_source(int e, int second) { return 16 * (e / 8) + (e % 8 / 2) * 4 + 2 * second + e % 2; }
 
@@ -146,19 +156,9 @@ static inline __m256i widen_codes(__m256i bytes, int second) {
   return _mm256_shuffle_epi8(bytes, _mm256_load_si256(reinterpret_cast<const __m256i*>(masks.m[second])));
 }
 
-// A quad's lanes for 8-bit codes a and b against x as int16 (8 sets of 16: A's then B's, each
-// by half, each half's `first` then `second`). Every product and sum exact in int32.
-static inline Ints dot8_wide(Bytes a, Bytes b, const int16_t* x) {
-  auto half = [&](__m256i codes, const int16_t* xs) {
-    const __m256i* v = reinterpret_cast<const __m256i*>(xs);
-    return _mm256_add_epi32(_mm256_madd_epi16(widen_codes(codes, 0), _mm256_loadu_si256(v)),
-                            _mm256_madd_epi16(widen_codes(codes, 1), _mm256_loadu_si256(v + 1)));
-  };
-  return {_mm256_add_epi32(half(a.lo, x), half(b.lo, x + 64)), _mm256_add_epi32(half(a.hi, x + 32), half(b.hi, x + 96))};
-}
 #endif
 
-// Codes of fewer than 8 bits (8-bit codes: dot8_wide).
+// Codes of fewer than 8 bits (8-bit codes: band_dot).
 template <int B>
 static inline __m256i dot2_half(__m256i a, __m256i xa, __m256i b, __m256i xb) {
   static_assert(B < 8);  // codes < 64: four products fit in int16 (4 * 63 * 127)
@@ -174,6 +174,38 @@ static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
           _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(z, a.hi, xa.hi), b.hi, xb.hi)};
 #else
   return {dot2_half<B>(a.lo, xa.lo, b.lo, xb.lo), dot2_half<B>(a.hi, xa.hi, b.hi, xb.hi)};
+#endif
+}
+
+// acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes of xa, and those
+// of b with xb (band_dot of the AVX-512 build).
+template <int B>
+static inline Ints band_dot(Ints acc, Bytes a, int32_t xa, Bytes b, int32_t xb) {
+#if defined(__AVXVNNI__)
+  const __m256i va = _mm256_set1_epi32(xa), vb = _mm256_set1_epi32(xb);
+  return {_mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc.lo, a.lo, va), b.lo, vb),
+          _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc.hi, a.hi, va), b.hi, vb)};
+#else
+  if constexpr (B == 8) {  // codes widened to int16 (widen_codes), x as int16 pairs
+    auto pair = [](int32_t x, int second) {
+      const int shift = 16 * second;
+      const int16_t lo = (int8_t)(x >> shift), hi = (int8_t)(x >> (shift + 8));
+      return _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16));
+    };
+    const __m256i a0 = pair(xa, 0), a1 = pair(xa, 1), b0 = pair(xb, 0), b1 = pair(xb, 1);
+    auto half = [&](__m256i acc_half, __m256i codes_a, __m256i codes_b) {
+      const __m256i sa = _mm256_add_epi32(_mm256_madd_epi16(widen_codes(codes_a, 0), a0),
+                                          _mm256_madd_epi16(widen_codes(codes_a, 1), a1));
+      const __m256i sb = _mm256_add_epi32(_mm256_madd_epi16(widen_codes(codes_b, 0), b0),
+                                          _mm256_madd_epi16(widen_codes(codes_b, 1), b1));
+      return _mm256_add_epi32(acc_half, _mm256_add_epi32(sa, sb));
+    };
+    return {half(acc.lo, a.lo, b.lo), half(acc.hi, a.hi, b.hi)};
+  } else {
+    const __m256i va = _mm256_set1_epi32(xa), vb = _mm256_set1_epi32(xb);
+    return {_mm256_add_epi32(acc.lo, dot2_half<B>(a.lo, va, b.lo, vb)),
+            _mm256_add_epi32(acc.hi, dot2_half<B>(a.hi, va, b.hi, vb))};
+  }
 #endif
 }
 
@@ -279,6 +311,9 @@ static inline Floats fmadd(Floats a, Floats b, Floats acc) {
   return out;
 }
 static inline Floats to_floats(Ints a) { return {__builtin_convertvector(a.v, f16v)}; }
+static inline Floats splat(float f) { return {f16v{} + f}; }
+static inline Floats add(Floats a, Floats b) { return {a.v + b.v}; }
+static inline Ints zero_ints() { return {i16v{}}; }
 
 struct LaneIndex { int32_t v[16]; };
 static inline LaneIndex lane_index(const int32_t* index) {
@@ -302,6 +337,18 @@ static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
     out.v[i] = s;
   }
   return out;
+}
+
+template <int B>
+static inline Ints band_dot(Ints acc, Bytes a, int32_t xa, Bytes b, int32_t xb) {
+  int8_t va[4], vb[4];
+  std::memcpy(va, &xa, 4), std::memcpy(vb, &xb, 4);
+  for (int i = 0; i < 16; ++i) {
+    int32_t s = 0;
+    for (int j = 0; j < 4; ++j) s += (int32_t)a.v[4 * i + j] * va[j] + (int32_t)b.v[4 * i + j] * vb[j];
+    acc.v[i] += s;
+  }
+  return acc;
 }
 
 // No int8 peak measured here: the compiler's vector code has no one instruction to time.

@@ -1,0 +1,167 @@
+// Products of 4-bit and 8-bit codes in bands of 16 weight rows (included by qmm_kernel.h inside
+// its per-target namespace, after the vectors and the activations).
+//
+// A band is 16 weight rows (output columns n0..n0+15) side by side: its codes are copied, before
+// the products, so that each 64 bytes hold the same 4 bytes of one block of all 16 rows (lane c:
+// row n0 + c), and its scales and biases as fp32 so that 16 floats hold one group of all 16
+// rows. Every lane then computes one output: the products of a block are dot products of its
+// lanes against the same 4 values of x at a time (x's bytes broadcast), and one fma per block
+// scales them. So for each (m, n), in every build:
+//
+//     acc = 0
+//     for each block b (32 codes) in order:
+//         acc = fma(float(sum of the block's code * xq, exact in int32), scale[n, g] * dx[m, b], acc)
+//         at the last block of group g: acc = fma(bias[n, g], sums[m, g], acc)
+//     out[m, n] = acc (+ bias[n])
+//
+// with sums[m, g] the group's sum of x as rounded (Activations::sums). Nothing depends on the
+// rows of x beside m: a verify pass gives each token the bits a decode step would. The quads
+// (qmm_kernel.h's tile) convert, scale and accumulate 16 lanes per quad for every (m, n), four
+// lanes per block; a band does it once per block for 16 outputs, a quarter of the fp32 work, and
+// unpacks each block's codes once for all the rows of a tile (up to 16): on an AVX-512 CPU its
+// ceiling is about 1.6 times the quads' (benchmarks/engine/quantized_kernel.py).
+//
+// x's bytes in a block are ordered as the band takes them: for 8-bit codes as they come; for
+// 4-bit codes, whose 64-byte loads give the low nibbles (even k) and the high nibbles (odd k)
+// apart, each 8 values k..k+7 as k, k+2, k+4, k+6, then k+1, k+3, k+5, k+7.
+#pragma once
+
+constexpr int kBand = kLanes;  // weight rows in a band
+
+// Rows of x a band tile takes at once: its accumulators (one vector each) beside the block's codes.
+#if defined(__AVX512F__)
+constexpr int kBandRows = 16;
+#else
+constexpr int kBandRows = 4;
+#endif
+
+// One band's codes, scales and biases: codes, per block, B chunks of 64 bytes, chunk h holding in
+// lane c the bytes 4h..4h+3 of row c's block; scales and biases as stored (fp32, fp16 or bf16),
+// per group 16 of them, lane c row c's. A weight repacked at load (repack_bands: every band so,
+// one after the other) is read where it lies; one in MLX's layout is copied so, band by band.
+struct BandView {
+  const uint32_t* codes;
+  const void* scales;
+  const void* biases;
+};
+
+// 16 scales (or biases) from element `i` of `p`, as fp32.
+template <ScaleType T>
+static inline Floats band_scales(const void* p, size_t i) {
+  if constexpr (T == ScaleType::f32) {
+    return load_floats(static_cast<const float*>(p) + i);
+  } else {
+    alignas(64) float f[kBand];
+    scales_to_float<T>(static_cast<const uint16_t*>(p) + i, kBand, f);
+    return load_floats(f);
+  }
+}
+
+// Band `i` of a weight in MLX's layout, copied into `store` (rows past the weight's last: zeros).
+template <int B, ScaleType T>
+static BandView copy_band(const QmmArgs& a, int i, Lines<uint32_t>& store) {
+  const int n0 = kBand * i, rows = std::min(kBand, a.N - n0), groups = a.K / a.group;
+  const size_t words = (size_t)a.K * B / 32, elements = (size_t)groups * kBand;
+  const size_t scale_words = T == ScaleType::f32 ? elements : elements / 2;  // 2 or 4 bytes each
+  store.assign(words * kBand + 2 * scale_words, 0u);
+  uint32_t* codes = store.data();
+  for (int c = 0; c < rows; ++c) {
+    const uint32_t* w = a.w + (size_t)(n0 + c) * words;
+    for (size_t d = 0; d < words; ++d) codes[d * kBand + c] = w[d];
+  }
+  void* scales = codes + words * kBand;
+  void* biases = codes + words * kBand + scale_words;
+  for (int which = 0; which < 2; ++which) {
+    const void* from = which ? a.biases : a.scales;
+    void* to = which ? biases : scales;
+    for (int c = 0; c < rows; ++c)
+      for (int g = 0; g < groups; ++g) {
+        const size_t at = (size_t)(n0 + c) * groups + g, into = (size_t)g * kBand + c;
+        if constexpr (T == ScaleType::f32)
+          static_cast<float*>(to)[into] = static_cast<const float*>(from)[at];
+        else
+          static_cast<uint16_t*>(to)[into] = static_cast<const uint16_t*>(from)[at];
+      }
+  }
+  return {codes, scales, biases};
+}
+
+// Band `i` of a weight repacked at load.
+template <int B, ScaleType T>
+static BandView repacked_band(const QmmArgs& a, int i) {
+  const size_t words = (size_t)a.K * B / 32, groups = a.K / a.group, bytes = T == ScaleType::f32 ? 4 : 2;
+  const size_t first = (size_t)kBand * i;
+  return {a.w + first * words, static_cast<const char*>(a.scales) + first * groups * bytes,
+          static_cast<const char*>(a.biases) + first * groups * bytes};
+}
+
+// MR rows of x (from m0) against a band (outputs n0..n0+15, of which `rows` are the weight's).
+template <int B, ScaleType T, int MR>
+static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& band, int m0, int n0, int rows) {
+  const int blocks = a.K / kBlock, per_group = a.group / kBlock;
+  const uint8_t* codes = reinterpret_cast<const uint8_t*>(band.codes);
+  Floats acc[MR];
+  for (int r = 0; r < MR; ++r) acc[r] = zeros();
+  for (int b = 0; b < blocks; ++b) {
+    const uint8_t* p = codes + (size_t)b * B * 64;
+    Bytes chunk[8];  // pairs of chunks: for 4 bits a load's low and high nibbles, for 8 bits two loads
+#pragma GCC unroll 8
+    for (int line = 0; line < B * 64; line += 64) __builtin_prefetch(p + kPrefetch + line, 0, 1);
+    if constexpr (B == 4) {
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) nibble_pair(p + 64 * h, chunk[2 * h], chunk[2 * h + 1]);
+    } else {
+#pragma GCC unroll 8
+      for (int h = 0; h < 8; ++h) chunk[h] = load_bytes(p + 64 * h);
+    }
+    const int g = b / per_group;
+    const Floats scale = band_scales<T>(band.scales, (size_t)g * kBand);
+    const bool group_ends = b % per_group == per_group - 1;
+    const Floats bias = group_ends ? band_scales<T>(band.biases, (size_t)g * kBand) : zeros();
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      const size_t m = (size_t)(m0 + r);
+      int32_t x[8];
+      std::memcpy(x, xa.q.data() + m * xa.quads * kQuad + (size_t)b * kBlock, sizeof x);
+      Ints sum = zero_ints();
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) sum = band_dot<B>(sum, chunk[2 * h], x[2 * h], chunk[2 * h + 1], x[2 * h + 1]);
+      acc[r] = fmadd(to_floats(sum), mul(scale, splat(xa.dx[m * xa.quads * kLanes + b])), acc[r]);
+      if (group_ends) acc[r] = fmadd(bias, splat(xa.sums[m * xa.padded + g]), acc[r]);
+    }
+  }
+  alignas(64) float out[kBand];
+  for (int r = 0; r < MR; ++r) {
+    store_floats(out, acc[r]);
+    if (a.bias)
+      for (int c = 0; c < rows; ++c) out[c] += a.bias[n0 + c];
+    std::memcpy(a.out + (size_t)(m0 + r) * a.N + n0, out, (size_t)rows * sizeof(float));
+  }
+}
+
+// Every row of x against one band, in tiles of kBandRows rows, then 8, 4, 2 and 1.
+template <int B, ScaleType T>
+static void band_rows(const QmmArgs& a, const Activations& xa, const BandView& band, int n0) {
+  const int rows = std::min(kBand, a.N - n0);
+  int m = 0;
+  for (; m + kBandRows <= a.M; m += kBandRows) band_tile<B, T, kBandRows>(a, xa, band, m, n0, rows);
+  if constexpr (kBandRows > 8)
+    if (a.M - m >= 8) band_tile<B, T, 8>(a, xa, band, m, n0, rows), m += 8;
+  if constexpr (kBandRows > 4)
+    if (a.M - m >= 4) band_tile<B, T, 4>(a, xa, band, m, n0, rows), m += 4;
+  if (a.M - m >= 2) band_tile<B, T, 2>(a, xa, band, m, n0, rows), m += 2;
+  if (a.M - m == 1) band_tile<B, T, 1>(a, xa, band, m, n0, rows);
+}
+
+// The whole product in bands, split between threads.
+template <int B, ScaleType T>
+static void band_product(const QmmArgs& a, const Activations& xa, bool parallel) {
+  (void)parallel;
+  const int bands = (a.N + kBand - 1) / kBand;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int i = 0; i < bands; ++i) {
+    thread_local Lines<uint32_t> store;
+    const BandView band = a.banded ? repacked_band<B, T>(a, i) : copy_band<B, T>(a, i, store);
+    band_rows<B, T>(a, xa, band, kBand * i);
+  }
+}
