@@ -28,11 +28,18 @@
 
 constexpr int kBand = kLanes;  // weight rows in a band
 
-// Rows of x a band tile takes at once: its accumulators (one vector each) beside the block's codes.
-#if defined(__AVX512F__)
+// Rows of x a band tile takes at once, and whether a block's codes are all loaded before the
+// rows meet them (else a pair of chunks at a time, each row keeping its block's sum): AVX-512's
+// 32 registers hold 16 rows' accumulators beside all of a block's codes.
+#if defined(QMM_BAND_ROWS)
+constexpr int kBandRows = QMM_BAND_ROWS;
+constexpr bool kWholeBlock = QMM_BAND_WHOLE;
+#elif defined(__AVX512F__)
 constexpr int kBandRows = 16;
-#else
+constexpr bool kWholeBlock = true;
+#else  // AVX2's 16 registers: 4 rows (measured against 2, 3, 6 and 8), a pair of chunks at a time
 constexpr int kBandRows = 4;
+constexpr bool kWholeBlock = false;
 #endif
 
 // One band's codes, scales and biases: codes, per block, B chunks of 64 bytes, chunk h holding in
@@ -102,32 +109,64 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
   const uint8_t* codes = reinterpret_cast<const uint8_t*>(band.codes);
   Floats acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = zeros();
+  const size_t stride = (size_t)xa.quads * kQuad;  // x's bytes a row
+  const int8_t* x = xa.q.data() + (size_t)m0 * stride;
+  // Pair h of a block's chunks: for 4 bits a load's low and high nibbles, for 8 bits two loads.
+  auto pair = [](const uint8_t* p, int h, Bytes& first, Bytes& second) {
+    if constexpr (B == 4) {
+      nibble_pair(p + 64 * h, first, second);
+    } else {
+      first = load_bytes(p + 128 * h), second = load_bytes(p + 128 * h + 64);
+    }
+  };
+  auto words = [&](int r, int b, int h, int32_t& first, int32_t& second) {  // x's 8 bytes against pair h
+    int32_t two[2];
+    std::memcpy(two, x + r * stride + (size_t)b * kBlock + 8 * h, sizeof two);
+    first = two[0], second = two[1];
+  };
   for (int b = 0; b < blocks; ++b) {
     const uint8_t* p = codes + (size_t)b * B * 64;
-    Bytes chunk[8];  // pairs of chunks: for 4 bits a load's low and high nibbles, for 8 bits two loads
 #pragma GCC unroll 8
     for (int line = 0; line < B * 64; line += 64) __builtin_prefetch(p + kPrefetch + line, 0, 1);
-    if constexpr (B == 4) {
-#pragma GCC unroll 4
-      for (int h = 0; h < 4; ++h) nibble_pair(p + 64 * h, chunk[2 * h], chunk[2 * h + 1]);
-    } else {
-#pragma GCC unroll 8
-      for (int h = 0; h < 8; ++h) chunk[h] = load_bytes(p + 64 * h);
-    }
     const int g = b / per_group;
     const Floats scale = band_scales<T>(band.scales, (size_t)g * kBand);
     const bool group_ends = b % per_group == per_group - 1;
     const Floats bias = group_ends ? band_scales<T>(band.biases, (size_t)g * kBand) : zeros();
-#pragma GCC unroll 16
-    for (int r = 0; r < MR; ++r) {
+    auto finish = [&](int r, Ints sum) {  // row r's block sum, scaled into its accumulator
       const size_t m = (size_t)(m0 + r);
-      int32_t x[8];
-      std::memcpy(x, xa.q.data() + m * xa.quads * kQuad + (size_t)b * kBlock, sizeof x);
-      Ints sum = zero_ints();
-#pragma GCC unroll 4
-      for (int h = 0; h < 4; ++h) sum = band_dot<B>(sum, chunk[2 * h], x[2 * h], chunk[2 * h + 1], x[2 * h + 1]);
       acc[r] = fmadd(to_floats(sum), mul(scale, splat(xa.dx[m * xa.quads * kLanes + b])), acc[r]);
       if (group_ends) acc[r] = fmadd(bias, splat(xa.sums[m * xa.padded + g]), acc[r]);
+    };
+    if constexpr (kWholeBlock) {  // each row against all of the block's codes, then the next row
+      Bytes chunk[8];
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) pair(p, h, chunk[2 * h], chunk[2 * h + 1]);
+#pragma GCC unroll 16
+      for (int r = 0; r < MR; ++r) {
+        Ints sum = zero_ints();
+#pragma GCC unroll 4
+        for (int h = 0; h < 4; ++h) {
+          int32_t first, second;
+          words(r, b, h, first, second);
+          sum = band_dot<B>(sum, chunk[2 * h], first, chunk[2 * h + 1], second);
+        }
+        finish(r, sum);
+      }
+    } else {  // a pair of chunks at a time against every row
+      Ints sum[MR];
+      for (int r = 0; r < MR; ++r) sum[r] = zero_ints();
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+        Bytes first, second;
+        pair(p, h, first, second);
+#pragma GCC unroll 16
+        for (int r = 0; r < MR; ++r) {
+          int32_t xf, xs;
+          words(r, b, h, xf, xs);
+          sum[r] = band_dot<B>(sum[r], first, xf, second, xs);
+        }
+      }
+      for (int r = 0; r < MR; ++r) finish(r, sum[r]);
     }
   }
   alignas(64) float out[kBand];
