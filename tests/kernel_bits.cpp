@@ -85,9 +85,11 @@ int main() {
           for (auto& v : bias) v = uniform();
           const bool bands = N % 16 == 0 && (bits == 4 || bits == 8);
           const size_t scale_size = type == ScaleType::f32 ? 4 : 2;
-          const auto wb = bands ? banded(reinterpret_cast<const uint8_t*>(w.data()), N, (size_t)K * bits / 32, 4) : std::vector<uint8_t>{};
-          const auto sb = bands ? banded(scales.data(), N, K / group, scale_size) : std::vector<uint8_t>{};
-          const auto bb = bands ? banded(biases.data(), N, K / group, scale_size) : std::vector<uint8_t>{};
+          std::vector<uint8_t> wb, sb, bb;
+          if (bands) {
+            wb = banded(reinterpret_cast<const uint8_t*>(w.data()), N, (size_t)K * bits / 32, 4);
+            sb = banded(scales.data(), N, K / group, scale_size), bb = banded(biases.data(), N, K / group, scale_size);
+          }
           // all 17 rows, then 1, 2, 3, 4, 6, 7, 9, 12 and 16 of them (every tile shape and remainder)
           for (int rows : {M, 1, 2, 3, 4, 6, 7, 9, 12, 16}) {
             std::vector<float> out((size_t)rows * N);

@@ -109,8 +109,7 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
   const uint8_t* codes = reinterpret_cast<const uint8_t*>(band.codes);
   Floats acc[MR];
   for (int r = 0; r < MR; ++r) acc[r] = zeros();
-  const size_t stride = (size_t)xa.quads * kQuad;  // x's bytes a row
-  const int8_t* x = xa.q.data() + (size_t)m0 * stride;
+  const size_t M = xa.rows;
   // Pair h of a block's chunks: for 4 bits a load's low and high nibbles, for 8 bits two loads.
   auto pair = [](const uint8_t* p, int h, Bytes& first, Bytes& second) {
     if constexpr (B == 4) {
@@ -119,9 +118,9 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
       first = load_bytes(p + 128 * h), second = load_bytes(p + 128 * h + 64);
     }
   };
-  auto words = [&](int r, int b, int h, int32_t& first, int32_t& second) {  // x's 8 bytes against pair h
+  auto words = [&](const int8_t* x, int r, int h, int32_t& first, int32_t& second) {  // row r's 8 bytes against pair h
     int32_t two[2];
-    std::memcpy(two, x + r * stride + (size_t)b * kBlock + 8 * h, sizeof two);
+    std::memcpy(two, x + r * kBlock + 8 * h, sizeof two);
     first = two[0], second = two[1];
   };
   for (int b = 0; b < blocks; ++b) {
@@ -132,10 +131,10 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
     const Floats scale = band_scales<T>(band.scales, (size_t)g * kBand);
     const bool group_ends = b % per_group == per_group - 1;
     const Floats bias = group_ends ? band_scales<T>(band.biases, (size_t)g * kBand) : zeros();
+    const int8_t* x = xa.q.data() + ((size_t)b * M + m0) * kBlock;  // the tile's rows of block b
+    const float* dx = xa.dx.data() + (size_t)b * M + m0;
     auto finish = [&](int r, Ints sum) {  // row r's block sum, scaled into its accumulator
-      const size_t m = (size_t)(m0 + r);
-      acc[r] = fmadd(to_floats(sum), mul(scale, splat(xa.dx[m * xa.quads * kLanes + b])), acc[r]);
-      if (group_ends) acc[r] = fmadd(bias, splat(xa.sums[m * xa.padded + g]), acc[r]);
+      acc[r] = fmadd(to_floats(sum), mul(scale, splat(dx[r])), acc[r]);
     };
     if constexpr (kWholeBlock) {  // each row against all of the block's codes, then the next row
       Bytes chunk[8];
@@ -147,7 +146,7 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
 #pragma GCC unroll 4
         for (int h = 0; h < 4; ++h) {
           int32_t first, second;
-          words(r, b, h, first, second);
+          words(x, r, h, first, second);
           sum = band_dot<B>(sum, chunk[2 * h], first, chunk[2 * h + 1], second);
         }
         finish(r, sum);
@@ -162,11 +161,15 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
 #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
           int32_t xf, xs;
-          words(r, b, h, xf, xs);
+          words(x, r, h, xf, xs);
           sum[r] = band_dot<B>(sum[r], first, xf, second, xs);
         }
       }
       for (int r = 0; r < MR; ++r) finish(r, sum[r]);
+    }
+    if (group_ends) {  // the bias term, after the group's last products (each row's order as above)
+      const float* sums = xa.sums.data() + (size_t)g * M + m0;
+      for (int r = 0; r < MR; ++r) acc[r] = fmadd(bias, splat(sums[r]), acc[r]);
     }
   }
   alignas(64) float out[kBand];

@@ -159,8 +159,11 @@ using Lines = std::vector<T, LineAligned<T>>;
 // x, quantized for the products, per row: int8 values as each quad's A and B bytes (zero-padded
 // to whole quads), each lane's dx (16 floats per quad) and, per group, the sum of the rounded x
 // (for the bias term; zero-padded to whole sets of 16 groups, with room for the scales' spread4).
+// For the widths multiplied in bands, block by block instead, every row's block side by side (a
+// tile's rows at fixed offsets from one place): q [blocks, M, 32] in band order, dx [blocks, M],
+// sums [groups, M].
 struct Activations {
-  int quads = 0, groups = 0, padded = 0;
+  int quads = 0, groups = 0, padded = 0, rows = 0;
   Lines<int8_t> q;      // [M, quads * 128]
   Lines<float> dx;      // [M, quads * 16]
   Lines<float> sums;    // [M, padded]
@@ -182,6 +185,7 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
   const int blocks = K / kBlock;
   a.quads = (blocks + 3) / 4;
   a.groups = K / group;
+  a.rows = M;
   a.padded = padded_groups(a.groups + 3);  // a spread4 of the last quad's scales reads 4 groups
   a.q.assign((size_t)M * a.quads * kQuad, 0);
   a.dx.assign((size_t)M * a.quads * kLanes, 0.0f);
@@ -201,21 +205,21 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
       }
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
       const float d = amax / 127.0f;
-      const int quad = b / 4, t = b % 4;
-      int8_t* bytes = q + (size_t)quad * kQuad;
+      const int quad = b / 4, t = b % 4, g = b * kBlock / group;
+      int8_t* bytes = kBanded<B> ? a.q.data() + ((size_t)b * M + m) * kBlock : q + (size_t)quad * kQuad;
       int32_t total = 0;
       for (int i = 0; i < kBlock; ++i) {
         // Banded widths: the block's 32 bytes in band order; otherwise A byte 16t + i for the
         // first 16, B byte 16t + i - 16 for the rest.
-        const int at = kBanded<B> ? 32 * t + band_slot<B>(i) : (i / 16) * 64 + 16 * t + i % 16;
+        const int at = kBanded<B> ? band_slot<B>(i) : (i / 16) * 64 + 16 * t + i % 16;
         const int8_t value = (int8_t)std::nearbyint(v[i] * inv);  // |v * inv| <= 127
         bytes[at] = value;
         total += value;
       }
-      const int g = b * kBlock / group;
-      sums[g] = __builtin_fmaf(d, (float)total, sums[g]);
+      float& sum = kBanded<B> ? a.sums[(size_t)g * M + m] : sums[g];
+      sum = __builtin_fmaf(d, (float)total, sum);
       if constexpr (kBanded<B>)
-        dx[b] = d;  // one per block
+        a.dx[(size_t)b * M + m] = d;
       else
         for (int i = 0; i < 4; ++i) dx[(size_t)quad * kLanes + 4 * t + i] = d;
     }
