@@ -2,7 +2,9 @@
 
 For the default model's MLP weights (8960 x 1536 and 1536 x 8960) quantized to 4 and 8 bits
 (group 32, as the prepared models are), the median time of ``x @ W.T`` for 1 to 64 rows of x: a
-decode step is 1 row, a verify pass of a draft 8-64. fp32 BLAS multiplies the dequantized weight
+decode step is 1 row, a verify pass of a draft 8-64. The kernel reads each weight as a routed layer
+holds it (``quantized.route_quantized_layers``): 4-bit and 8-bit codes repacked in bands of 16 rows
+at load, MLX's quantized_matmul as stored. fp32 BLAS multiplies the dequantized weight
 (the dense path: 8x the bytes of 4-bit weights); with OpenBLAS one-row products go through the
 sgemv shim when it is built (``mlx-ssbd doctor``). Beside it, the MLP's SwiGLU on the same rows
 of 8960 values: MLX's ``silu(gate) * up`` (mlx-lm's compiled ``swiglu``) against the extension's
@@ -32,6 +34,7 @@ from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.passes import int8_peak, kernel_ceiling
 from mlx_ssbd.platform.backend import quiet_blas_workers
 from mlx_ssbd.platform.extension import kernel, kernel_status
+from mlx_ssbd.platform.quantized import repack_bands
 
 import mlx.core as mx
 
@@ -51,9 +54,12 @@ def median_ms(fn, repeats: int) -> float:
 def times(ours, x, q, s, b, dense, bits: int, repeats: int) -> dict:
     """Median ms of one product through the kernel, MLX's quantized_matmul and fp32 BLAS, each with
     BLAS's threads as mlx-ssbd sets them for that path (one OpenBLAS thread beside the kernel)."""
+    banded = bits in (4, 8)  # as routing lays them out (every shape here is whole bands)
+    held = [repack_bands(a) for a in (q, s, b)] if banded else [q, s, b]
+    mx.eval(held)
     quiet_blas_workers(True)
     result = {
-        "kernel_ms": median_ms(lambda: ours.quantized_matmul(x, q, s, b, 32, bits), repeats),
+        "kernel_ms": median_ms(lambda: ours.quantized_matmul(x, *held, 32, bits, banded=banded), repeats),
         "mlx_quantized_ms": median_ms(
             lambda: mx.quantized_matmul(x, q, s, b, transpose=True, group_size=32, bits=bits),
             max(3, repeats // 3),
