@@ -1,11 +1,11 @@
 // Products of 4-bit and 8-bit codes in bands of 16 weight rows (included by qmm_kernel.h inside
 // its per-target namespace, after the vectors and the activations).
 //
-// A band is 16 weight rows (output columns n0..n0+15) side by side: its codes are copied, before
-// the products, so that each 64 bytes hold the same 4 bytes of one block of all 16 rows (lane c:
-// row n0 + c), and its scales and biases as fp32 so that 16 floats hold one group of all 16
-// rows. Every lane then computes one output: the products of a block are dot products of its
-// lanes against the same 4 values of x at a time (x's bytes broadcast), and one fma per block
+// A band is 16 weight rows (output columns n0..n0+15) side by side: each 64 bytes of its codes
+// hold the same 4 bytes of one block of all 16 rows (lane c: row n0 + c), and each 16 of its
+// scales (or biases) one group of all 16 rows (BandView: repacked so at load, or copied so at
+// each product). Every lane then computes one output: the products of a block are dot products of
+// its lanes against the same 4 values of x at a time (x's bytes broadcast), and one fma per block
 // scales them. So for each (m, n), in every build:
 //
 //     acc = 0
@@ -18,12 +18,14 @@
 // rows of x beside m: a verify pass gives each token the bits a decode step would. The quads
 // (qmm_kernel.h's tile) convert, scale and accumulate 16 lanes per quad for every (m, n), four
 // lanes per block; a band does it once per block for 16 outputs, a quarter of the fp32 work, and
-// unpacks each block's codes once for all the rows of a tile (up to 16): on an AVX-512 CPU its
-// ceiling is about 1.6 times the quads' (benchmarks/engine/quantized_kernel.py).
+// unpacks each block's codes once for all the rows of a tile (up to 16): on an AVX-512 EPYC its
+// in-cache ceiling for 4-bit codes was 296 GMAC/s against the quads' 168
+// (benchmarks/engine/quantized_kernel.py).
 //
 // x's bytes in a block are ordered as the band takes them: for 8-bit codes as they come; for
 // 4-bit codes, whose 64-byte loads give the low nibbles (even k) and the high nibbles (odd k)
-// apart, each 8 values k..k+7 as k, k+2, k+4, k+6, then k+1, k+3, k+5, k+7.
+// apart, each 8 values k..k+7 as k, k+2, k+4, k+6, then k+1, k+3, k+5, k+7; and a block of all
+// the rows side by side (Activations), so that a tile finds its rows' at fixed offsets.
 #pragma once
 
 constexpr int kBand = kLanes;  // weight rows in a band
@@ -118,7 +120,8 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
       first = load_bytes(p + 128 * h), second = load_bytes(p + 128 * h + 64);
     }
   };
-  auto words = [&](const int8_t* x, int r, int h, int32_t& first, int32_t& second) {  // row r's 8 bytes against pair h
+  // Row r's 8 bytes of x (a block's rows from `x`) that meet pair h, as two 32-bit words.
+  auto words = [&](const int8_t* x, int r, int h, int32_t& first, int32_t& second) {
     int32_t two[2];
     std::memcpy(two, x + r * kBlock + 8 * h, sizeof two);
     first = two[0], second = two[1];
