@@ -215,6 +215,8 @@ def test_routing_repacks_4_and_8_bit_layers_in_bands_with_the_same_products(bits
     assert mx.array_equal(layer(h), want).item()  # the same bits from the bands
     if bits in (4, 8):
         assert not mx.array_equal(layer["weight"], stored[0]).item()  # repacked, not copied
+        for leaf, before in zip(("weight", "scales", "biases"), stored):
+            assert mx.array_equal(quantized.unpack_bands(layer[leaf]), before).item()
 
 
 @pytest.mark.parametrize("bits", [4, 8])

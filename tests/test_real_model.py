@@ -104,19 +104,26 @@ def reference_logits(gguf_file, ids):
 
 @contextlib.contextmanager
 def mlx_quantized_layers(model):
-    """The model's quantized layers through MLX's own kernel (exact in x) while inside."""
+    """The model's quantized layers through MLX's own kernel (exact in x), in MLX's layout, while
+    inside."""
     routed = {
         quantized.CpuQuantizedLinear: nn.QuantizedLinear,
         quantized.CpuQuantizedEmbedding: nn.QuantizedEmbedding,
     }
+    leaves = ("weight", "scales", "biases")
     swapped = [(m, type(m)) for _, m in model.named_modules() if type(m) in routed]
+    held = {id(m): [m[leaf] for leaf in leaves] for m, _ in swapped if getattr(m, "banded", False)}
     for m, kind in swapped:
         m.__class__ = routed[kind]
+        for leaf, banded in zip(leaves, held.get(id(m), ())):
+            m[leaf] = quantized.unpack_bands(banded)
     try:
         yield
     finally:
         for m, kind in swapped:
             m.__class__ = kind
+            for leaf, banded in zip(leaves, held.get(id(m), ())):
+                m[leaf] = banded
 
 
 def test_converted_weights_match_a_numpy_forward_on_the_gguf(loaded, gguf_path):

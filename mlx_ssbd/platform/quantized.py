@@ -8,7 +8,7 @@ Returns the number of layers routed, and sets the BLAS threads for what runs
 routed layer with 4-bit or 8-bit codes (and a multiple of 16 rows) are repacked in bands of 16 rows
 (``repack_bands``: the same shapes and dtypes, another order), the layout the kernel's products
 read; the layer's ``banded`` says so, and nothing but the kernel (and a banded embedding's own
-lookup) may read them after. ``stored_parameters(model)`` names
+lookup) may read them after (``unpack_bands`` gives MLX's layout back). ``stored_parameters(model)`` names
 the routed layers' scales and biases, which the kernel reads as stored (fp32, fp16 or bf16) and so
 need no cast. ``dequantize_layers(model)`` replaces quantized layers by dense ones (the
 ``MLX_SSBD_WEIGHTS=dense`` comparison path). The kernel is the native extension
@@ -63,6 +63,12 @@ def repack_bands(a: mx.array) -> mx.array:
     j), so that 16 rows' words of one block, or scales of one group, lie side by side."""
     rows, columns = a.shape
     return mx.contiguous(a.reshape(rows // BAND, BAND, columns).swapaxes(1, 2)).reshape(rows, columns)
+
+
+def unpack_bands(a: mx.array) -> mx.array:
+    """The inverse of ``repack_bands``: a banded array in MLX's layout again."""
+    rows, columns = a.shape
+    return mx.contiguous(a.reshape(rows // BAND, columns, BAND).swapaxes(1, 2)).reshape(rows, columns)
 
 
 def _band(layer) -> None:
