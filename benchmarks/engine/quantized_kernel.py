@@ -51,12 +51,12 @@ def median_ms(fn, repeats: int) -> float:
     return 1000 * statistics.median(times)
 
 
-def times(ours, x, q, s, b, dense, bits: int, repeats: int) -> dict:
-    """Median ms of one product through the kernel, MLX's quantized_matmul and fp32 BLAS, each with
-    BLAS's threads as mlx-ssbd sets them for that path (one OpenBLAS thread beside the kernel)."""
-    banded = bits in (4, 8)  # as routing lays them out (every shape here is whole bands)
-    held = [repack_bands(a) for a in (q, s, b)] if banded else [q, s, b]
-    mx.eval(held)
+def times(ours, x, stored, held, dense, bits: int, repeats: int) -> dict:
+    """Median ms of one product through the kernel (``held``: the weight as a routed layer holds it),
+    MLX's quantized_matmul (``stored``: as stored) and fp32 BLAS, each with BLAS's threads as
+    mlx-ssbd sets them for that path (one OpenBLAS thread beside the kernel)."""
+    q, s, b = stored
+    banded = held is not stored
     quiet_blas_workers(True)
     result = {
         "kernel_ms": median_ms(lambda: ours.quantized_matmul(x, *held, 32, bits, banded=banded), repeats),
@@ -149,9 +149,11 @@ def measure(args) -> dict:
     for label, (n, k) in SHAPES.items():
         for bits in widths:
             w = mx.random.normal((n, k), key=mx.random.key(0)) * 0.02
-            q, s, b = mx.quantize(w, group_size=32, bits=bits)
-            dense = mx.dequantize(q, s, b, group_size=32, bits=bits)
-            mx.eval(q, s, b, dense)
+            stored = mx.quantize(w, group_size=32, bits=bits)
+            dense = mx.dequantize(*stored, group_size=32, bits=bits)
+            # as routing lays them out: 4 and 8 bits in bands (every shape here is whole bands)
+            held = tuple(repack_bands(a) for a in stored) if bits in (4, 8) else stored
+            mx.eval(stored, held, dense)
             for m in (int(r) for r in args.rows.split(",")):
                 x = mx.random.normal((m, k), key=mx.random.key(m))
                 mx.eval(x)
@@ -159,7 +161,7 @@ def measure(args) -> dict:
                     "shape": label,
                     "bits": bits,
                     "rows": m,
-                    **times(ours, x, q, s, b, dense, bits, args.repeats),
+                    **times(ours, x, stored, held, dense, bits, args.repeats),
                 }
                 row["kernel_gmacs"] = m * n * k / row["kernel_ms"] / 1e6
                 rows.append(row)

@@ -49,7 +49,7 @@ def _product(layer, x, bias=None):
         layer.group_size,
         layer.bits,
         bias=bias,
-        banded=getattr(layer, "banded", False),
+        banded=layer.banded,
     )
 
 
@@ -65,10 +65,15 @@ def repack_bands(a: mx.array) -> mx.array:
     return mx.contiguous(a.reshape(rows // BAND, BAND, columns).swapaxes(1, 2)).reshape(rows, columns)
 
 
+def _bands(a: mx.array) -> mx.array:
+    """A banded array as [N / 16, C, 16]: band, column, lane."""
+    rows, columns = a.shape
+    return a.reshape(rows // BAND, columns, BAND)
+
+
 def unpack_bands(a: mx.array) -> mx.array:
     """The inverse of ``repack_bands``: a banded array in MLX's layout again."""
-    rows, columns = a.shape
-    return mx.contiguous(a.reshape(rows // BAND, columns, BAND).swapaxes(1, 2)).reshape(rows, columns)
+    return mx.contiguous(_bands(a).swapaxes(1, 2)).reshape(a.shape)
 
 
 def _band(layer) -> None:
@@ -83,16 +88,15 @@ def _band(layer) -> None:
 def _rows(layer, leaf: str, ids: mx.array) -> mx.array:
     """Rows ``ids`` of a layer's ``leaf`` as stored in MLX's layout, whether it is banded or not."""
     a = layer[leaf]
-    if not getattr(layer, "banded", False):
-        return a[ids]
-    rows, columns = a.shape
-    return a.reshape(rows // BAND, columns, BAND)[ids // BAND, :, ids % BAND]
+    return _bands(a)[ids // BAND, :, ids % BAND] if layer.banded else a[ids]
 
 
 class CpuQuantizedLinear(nn.QuantizedLinear):
     """A ``QuantizedLinear`` whose product runs through the kernel (same parameters, same result).
     With fp32 x (the CPU's compute dtype) the kernel adds the bias itself, in fp32 as the separate
     addition would (the same bits, one graph node fewer)."""
+
+    banded = False  # its weight, scales and biases in bands (``_band``)
 
     def __call__(self, x):
         bias = self["bias"] if "bias" in self else None
@@ -105,6 +109,8 @@ class CpuQuantizedEmbedding(nn.QuantizedEmbedding):
     """A ``QuantizedEmbedding`` whose ``as_linear`` (a tied output layer) runs through the kernel;
     its rows are dequantized in fp32 (the CPU's compute dtype) whatever its scales are stored in,
     read from the bands where it is banded."""
+
+    banded = False
 
     def __call__(self, x):
         return mx.dequantize(

@@ -259,7 +259,7 @@ constexpr int kDecodeCols = QMM_DECODE_COLS;
 constexpr int kRows = QMM_TILE_ROWS, kCols = QMM_TILE_COLS;
 #elif defined(__AVX512F__)
 constexpr int kRows = 4, kCols = 4;
-#else  // AVX2's 16 registers: a weight row's quad is 4 of them
+#else  // AVX2's 16 registers (a weight row's quad is 4 of them) and the portable build
 constexpr int kRows = 4, kCols = 1;
 #endif
 constexpr int kPrefetch = QMM_PREFETCH;  // bytes ahead of the weight reads

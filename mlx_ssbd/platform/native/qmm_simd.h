@@ -33,7 +33,6 @@ static inline Floats mul(Floats a, Floats b) { return {_mm512_mul_ps(a.v, b.v)};
 static inline Floats fmadd(Floats a, Floats b, Floats acc) { return {_mm512_fmadd_ps(a.v, b.v, acc.v)}; }
 static inline Floats to_floats(Ints a) { return {_mm512_cvtepi32_ps(a.v)}; }
 static inline Floats splat(float f) { return {_mm512_set1_ps(f)}; }
-static inline Floats add(Floats a, Floats b) { return {_mm512_add_ps(a.v, b.v)}; }
 static inline Ints zero_ints() { return {_mm512_setzero_si512()}; }
 
 // acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes of xa (codes u8,
@@ -122,7 +121,6 @@ static inline Floats fmadd(Floats a, Floats b, Floats acc) {
 }
 static inline Floats to_floats(Ints a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
 static inline Floats splat(float f) { return {_mm256_set1_ps(f), _mm256_set1_ps(f)}; }
-static inline Floats add(Floats a, Floats b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
 static inline Ints zero_ints() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
 
 struct LaneIndex { __m256i lo, hi; };
@@ -312,7 +310,6 @@ static inline Floats fmadd(Floats a, Floats b, Floats acc) {
 }
 static inline Floats to_floats(Ints a) { return {__builtin_convertvector(a.v, f16v)}; }
 static inline Floats splat(float f) { return {f16v{} + f}; }
-static inline Floats add(Floats a, Floats b) { return {a.v + b.v}; }
 static inline Ints zero_ints() { return {i16v{}}; }
 
 struct LaneIndex { int32_t v[16]; };
