@@ -120,12 +120,6 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
       first = load_bytes(p + 128 * h), second = load_bytes(p + 128 * h + 64);
     }
   };
-  // Row r's 8 bytes of x (a block's rows from `x`) that meet pair h, as two 32-bit words.
-  auto words = [&](const int8_t* x, int r, int h, int32_t& first, int32_t& second) {
-    int32_t two[2];
-    std::memcpy(two, x + r * kBlock + 8 * h, sizeof two);
-    first = two[0], second = two[1];
-  };
   for (int b = 0; b < blocks; ++b) {
     const uint8_t* p = codes + (size_t)b * B * 64;
 #pragma GCC unroll 8
@@ -147,10 +141,9 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
       for (int r = 0; r < MR; ++r) {
         Ints sum = zero_ints();
 #pragma GCC unroll 4
-        for (int h = 0; h < 4; ++h) {
-          int32_t first, second;
-          words(x, r, h, first, second);
-          sum = band_dot<B>(sum, chunk[2 * h], first, chunk[2 * h + 1], second);
+        for (int h = 0; h < 4; ++h) {  // pair h meets the row's bytes 8h..8h+3 and 8h+4..8h+7
+          const int8_t* xr = x + r * kBlock + 8 * h;
+          sum = band_dot<B>(sum, chunk[2 * h], xr, chunk[2 * h + 1], xr + 4);
         }
         finish(r, sum);
       }
@@ -163,9 +156,8 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
         pair(p, h, first, second);
 #pragma GCC unroll 16
         for (int r = 0; r < MR; ++r) {
-          int32_t xf, xs;
-          words(x, r, h, xf, xs);
-          sum[r] = band_dot<B>(sum[r], first, xf, second, xs);
+          const int8_t* xr = x + r * kBlock + 8 * h;
+          sum[r] = band_dot<B>(sum[r], first, xr, second, xr + 4);
         }
       }
       for (int r = 0; r < MR; ++r) finish(r, sum[r]);
@@ -175,12 +167,19 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
       for (int r = 0; r < MR; ++r) acc[r] = fmadd(bias, splat(sums[r]), acc[r]);
     }
   }
-  alignas(64) float out[kBand];
   for (int r = 0; r < MR; ++r) {
+    float* to = a.out + (size_t)(m0 + r) * a.N + n0;
+    if (rows == kBand) {  // a whole band: its outputs stored where they go
+      store_floats(to, acc[r]);
+      if (a.bias)
+        for (int c = 0; c < kBand; ++c) to[c] += a.bias[n0 + c];
+      continue;
+    }
+    alignas(64) float out[kBand];
     store_floats(out, acc[r]);
     if (a.bias)
       for (int c = 0; c < rows; ++c) out[c] += a.bias[n0 + c];
-    std::memcpy(a.out + (size_t)(m0 + r) * a.N + n0, out, (size_t)rows * sizeof(float));
+    std::memcpy(to, out, (size_t)rows * sizeof(float));
   }
 }
 

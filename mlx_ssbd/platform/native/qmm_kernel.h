@@ -177,6 +177,8 @@ static constexpr int band_slot(int i) {
   return i;
 }
 
+#include "qmm_round.h"
+
 template <int B>
 constexpr bool kBanded = B == 4 || B == 8;  // the widths multiplied in bands (qmm_bands.h)
 
@@ -198,24 +200,15 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
     float* sums = a.sums.data() + (size_t)m * a.padded;
     for (int b = 0; b < blocks; ++b) {
       const float* v = row + b * kBlock;
-      float amax = 0.0f;
-      for (int i = 0; i < kBlock; ++i) {  // fmax's result (a NaN skipped), inlined: no libm call
-        const float magnitude = std::fabs(v[i]);
-        amax = magnitude > amax ? magnitude : amax;
-      }
+      const float amax = block_amax(v);
       const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
       const float d = amax / 127.0f;
       const int quad = b / 4, t = b % 4, g = b * kBlock / group;
-      int8_t* bytes = kBanded<B> ? a.q.data() + ((size_t)b * M + m) * kBlock : q + (size_t)quad * kQuad;
-      int32_t total = 0;
-      for (int i = 0; i < kBlock; ++i) {
-        // Banded widths: the block's 32 bytes in band order; otherwise A byte 16t + i for the
-        // first 16, B byte 16t + i - 16 for the rest.
-        const int at = kBanded<B> ? band_slot<B>(i) : (i / 16) * 64 + 16 * t + i % 16;
-        const int8_t value = (int8_t)std::nearbyint(v[i] * inv);  // |v * inv| <= 127
-        bytes[at] = value;
-        total += value;
-      }
+      // Banded widths: the block's 32 bytes in band order; otherwise the first 16 to A bytes
+      // 16t.., the rest to B bytes 16t..
+      int8_t* first = kBanded<B> ? a.q.data() + ((size_t)b * M + m) * kBlock : q + (size_t)quad * kQuad + 16 * t;
+      int8_t* second = kBanded<B> ? first + 16 : first + 64;
+      const int32_t total = round_block<B == 4>(v, inv, first, second);
       float& sum = kBanded<B> ? a.sums[(size_t)g * M + m] : sums[g];
       sum = __builtin_fmaf(d, (float)total, sum);
       if constexpr (kBanded<B>)

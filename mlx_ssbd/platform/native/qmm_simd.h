@@ -14,6 +14,13 @@
 
 constexpr int kLanes = 16;
 
+// The 4 bytes of x at p as one 32-bit word (a broadcast reads it from memory: no general register).
+static inline int32_t word(const int8_t* p) {
+  int32_t w;
+  std::memcpy(&w, p, sizeof w);
+  return w;
+}
+
 // An instruction 12 times, its destination register 0 to 11 (`op` ends with the register prefix).
 #define QMM_PEAK_12(op) \
   op "0\n\t" op "1\n\t" op "2\n\t" op "3\n\t" op "4\n\t" op "5\n\t" op "6\n\t" op "7\n\t" op "8\n\t" op "9\n\t" op "10\n\t" op "11"
@@ -38,8 +45,9 @@ static inline Ints zero_ints() { return {_mm512_setzero_si512()}; }
 // acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes of xa (codes u8,
 // x s8), and those of b with xb: a band's dot products (every lane against the same x).
 template <int B>
-static inline Ints band_dot(Ints acc, Bytes a, int32_t xa, Bytes b, int32_t xb) {
-  return {_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc.v, a.v, _mm512_set1_epi32(xa)), b.v, _mm512_set1_epi32(xb))};
+static inline Ints band_dot(Ints acc, Bytes a, const int8_t* xa, Bytes b, const int8_t* xb) {
+  return {_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc.v, a.v, _mm512_set1_epi32(word(xa))), b.v,
+                              _mm512_set1_epi32(word(xb)))};
 }
 
 struct LaneIndex { __m512i v; };
@@ -178,9 +186,9 @@ static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
 // acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes of xa, and those
 // of b with xb (band_dot of the AVX-512 build).
 template <int B>
-static inline Ints band_dot(Ints acc, Bytes a, int32_t xa, Bytes b, int32_t xb) {
+static inline Ints band_dot(Ints acc, Bytes a, const int8_t* xa, Bytes b, const int8_t* xb) {
 #if defined(__AVXVNNI__)
-  const __m256i va = _mm256_set1_epi32(xa), vb = _mm256_set1_epi32(xb);
+  const __m256i va = _mm256_set1_epi32(word(xa)), vb = _mm256_set1_epi32(word(xb));
   return {_mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc.lo, a.lo, va), b.lo, vb),
           _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(acc.hi, a.hi, va), b.hi, vb)};
 #else
@@ -190,7 +198,7 @@ static inline Ints band_dot(Ints acc, Bytes a, int32_t xa, Bytes b, int32_t xb) 
       const int16_t lo = (int8_t)(x >> shift), hi = (int8_t)(x >> (shift + 8));
       return _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16));
     };
-    const __m256i a0 = pair(xa, 0), a1 = pair(xa, 1), b0 = pair(xb, 0), b1 = pair(xb, 1);
+    const __m256i a0 = pair(word(xa), 0), a1 = pair(word(xa), 1), b0 = pair(word(xb), 0), b1 = pair(word(xb), 1);
     auto half = [&](__m256i acc_half, __m256i codes_a, __m256i codes_b) {
       const __m256i sa = _mm256_add_epi32(_mm256_madd_epi16(widen_codes(codes_a, 0), a0),
                                           _mm256_madd_epi16(widen_codes(codes_a, 1), a1));
@@ -200,7 +208,7 @@ static inline Ints band_dot(Ints acc, Bytes a, int32_t xa, Bytes b, int32_t xb) 
     };
     return {half(acc.lo, a.lo, b.lo), half(acc.hi, a.hi, b.hi)};
   } else {
-    const __m256i va = _mm256_set1_epi32(xa), vb = _mm256_set1_epi32(xb);
+    const __m256i va = _mm256_set1_epi32(word(xa)), vb = _mm256_set1_epi32(word(xb));
     return {_mm256_add_epi32(acc.lo, dot2_half<B>(a.lo, va, b.lo, vb)),
             _mm256_add_epi32(acc.hi, dot2_half<B>(a.hi, va, b.hi, vb))};
   }
@@ -337,12 +345,10 @@ static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
 }
 
 template <int B>
-static inline Ints band_dot(Ints acc, Bytes a, int32_t xa, Bytes b, int32_t xb) {
-  int8_t va[4], vb[4];
-  std::memcpy(va, &xa, 4), std::memcpy(vb, &xb, 4);
+static inline Ints band_dot(Ints acc, Bytes a, const int8_t* xa, Bytes b, const int8_t* xb) {
   for (int i = 0; i < 16; ++i) {
     int32_t s = 0;
-    for (int j = 0; j < 4; ++j) s += (int32_t)a.v[4 * i + j] * va[j] + (int32_t)b.v[4 * i + j] * vb[j];
+    for (int j = 0; j < 4; ++j) s += (int32_t)a.v[4 * i + j] * xa[j] + (int32_t)b.v[4 * i + j] * xb[j];
     acc.v[i] += s;
   }
   return acc;
