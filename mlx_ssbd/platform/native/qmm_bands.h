@@ -19,8 +19,10 @@
 // (qmm_kernel.h's tile) convert, scale and accumulate 16 lanes per quad for every (m, n), four
 // lanes per block; a band does it once per block for 16 outputs, a quarter of the fp32 work, and
 // unpacks each block's codes once for all the rows of a tile (up to 16): on an AVX-512 EPYC its
-// in-cache ceiling for 4-bit codes was 296 GMAC/s against the quads' 168
-// (benchmarks/engine/quantized_kernel.py).
+// in-cache ceiling for 4-bit codes is 332 GMAC/s against the quads' 168
+// (benchmarks/engine/quantized_kernel.py). x's 4-byte words go to their broadcasts straight from
+// memory (a load each); through a general register each cost two vector-pipe instructions beside
+// its dpbusd, and the ceiling was 296.
 //
 // x's bytes in a block are ordered as the band takes them: for 8-bit codes as they come; for
 // 4-bit codes, whose 64-byte loads give the low nibbles (even k) and the high nibbles (odd k)
