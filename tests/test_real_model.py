@@ -112,7 +112,7 @@ def mlx_quantized_layers(model):
     }
     leaves = ("weight", "scales", "biases")
     swapped = [(m, type(m)) for _, m in model.named_modules() if type(m) in routed]
-    held = {id(m): [m[leaf] for leaf in leaves] for m, _ in swapped if getattr(m, "banded", False)}
+    held = {id(m): [m[leaf] for leaf in leaves] for m, _ in swapped if m.banded}
     for m, kind in swapped:
         m.__class__ = routed[kind]
         for leaf, banded in zip(leaves, held.get(id(m), ())):

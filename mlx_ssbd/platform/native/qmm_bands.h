@@ -170,18 +170,14 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
     }
   }
   for (int r = 0; r < MR; ++r) {
+    // A whole band's outputs are stored where they go; a last band's through `part`.
     float* to = a.out + (size_t)(m0 + r) * a.N + n0;
-    if (rows == kBand) {  // a whole band: its outputs stored where they go
-      store_floats(to, acc[r]);
-      if (a.bias)
-        for (int c = 0; c < kBand; ++c) to[c] += a.bias[n0 + c];
-      continue;
-    }
-    alignas(64) float out[kBand];
-    store_floats(out, acc[r]);
+    alignas(64) float part[kBand];
+    float* into = rows == kBand ? to : part;
+    store_floats(into, acc[r]);
     if (a.bias)
-      for (int c = 0; c < rows; ++c) out[c] += a.bias[n0 + c];
-    std::memcpy(to, out, (size_t)rows * sizeof(float));
+      for (int c = 0; c < rows; ++c) into[c] += a.bias[n0 + c];
+    if (into == part) std::memcpy(to, part, (size_t)rows * sizeof(float));
   }
 }
 

@@ -169,8 +169,8 @@ struct Activations {
   Lines<float> sums;    // [M, padded]
 };
 
-// Where value i (0..31) of a block of x goes for the widths multiplied in bands: the order a band
-// takes them (qmm_bands.h).
+// Where value i (0..31) of a block of x goes: for 4-bit codes the order a band takes them
+// (qmm_bands.h), for every other width in order.
 template <int B>
 static constexpr int band_slot(int i) {
   if constexpr (B == 4) return 8 * (i / 8) + 4 * (i % 2) + (i % 8) / 2;
@@ -208,7 +208,7 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
       // 16t.., the rest to B bytes 16t..
       int8_t* first = kBanded<B> ? a.q.data() + ((size_t)b * M + m) * kBlock : q + (size_t)quad * kQuad + 16 * t;
       int8_t* second = kBanded<B> ? first + 16 : first + 64;
-      const int32_t total = round_block<B == 4>(v, inv, first, second);
+      const int32_t total = round_block<B>(v, inv, first, second);
       float& sum = kBanded<B> ? a.sums[(size_t)g * M + m] : sums[g];
       sum = __builtin_fmaf(d, (float)total, sum);
       if constexpr (kBanded<B>)

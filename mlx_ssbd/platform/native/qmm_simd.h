@@ -42,8 +42,8 @@ static inline Floats to_floats(Ints a) { return {_mm512_cvtepi32_ps(a.v)}; }
 static inline Floats splat(float f) { return {_mm512_set1_ps(f)}; }
 static inline Ints zero_ints() { return {_mm512_setzero_si512()}; }
 
-// acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes of xa (codes u8,
-// x s8), and those of b with xb: a band's dot products (every lane against the same x).
+// acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes at xa (codes u8,
+// x s8), and those of b with the four at xb: a band's dot products (every lane against the same x).
 template <int B>
 static inline Ints band_dot(Ints acc, Bytes a, const int8_t* xa, Bytes b, const int8_t* xb) {
   return {_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc.v, a.v, _mm512_set1_epi32(word(xa))), b.v,
@@ -183,8 +183,8 @@ static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
 #endif
 }
 
-// acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes of xa, and those
-// of b with xb (band_dot of the AVX-512 build).
+// acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes at xa, and those
+// of b with the four at xb (band_dot of the AVX-512 build).
 template <int B>
 static inline Ints band_dot(Ints acc, Bytes a, const int8_t* xa, Bytes b, const int8_t* xb) {
 #if defined(__AVXVNNI__)
@@ -198,7 +198,8 @@ static inline Ints band_dot(Ints acc, Bytes a, const int8_t* xa, Bytes b, const 
       const int16_t lo = (int8_t)(x >> shift), hi = (int8_t)(x >> (shift + 8));
       return _mm256_set1_epi32((int32_t)((uint32_t)(uint16_t)lo | (uint32_t)(uint16_t)hi << 16));
     };
-    const __m256i a0 = pair(word(xa), 0), a1 = pair(word(xa), 1), b0 = pair(word(xb), 0), b1 = pair(word(xb), 1);
+    const int32_t wa = word(xa), wb = word(xb);
+    const __m256i a0 = pair(wa, 0), a1 = pair(wa, 1), b0 = pair(wb, 0), b1 = pair(wb, 1);
     auto half = [&](__m256i acc_half, __m256i codes_a, __m256i codes_b) {
       const __m256i sa = _mm256_add_epi32(_mm256_madd_epi16(widen_codes(codes_a, 0), a0),
                                           _mm256_madd_epi16(widen_codes(codes_a, 1), a1));
