@@ -314,6 +314,17 @@ def test_the_int8_peak_is_a_rate_where_the_build_times_an_instruction_and_none_e
         assert rate == 0.0 and int8_peak(KERNEL, tries=1, seconds=0.01) is None
 
 
+def test_the_scaled_peak_is_timed_on_avx512_only():
+    from mlx_ssbd.evaluation.passes import int8_peak
+
+    rate = KERNEL.int8_peak_rate(0.01, scaled=True)
+    if KERNEL.simd_path() == "avx512":
+        assert 1e6 < rate < float("inf")
+        assert int8_peak(KERNEL, tries=2, seconds=0.01, scaled=True) > 1e6
+    else:
+        assert rate == 0.0 and int8_peak(KERNEL, tries=1, seconds=0.01, scaled=True) is None
+
+
 def test_a_token_s_multiply_adds_are_counted_per_code_width():
     from mlx_ssbd.evaluation.passes import multiply_adds
 

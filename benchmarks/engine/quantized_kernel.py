@@ -17,7 +17,9 @@ operation. Each product's rate (multiply-adds per second) is set against the ker
 this CPU: its own tiles on operands already in L1, every thread at once (``in_cache_rate``),
 measured before and after the products (the higher of the two: the machine at its quietest); and
 the ceiling against the CPU's int8 peak, its widest int8 multiply-add instruction alone
-(``int8_peak_rate``: what no int8 product beats here).
+(``int8_peak_rate``: what no int8 product beats here), and against that instruction beside the fp32
+work each block of 32 codes costs a row in bands (``int8_peak_rate(scaled=True)``, AVX-512 builds:
+what no product in this format beats here).
 
     python -m benchmarks.engine.quantized_kernel --out benchmarks/results/DIR/quantized-kernel
 """
@@ -169,7 +171,7 @@ def measure(args) -> dict:
             del dense
     after = ceiling_gmacs(ours, widths)
     ceiling = {b: max(before[b], after[b]) for b in widths}
-    peak = int8_peak(ours)
+    peak, scaled_peak = int8_peak(ours), int8_peak(ours, scaled=True)
     activation = swiglu_rows(ours, [int(r) for r in args.rows.split(",")], args.repeats)
     small = [small_ops(ours, int(r), args.repeats) for r in args.rows.split(",")]
     return {
@@ -179,22 +181,35 @@ def measure(args) -> dict:
         "ceiling_gmacs": {str(b): round(c, 1) for b, c in ceiling.items()},
         "ceiling_gmacs_before_after": {str(b): [round(before[b], 1), round(after[b], 1)] for b in widths},
         "int8_peak_gmacs": peak and round(peak / 1e9, 1),
+        "scaled_peak_gmacs": scaled_peak and round(scaled_peak / 1e9, 1),
         "kernel": kernel_status(),
         "repeats": args.repeats,
     }
 
 
-def peak_lines(peak: float | None, ceiling: dict[int, float]) -> list[str]:
-    """The CPU's int8 peak and the kernel's ceiling as a share of it (nothing where not measured)."""
+def peak_lines(peak: float | None, scaled: float | None, ceiling: dict[int, float]) -> list[str]:
+    """The CPU's int8 peak, the same beside a band's fp32 work, and the kernel's ceiling as a share of
+    each (nothing where not measured)."""
     if not peak:
         return []
-    return [
+    lines = [
         f"The CPU's int8 peak (its widest int8 multiply-add instruction alone, on operands in registers, every "
         f"thread at once): {peak:.1f} GMAC/s; the kernel's ceiling is "
         + ", ".join(f"{c / peak:.0%} of it for {b}-bit codes" for b, c in ceiling.items())
         + " (the rest: reducing the products to int32 lanes, scaling them in fp32, unpacking the codes).",
         "",
     ]
+    if scaled:
+        lines += [
+            f"The same instruction beside the fp32 work a band costs each row per block of 32 codes (its sum "
+            f"converted, the scale times x's step, the scaled sum's and the bias's fmas; on registers): "
+            f"{scaled:.1f} GMAC/s, {scaled / peak:.0%} of the peak, the most a product in this format (a scale "
+            f"and a bias per 32 codes, a step per 32 values of x) reaches here; the kernel's ceiling is "
+            + ", ".join(f"{c / scaled:.0%} of it for {b}-bit codes" for b, c in ceiling.items())
+            + ".",
+            "",
+        ]
+    return lines
 
 
 def render(result: dict) -> list[str]:
@@ -208,7 +223,7 @@ def render(result: dict) -> list[str]:
         + ", ".join(f"{c:.1f} GMAC/s for {b}-bit codes" for b, c in ceiling.items())
         + ". GMAC/s: the product's multiply-adds per second; of ceiling: that rate over the ceiling.",
         "",
-        *peak_lines(result.get("int8_peak_gmacs"), ceiling),
+        *peak_lines(result.get("int8_peak_gmacs"), result.get("scaled_peak_gmacs"), ceiling),
     ]
     lines += markdown_table(
         ["weight", "bits", "rows", "kernel ms", "kernel GMAC/s", "of ceiling", "MLX quantized ms", "fp32 BLAS ms",

@@ -14,7 +14,9 @@ quantized products by code width, the arithmetic a pass over N tokens cannot do 
 times; ``kernel_ceiling(ours, bits)`` is the CPU kernel's in-cache rate for that width (the highest
 of a few measurements: the machine at its quietest). Together they give the floor under a pass.
 ``int8_peak(ours)`` is the CPU's own int8 peak (its widest int8 multiply-add instruction alone), the
-floor under any int8 product: None where the kernel's build times no such instruction.
+floor under any int8 product: None where the kernel's build times no such instruction;
+``int8_peak(ours, scaled=True)`` that instruction beside the fp32 work the kernel's format adds per
+block (a scale and a bias per 32 codes), the floor under the kernel's products.
 """
 
 from __future__ import annotations
@@ -126,9 +128,11 @@ def kernel_ceiling(ours, bits: int, tries: int = 3, seconds: float = 0.3) -> flo
     return max(ours.in_cache_rate(bits, seconds) for _ in range(tries))
 
 
-def int8_peak(ours, tries: int = 3, seconds: float = 0.3) -> float | None:
+def int8_peak(ours, tries: int = 3, seconds: float = 0.3, scaled: bool = False) -> float | None:
     """Multiply-adds per second of this CPU's widest int8 multiply-add instruction alone on operands in
     registers, every thread at once (``int8_peak_rate``: AVX-512 VNNI's dpbusd, or on the AVX2 builds
-    maddubs), the highest of ``tries`` measurements; None in the kernel's portable build."""
-    rate = max(ours.int8_peak_rate(seconds) for _ in range(tries))
+    maddubs), the highest of ``tries`` measurements; None in the kernel's portable build. ``scaled``:
+    the same beside the fp32 work a band costs each row per block of 32 codes (a conversion, a
+    multiplication, two fmas), the most a product in the kernel's format reaches; None but on AVX-512."""
+    rate = max(ours.int8_peak_rate(seconds, scaled=scaled) for _ in range(tries))
     return rate or None

@@ -37,9 +37,11 @@ NB_MODULE(_qmm, m) {
   m.def("in_cache_rate", &mlx_ssbd::in_cache_rate, "bits"_a, "seconds"_a = 0.3,
         "Multiply-adds per second of the products' own tiles on operands already in L1, every thread at "
         "once: the ceiling the quantized products reach against (0 for an unknown width).");
-  m.def("int8_peak_rate", &mlx_ssbd::int8_peak_rate, "seconds"_a = 0.3,
+  m.def("int8_peak_rate", &mlx_ssbd::int8_peak_rate, "seconds"_a = 0.3, "scaled"_a = false,
         "Multiply-adds per second of this CPU's widest int8 multiply-add instruction alone, on operands in "
-        "registers, every thread at once: the peak no int8 product beats (0 where the build times none).");
+        "registers, every thread at once: the peak no int8 product beats (0 where the build times none). "
+        "scaled: beside the fp32 work each block of a band costs a row (a conversion, a multiplication, "
+        "two fmas): the most a product in this format reaches (0 where the build times none).");
   m.def("simd_path", &mlx_ssbd::simd_path, "The build of the kernels this process runs: avx512, avxvnni, avx2, neon or generic.");
   m.attr("mlx_version") = MLX_SSBD_BUILT_AGAINST_MLX;
   m.attr("openmp") = MLX_SSBD_OPENMP;

@@ -96,16 +96,16 @@ double in_cache_rate(int bits, double seconds) {
   }
 }
 
-double int8_peak_rate(double seconds) {
+double int8_peak_rate(double seconds, bool scaled) {
   switch (kernel_build()) {
 #if defined(__x86_64__) || defined(_M_X64)
-    case KernelBuild::avx512: return qmm_avx512_int8_peak(seconds);
+    case KernelBuild::avx512: return qmm_avx512_int8_peak(seconds, scaled);
 #if MLX_SSBD_AVXVNNI
-    case KernelBuild::avxvnni: return qmm_avxvnni_int8_peak(seconds);
+    case KernelBuild::avxvnni: return qmm_avxvnni_int8_peak(seconds, scaled);
 #endif
-    case KernelBuild::avx2: return qmm_avx2_int8_peak(seconds);
+    case KernelBuild::avx2: return qmm_avx2_int8_peak(seconds, scaled);
 #endif
-    default: return qmm_generic_int8_peak(seconds);
+    default: return qmm_generic_int8_peak(seconds, scaled);
   }
 }
 

@@ -28,18 +28,18 @@ struct QmmParams {
 
 bool qmm_generic(const QmmParams& p);
 double qmm_generic_in_cache(int bits, double seconds);
-double qmm_generic_int8_peak(double seconds);
+double qmm_generic_int8_peak(double seconds, bool scaled);
 #if defined(__x86_64__) || defined(_M_X64)
 bool qmm_avx2(const QmmParams& p);
 bool qmm_avx512(const QmmParams& p);
 double qmm_avx2_in_cache(int bits, double seconds);
-double qmm_avx2_int8_peak(double seconds);
+double qmm_avx2_int8_peak(double seconds, bool scaled);
 double qmm_avx512_in_cache(int bits, double seconds);
-double qmm_avx512_int8_peak(double seconds);
+double qmm_avx512_int8_peak(double seconds, bool scaled);
 #if MLX_SSBD_AVXVNNI
 bool qmm_avxvnni(const QmmParams& p);
 double qmm_avxvnni_in_cache(int bits, double seconds);
-double qmm_avxvnni_int8_peak(double seconds);
+double qmm_avxvnni_int8_peak(double seconds, bool scaled);
 #endif
 #endif
 
@@ -79,7 +79,8 @@ double in_cache_rate(int bits, double seconds);
 // The int8 peak of this CPU: multiply-adds per second of its widest int8 multiply-add instruction
 // alone (AVX-512 VNNI's dpbusd, or on the AVX2 builds maddubs) on operands in registers, every thread
 // at once, measured for about `seconds` (qmm_kernel.h, int8_peak_rate); 0 in the portable build.
-double int8_peak_rate(double seconds);
+// `scaled`: beside a band's fp32 work per block and row, on AVX-512 only (else 0).
+double int8_peak_rate(double seconds, bool scaled);
 
 // Which kernel this CPU runs: "avx512", "avxvnni", "avx2", "neon" or "generic".
 std::string simd_path();

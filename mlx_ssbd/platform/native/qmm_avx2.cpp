@@ -10,5 +10,5 @@ bool qmm_avx2(const QmmParams& p) {
       static_cast<avx2::ScaleType>(p.scale_type));
 }
 double qmm_avx2_in_cache(int bits, double seconds) { return avx2::in_cache_dispatch(bits, seconds); }
-double qmm_avx2_int8_peak(double seconds) { return avx2::int8_peak_rate(seconds); }
+double qmm_avx2_int8_peak(double seconds, bool scaled) { return avx2::int8_peak_rate(seconds, scaled); }
 }  // namespace mlx_ssbd

@@ -10,5 +10,5 @@ bool qmm_avx512(const QmmParams& p) {
       static_cast<avx512::ScaleType>(p.scale_type));
 }
 double qmm_avx512_in_cache(int bits, double seconds) { return avx512::in_cache_dispatch(bits, seconds); }
-double qmm_avx512_int8_peak(double seconds) { return avx512::int8_peak_rate(seconds); }
+double qmm_avx512_int8_peak(double seconds, bool scaled) { return avx512::int8_peak_rate(seconds, scaled); }
 }  // namespace mlx_ssbd

@@ -11,5 +11,5 @@ bool qmm_avxvnni(const QmmParams& p) {
       static_cast<avxvnni::ScaleType>(p.scale_type));
 }
 double qmm_avxvnni_in_cache(int bits, double seconds) { return avxvnni::in_cache_dispatch(bits, seconds); }
-double qmm_avxvnni_int8_peak(double seconds) { return avxvnni::int8_peak_rate(seconds); }
+double qmm_avxvnni_int8_peak(double seconds, bool scaled) { return avxvnni::int8_peak_rate(seconds, scaled); }
 }  // namespace mlx_ssbd

@@ -10,5 +10,5 @@ bool qmm_generic(const QmmParams& p) {
       static_cast<generic::ScaleType>(p.scale_type));
 }
 double qmm_generic_in_cache(int bits, double seconds) { return generic::in_cache_dispatch(bits, seconds); }
-double qmm_generic_int8_peak(double seconds) { return generic::int8_peak_rate(seconds); }
+double qmm_generic_int8_peak(double seconds, bool scaled) { return generic::int8_peak_rate(seconds, scaled); }
 }  // namespace mlx_ssbd

@@ -549,13 +549,15 @@ inline double in_cache_dispatch(int bits, double seconds) {
 // The CPU's int8 peak: multiply-adds per second of its widest int8 multiply-add instruction alone
 // (peak_block: AVX-512 VNNI's dpbusd, or on the AVX2 builds maddubs) on operands in registers, on
 // every thread at once, for about `seconds`: what no product of int8 values beats on this CPU
-// (in_cache_rate and the products are set against it). 0 where the build has no such instruction
-// to time (the portable one).
-inline double int8_peak_rate(double seconds) {
-  if (!kHasPeak) return 0.0;
+// (in_cache_rate and the products are set against it). With `scaled`, the same instruction beside
+// the fp32 work a band does per block and row (scaled_peak_block): what the bands' format (a scale
+// and a bias per 32 codes, a step per 32 values of x) lets a product reach on this CPU. 0 where the
+// build times no such block (the portable one; `scaled`: all but AVX-512).
+inline double int8_peak_rate(double seconds, bool scaled) {
+  if (!(scaled ? kHasScaledPeak : kHasPeak)) return 0.0;
   double rate = 0.0;
 #pragma omp parallel reduction(+ : rate)
-  rate = timed_rate(seconds, peak_block);
+  rate = timed_rate(seconds, scaled ? scaled_peak_block : peak_block);
   return rate;
 }
 
