@@ -73,12 +73,12 @@ mx::array row_major(const mx::array& a, mx::cpu::CommandEncoder& encoder);
 
 // The products' ceiling in the build this CPU runs, for `bits`-bit codes: multiply-adds per second
 // of the kernel's own tiles on operands already in L1, every thread at once, measured for about
-// `seconds` (qmm_kernel.h, in_cache_rate); 0 for a width the kernel does not know.
+// `seconds` (qmm_rates.h, in_cache_rate); 0 for a width the kernel does not know.
 double in_cache_rate(int bits, double seconds);
 
 // The int8 peak of this CPU: multiply-adds per second of its widest int8 multiply-add instruction
 // alone (AVX-512 VNNI's dpbusd, or on the AVX2 builds maddubs) on operands in registers, every thread
-// at once, measured for about `seconds` (qmm_kernel.h, int8_peak_rate); 0 in the portable build.
+// at once, measured for about `seconds` (qmm_rates.h, int8_peak_rate); 0 in the portable build.
 // `scaled`: beside a band's fp32 work per block and row, on AVX-512 only (else 0).
 double int8_peak_rate(double seconds, bool scaled);
 

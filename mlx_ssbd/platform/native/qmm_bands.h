@@ -16,7 +16,7 @@
 //
 // with sums[m, g] the group's sum of x as rounded (Activations::sums). Nothing depends on the
 // rows of x beside m: a verify pass gives each token the bits a decode step would. The quads
-// (qmm_kernel.h's tile) convert, scale and accumulate 16 lanes per quad for every (m, n), four
+// (qmm_quads.h's tile) convert, scale and accumulate 16 lanes per quad for every (m, n), four
 // lanes per block; a band does it once per block for 16 outputs, a quarter of the fp32 work, and
 // unpacks each block's codes once for all the rows of a tile (up to 16): on an AVX-512 EPYC its
 // in-cache ceiling for 4-bit codes is 332 GMAC/s against the quads' 168

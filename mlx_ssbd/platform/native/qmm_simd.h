@@ -21,27 +21,6 @@ static inline int32_t word(const int8_t* p) {
   return w;
 }
 
-// An instruction 12 times, its destination register 0 to 11 (`op` ends with the register prefix).
-#define QMM_PEAK_12(op) \
-  op "0\n\t" op "1\n\t" op "2\n\t" op "3\n\t" op "4\n\t" op "5\n\t" op "6\n\t" op "7\n\t" op "8\n\t" op "9\n\t" op "10\n\t" op "11"
-
-// One row of a band's block (scaled_peak_block), as band_tile computes it: 8 dpbusd of the codes
-// %[a] and x's word %[x] (broadcast from memory) into zmm12, the sum converted, the scale %[scale]
-// times x's step %[step] (broadcast), and two fmas into the accumulator `acc`: the scaled sum, and
-// the bias %[bias] times x's sum (here the step again).
-#define QMM_DPBUSD "vpdpbusd %[x]%{1to16%}, %[a], %%zmm12\n\t"
-#define QMM_SCALED_ROW(acc)                                                                                \
-  "vpxord %%zmm12, %%zmm12, %%zmm12\n\t" QMM_DPBUSD QMM_DPBUSD QMM_DPBUSD QMM_DPBUSD QMM_DPBUSD QMM_DPBUSD \
-      QMM_DPBUSD QMM_DPBUSD "vcvtdq2ps %%zmm12, %%zmm13\n\t"                                                \
-      "vmulps %[step]%{1to16%}, %[scale], %%zmm14\n\t"                                                     \
-      "vfmadd231ps %%zmm14, %%zmm13, %%zmm" acc "\n\t"                                                     \
-      "vfmadd231ps %[step]%{1to16%}, %[bias], %%zmm" acc "\n\t"
-#define QMM_SCALED_16                                                                                        \
-  QMM_SCALED_ROW("16") QMM_SCALED_ROW("17") QMM_SCALED_ROW("18") QMM_SCALED_ROW("19") QMM_SCALED_ROW("20") \
-  QMM_SCALED_ROW("21") QMM_SCALED_ROW("22") QMM_SCALED_ROW("23") QMM_SCALED_ROW("24") QMM_SCALED_ROW("25") \
-  QMM_SCALED_ROW("26") QMM_SCALED_ROW("27") QMM_SCALED_ROW("28") QMM_SCALED_ROW("29") QMM_SCALED_ROW("30") \
-  QMM_SCALED_ROW("31")
-
 #if defined(__AVX512F__)
 
 struct Bytes { __m512i v; };
@@ -78,42 +57,6 @@ static inline Floats spread4(const float* s, LaneIndex index) {
 template <int B>
 static inline Ints dot2(Bytes a, Bytes xa, Bytes b, Bytes xb) {
   return {_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), a.v, xa.v), b.v, xb.v)};
-}
-
-// The CPU's int8 peak (int8_peak_rate): a block of its widest int8 multiply-add alone, here VNNI's
-// dpbusd (64 products each), on operands in registers, in assembly (as intrinsics, GCC kept such
-// accumulators in memory); returns the multiply-adds done.
-constexpr bool kHasPeak = true;
-static inline double peak_block() {
-  const __m512i a = _mm512_set1_epi8(3), x = _mm512_set1_epi8(-5);
-  for (int i = 0; i < 4096; ++i)  // 12 accumulators: more than its latency times its ports
-    __asm__ volatile(QMM_PEAK_12("vpdpbusd %1, %0, %%zmm")
-                     :
-                     : "v"(a), "v"(x)
-                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11");
-  return 4096.0 * 12 * 64;
-}
-
-// The same peak with a band's arithmetic around it (int8_peak_rate's `scaled`): per row of a block,
-// its 8 dpbusd into a block sum, then the sum converted, the scale times x's step, and two fmas (the
-// scaled sum, the group's bias times x's sum), 16 rows into 16 accumulators, in assembly (the
-// registers, loads and broadcasts band_tile uses, without its code loads); returns the
-// multiply-adds done. What band_tile's in-cache ceiling reaches at most.
-constexpr bool kHasScaledPeak = true;
-static inline double scaled_peak_block() {
-  // Each row's sum is -480 (8 dpbusd of 4 products 3 * -5), and the bias 480 times the step takes
-  // back what the scaled sum adds: the accumulators stay small normal numbers.
-  const __m512i a = _mm512_set1_epi8(3);
-  const __m512 scale = _mm512_set1_ps(1.0f), bias = _mm512_set1_ps(480.0f);
-  const int32_t x = -0x04040405;  // four bytes of -5
-  const float step = 1e-6f;
-  for (int i = 0; i < 256; ++i)
-    __asm__ volatile(QMM_SCALED_16
-                     :
-                     : [a] "v"(a), [scale] "v"(scale), [bias] "v"(bias), [x] "m"(x), [step] "m"(step)
-                     : "xmm12", "xmm13", "xmm14", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22",
-                       "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
-  return 256.0 * 16 * 8 * 64;
 }
 
 // Two sets of 64 bytes as 16-byte quarters: `first` a's quarters 0 and 2, then b's; `second`
@@ -255,25 +198,6 @@ static inline Ints band_dot(Ints acc, Bytes a, const int8_t* xa, Bytes b, const 
 #endif
 }
 
-// The CPU's int8 peak (int8_peak_rate): a block of maddubs alone (32 int8 products each, summed in
-// pairs; AVX-VNNI's dpbusd takes as many per instruction), 12 independent ones at a time on operands
-// in registers, in assembly (as intrinsics the compiler would compute them once for all); returns
-// the multiply-adds done.
-constexpr bool kHasPeak = true;
-static inline double peak_block() {
-  const __m256i a = _mm256_set1_epi8(3), x = _mm256_set1_epi8(-5);
-  for (int i = 0; i < 4096; ++i)
-    __asm__ volatile(QMM_PEAK_12("vpmaddubsw %1, %0, %%ymm")
-                     :
-                     : "x"(a), "x"(x)
-                     : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11");
-  return 4096.0 * 12 * 32;
-}
-
-// Not timed here: AVX2's bands take 4 rows at a time, in halves (scaled_peak_block: AVX-512 only).
-constexpr bool kHasScaledPeak = false;
-static inline double scaled_peak_block() { return 0.0; }
-
 static inline void split_quarters(Bytes a, Bytes b, Bytes& first, Bytes& second) {
   first = {_mm256_permute2x128_si256(a.lo, a.hi, 0x20), _mm256_permute2x128_si256(b.lo, b.hi, 0x20)};
   second = {_mm256_permute2x128_si256(a.lo, a.hi, 0x31), _mm256_permute2x128_si256(b.lo, b.hi, 0x31)};
@@ -397,12 +321,6 @@ static inline Ints band_dot(Ints acc, Bytes a, const int8_t* xa, Bytes b, const 
   }
   return acc;
 }
-
-// No int8 peak measured here: the compiler's vector code has no one instruction to time.
-constexpr bool kHasPeak = false;
-static inline double peak_block() { return 0.0; }
-constexpr bool kHasScaledPeak = false;
-static inline double scaled_peak_block() { return 0.0; }
 
 static inline void split_quarters(Bytes a, Bytes b, Bytes& first, Bytes& second) {
   for (int q = 0; q < 2; ++q) {
