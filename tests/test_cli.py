@@ -147,6 +147,8 @@ def test_doctor_reports_blas_and_dtype():
 
     if kernel() is not None:  # its products in cache, and against the CPU's int8 peak where timed
         assert "kernel probe   4-bit products " in result.stdout and "GMAC/s in cache" in result.stdout
+        if kernel().simd_path() == "avx512":  # and against the bound of the weights' format
+            assert "of what a scale and a bias per 32 codes allow" in result.stdout
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed (CI installs it)")
