@@ -46,7 +46,7 @@ static inline double peak_block() {
 // its 8 dpbusd into a block sum, then the sum converted, the scale times x's step, and two fmas (the
 // scaled sum, the group's bias times x's sum), 16 rows into 16 accumulators, in assembly (the
 // registers, loads and broadcasts band_tile uses, without its code loads); returns the
-// multiply-adds done. What band_tile's in-cache ceiling reaches at most.
+// multiply-adds done: what band_tile's in-cache ceiling can reach, up to the timings' noise.
 constexpr bool kHasScaledPeak = true;
 static inline double scaled_peak_block() {
   // Each row's sum is -480 (8 dpbusd of 4 products 3 * -5), and the bias 480 times the step takes
