@@ -176,9 +176,14 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
   a.groups = K / group;
   a.rows = M;
   a.padded = padded_groups(a.groups + 3);  // a spread4 of the last quad's scales reads 4 groups
-  a.q.assign((size_t)M * a.quads * kQuad, 0);
-  a.dx.assign((size_t)M * a.quads * kLanes, 0.0f);
-  a.sums.assign((size_t)M * a.padded, 0.0f);
+  if constexpr (kBanded<B>) {  // every value and step a band reads is written below: no zeros first
+    a.q.resize((size_t)M * a.quads * kQuad);
+    a.dx.resize((size_t)M * a.quads * kLanes);
+  } else {  // quads read zero padding past the last block
+    a.q.assign((size_t)M * a.quads * kQuad, 0);
+    a.dx.assign((size_t)M * a.quads * kLanes, 0.0f);
+  }
+  a.sums.assign((size_t)M * a.padded, 0.0f);  // accumulated below
 #pragma omp parallel for schedule(static) if (M >= 8)
   for (int m = 0; m < M; ++m) {
     const float* row = x + (size_t)m * K;
