@@ -303,26 +303,19 @@ def test_the_in_cache_ceiling_is_a_rate_for_every_width_the_kernel_knows():
     assert all(rate > 1e6 for rate in rates.values()), rates  # multiply-adds per second, not seconds
 
 
-def test_the_int8_peak_is_a_rate_where_the_build_times_an_instruction_and_none_elsewhere():
+@pytest.mark.parametrize(
+    "scaled, timed_on",
+    [(False, ("avx512", "avxvnni", "avx2")), (True, ("avx512",))],  # alone; beside a band's fp32 work
+)
+def test_the_int8_peak_is_a_rate_where_the_build_times_it_and_none_elsewhere(scaled, timed_on):
     from mlx_ssbd.evaluation.passes import int8_peak
 
-    rate = KERNEL.int8_peak_rate(0.01)
-    if KERNEL.simd_path() in ("avx512", "avxvnni", "avx2"):
+    rate = KERNEL.int8_peak_rate(0.01, scaled=scaled)
+    if KERNEL.simd_path() in timed_on:
         assert 1e6 < rate < float("inf")  # multiply-adds per second, not seconds
-        assert int8_peak(KERNEL, tries=2, seconds=0.01) > 1e6
+        assert int8_peak(KERNEL, tries=2, seconds=0.01, scaled=scaled) > 1e6
     else:
-        assert rate == 0.0 and int8_peak(KERNEL, tries=1, seconds=0.01) is None
-
-
-def test_the_scaled_peak_is_timed_on_avx512_only():
-    from mlx_ssbd.evaluation.passes import int8_peak
-
-    rate = KERNEL.int8_peak_rate(0.01, scaled=True)
-    if KERNEL.simd_path() == "avx512":
-        assert 1e6 < rate < float("inf")
-        assert int8_peak(KERNEL, tries=2, seconds=0.01, scaled=True) > 1e6
-    else:
-        assert rate == 0.0 and int8_peak(KERNEL, tries=1, seconds=0.01, scaled=True) is None
+        assert rate == 0.0 and int8_peak(KERNEL, tries=1, seconds=0.01, scaled=scaled) is None
 
 
 def test_a_token_s_multiply_adds_are_counted_per_code_width():
