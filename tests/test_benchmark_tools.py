@@ -230,3 +230,25 @@ def test_acceptance_rules_set_speed_and_quality_against_the_run_s_first_plain_rt
     deltas = chrf_vs_rt(records, list(outputs), "rt+examples", resamples=20)
     assert deltas["rt+examples"] == (0.0, 0.0, 0.0)
     assert deltas["rt"][0] < -40  # the exact references against far weaker outputs
+
+
+def test_the_llama_cpp_peer_report_gives_each_engine_its_median_over_rounds_and_its_pass_in_steps():
+    from benchmarks.engine.llama_cpp_peer import render
+
+    def timed(step_ms, pass_ms):
+        return {"decode_step_s": step_ms / 1000, "pass16_s": pass_ms / 1000}
+
+    speeds = [((40, 250), (45, 110)), ((60, 300), (50, 140)), ((50, 240), (47, 100))]
+    row = {"model": "m", "threads": 2, "llama_cpp_python": "0.3.36", "prompt_tokens": 48}
+    read = {"step_bytes": {"llama_cpp": 1_000_000_000, "ours": 1_175_000_000}}
+    rounds = [{"llama_cpp": timed(*llama), "ours": timed(*ours)} for llama, ours in speeds]
+    machine = {"cpu_model": "CPU", "cpus": 2, "mlx_version": "0", "blas": "none"}
+    lines = render({"machine": machine, "repeats": 7, "rows": [{**row, **read, "rounds": rounds}]})
+    assert "3 alternating rounds" in lines[0]
+    assert "| m | llama.cpp | 50.0 | 250.0 | 5.00 | 1000 | 20.0 |" in lines
+    assert "| m | mlx-ssbd | 47.0 | 110.0 | 2.34 | 1175 | 25.0 |" in lines
+    # a report from before ours ran beside it: llama.cpp alone, its one run
+    alone = render({"machine": machine, "rows": [{**row, **timed(66.5, 212.7)}]})
+    assert "| m | llama.cpp | 66.5 | 212.7 | 3.20 | - | - |" in alone and not any(
+        "mlx-ssbd" in line for line in alone
+    )

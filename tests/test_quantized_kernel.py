@@ -318,8 +318,8 @@ def test_the_int8_peak_is_a_rate_where_the_build_times_it_and_none_elsewhere(sca
         assert rate == 0.0 and int8_peak(KERNEL, tries=1, seconds=0.01, scaled=scaled) is None
 
 
-def test_a_token_s_multiply_adds_are_counted_per_code_width():
-    from mlx_ssbd.evaluation.passes import multiply_adds
+def test_a_token_s_multiply_adds_and_weight_bytes_are_counted_over_the_quantized_products():
+    from mlx_ssbd.evaluation.passes import multiply_adds, product_bytes
 
     model = quantized_tiny(bits=4)
     layers = [m for _, m in model.named_modules() if isinstance(m, nn.QuantizedLinear)]
@@ -330,6 +330,11 @@ def test_a_token_s_multiply_adds_are_counted_per_code_width():
     )
     assert multiply_adds(model) == {4: want} and want > 0
     assert multiply_adds(tiny_model("qwen2")) == {}  # a dense model has none
+    products = layers + ([model.model.embed_tokens] if tied else [])
+    codes = sum(m.weight.size * 4 for m in products)  # uint32 words
+    groups = sum(m.weight.size * 8 // m.group_size for m in products)  # 8 codes a word
+    assert product_bytes(model) == codes + groups * 2 * products[0].scales.dtype.size  # a scale and a bias
+    assert product_bytes(tiny_model("qwen2")) == 0
 
 
 def test_openblas_runs_on_one_thread_while_a_model_runs_through_the_kernel():

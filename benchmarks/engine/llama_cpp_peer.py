@@ -32,6 +32,16 @@ def gguf_for(model: str, work: Path) -> Path:
     return assemble_gguf(get_card(model), work / f"{model}.gguf")
 
 
+def gguf_step_bytes(path: Path) -> int:
+    """The bytes of the GGUF's tensors a decode step reads: all but the token embedding's (each token
+    reads one of its rows), unless it is also the output layer (no ``output.weight``)."""
+    from gguf import GGUFReader
+
+    tensors = {t.name: int(t.n_bytes) for t in GGUFReader(str(path)).tensors}
+    skip = "token_embd.weight" if "output.weight" in tensors else None
+    return sum(n for name, n in tensors.items() if name != skip)
+
+
 def time_llama(path: Path, ids: list[int], filler: list[int], repeats: int, threads: int) -> dict:
     """In a process of its own: llama.cpp and MLX's BLAS and OpenMP do not share one process well."""
     from llama_cpp import Llama
@@ -91,7 +101,7 @@ def time_ours(loaded, repeats: int) -> dict:
 
 def measure(args) -> dict:
     import mlx_ssbd  # noqa: F401
-    from mlx_ssbd.evaluation.passes import prompt_and_filler
+    from mlx_ssbd.evaluation.passes import product_bytes, prompt_and_filler
     from mlx_ssbd.models.loading import load_model
 
     rows = []
@@ -120,6 +130,7 @@ def measure(args) -> dict:
                 "prompt_tokens": len(ids),
                 "llama_cpp_python": llama["llama_cpp_python"],
                 "threads": llama["threads"],
+                "step_bytes": {"llama_cpp": gguf_step_bytes(path), "ours": product_bytes(loaded.model)},
                 "rounds": [{"llama_cpp": a, "ours": b} for a, b in rounds],
             }
             rows.append(row)
@@ -127,17 +138,17 @@ def measure(args) -> dict:
     return {"rows": rows, "repeats": args.repeats}
 
 
-def engine_rows(row: dict) -> list[tuple[str, float, float]]:
-    """(engine, decode step s, 16-token pass s) of one model's row, medians over its rounds (a report
-    of one llama.cpp run a round, before ours ran beside it, has llama.cpp alone)."""
+def engine_rows(row: dict) -> list[tuple[str, float, float, int | None]]:
+    """(engine, decode step s, 16-token pass s, weight bytes a decode step reads) of one model's row,
+    medians over its rounds (a report of one llama.cpp run a round, before ours ran beside it, has
+    llama.cpp alone and no bytes)."""
     rounds = row.get("rounds") or [{"llama_cpp": row}]
     out = []
     for key, name in (("llama_cpp", "llama.cpp"), ("ours", "mlx-ssbd")):
         timed = [r[key] for r in rounds if key in r]
         if timed:
-            out.append(
-                (name, *(statistics.median(t[f] for t in timed) for f in ("decode_step_s", "pass16_s")))
-            )
+            medians = (statistics.median(t[f] for t in timed) for f in ("decode_step_s", "pass16_s"))
+            out.append((name, *medians, row.get("step_bytes", {}).get(key)))
     return out
 
 
@@ -153,13 +164,34 @@ def render(result: dict) -> list[str]:
         f"{medians}{alternating}.",
         "",
         *markdown_table(
-            ["model", "engine", "decode step ms", "16-token pass ms", "x decode step"],
             [
-                (r["model"], name, f"{1000 * step:.1f}", f"{1000 * pass16:.1f}", f"{pass16 / step:.2f}")
+                "model",
+                "engine",
+                "decode step ms",
+                "16-token pass ms",
+                "x decode step",
+                "weights a step reads MB",
+                "weights / step GB/s",
+            ],
+            [
+                (
+                    r["model"],
+                    name,
+                    f"{1000 * step:.1f}",
+                    f"{1000 * pass16:.1f}",
+                    f"{pass16 / step:.2f}",
+                    "-" if read is None else f"{read / 1e6:.0f}",
+                    "-" if read is None else f"{read / step / 1e9:.1f}",
+                )
                 for r in rows
-                for name, step, pass16 in engine_rows(r)
+                for name, step, pass16, read in engine_rows(r)
             ],
         ),
+        "",
+        "Weights a step reads: llama.cpp, the GGUF's tensors but the token embedding (one row a token); "
+        "mlx-ssbd, its quantized products' codes, scales and biases as held in memory (Q6_K layers "
+        "requantized to 8 bits: docs/models.md). GB/s: those bytes over the decode step's time, the "
+        "rate the step streams its weights at, all else in the step included.",
     ]
 
 

@@ -13,6 +13,8 @@ exactly the same tokens. ``multiply_adds(model)`` counts a token's multiply-adds
 quantized products by code width, the arithmetic a pass over N tokens cannot do with less than N
 times; ``kernel_ceiling(ours, bits)`` is the CPU kernel's in-cache rate for that width (the highest
 of a few measurements: the machine at its quietest). Together they give the floor under a pass.
+``product_bytes(model)`` is what the same products' weights take as held (codes, scales, biases),
+every byte of it read once a decode step.
 ``int8_peak(ours)`` is the CPU's own int8 peak (its widest int8 multiply-add instruction alone), the
 floor under any int8 product: None where the kernel's build times no such instruction;
 ``int8_peak(ours, scaled=True)`` that instruction beside the fp32 work the kernel's format adds per
@@ -107,19 +109,35 @@ def decision_timings(loaded, sizes, repeats: int) -> dict[int, tuple[float, floa
     return timings
 
 
-def multiply_adds(model) -> dict[int, int]:
-    """{bits: one token's multiply-adds} over the model's quantized linear layers (the output layer
-    included; a tied embedding counted as the output layer it is when there is no other)."""
+def _quantized_products(model):
+    """The model's quantized products: its quantized linear layers, the output layer included (a
+    tied embedding counted as the output layer it is when there is no other)."""
     import mlx.nn as nn
 
-    counts: dict[int, int] = {}
     modules = dict(model.named_modules())
     tied = not any(name.endswith("lm_head") for name in modules)
     for module in modules.values():
         if isinstance(module, nn.QuantizedLinear) or (tied and isinstance(module, nn.QuantizedEmbedding)):
-            rows, words = module.weight.shape
-            counts[module.bits] = counts.get(module.bits, 0) + rows * words * 32 // module.bits
+            yield module
+
+
+def multiply_adds(model) -> dict[int, int]:
+    """{bits: one token's multiply-adds} over the model's quantized products."""
+    counts: dict[int, int] = {}
+    for module in _quantized_products(model):
+        rows, words = module.weight.shape
+        counts[module.bits] = counts.get(module.bits, 0) + rows * words * 32 // module.bits
     return counts
+
+
+def product_bytes(model) -> int:
+    """The bytes of the model's quantized products' weights (codes, scales and biases as held): what
+    a decode step reads from memory at the least, every weight once."""
+    total = 0
+    for module in _quantized_products(model):
+        biases = getattr(module, "biases", None)
+        total += module.weight.nbytes + module.scales.nbytes + (0 if biases is None else biases.nbytes)
+    return total
 
 
 def kernel_ceiling(ours, bits: int, tries: int = 3, seconds: float = 0.3) -> float:
