@@ -123,6 +123,7 @@ def measure(args) -> dict:
                 )
             )
             rounds = [(run_llama(job, model), time_ours(loaded, args.repeats)) for _ in range(args.rounds)]
+            read = {"llama_cpp": gguf_step_bytes(path), "ours": product_bytes(loaded.model)}
             path.unlink()
             llama = rounds[0][0]
             row = {
@@ -130,7 +131,7 @@ def measure(args) -> dict:
                 "prompt_tokens": len(ids),
                 "llama_cpp_python": llama["llama_cpp_python"],
                 "threads": llama["threads"],
-                "step_bytes": {"llama_cpp": gguf_step_bytes(path), "ours": product_bytes(loaded.model)},
+                "step_bytes": read,
                 "rounds": [{"llama_cpp": a, "ours": b} for a, b in rounds],
             }
             rows.append(row)
