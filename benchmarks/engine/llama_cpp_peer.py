@@ -198,7 +198,11 @@ def render(result: dict) -> list[str]:
 
 BENCHMARK = Benchmark(
     "llama_cpp",
-    "llama.cpp and mlx-ssbd on the same GGUF files",
+    lambda result: (
+        "llama.cpp and mlx-ssbd on the same GGUF files"
+        if any("rounds" in row for row in result["rows"])
+        else "llama.cpp on the same GGUF files"
+    ),
     measure,
     render,
     options=(

@@ -103,7 +103,8 @@ SECTIONS = (
     Section(
         "Memory, and the weights as they ship",
         "Each model as it ships (quantized layers through mlx-ssbd's CPU kernel) against the same "
-        "layers dequantized to fp32, also with both held to AVX2; llama.cpp on the same GGUF files; one "
+        "layers dequantized to fp32, also with both held to AVX2; llama.cpp against ours on the same "
+        "GGUF files (a decode step, a 16-token pass, the weight bytes a step reads); one "
         "product through each kernel (its rate against the kernel's in-cache ceiling, and that ceiling "
         "against the CPU's int8 peak: its widest int8 multiply-add instruction alone), and a decode "
         "layer's small operations; OpenBLAS's threads beside the kernel; memory over a long session.",
