@@ -48,7 +48,15 @@ def binaries(tmp_path_factory):
     out = tmp_path_factory.mktemp("kernel_bits")
     running = {
         name: subprocess.Popen(
-            [*compiler, *FLAGS, "-DQMM_NS=generic", str(DRIVER), "-o", str(out / name)],
+            [
+                *compiler,
+                *FLAGS,
+                "-DQMM_NS=generic",
+                str(DRIVER),
+                str(NATIVE / "pool.cpp"),
+                "-o",
+                str(out / name),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -87,7 +95,10 @@ def test_clang_s_aarch64_neon_build_gives_this_machine_s_bits(binaries):
     assert digest(binaries, "clang-aarch64") == digest(binaries, "portable")
 
 
-@pytest.mark.parametrize("source", ["qmm.cpp", "layers.cpp", "attention.cpp", "silu.cpp", "qmm_generic.cpp"])
+@pytest.mark.parametrize(
+    "source",
+    ["qmm.cpp", "layers.cpp", "attention.cpp", "silu.cpp", "qmm_generic.cpp", "logits.cpp", "pool.cpp"],
+)
 def test_the_extension_s_sources_compile_for_aarch64(source, tmp_path):
     """The whole extension (the small operations' NEON lanes too) compiles for aarch64 against the
     MLX headers, without a warning. (It is not linked: there is no aarch64 MLX library here.)"""

@@ -432,3 +432,35 @@ def test_every_narrower_path_of_this_cpu_gives_the_same_bits(path):
         pytest.skip("this CPU (or the compiler that built the kernel) has no AVX-VNNI")
     assert narrow[0] == path
     assert narrow[1] == widest[1], f"{path} differs from {widest[0]}"
+
+
+@pytest.mark.skipif(KERNEL is None, reason="the CPU kernel is not built here")
+def test_products_on_two_streams_at_once_give_each_its_own_bits():
+    """Two threads, each with a stream of its own, multiply through the kernel at the same time:
+    its thread pool takes one product at a time and the other runs on its caller, so every result
+    is the one each product gives alone, and neither waits forever."""
+    import threading
+
+    model = nn.Sequential(nn.Linear(1024, 2048))
+    nn.quantize(model, group_size=32, bits=4)
+    assert quantized.route_quantized_layers(model) == 1
+    xs = [mx.random.normal((16, 1024), key=mx.random.key(i)) for i in range(2)]
+    alone = [model(x) for x in xs]
+    mx.eval(alone)
+    wrong = []
+
+    def multiply(i):
+        stream = mx.new_stream(mx.cpu)
+        for _ in range(30):
+            with mx.stream(stream):
+                got = model(xs[i])
+            mx.eval(got)
+            wrong.extend([i] if not mx.array_equal(got, alone[i]).item() else [])
+
+    threads = [threading.Thread(target=multiply, args=(i,), daemon=True) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert not any(thread.is_alive() for thread in threads), "a product never finished"
+    assert wrong == []

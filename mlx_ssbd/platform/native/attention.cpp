@@ -11,6 +11,7 @@
 
 #include "lanes.h"
 #include "mlx/backend/cpu/encoder.h"
+#include "pool.h"
 #include "qmm.h"
 
 namespace mlx_ssbd {
@@ -258,13 +259,11 @@ void attend(const AttentionArgs& a) {
   const int per_head = (a.Hq / a.Hkv * a.L + kTaskRows - 1) / kTaskRows;  // tasks per key head
   const int64_t tasks = (int64_t)a.B * a.Hkv * per_head;
   const double work = (double)a.B * a.Hq * a.L * a.S * (a.D + a.Dv);
-  (void)work;  // without OpenMP
-#pragma omp parallel for schedule(static) if (work > 1 << 16)
-  for (int64_t i = 0; i < tasks; ++i) {
+  parallel_for(tasks, work > 1 << 16 ? tasks / 16 : tasks, [&](int64_t i) {
     thread_local Scratch scratch;
     const int g = i % per_head, kv = (i / per_head) % a.Hkv, b = i / ((int64_t)per_head * a.Hkv);
     attend_group(a, b, kv, g * kTaskRows, kTaskRows, scratch);
-  }
+  });
 }
 
 // ``a`` (fp32, 4-D) with its last axis contiguous: itself, or a row-major copy.

@@ -8,6 +8,7 @@
 
 #include "mlx/backend/cpu/encoder.h"
 #include "lanes.h"
+#include "pool.h"
 #include "qmm.h"
 
 namespace mlx_ssbd {
@@ -111,11 +112,10 @@ void LogitStatsCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   const StatsArgs a{logits.data<float>(),     inputs[1].data<int32_t>(), outputs[0].data<float>(),
                     outputs[1].data<float>(), outputs[2].data<uint32_t>(), logits.shape(0),
                     logits.shape(1),          inputs[1].shape(0),        sums_};
-  // Rows split between threads (OpenMP, when the build has it) where there is work enough: each
-  // row's result is its own, whichever thread computes it.
+  // Rows split between threads (pool.h) where there is work enough: each row's result is its own,
+  // whichever thread computes it.
   encoder.dispatch([a]() {
-#pragma omp parallel for schedule(static) if (a.K > 1 && a.K * a.V > (1 << 18))
-    for (int64_t k = 0; k < a.K; ++k) logit_stats_row(a, k);
+    parallel_for(a.K, a.K > 1 && a.K * a.V > (1 << 18) ? 1 : a.K, [&](int64_t k) { logit_stats_row(a, k); });
   });
 }
 

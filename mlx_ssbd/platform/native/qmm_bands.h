@@ -198,12 +198,11 @@ static void band_rows(const QmmArgs& a, const Activations& xa, const BandView& b
 // The whole product in bands, split between threads.
 template <int B, ScaleType T>
 static void band_product(const QmmArgs& a, const Activations& xa, bool parallel) {
-  (void)parallel;
   const int bands = (a.N + kBand - 1) / kBand;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int i = 0; i < bands; ++i) {
+  auto one = [&](int64_t i) {
     thread_local Lines<uint32_t> store;
     const BandView band = a.banded ? repacked_band<B, T>(a, i) : copy_band<B, T>(a, i, store);
-    band_rows<B, T>(a, xa, band, kBand * i);
-  }
+    band_rows<B, T>(a, xa, band, kBand * (int)i);
+  };
+  parallel_for(bands, parallel ? bands / 16 : bands, one);
 }

@@ -44,6 +44,8 @@
 #include <omp.h>
 #endif
 
+#include "pool.h"
+
 #if defined(__AVX2__)
 #include <immintrin.h>
 #elif defined(__ARM_NEON)
@@ -184,8 +186,8 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
     a.dx.assign((size_t)M * a.quads * kLanes, 0.0f);
   }
   a.sums.assign((size_t)M * a.padded, 0.0f);  // accumulated below
-#pragma omp parallel for schedule(static) if (M >= 8)
-  for (int m = 0; m < M; ++m) {
+  parallel_for(M, M >= 8 ? 2 : M, [&](int64_t row_index) {
+    const int m = (int)row_index;
     const float* row = x + (size_t)m * K;
     int8_t* q = a.q.data() + (size_t)m * a.quads * kQuad;
     float* dx = a.dx.data() + (size_t)m * a.quads * kLanes;
@@ -208,7 +210,7 @@ static void quantize_rows(const float* x, int M, int K, int group, Activations& 
       else
         for (int i = 0; i < 4; ++i) dx[(size_t)quad * kLanes + 4 * t + i] = d;
     }
-  }
+  });
 }
 
 struct QmmArgs {

@@ -185,8 +185,6 @@ static void columns(const QmmArgs& a, const Activations& xa, int n0) {
 // Weight rows [n0, n0 + cols) against every row of x, NC at a time.
 template <int B, ScaleType T, int NC>
 static void all_columns(const QmmArgs& a, const Activations& xa, bool parallel) {
-  (void)parallel;
   const int blocks = (a.N + NC - 1) / NC;
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int i = 0; i < blocks; ++i) columns<B, T, NC>(a, xa, i * NC);
+  parallel_for(blocks, parallel ? blocks / 16 : blocks, [&](int64_t i) { columns<B, T, NC>(a, xa, (int)i * NC); });
 }
