@@ -1,11 +1,13 @@
 """A decode step and a 16-token pass on a quiet machine and beside busy processes, by thread-wait policy.
 
-A caption machine runs other work beside the model (OBS, a browser, Zoom, Whisper). The OpenMP
-runtimes' idle threads spin-wait between parallel regions, and beside busy processes the spinning
-threads take the cores the working ones need. This measures, for each model, in a process of its
-own per policy: a decode step and a 16-token pass (``evaluation.passes``) on the quiet machine,
-then beside ``--busy`` processes that each spin a core (``while True: pass``), rounds alternating
-between the policies:
+A caption machine runs other work beside the model (OBS, a browser, Zoom, Whisper). Idle threads
+that spin-wait (the OpenMP runtimes' between parallel regions; the CPU kernel's pool for a few
+milliseconds after a product) take the cores the working ones need beside busy processes. The
+policies below set the OpenMP runtimes' and OpenBLAS's waits; the kernel's pool (``pool.h``)
+waits the same under each, so on a quantized model they show whether anything else still spins.
+This measures, for each model, in a process of its own per policy: a decode step and a 16-token
+pass (``evaluation.passes``) on the quiet machine, then beside ``--busy`` processes that each spin
+a core (``while True: pass``), rounds alternating between the policies:
 
 * ``mlx-ssbd``: what ``platform.backend`` sets (short spin-waits, ``THREAD_WAITS``);
 * ``runtime defaults``: libgomp's, libiomp5's and OpenBLAS's own (``GOMP_SPINCOUNT=300000``,

@@ -12,24 +12,24 @@ CPU-specific lives here and nowhere else:
   than the sgemm MLX calls; ``MLX_SSBD_GEMV=0`` turns it off) where ``pip install`` built the
   shim; importing never compiles or writes anything.
 * BLAS threads beside the quantized kernel: OpenBLAS's pthread build keeps its idle workers
-  spinning after each product, and on the same cores they starve the kernel's OpenMP threads (a
+  spinning after each product, and on the same cores they starve the kernel's threads (a
   decode step of the default model took 1.5-2x as long: ``benchmarks/engine/blas_threads.py``).
   While a model's quantized layers run through the kernel, OpenBLAS (then only attention's small
   products) runs on one thread (``quiet_blas_workers``); MKL's workers are left alone (their spin-wait: below).
-* idle threads beside other work: the OpenMP runtimes spin-wait between parallel regions
-  (GNU libgomp, which the CPU kernel and the sgemv shim use, about 300,000 spins by default; Intel's
-  libiomp5 behind MKL, 200 ms), and on a machine doing other work (OBS, a browser, Whisper) the
-  spinning threads take the cores the working ones need: a decode step of the default model took
-  8x its quiet time beside two busy processes. Before any OpenMP runtime loads, mlx-ssbd sets
+* idle threads beside other work: the CPU kernel's products run on a thread pool of its own
+  (``native/pool.h``: its workers spin a few milliseconds after a product, then sleep, and the
+  caller never waits for a worker the OS has not scheduled), which the settings below do not
+  touch. The OpenMP runtimes spin-wait between parallel regions (GNU libgomp, which the sgemv shim
+  and the kernel's timed rates use, about 300,000 spins by default; Intel's libiomp5 behind MKL,
+  200 ms), and on a machine doing other work (OBS, a browser, Whisper) spinning threads take the
+  cores the working ones need. Before any OpenMP runtime loads, mlx-ssbd sets
   ``GOMP_SPINCOUNT=1000`` and ``KMP_BLOCKTIME=0`` (``THREAD_WAITS``): an idle libgomp thread
-  spins for some tens of microseconds at most, then sleeps, so beside busy processes it no longer
-  spins away whole time slices. The price is a wake-up per parallel region on a quiet machine
-  (``benchmarks/engine/busy_machine.py`` measures both; 30,000 spins, about a millisecond, kept
-  neither figure reliably in its runs). OpenBLAS's pthread workers do the same after each product
-  (yielding in a loop for 2^28 cycles, about 0.1 s, by default): where they run (fp32 models,
-  ``--weights dense``) ``OPENBLAS_THREAD_TIMEOUT=16`` sends them to sleep after some tens of
-  microseconds. A user's own ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``KMP_BLOCKTIME`` or
-  ``OPENBLAS_THREAD_TIMEOUT`` is kept (``thread_waits``).
+  spins for some tens of microseconds at most, then sleeps. OpenBLAS's pthread workers do the same
+  after each product (yielding in a loop for 2^28 cycles, about 0.1 s, by default): where they run
+  (fp32 models, ``--weights dense``) ``OPENBLAS_THREAD_TIMEOUT=16`` sends them to sleep after some
+  tens of microseconds. A user's own ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``, ``KMP_BLOCKTIME`` or
+  ``OPENBLAS_THREAD_TIMEOUT`` is kept (``thread_waits``). ``benchmarks/engine/busy_machine.py``
+  measures a decode step beside busy processes under each policy.
 * dtype: fp32 activations and floating parameters on the CPU (only fp32 uses BLAS there; MLX's
   bf16/fp16 matmuls cost grows with the number of tokens, which defeats one-pass verification);
   quantized layers stay quantized and run through mlx-ssbd's own kernel (``quantized``); the

@@ -18,9 +18,11 @@ namespace {
 // How long a worker spins for the next loop, and the caller for the workers' last pieces, before
 // sleeping: longer than the gaps between the ~200 products of one forward pass of the default
 // model (attention and the small operations), so the workers stay awake through a pass and sleep
-// within a few milliseconds after it. Woken at every product instead (libgomp's short spin, which
-// the platform sets for the machine's sake), the pool's threads cost a decode step ~8% and a
-// 16-token pass ~17% (benchmarks/engine/verify_cost.py and busy_machine.py, before and after).
+// within a few milliseconds after it. Against OpenMP's loops with the platform's short libgomp
+// spin (a wake-up at every product), a decode step of the default model took 11% less time and a
+// 16-token pass 10% less (medians of 3 alternating runs on a 2-core AMD EPYC:
+// benchmarks/results/2026-11-29-linux-x86_64-2cpu-epyc-vnni-pool/pool-ab-1.5b), and beside two
+// busy processes a decode step 2.2x its quiet time (busy-machine-1.5b in the same folder).
 constexpr auto kSpin = std::chrono::microseconds(5000);
 
 inline void relax() {
