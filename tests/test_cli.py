@@ -145,7 +145,12 @@ def test_doctor_reports_blas_and_dtype():
     assert "quantized      " in result.stdout  # the CPU kernel's state (or MLX's kernel on a GPU)
     from mlx_ssbd.platform.extension import kernel
 
-    if kernel() is not None:  # its products in cache, and against the CPU's int8 peak where timed
+    if kernel() is not None:  # its threads, its products in cache, and against the CPU's int8 peak
+        threads = kernel().threads()  # the pool's, the caller included: OpenMP's count, or 1
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        several = kernel().openmp and cpus > 1 and "OMP_NUM_THREADS" not in os.environ
+        assert threads >= (2 if several else 1)
+        assert f"CPU kernel on ({kernel().simd_path()}, {threads} thread" in result.stdout
         assert "kernel probe   4-bit products " in result.stdout and "GMAC/s in cache" in result.stdout
         if kernel().simd_path() == "avx512":  # and against the bound of the weights' format
             assert "of what a scale and a bias per 32 codes allow" in result.stdout

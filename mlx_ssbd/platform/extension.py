@@ -58,7 +58,8 @@ def _load():
         problem = str(error).splitlines()[0]
     if problem:
         return None, f"failed its self-check ({problem}); MLX's own quantized kernel runs (slower)"
-    threads = "OpenMP" if _qmm.openmp else "1 thread"
+    count = _qmm.threads()
+    threads = f"{count} thread{'s' if count > 1 else ''}"
     return _qmm, f"on ({_qmm.simd_path()}, {threads}, built against mlx {_qmm.mlx_version})"
 
 

@@ -8,6 +8,7 @@
 #include "attention.h"
 #include "layers.h"
 #include "logits.h"
+#include "pool.h"
 #include "qmm.h"
 #include "silu.h"
 
@@ -45,4 +46,5 @@ NB_MODULE(_qmm, m) {
   m.def("simd_path", &mlx_ssbd::simd_path, "The build of the kernels this process runs: avx512, avxvnni, avx2, neon or generic.");
   m.attr("mlx_version") = MLX_SSBD_BUILT_AGAINST_MLX;
   m.attr("openmp") = MLX_SSBD_OPENMP;
+  m.def("threads", &mlx_ssbd::pool_size, "The threads a product runs on, the caller's included.");
 }

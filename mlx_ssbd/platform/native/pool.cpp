@@ -139,6 +139,8 @@ Pool* the_pool() {
 
 }  // namespace
 
+int pool_size() { return pool_threads(); }
+
 void parallel_ranges(int64_t n, int64_t grain, RangeFn fn, void* context) {
   if (n <= 0) return;
   if (n <= grain || inside_loop) return fn(context, 0, n);

@@ -25,6 +25,9 @@ using RangeFn = void (*)(void* context, int64_t begin, int64_t end);
 // fn(context, begin, end) over [0, n) in pieces of `grain` (see above).
 void parallel_ranges(int64_t n, int64_t grain, RangeFn fn, void* context);
 
+// The threads a loop runs on, the caller's included (1: no pool).
+int pool_size();
+
 template <class F>
 inline void parallel_for(int64_t n, int64_t grain, F&& f) {
   auto range = [](void* context, int64_t begin, int64_t end) {
