@@ -259,7 +259,7 @@ void attend(const AttentionArgs& a) {
   const int per_head = (a.Hq / a.Hkv * a.L + kTaskRows - 1) / kTaskRows;  // tasks per key head
   const int64_t tasks = (int64_t)a.B * a.Hkv * per_head;
   const double work = (double)a.B * a.Hq * a.L * a.S * (a.D + a.Dv);
-  parallel_for(tasks, work > 1 << 16 ? tasks / 16 : tasks, [&](int64_t i) {
+  parallel_for(tasks, split_grain(tasks, work > 1 << 16), [&](int64_t i) {
     thread_local Scratch scratch;
     const int g = i % per_head, kv = (i / per_head) % a.Hkv, b = i / ((int64_t)per_head * a.Hkv);
     attend_group(a, b, kv, g * kTaskRows, kTaskRows, scratch);

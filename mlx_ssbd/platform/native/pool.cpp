@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 #if defined(_OPENMP)
 #include <omp.h>

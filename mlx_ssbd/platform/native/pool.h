@@ -28,6 +28,11 @@ void parallel_ranges(int64_t n, int64_t grain, RangeFn fn, void* context);
 // The threads a loop runs on, the caller's included (1: no pool).
 int pool_size();
 
+// The grain that splits a loop of n iterations into about 16 pieces (a few a thread, so that the
+// thread that ends last waits for one short piece), or with `split` false keeps it whole on the
+// caller.
+inline int64_t split_grain(int64_t n, bool split) { return split ? n / 16 : n; }
+
 template <class F>
 inline void parallel_for(int64_t n, int64_t grain, F&& f) {
   auto range = [](void* context, int64_t begin, int64_t end) {

@@ -204,5 +204,5 @@ static void band_product(const QmmArgs& a, const Activations& xa, bool parallel)
     const BandView band = a.banded ? repacked_band<B, T>(a, i) : copy_band<B, T>(a, i, store);
     band_rows<B, T>(a, xa, band, kBand * (int)i);
   };
-  parallel_for(bands, parallel ? bands / 16 : bands, one);
+  parallel_for(bands, split_grain(bands, parallel), one);
 }

@@ -186,5 +186,5 @@ static void columns(const QmmArgs& a, const Activations& xa, int n0) {
 template <int B, ScaleType T, int NC>
 static void all_columns(const QmmArgs& a, const Activations& xa, bool parallel) {
   const int blocks = (a.N + NC - 1) / NC;
-  parallel_for(blocks, parallel ? blocks / 16 : blocks, [&](int64_t i) { columns<B, T, NC>(a, xa, (int)i * NC); });
+  parallel_for(blocks, split_grain(blocks, parallel), [&](int64_t i) { columns<B, T, NC>(a, xa, (int)i * NC); });
 }
