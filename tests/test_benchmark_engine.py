@@ -143,3 +143,29 @@ def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):
     shares = {r["method"]: percent(r["outside_share"]) for r in rows if r["streams"] == 1}  # never "-0%"
     assert f"1 stream: rt {shares['rt']}, ssbd {shares['ssbd']} (aim: at most 20%" in text
     assert "64 streams" not in text
+
+
+def test_kernel_ab_builds_two_revisions_into_one_program_and_compares_their_bits(tmp_path):
+    import platform
+    import shutil
+    from pathlib import Path
+
+    from benchmarks.engine.kernel_ab import PATHS, cpu_flags
+
+    if platform.machine() != "x86_64" or not Path("/proc/cpuinfo").exists():
+        pytest.skip("kernel_ab is for x86-64 Linux")
+    if not PATHS["avx2"][1] <= cpu_flags() or not (shutil.which("c++") or shutil.which("g++")):
+        pytest.skip("needs AVX2 and a C++ compiler")
+    out = tmp_path / "ab"
+    script(
+        "benchmarks.engine.kernel_ab",
+        *("--before", "HEAD", "--after", "HEAD", "--paths", "avx2", "--products", "q-o", "--reps", 1),
+        *("--out", out),
+    )
+    result = json.loads((out / "kernel-ab.json").read_text())
+    assert [(r["path"], r["product"], r["rows"]) for r in result["rows"]] == [
+        ("avx2", "q-o", 1),
+        ("avx2", "q-o", 16),
+    ]
+    assert all(r["same_bits"] and r["before_s"] > 0 and r["after_s"] > 0 for r in result["rows"])
+    assert "| avx2 | q-o | 16 | 1536 x 1536, 4 |" in (out / "kernel-ab.md").read_text()
