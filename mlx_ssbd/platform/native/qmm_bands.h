@@ -122,11 +122,20 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
       first = load_bytes(p + 128 * h), second = load_bytes(p + 128 * h + 64);
     }
   };
+  const bool first_tile = m0 == 0;  // the band's first rows of x: its reads from memory, to prefetch
   for (int b = 0; b < blocks; ++b) {
     const uint8_t* p = codes + (size_t)b * B * 64;
-#pragma GCC unroll 8
-    for (int line = 0; line < B * 64; line += 64) __builtin_prefetch(p + kPrefetch + line, 0, 1);
     const int g = b / per_group;
+    if (first_tile) {
+#pragma GCC unroll 8
+      for (int line = 0; line < B * 64; line += 64) __builtin_prefetch(p + kPrefetch + line, 0, 1);
+      constexpr size_t per = kBand * (T == ScaleType::f32 ? 4 : 2);  // bytes of a group's scales (or biases)
+      if (b % per_group == 0 && g * per % 64 == 0) {  // a line of scales and one of biases begin here
+        const size_t ahead = (size_t)kPrefetch / (B * 64) / per_group * per;  // as many blocks ahead as the codes
+        __builtin_prefetch(static_cast<const char*>(band.scales) + g * per + ahead, 0, 1);
+        __builtin_prefetch(static_cast<const char*>(band.biases) + g * per + ahead, 0, 1);
+      }
+    }
     const Floats scale = band_scales<T>(band.scales, (size_t)g * kBand);
     const bool group_ends = b % per_group == per_group - 1;
     const Floats bias = group_ends ? band_scales<T>(band.biases, (size_t)g * kBand) : zeros();
@@ -141,13 +150,16 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
       for (int h = 0; h < 4; ++h) pair(p, h, chunk[2 * h], chunk[2 * h + 1]);
 #pragma GCC unroll 16
       for (int r = 0; r < MR; ++r) {
-        Ints sum = zero_ints();
+        // Pair h meets the row's bytes 8h..8h+3 and 8h+4..8h+7; pairs 0 and 2 and pairs 1 and 3
+        // sum apart (two chains of dependent dot products, each half as long, exact in int32),
+        // then together.
+        Ints sum[2] = {zero_ints(), zero_ints()};
 #pragma GCC unroll 4
-        for (int h = 0; h < 4; ++h) {  // pair h meets the row's bytes 8h..8h+3 and 8h+4..8h+7
+        for (int h = 0; h < 4; ++h) {
           const int8_t* xr = x + r * kBlock + 8 * h;
-          sum = band_dot<B>(sum, chunk[2 * h], xr, chunk[2 * h + 1], xr + 4);
+          sum[h % 2] = band_dot<B>(sum[h % 2], chunk[2 * h], xr, chunk[2 * h + 1], xr + 4);
         }
-        finish(r, sum);
+        finish(r, add_ints(sum[0], sum[1]));
       }
     } else {  // a pair of chunks at a time against every row
       Ints sum[MR];

@@ -37,6 +37,7 @@ static inline Floats fmadd(Floats a, Floats b, Floats acc) { return {_mm512_fmad
 static inline Floats to_floats(Ints a) { return {_mm512_cvtepi32_ps(a.v)}; }
 static inline Floats splat(float f) { return {_mm512_set1_ps(f)}; }
 static inline Ints zero_ints() { return {_mm512_setzero_si512()}; }
+static inline Ints add_ints(Ints a, Ints b) { return {_mm512_add_epi32(a.v, b.v)}; }
 
 // acc plus, in lane i, the products of bytes 4i..4i+3 of a with the four bytes at xa (codes u8,
 // x s8), and those of b with the four at xb: a band's dot products (every lane against the same x).
@@ -112,6 +113,7 @@ static inline Floats fmadd(Floats a, Floats b, Floats acc) {
 static inline Floats to_floats(Ints a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
 static inline Floats splat(float f) { return {_mm256_set1_ps(f), _mm256_set1_ps(f)}; }
 static inline Ints zero_ints() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+static inline Ints add_ints(Ints a, Ints b) { return {_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)}; }
 
 struct LaneIndex { __m256i lo, hi; };
 static inline LaneIndex lane_index(const int32_t* index) {
@@ -287,6 +289,7 @@ static inline Floats fmadd(Floats a, Floats b, Floats acc) {
 static inline Floats to_floats(Ints a) { return {__builtin_convertvector(a.v, f16v)}; }
 static inline Floats splat(float f) { return {f16v{} + f}; }
 static inline Ints zero_ints() { return {i16v{}}; }
+static inline Ints add_ints(Ints a, Ints b) { return {a.v + b.v}; }
 
 struct LaneIndex { int32_t v[16]; };
 static inline LaneIndex lane_index(const int32_t* index) {
