@@ -122,20 +122,11 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
       first = load_bytes(p + 128 * h), second = load_bytes(p + 128 * h + 64);
     }
   };
-  const bool first_tile = m0 == 0;  // the band's first rows of x: its reads from memory, to prefetch
   for (int b = 0; b < blocks; ++b) {
     const uint8_t* p = codes + (size_t)b * B * 64;
-    const int g = b / per_group;
-    if (first_tile) {
 #pragma GCC unroll 8
-      for (int line = 0; line < B * 64; line += 64) __builtin_prefetch(p + kPrefetch + line, 0, 1);
-      constexpr size_t per = kBand * (T == ScaleType::f32 ? 4 : 2);  // bytes of a group's scales (or biases)
-      if (b % per_group == 0 && g * per % 64 == 0) {  // a line of scales and one of biases begin here
-        const size_t ahead = (size_t)kPrefetch / (B * 64) / per_group * per;  // as many blocks ahead as the codes
-        __builtin_prefetch(static_cast<const char*>(band.scales) + g * per + ahead, 0, 1);
-        __builtin_prefetch(static_cast<const char*>(band.biases) + g * per + ahead, 0, 1);
-      }
-    }
+    for (int line = 0; line < B * 64; line += 64) __builtin_prefetch(p + kPrefetch + line, 0, 1);
+    const int g = b / per_group;
     const Floats scale = band_scales<T>(band.scales, (size_t)g * kBand);
     const bool group_ends = b % per_group == per_group - 1;
     const Floats bias = group_ends ? band_scales<T>(band.biases, (size_t)g * kBand) : zeros();

@@ -234,9 +234,7 @@ struct QmmArgs {
 // 64-byte line of the weights is prefetched into L2 kPrefetch bytes ahead: the decode step's
 // products (the default model's shapes, 1.2 GB) streamed at 23 GB/s with one prefetch into L1 per
 // quad (half the lines of 8-bit codes) 2048 bytes ahead, at 26 GB/s so; the hardware prefetcher
-// alone got 20 GB/s. A band's scales and biases are prefetched as many blocks ahead as its codes,
-// and only by a band's first tile of rows (the later tiles find the band in cache)
-// (benchmarks/results/2026-11-30-linux-x86_64-2cpu-epyc-vnni-bands/kernel-ab).
+// alone got 20 GB/s.
 #ifndef QMM_DECODE_COLS
 #define QMM_DECODE_COLS 1
 #endif
