@@ -67,6 +67,12 @@ def cpu_flags() -> set[str]:
     return set()
 
 
+def short(revision: str) -> str:
+    """``revision``'s short commit hash."""
+    done = subprocess.run(["git", "rev-parse", "--short", revision], cwd=REPO, capture_output=True, text=True)
+    return done.stdout.strip() or revision
+
+
 def sources(revision: str | None, into: Path) -> Path:
     """The kernel's source folder of ``revision`` (None: this working tree's own)."""
     if revision is None:
@@ -155,12 +161,9 @@ def measure(args) -> dict:
                     row = {"path": path, "product": name, "rows": m, "n": n, "k": k, "bits": bits, **timing}
                     print(row, flush=True)
                     rows.append(row)
-    revision = subprocess.run(
-        ["git", "rev-parse", "--short", args.before], cwd=REPO, capture_output=True, text=True
-    )
     return {
-        "before": revision.stdout.strip() or args.before,
-        "after": after_revision or "working tree",
+        "before": short(args.before),
+        "after": short(after_revision) if after_revision else "the working tree",
         "reps": args.reps,
         "threads": os.environ.get("OMP_NUM_THREADS", "all cores"),
         "rows": rows,
