@@ -80,6 +80,11 @@ def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
         assert "| peak floor ms | peak floor x decode step |" in text
     assert list(cost["decision_s"]) == list(cost["softmax_decision_s"]) == ["4"]
     assert cost["decision_s"]["4"] > 0 and "| 4 | " in text.split("decision ms")[1]
+    if cost["breakdown"]:  # the kernel is built: a decode step and a 4-token pass split by its operations
+        assert list(cost["breakdown"]) == ["1", "4"]
+        for split in cost["breakdown"].values():
+            assert 0 < sum(split["ops_s"].values()) < split["wall_s"]
+        assert "| the rest |" in text and "| whole |" in text
     script(
         "benchmarks.engine.longform_memory",
         "--model",

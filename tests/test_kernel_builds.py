@@ -97,7 +97,16 @@ def test_clang_s_aarch64_neon_build_gives_this_machine_s_bits(binaries):
 
 @pytest.mark.parametrize(
     "source",
-    ["qmm.cpp", "layers.cpp", "attention.cpp", "silu.cpp", "qmm_generic.cpp", "logits.cpp", "pool.cpp"],
+    [
+        "qmm.cpp",
+        "layers.cpp",
+        "attention.cpp",
+        "silu.cpp",
+        "qmm_generic.cpp",
+        "logits.cpp",
+        "pool.cpp",
+        "op_clock.cpp",
+    ],
 )
 def test_the_extension_s_sources_compile_for_aarch64(source, tmp_path):
     """The whole extension (the small operations' NEON lanes too) compiles for aarch64 against the

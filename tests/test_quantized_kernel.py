@@ -464,3 +464,23 @@ def test_products_on_two_streams_at_once_give_each_its_own_bits():
         thread.join(timeout=300)
     assert not any(thread.is_alive() for thread in threads), "a product never finished"
     assert wrong == []
+
+
+def test_the_operations_are_timed_by_kind_only_while_timing_is_on():
+    q, s, b = mx.quantize(mx.random.normal((64, 128)), group_size=32, bits=4)
+    x8 = mx.random.normal((3, 128))
+    q8, s8, b8 = mx.quantize(mx.random.normal((32, 128)), group_size=32, bits=8)
+    mx.eval(product(x8, q, s, b, 32, 4))  # not timed: timing is off
+    KERNEL.op_timing(True)
+    mx.eval(product(x8, q, s, b, 32, 4), product(x8, q, s, b, 32, 4), product(x8, q8, s8, b8, 32, 8))
+    mx.eval(KERNEL.silu_mul(x8, x8))
+    KERNEL.op_timing(False)
+    mx.eval(product(x8, q8, s8, b8, 32, 8))  # not timed either
+    times = KERNEL.op_times()
+    calls = {kind: n for kind, (_, n) in times.items()}
+    assert calls["products, 4-bit"] == 2 and calls["products, 8-bit"] == 1 and calls["silu_mul"] == 1
+    assert calls["attention"] == calls["rope"] == calls["products, other widths"] == 0
+    assert all(seconds > 0 for seconds, n in times.values() if n) and times["attention"][0] == 0
+    KERNEL.op_timing(True)  # starting again clears the sums
+    KERNEL.op_timing(False)
+    assert all(n == 0 and seconds == 0 for seconds, n in KERNEL.op_times().values())

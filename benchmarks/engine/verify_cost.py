@@ -10,6 +10,10 @@ the small operations; and the floor under that at the CPU's int8 peak (``int8_pe
 widest int8 multiply-add instruction alone), what no int8 kernel can beat here. And what deciding
 that pass costs after it (``verify.decide`` on its logits: each row's largest logit and softmax
 normaliser), beside what MLX's softmax over the same rows costs (``passes.decision_timings``).
+And where the time of a decode step and of a 16-token pass goes (``passes.pass_breakdown``): the
+CPU kernel's operations timed by kind as they run (the quantized products by code width,
+attention, SwiGLU, RoPE, RMSNorm), the rest being MLX's own operations, its scheduling and the
+model's Python.
 Decode steps go through the sgemv shim when it is on (``mlx_ssbd/platform/gemv.py``);
 ``MLX_SSBD_GEMV=0`` measures plain sgemm.
 
@@ -26,6 +30,7 @@ from mlx_ssbd.evaluation.passes import (
     int8_peak,
     kernel_ceiling,
     multiply_adds,
+    pass_breakdown,
     pass_timings,
 )
 from mlx_ssbd.models.loading import load_model
@@ -54,6 +59,7 @@ def measure(args) -> dict:
     step, counts = rows[1], multiply_adds(loaded.model)
     floor, peak_floor = floor_per_token_s(counts), peak_floor_per_token_s(counts)
     decisions = decision_timings(loaded, [n for n in rows if n > 1], args.repeats)
+    split = pass_breakdown(loaded, sorted({1, 16 if 16 in rows else max(rows)}), args.repeats)
     return {
         "model": loaded.name,
         "dtype": loaded.dtype,
@@ -67,6 +73,14 @@ def measure(args) -> dict:
         "peak_floor_per_token_s": peak_floor and round(peak_floor, 7),
         "decision_s": {str(n): round(ours, 6) for n, (ours, _) in decisions.items()},
         "softmax_decision_s": {str(n): round(theirs, 6) for n, (_, theirs) in decisions.items()},
+        "breakdown": split
+        and {
+            str(n): {
+                "wall_s": round(b["wall_s"], 5),
+                "ops_s": {k: round(s, 6) for k, s in b["ops_s"].items()},
+            }
+            for n, b in split.items()
+        },
     }
 
 
@@ -75,6 +89,7 @@ def render(result: dict) -> list[str]:
     lines = [f"{machine_line(result['machine'])} Sgemv shim: {result['machine']['gemv']}.", ""]
     passes = [(int(n), t) for n, t in result["pass_s"].items()]
     lines += decision_lines(result, step)
+    lines += breakdown_lines(result)
     if floor is None:
         return lines + markdown_table(
             ["tokens in one pass", "ms", "x decode step"],
@@ -103,6 +118,38 @@ def render(result: dict) -> list[str]:
             (*row, f"{1000 * n * peak:.1f}", f"{n * peak / step:.2f}") for row, (n, _) in zip(rows, passes)
         ]
     return lines + markdown_table(heads, rows)
+
+
+def breakdown_lines(result: dict) -> list[str]:
+    """Where a decode step's and a pass's time go, by the CPU kernel's operations (none: no lines)."""
+    split = result.get("breakdown")
+    if not split or "1" not in split or len(split) < 2:
+        return []
+    n = max(split, key=int)
+    step, wide = split["1"], split[n]
+    kinds = sorted({**step["ops_s"], **wide["ops_s"]}, key=lambda k: (not k.startswith("products"), k))
+
+    def rest(b):
+        return b["wall_s"] - sum(b["ops_s"].values())
+
+    def row(label, one, many):
+        return (label, f"{1000 * one:.2f}", f"{1000 * many:.2f}", f"{many / step['wall_s']:.2f}")
+
+    return [
+        f"Where the time goes: the mean of {result['repeats']} decode steps and {n}-token passes with the "
+        "CPU kernel timing its own operations as they run; the rest is MLX's own operations (adds, "
+        "copies, the cache's slices), its scheduling and the model's Python.",
+        "",
+        *markdown_table(
+            ["", "decode step ms", f"{n}-token pass ms", "pass part x decode step"],
+            [
+                *(row(k, step["ops_s"].get(k, 0.0), wide["ops_s"].get(k, 0.0)) for k in kinds),
+                row("the rest", rest(step), rest(wide)),
+                row("whole", step["wall_s"], wide["wall_s"]),
+            ],
+        ),
+        "",
+    ]
 
 
 def decision_lines(result: dict, step: float) -> list[str]:

@@ -15,6 +15,9 @@ times; ``kernel_ceiling(ours, bits)`` is the CPU kernel's in-cache rate for that
 of a few measurements: the machine at its quietest). Together they give the floor under a pass.
 ``product_bytes(model)`` is what the same products' weights take as held (codes, scales, biases),
 every byte of it read once a decode step.
+``pass_breakdown(loaded, sizes, repeats)`` splits such passes' wall time by the CPU kernel's
+operations (its products by code width, attention, the small operations), the rest being MLX's own
+operations and scheduling and the model's Python.
 ``int8_peak(ours)`` is the CPU's own int8 peak (its widest int8 multiply-add instruction alone), the
 floor under any int8 product: None where the kernel's build times no such instruction;
 ``int8_peak(ours, scaled=True)`` that instruction beside the fp32 work the kernel's format adds per
@@ -80,6 +83,36 @@ def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tup
 
     median(filler[:16])  # warm up
     return len(ids), {n: median(filler[:n]) for n in sizes}
+
+
+def pass_breakdown(loaded, sizes, repeats: int) -> dict[int, dict] | None:
+    """{N: {"wall_s": mean seconds of a pass over N tokens, "ops_s": {kind: mean seconds of it in
+    the CPU kernel's operations of that kind}}} over ``repeats`` passes from the cached prompt, the
+    kernel timing its operations (``op_timing``); None where the model does not run through it."""
+    import mlx.core as mx
+
+    from ..platform.extension import kernel
+
+    ours = kernel()
+    if ours is None:
+        return None
+    cache, _, filler = _cached_prompt(loaded)
+    base = len(cache)
+    out = {}
+    for n in sizes:
+        mx.eval(cache.forward(filler[:n]))  # warm up
+        cache.rewind(base)
+        ours.op_timing(True)
+        start, wall = time.perf_counter(), 0.0
+        for _ in range(repeats):
+            mx.eval(cache.forward(filler[:n]))
+            wall += time.perf_counter() - start
+            cache.rewind(base)
+            start = time.perf_counter()
+        ours.op_timing(False)
+        ops = {kind: seconds / repeats for kind, (seconds, calls) in ours.op_times().items() if calls}
+        out[n] = {"wall_s": wall / repeats, "ops_s": ops}
+    return out
 
 
 def decision_timings(loaded, sizes, repeats: int) -> dict[int, tuple[float, float]]:

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "lanes.h"
+#include "op_clock.h"
 #include "mlx/backend/cpu/encoder.h"
 #include "pool.h"
 #include "qmm.h"
@@ -327,7 +328,10 @@ void AttentionCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx
     a.mask = view_of(inputs[3]);
   }
   encoder.set_output_array(out);
-  encoder.dispatch([a]() { attend(a); });
+  encoder.dispatch([a]() {
+    OpTimer timer(OpKind::attention);
+    attend(a);
+  });
 }
 
 void AttentionCpu::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {

@@ -4,10 +4,13 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
 
 #include "attention.h"
 #include "layers.h"
 #include "logits.h"
+#include "op_clock.h"
 #include "pool.h"
 #include "qmm.h"
 #include "silu.h"
@@ -47,4 +50,17 @@ NB_MODULE(_qmm, m) {
   m.attr("mlx_version") = MLX_SSBD_BUILT_AGAINST_MLX;
   m.attr("openmp") = MLX_SSBD_OPENMP;
   m.def("threads", &mlx_ssbd::pool_size, "The threads a product runs on, the caller's included.");
+  m.def("op_timing", &mlx_ssbd::set_op_timing, "on"_a,
+        "Start (clearing the sums) or stop timing the extension's operations by kind (off by default).");
+  m.def(
+      "op_times",
+      []() {
+        const auto times = mlx_ssbd::op_times();
+        std::map<std::string, std::pair<double, int64_t>> out;
+        for (int k = 0; k < mlx_ssbd::kOpKinds; ++k)
+          out[mlx_ssbd::kOpKindNames[k]] = {times.seconds[k], times.calls[k]};
+        return out;
+      },
+      "{kind: (seconds, calls)} of the extension's operations since op_timing(True), each timed on MLX's "
+      "stream thread as it ran.");
 }

@@ -9,6 +9,7 @@
 
 #include "mlx/backend/cpu/encoder.h"
 #include "lanes.h"
+#include "op_clock.h"
 #include "qmm.h"
 
 namespace mlx_ssbd {
@@ -125,7 +126,10 @@ void RopeCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::arr
   encoder.set_output_array(out);
   RopeArgs a{x.data<float>(), inputs[1].data<float>(), inputs[2].data<int32_t>(), out.data<float>(),
              x.shape(), x.strides(), static_cast<int>(inputs[2].size()), dims_, traditional_, scale_};
-  encoder.dispatch([a = std::move(a)]() { rope_rows(a); });
+  encoder.dispatch([a = std::move(a)]() {
+    OpTimer timer(OpKind::rope);
+    rope_rows(a);
+  });
 }
 
 void RopeCpu::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {
@@ -160,7 +164,10 @@ void RmsNormCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
   encoder.set_output_array(out);
   const int64_t D = x.shape(-1), rows = D == 0 ? 0 : static_cast<int64_t>(x.size()) / D;
   encoder.dispatch([x = x.data<float>(), w = inputs[1].data<float>(), o = out.data<float>(), rows, D,
-                    eps = eps_]() { rms_norm_rows(x, w, o, rows, D, eps); });
+                    eps = eps_]() {
+    OpTimer timer(OpKind::rms_norm);
+    rms_norm_rows(x, w, o, rows, D, eps);
+  });
 }
 
 void RmsNormCpu::eval_gpu(const std::vector<mx::array>&, std::vector<mx::array>&) {

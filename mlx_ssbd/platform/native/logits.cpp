@@ -8,6 +8,7 @@
 
 #include "mlx/backend/cpu/encoder.h"
 #include "lanes.h"
+#include "op_clock.h"
 #include "pool.h"
 #include "qmm.h"
 
@@ -115,6 +116,7 @@ void LogitStatsCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<m
   // Rows split between threads (pool.h) where there is work enough: each row's result is its own,
   // whichever thread computes it.
   encoder.dispatch([a]() {
+    OpTimer timer(OpKind::logit_stats);
     parallel_for(a.K, a.K > 1 && a.K * a.V > (1 << 18) ? 1 : a.K, [&](int64_t k) { logit_stats_row(a, k); });
   });
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "lanes.h"
+#include "op_clock.h"
 #include "mlx/backend/cpu/encoder.h"
 
 namespace mlx_ssbd {
@@ -222,6 +223,7 @@ void QuantizedMatmulCpu::eval_cpu(
   QmmParams p{x.data<float>(), w.data<uint32_t>(), scales.data<void>(), biases.data<void>(),
               bias, out.data<float>(), M, N, K, group_size_, bits_, scale_type, banded_};
   encoder.dispatch([p]() {
+    OpTimer timer(p.bits == 4 ? OpKind::product4 : p.bits == 8 ? OpKind::product8 : OpKind::product_other);
     if (p.M == 0 || p.N == 0) return;
     if (!run_kernel(p)) throw std::runtime_error("[mlx_ssbd.quantized_matmul] unsupported bits");
   });

@@ -7,6 +7,7 @@
 
 #include "mlx/backend/cpu/encoder.h"
 #include "lanes.h"
+#include "op_clock.h"
 #include "qmm.h"
 
 namespace mlx_ssbd {
@@ -63,6 +64,7 @@ void SiluMulCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
   encoder.set_input_array(up);
   encoder.set_output_array(out);
   encoder.dispatch([g = gate.data<float>(), u = up.data<float>(), o = out.data<float>(), n = out.size()]() {
+    OpTimer timer(OpKind::silu_mul);
     silu_mul_rows(g, u, o, n);
   });
 }
