@@ -50,7 +50,9 @@ int main(int argc, char** argv) {
   std::vector<double> seconds[2];
   for (int r = -2; r < reps; ++r) {  // two unrecorded rounds first
     for (int side = 0; side < 2; ++side) {
-      const size_t c = (size_t)((r + 2) * 2 + side) % copies;
+      // Each side reads every other copy, the two sides swapping them each round (no side keeps
+      // the same copies: their memory may differ).
+      const size_t c = (size_t)((r + 2) * 2 + (side ^ (r & 1))) % copies;
       const auto start = std::chrono::steady_clock::now();
       const bool ok = (side ? mlx_ssbd::vb::product : mlx_ssbd::va::product)(
           x.data(), w.data() + c * words, scale.data() + c * scales, bias.data() + c * scales, out[side].data(), M, N,
