@@ -61,6 +61,12 @@ template <ScaleType T>
 static inline Floats band_scales(const void* p, size_t i) {
   if constexpr (T == ScaleType::f32) {
     return load_floats(static_cast<const float*>(p) + i);
+#if defined(__AVX512F__)
+  } else if constexpr (T == ScaleType::f16) {
+    // Converted as loaded: through memory (two 32-byte stores, then a 64-byte load) the load
+    // waited for the stores (benchmarks/results/2026-11-30-linux-x86_64-2cpu-epyc-vnni-bands).
+    return load_halves(static_cast<const uint16_t*>(p) + i);
+#endif
   } else {
     alignas(64) float f[kBand];
     scales_to_float<T>(static_cast<const uint16_t*>(p) + i, kBand, f);

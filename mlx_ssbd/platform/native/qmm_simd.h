@@ -31,6 +31,10 @@ static inline Bytes load_bytes(const void* p) { return {_mm512_loadu_si512(p)}; 
 static inline void store_bytes(void* p, Bytes a) { _mm512_storeu_si512(p, a.v); }
 static inline Floats zeros() { return {_mm512_setzero_ps()}; }
 static inline Floats load_floats(const float* p) { return {_mm512_loadu_ps(p)}; }
+// 16 fp16 values at p as fp32 (exact), converted as loaded.
+static inline Floats load_halves(const uint16_t* p) {
+  return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
 static inline void store_floats(float* p, Floats a) { _mm512_storeu_ps(p, a.v); }
 static inline Floats mul(Floats a, Floats b) { return {_mm512_mul_ps(a.v, b.v)}; }
 static inline Floats fmadd(Floats a, Floats b, Floats acc) { return {_mm512_fmadd_ps(a.v, b.v, acc.v)}; }
