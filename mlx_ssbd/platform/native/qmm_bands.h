@@ -118,7 +118,8 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
   const int blocks = a.K / kBlock, per_group = a.group / kBlock;
   const uint8_t* codes = reinterpret_cast<const uint8_t*>(band.codes);
   Floats acc[MR];
-  for (int r = 0; r < MR; ++r) acc[r] = zeros();
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) acc[r] = zeros();  // unrolled: register moves (rolled: a memset)
   const size_t M = xa.rows;
   // Pair h of a block's chunks: for 4 bits a load's low and high nibbles, for 8 bits two loads.
   auto pair = [](const uint8_t* p, int h, Bytes& first, Bytes& second) {
