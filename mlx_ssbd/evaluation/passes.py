@@ -4,10 +4,11 @@ Contract: ``pass_timings(loaded, sizes, repeats, context=None)`` caches the prom
 (en->de) once (followed by tokens of ``FILLER`` until the cache holds ``context`` tokens, when
 given: what a pass costs after a longer talk), then for each N in ``sizes`` returns the median
 wall time of one forward pass over N new tokens of ``FILLER`` from that cached context, rewinding
-the cache after each (N = 1 is a decode step). ``decision_timings(loaded, sizes, repeats)`` times
-deciding such a pass (its N - 1 tokens after the first as the draft, greedy at the default bias,
-``verify.decide``) on that pass's own logits, and beside it what MLX's softmax over the checked
-rows plus one argmax costs on the same logits: what a decision over the vocabulary costs this way.
+the cache after each (N = 1 is a decode step), the sizes taken in turn round after round.
+``decision_timings(loaded, sizes, repeats)`` times deciding such a pass (its N - 1 tokens after
+the first as the draft, greedy at the default bias, ``verify.decide``) on that pass's own logits,
+and beside it what MLX's softmax over the checked rows plus one argmax costs on the same logits:
+what a decision over the vocabulary costs this way.
 ``prompt_and_filler(tokenizer, family)`` gives the token ids, so a peer engine can be timed on
 exactly the same tokens. ``multiply_adds(model)`` counts a token's multiply-adds in the model's
 quantized products by code width, the arithmetic a pass over N tokens cannot do with less than N
@@ -71,24 +72,30 @@ def _median_s(work, repeats: int, after=None) -> float:
 
 
 def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tuple[int, dict[int, float]]:
-    """(cached tokens, {N: median seconds of a pass over N tokens})."""
+    """(cached tokens, {N: median seconds of a pass over N tokens}): ``repeats`` rounds, each
+    timing one pass of every size in turn, so that a machine that other work slows for a while
+    slows every size alike (the sizes one after the other, a slow spell could fall on the decode
+    steps alone and make every pass look cheap against them, or on one size)."""
+    import mlx.core as mx
+
     cache, ids, filler = _cached_prompt(loaded, context)
     base = len(cache)
-
-    def rewind():
-        assert cache.rewind(base) == base
-
-    def median(tokens: list[int]) -> float:
-        return _median_s(lambda: cache.forward(tokens), repeats, after=rewind)
-
-    median(filler[:16])  # warm up
-    return len(ids), {n: median(filler[:n]) for n in sizes}
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for round_ in range(repeats + 1):  # the first round warms up
+        for n in sizes:
+            start = time.perf_counter()
+            mx.eval(cache.forward(filler[:n]))
+            if round_:
+                times[n].append(time.perf_counter() - start)
+            assert cache.rewind(base) == base
+    return len(ids), {n: statistics.median(t) for n, t in times.items()}
 
 
 def pass_breakdown(loaded, sizes, repeats: int) -> dict[int, dict] | None:
     """{N: {"wall_s": mean seconds of a pass over N tokens, "ops_s": {kind: mean seconds of it in
-    the CPU kernel's operations of that kind}}} over ``repeats`` passes from the cached prompt, the
-    kernel timing its operations (``op_timing``); None where the model does not run through it."""
+    the CPU kernel's operations of that kind}}} over ``repeats`` rounds of one pass of each size
+    from the cached prompt, the kernel timing its operations (``op_timing``); None without the
+    kernel."""
     import mlx.core as mx
 
     from ..platform.extension import kernel
@@ -98,20 +105,24 @@ def pass_breakdown(loaded, sizes, repeats: int) -> dict[int, dict] | None:
         return None
     cache, _, filler = _cached_prompt(loaded)
     base = len(cache)
-    out = {}
-    for n in sizes:
-        mx.eval(cache.forward(filler[:n]))  # warm up
-        cache.rewind(base)
-        ours.op_timing(True)
-        start, wall = time.perf_counter(), 0.0
-        for _ in range(repeats):
-            mx.eval(cache.forward(filler[:n]))
-            wall += time.perf_counter() - start
-            cache.rewind(base)
+    walls = {n: 0.0 for n in sizes}
+    ops: dict[int, dict[str, float]] = {n: {} for n in sizes}
+    for round_ in range(repeats + 1):  # the first round warms up; the sizes in turn, as pass_timings
+        for n in sizes:
+            ours.op_timing(True)
             start = time.perf_counter()
-        ours.op_timing(False)
-        ops = {kind: seconds / repeats for kind, (seconds, calls) in ours.op_times().items() if calls}
-        out[n] = {"wall_s": wall / repeats, "ops_s": ops}
+            mx.eval(cache.forward(filler[:n]))
+            wall = time.perf_counter() - start
+            ours.op_timing(False)
+            assert cache.rewind(base) == base
+            if round_:
+                walls[n] += wall
+                for kind, (seconds, calls) in ours.op_times().items():
+                    if calls:
+                        ops[n][kind] = ops[n].get(kind, 0.0) + seconds
+    out = {
+        n: {"wall_s": walls[n] / repeats, "ops_s": {k: t / repeats for k, t in ops[n].items()}} for n in sizes
+    }
     return out
 
 
