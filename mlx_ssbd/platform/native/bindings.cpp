@@ -1,11 +1,11 @@
 // Python bindings: mlx_ssbd.platform._qmm (built by pip install; see CMakeLists.txt).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
-#include <nanobind/stl/map.h>
-#include <nanobind/stl/pair.h>
 
 #include "attention.h"
 #include "layers.h"
