@@ -9,9 +9,9 @@ and times the default model's products with both, alternating product by product
 of 16 rows as a routed layer holds them, read from memory (copies that outweigh the last-level
 cache), one row of x (a decode step) and 16 (a verify pass). It reports each side's median, their
 ratio, and whether both sides' outputs have the same bits. Built with this machine's C++ compiler
-(``$CXX``, else ``c++``) and the flags of the kernel's CMake build for each instruction set this
-CPU has (AVX-512 with VNNI and VBMI, AVX2); both sides share the after side's thread pool
-(``pool.cpp``). x86-64 Linux only.
+(``$CXX``, else ``c++`` or ``g++``) and the flags the after side's CMakeLists.txt gives each
+instruction set this CPU has (AVX-512 with VNNI and VBMI, AVX2); both sides share the after
+side's thread pool (``pool.cpp``). x86-64 Linux only.
 
     python -m benchmarks.engine.kernel_ab --before HEAD~1 --out benchmarks/results/DIR/kernel-ab
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import tempfile
@@ -31,24 +32,10 @@ from benchmarks.harness import Benchmark, markdown_table, option
 
 NATIVE = "mlx_ssbd/platform/native"
 HARNESS = Path(__file__).resolve().parent / "kernel_ab"
-COMMON_FLAGS = ["-O3", "-std=c++20", "-ffp-contract=off", "-fopenmp", "-Wno-psabi"]
-# instruction set: (the kernel's CMake flags for it, the /proc/cpuinfo flags it needs)
+# instruction set: the /proc/cpuinfo flags it needs (its compiler flags: the kernel's CMakeLists.txt)
 PATHS = {
-    "avx512": (
-        [
-            "-mavx2",
-            "-mfma",
-            "-mf16c",
-            "-mavx512f",
-            "-mavx512bw",
-            "-mavx512dq",
-            "-mavx512vl",
-            "-mavx512vnni",
-            "-mavx512vbmi",
-        ],
-        {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"},
-    ),
-    "avx2": (["-mavx2", "-mfma", "-mf16c"], {"avx2", "fma", "f16c"}),
+    "avx512": {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi"},
+    "avx2": {"avx2", "fma", "f16c"},
 }
 # The default model's (qwen2.5-coder-1.5b, as prepared) product shapes: name: (N, K, bits)
 SHAPES = {
@@ -65,6 +52,21 @@ def cpu_flags() -> set[str]:
         if line.startswith("flags"):
             return set(line.split(":", 1)[1].split())
     return set()
+
+
+def cmake_flags(native: Path, path: str) -> list[str]:
+    """The compiler flags the kernel's CMake build (``native``'s CMakeLists.txt) gives the sources
+    it builds for ``path``: its C++ standard, the extension's options, OpenMP and that instruction
+    set's own."""
+    text = (native / "CMakeLists.txt").read_text()
+    standard = re.search(r"set\(CMAKE_CXX_STANDARD (\d+)\)", text)
+    common = re.search(r"target_compile_options\(_qmm PRIVATE ([^)]*)\)", text)
+    own = re.search(rf"qmm_{path}\.cpp\s+PROPERTIES\s+COMPILE_OPTIONS\s+\"([^\"]*)\"", text)
+    if not (standard and common and own):
+        raise SystemExit(
+            f"kernel_ab: {native / 'CMakeLists.txt'} does not give the flags for {path} as expected"
+        )
+    return [f"-std=c++{standard[1]}", *common[1].split(), "-fopenmp", *own[1].split(";")]
 
 
 def short(revision: str) -> str:
@@ -100,7 +102,6 @@ def build(before: Path, after: Path, flags: list[str], into: Path) -> Path:
         obj = into / f"{side}.o"
         command = [
             compiler,
-            *COMMON_FLAGS,
             *flags,
             f"-DQMM_NS={side}",
             f"-I{folder}",
@@ -114,7 +115,6 @@ def build(before: Path, after: Path, flags: list[str], into: Path) -> Path:
     program = into / "ab"
     link = [
         compiler,
-        *COMMON_FLAGS,
         *flags,
         f"-I{after}",
         str(HARNESS / "ab.cpp"),
@@ -139,9 +139,11 @@ def measure(args) -> dict:
             f"kernel_ab: unknown {', '.join(unknown)} (paths: {', '.join(PATHS)}; products: {', '.join(SHAPES)})"
         )
     have = cpu_flags()
-    paths = [p for p in args.paths.split(",") if PATHS[p][1] <= have]
+    paths = [p for p in args.paths.split(",") if PATHS[p] <= have]
     if not paths:
         raise SystemExit(f"kernel_ab: this CPU has none of {args.paths}")
+    if args.reps < 1:
+        raise SystemExit("kernel_ab: --reps must be at least 1")
     after_revision = args.after or None
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
@@ -152,7 +154,7 @@ def measure(args) -> dict:
         after = sources(after_revision, scratch / "after")
         for path in paths:
             print(f"== building both sides for {path}", flush=True)
-            program = build(before, after, PATHS[path][0], scratch / path)
+            program = build(before, after, cmake_flags(after, path), scratch / path)
             for name in args.products.split(","):
                 n, k, bits = SHAPES[name]
                 for m in (1, 16):
