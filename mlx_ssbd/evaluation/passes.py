@@ -71,59 +71,64 @@ def _median_s(work, repeats: int, after=None) -> float:
     return statistics.median(times)
 
 
-def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tuple[int, dict[int, float]]:
-    """(cached tokens, {N: median seconds of a pass over N tokens}): ``repeats`` rounds, each
-    timing one pass of every size in turn, so that a machine that other work slows for a while
-    slows every size alike (the sizes one after the other, a slow spell could fall on the decode
-    steps alone and make every pass look cheap against them, or on one size)."""
+def _in_turn(cache, filler, sizes, repeats: int, measure) -> None:
+    """One pass over N tokens of ``filler`` for each N in ``sizes`` in turn, round after round: a
+    round that warms up, then ``repeats`` more, each pass as ``measure(N, run)`` where ``run()``
+    evaluates it and returns its seconds; the cache is rewound after each. A machine that other
+    work slows for a while so slows every size alike (the sizes one after the other, a slow spell
+    could fall on the decode steps alone and make every pass look cheap against them)."""
     import mlx.core as mx
 
-    cache, ids, filler = _cached_prompt(loaded, context)
     base = len(cache)
-    times: dict[int, list[float]] = {n: [] for n in sizes}
-    for round_ in range(repeats + 1):  # the first round warms up
+
+    def once(n: int) -> float:
+        start = time.perf_counter()
+        mx.eval(cache.forward(filler[:n]))
+        return time.perf_counter() - start
+
+    for round_ in range(repeats + 1):
         for n in sizes:
-            start = time.perf_counter()
-            mx.eval(cache.forward(filler[:n]))
             if round_:
-                times[n].append(time.perf_counter() - start)
+                measure(n, functools.partial(once, n))
+            else:
+                once(n)
             assert cache.rewind(base) == base
+
+
+def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tuple[int, dict[int, float]]:
+    """(cached tokens, {N: median seconds of a pass over N tokens}), the sizes in turn (``_in_turn``)."""
+    cache, ids, filler = _cached_prompt(loaded, context)
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    _in_turn(cache, filler, sizes, repeats, lambda n, run: times[n].append(run()))
     return len(ids), {n: statistics.median(t) for n, t in times.items()}
 
 
 def pass_breakdown(loaded, sizes, repeats: int) -> dict[int, dict] | None:
     """{N: {"wall_s": mean seconds of a pass over N tokens, "ops_s": {kind: mean seconds of it in
     the CPU kernel's operations of that kind}}} over ``repeats`` rounds of one pass of each size
-    from the cached prompt, the kernel timing its operations (``op_timing``); None without the
-    kernel."""
-    import mlx.core as mx
-
+    from the cached prompt (``_in_turn``), the kernel timing its operations (``op_timing``); None
+    without the kernel."""
     from ..platform.extension import kernel
 
     ours = kernel()
     if ours is None:
         return None
     cache, _, filler = _cached_prompt(loaded)
-    base = len(cache)
     walls = {n: 0.0 for n in sizes}
     ops: dict[int, dict[str, float]] = {n: {} for n in sizes}
-    for round_ in range(repeats + 1):  # the first round warms up; the sizes in turn, as pass_timings
-        for n in sizes:
-            ours.op_timing(True)
-            start = time.perf_counter()
-            mx.eval(cache.forward(filler[:n]))
-            wall = time.perf_counter() - start
-            ours.op_timing(False)
-            assert cache.rewind(base) == base
-            if round_:
-                walls[n] += wall
-                for kind, (seconds, calls) in ours.op_times().items():
-                    if calls:
-                        ops[n][kind] = ops[n].get(kind, 0.0) + seconds
-    out = {
+
+    def measure(n: int, run) -> None:
+        ours.op_timing(True)
+        walls[n] += run()
+        ours.op_timing(False)
+        for kind, (seconds, calls) in ours.op_times().items():
+            if calls:
+                ops[n][kind] = ops[n].get(kind, 0.0) + seconds
+
+    _in_turn(cache, filler, sizes, repeats, measure)
+    return {
         n: {"wall_s": walls[n] / repeats, "ops_s": {k: t / repeats for k, t in ops[n].items()}} for n in sizes
     }
-    return out
 
 
 def decision_timings(loaded, sizes, repeats: int) -> dict[int, tuple[float, float]]:
