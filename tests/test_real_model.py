@@ -114,9 +114,10 @@ def mlx_quantized_layers(model):
     swapped = [(m, type(m)) for _, m in model.named_modules() if type(m) in routed]
     held = {id(m): [m[leaf] for leaf in leaves] for m, _ in swapped if m.banded}
     for m, kind in swapped:
+        stored = [quantized.as_stored(m, leaf) for leaf in leaves] if m.banded else []
         m.__class__ = routed[kind]
-        for leaf, banded in zip(leaves, held.get(id(m), ())):
-            m[leaf] = quantized.unpack_bands(banded)
+        for leaf, a in zip(leaves, stored):
+            m[leaf] = a
     try:
         yield
     finally:

@@ -5,10 +5,12 @@ Contract: ``route_quantized_layers(model)``: on the CPU backend, every affine ``
 kernel; on a GPU, or without the kernel, nothing changes (MLX's own ``quantized_matmul`` runs).
 Returns the number of layers routed, and sets the BLAS threads for what runs
 (``backend.quiet_blas_workers``: the last model routed decides). The weight, scales and biases of a
-routed layer with 4-bit or 8-bit codes (and a multiple of 16 rows) are repacked in bands of 16 rows
-(``repack_bands``: the same shapes and dtypes, another order), the layout the kernel's products
-read; the layer's ``banded`` says so, and nothing but the kernel (and a banded embedding's own
-lookup) may read them after (``unpack_bands`` gives MLX's layout back). ``stored_parameters(model)`` names
+routed layer with 4-bit, 5-bit or 8-bit codes (an embedding: 4 or 8 bits; and a multiple of 16
+rows) are repacked in bands of 16 rows (``repack_bands``: the same shapes and dtypes, another
+order; 5-bit codes first each block's bits in a band's order, the kernel's ``band_codes``), the
+layout the kernel's products read; the layer's ``banded`` says so, and nothing but the kernel (and
+a banded embedding's own lookup) may read them after (``as_stored(layer, leaf)`` gives MLX's
+layout back). ``stored_parameters(model)`` names
 the routed layers' scales and biases, which the kernel reads as stored (fp32, fp16 or bf16) and so
 need no cast. ``dequantize_layers(model)`` replaces quantized layers by dense ones (the
 ``MLX_SSBD_WEIGHTS=dense`` comparison path). The kernel is the native extension
@@ -54,7 +56,9 @@ def _product(layer, x, bias=None):
 
 
 def _bandable(layer) -> bool:
-    return layer.bits in (4, 8) and layer["weight"].shape[0] % BAND == 0
+    # A banded embedding looks its rows up in the bands (``_rows``): whole words of codes, so not 5-bit.
+    widths = (4, 8) if isinstance(layer, nn.QuantizedEmbedding) else (4, 5, 8)
+    return layer.bits in widths and layer["weight"].shape[0] % BAND == 0
 
 
 def repack_bands(a: mx.array) -> mx.array:
@@ -76,13 +80,30 @@ def unpack_bands(a: mx.array) -> mx.array:
     return mx.contiguous(_bands(a).swapaxes(1, 2)).reshape(a.shape)
 
 
+LEAVES = ("weight", "scales", "biases")  # a quantized layer's arrays
+
+
+def band_leaf(leaf: str, a: mx.array, bits: int) -> mx.array:
+    """A quantized layer's ``leaf`` (one of ``LEAVES``) ``a`` of ``bits``-bit codes in bands, as a
+    routed layer holds it (codes of 5 bits first in a band's order: the kernel's ``band_codes``)."""
+    return repack_bands(kernel().band_codes(a, bits) if leaf == "weight" else a)
+
+
 def _band(layer) -> None:
     """Repack a routed layer's weight, scales and biases in bands, in place of the stored ones (one
     array at a time: the memory of one array more at most)."""
-    for leaf in ("weight", "scales", "biases"):
-        layer[leaf] = repack_bands(layer[leaf])
+    for leaf in LEAVES:
+        layer[leaf] = band_leaf(leaf, layer[leaf], layer.bits)
         mx.eval(layer[leaf])
     layer.banded = True
+
+
+def as_stored(layer, leaf: str) -> mx.array:
+    """A routed layer's ``leaf`` (weight, scales or biases) in MLX's layout, banded or not."""
+    if not layer.banded:
+        return layer[leaf]
+    a = unpack_bands(layer[leaf])
+    return kernel().band_codes(a, layer.bits, inverse=True) if leaf == "weight" else a
 
 
 def _rows(layer, leaf: str, ids: mx.array) -> mx.array:

@@ -8,8 +8,10 @@
 #endif
 #include <vector>
 
+#include "band_codes.h"
 #include "lanes.h"
 #include "op_clock.h"
+#include "pool.h"
 #include "mlx/backend/cpu/encoder.h"
 
 namespace mlx_ssbd {
@@ -156,8 +158,9 @@ mx::array quantized_matmul(
         "[mlx_ssbd.quantized_matmul] shapes do not match: x's last dimension must be "
         "w.shape[1] * 32 / bits and scales/biases must be [N, K / group_size]");
   }
-  if (banded && ((bits != 4 && bits != 8) || N % 16 != 0)) {
-    throw std::invalid_argument("[mlx_ssbd.quantized_matmul] banded weights have 4 or 8 bits and a multiple of 16 rows");
+  if (banded && ((bits != 4 && bits != 5 && bits != 8) || N % 16 != 0)) {
+    throw std::invalid_argument(
+        "[mlx_ssbd.quantized_matmul] banded weights have 4, 5 or 8 bits and a multiple of 16 rows");
   }
   if (bias && (bias->ndim() != 1 || bias->shape(0) != N)) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bias must be 1-D with w.shape[0] elements");
@@ -182,6 +185,23 @@ mx::array quantized_matmul(
   auto out = mx::array(
       shape, mx::float32, std::make_shared<QuantizedMatmulCpu>(stream, group_size, bits, banded), std::move(inputs));
   return out_dtype == mx::float32 ? out : mx::astype(out, out_dtype, stream);
+}
+
+mx::array band_codes(const mx::array& w, int bits, bool inverse) {
+  if (w.dtype() != mx::uint32 || w.ndim() != 2 || (bits != 4 && bits != 5 && bits != 8) ||
+      (bits == 5 && w.shape(1) % 5 != 0)) {
+    throw std::invalid_argument(
+        "[mlx_ssbd.band_codes] codes must be a 2-D uint32 array of 4, 5 or 8 bits (5 bits: whole blocks of 32)");
+  }
+  if (bits != 5) return w;
+  mx::array in = mx::contiguous(w);
+  in.eval();
+  const uint32_t* from = in.data<uint32_t>();
+  std::vector<uint32_t> out(in.size());
+  const int64_t blocks = (int64_t)out.size() / 5;
+  parallel_for(blocks, split_grain(blocks, blocks > 4096),
+               [&](int64_t i) { band_block5(from + 5 * i, out.data() + 5 * i, inverse); });
+  return mx::array(out.begin(), w.shape(), mx::uint32);
 }
 
 mx::array row_major(const mx::array& a, mx::cpu::CommandEncoder& encoder) {

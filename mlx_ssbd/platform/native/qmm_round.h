@@ -8,8 +8,8 @@
 //                                        slots 0..15 to first[0..15], 16..31 to second[0..15];
 //                                        returns their sum
 //
-// band_slot<4> orders each 8 values k..k+7 as k, k+2, k+4, k+6, k+1, k+3, k+5, k+7 (the order a
-// band of 4-bit codes takes x: qmm_bands.h); every other width keeps them in order.
+// band_slot<4> (and <5>) orders each 8 values k..k+7 as k, k+2, k+4, k+6, k+1, k+3, k+5, k+7 (the
+// order a band of 4-bit codes takes x: qmm_bands.h); every other width keeps them in order.
 // |v[i] * inv| <= 127 for the inv quantize_rows gives, so no value saturates. The maximum is exact
 // in any order and each value one IEEE product rounded in the current (default) rounding mode, so
 // AVX-512 and AVX2 give the bits the plain loop does; they compute a verify pass's 16 rows about
@@ -30,7 +30,7 @@ static inline int32_t round_block(const float* v, float inv, int8_t* first, int8
   const __m512 scale = _mm512_set1_ps(inv);
   __m512i a = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(v), scale));
   __m512i b = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(v + 16), scale));
-  if constexpr (B == 4) {  // band_slot<4>
+  if constexpr (kNibbles<B>) {  // band_slot<4>
     const __m512i order = _mm512_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
     a = _mm512_permutexvar_epi32(order, a), b = _mm512_permutexvar_epi32(order, b);
   }
@@ -59,7 +59,7 @@ static inline int32_t round_block(const float* v, float inv, int8_t* first, int8
   __m256i q[4];
   for (int i = 0; i < 4; ++i) {
     q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(v + 8 * i), scale));
-    if constexpr (B == 4) q[i] = _mm256_permutevar8x32_epi32(q[i], _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    if constexpr (kNibbles<B>) q[i] = _mm256_permutevar8x32_epi32(q[i], _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
   }
   // packs interleaves 128-bit lanes: dwords q0[0..3] q1[0..3] q2[0..3] q3[0..3] | q0[4..7] ...
   const __m256i packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));

@@ -78,6 +78,14 @@ static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
   high = {_mm512_and_si512(_mm512_srli_epi16(bytes, 4), mask)};
 }
 
+// A band's vector j (0..7) of 5-bit codes' low bits with their high bits added: bit 8i + j of each
+// lane of `high` moved to bit 4 of its byte i (band_codes.h), as low | (shifted & 0x10...).
+static inline Bytes high_bits(Bytes low, Bytes high, int j) {
+  const __m128i count = _mm_cvtsi32_si128(j <= 4 ? 4 - j : j - 4);
+  const __m512i moved = j <= 4 ? _mm512_sll_epi32(high.v, count) : _mm512_srl_epi32(high.v, count);
+  return {_mm512_ternarylogic_epi32(low.v, moved, _mm512_set1_epi8(0x10), 0xF8)};
+}
+
 // 64 codes of B bits (2, 3, 5 or 6) packed in 8 * B bytes, in order: qword i gathers the B bytes
 // of codes 8i..8i+7 (vpermb), and byte j of it takes its bits from j * B (vpmultishiftqb).
 template <int B>
@@ -251,6 +259,16 @@ static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
   high = {_mm256_and_si256(_mm256_srli_epi16(first, 4), mask), _mm256_and_si256(_mm256_srli_epi16(second, 4), mask)};
 }
 
+static inline Bytes high_bits(Bytes low, Bytes high, int j) {
+  const __m128i count = _mm_cvtsi32_si128(j <= 4 ? 4 - j : j - 4);
+  const __m256i mask = _mm256_set1_epi8(0x10);
+  auto half = [&](__m256i l, __m256i h) {
+    const __m256i moved = j <= 4 ? _mm256_sll_epi32(h, count) : _mm256_srl_epi32(h, count);
+    return _mm256_or_si256(l, _mm256_and_si256(moved, mask));
+  };
+  return {half(low.lo, high.lo), half(low.hi, high.hi)};
+}
+
 #else  // portable: GCC/Clang vector extensions (NEON or SSE2 code from the compiler)
 
 typedef float f16v __attribute__((vector_size(64)));
@@ -351,6 +369,16 @@ static inline Bytes unpack(const uint8_t* p) {
 
 static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
   for (int i = 0; i < 64; ++i) low.v[i] = p[i] & 0x0F, high.v[i] = p[i] >> 4;
+}
+
+static inline Bytes high_bits(Bytes low, Bytes high, int j) {
+  for (int lane = 0; lane < 16; ++lane) {
+    uint32_t h;
+    std::memcpy(&h, (const uint8_t*)&high.v + 4 * lane, 4);
+    const uint32_t moved = (j <= 4 ? h << (4 - j) : h >> (j - 4)) & 0x10101010u;
+    for (int i = 0; i < 4; ++i) low.v[4 * lane + i] |= (uint8_t)(moved >> (8 * i));
+  }
+  return low;
 }
 
 #endif
