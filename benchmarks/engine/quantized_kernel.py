@@ -280,7 +280,7 @@ BENCHMARK = Benchmark(
     render,
     options=(
         option("--rows", default="1,2,4,8,16,32,64"),
-        option("--bits", default="4,8"),
+        option("--bits", default="4,5,8"),
         option("--repeats", type=int, default=9),
     ),
     about=__doc__,
