@@ -1,6 +1,6 @@
 """One quantized product on the CPU: mlx-ssbd's kernel, MLX's own ``quantized_matmul``, and fp32 BLAS.
 
-For the default model's MLP weights (8960 x 1536 and 1536 x 8960) quantized to 4 and 8 bits
+For the default model's MLP weights (8960 x 1536 and 1536 x 8960) quantized to 4, 5 and 8 bits
 (group 32, as the prepared models are), the median time of ``x @ W.T`` for 1 to 64 rows of x: a
 decode step is 1 row, a verify pass of a draft 8-64. The kernel reads each weight as a routed layer
 holds it (``quantized.route_quantized_layers``): 4, 5 and 8-bit codes repacked in bands of 16 rows
