@@ -70,6 +70,18 @@ def test_quantized_kernel_and_weights_reports(model_dir, tmp_path):
     assert "| AVX2 |" in (tmp_path / "avx2" / "avx2_path.md").read_text()
 
 
+def test_x_rounding_prices_each_block_size_against_exact_x(model_dir, tmp_path):
+    script(
+        "benchmarks.engine.x_rounding",
+        *("--model", model_dir, "--sentences", 2, "--blocks", "32,256", "--out", tmp_path / "x"),
+    )
+    report = json.loads((tmp_path / "x" / "x_rounding.json").read_text())
+    assert report["sentences"] == 2 and report["tokens"] > 0 and report["layers_rounded"] > 0
+    assert [r["block"] for r in report["rows"]] == [32, 256]
+    assert all(r["kl_nats"] >= 0 and 0 <= r["top1_agreement"] <= 1 for r in report["rows"])
+    assert "| 32 values (the kernel) |" in (tmp_path / "x" / "x_rounding.md").read_text()
+
+
 def test_hybrid_reuse_compares_checkpoints_with_rebuilds(model_dir, tmp_path):
     script(
         "benchmarks.engine.hybrid_reuse",

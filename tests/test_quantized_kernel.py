@@ -73,6 +73,13 @@ def test_rounding_is_half_a_step_of_the_block_s_largest_value():
     err = mx.abs(rounded.reshape(4, 4, 32) - blocks)
     assert mx.all(err <= step / 2 * (1 + 1e-5)).item()
     assert mx.array_equal(rounded[3], x[3]).item()
+    # one step per 96 values instead: blocks of 96, 32 (the last), each its own largest value
+    coarse = extension.rounded_activations(x[:, :128], block=96)
+    for lo, hi in ((0, 96), (96, 128)):
+        part = x[:, lo:hi]
+        step = mx.max(mx.abs(part), axis=-1, keepdims=True) / 127
+        assert mx.all(mx.abs(coarse[:, lo:hi] - part) <= step / 2 * (1 + 1e-5)).item()
+    assert not mx.array_equal(coarse, rounded).item()
 
 
 @pytest.mark.parametrize("dtype", [mx.float16, mx.bfloat16])

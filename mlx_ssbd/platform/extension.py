@@ -7,7 +7,8 @@ found no compiler; built against another MLX; ``MLX_SSBD_QMM=0``). The extension
 install`` (CMake through scikit-build-core); nothing here compiles, writes or loads anything at
 import time. Its users: ``quantized`` (products of quantized layers) and ``layers`` (RoPE, norms,
 SwiGLU, attention). ``rounded_activations(x)`` is x as the kernel multiplies it (the kernel's
-contract, for tests); ``default_inverse_frequencies`` are RoPE's, as ``mx.fast.rope`` computes them.
+contract, for tests; ``block=`` another block size, for benchmarks); ``default_inverse_frequencies``
+are RoPE's, as ``mx.fast.rope`` computes them.
 """
 
 from __future__ import annotations
@@ -63,13 +64,19 @@ def _load():
     return _qmm, f"on ({_qmm.simd_path()}, {threads}, built against mlx {_qmm.mlx_version})"
 
 
-def rounded_activations(x):
+def rounded_activations(x, block: int = 32):
     """``x`` as the kernel multiplies it: rounded to int8 steps per block of 32 values of its last
-    axis (step = the block's largest magnitude / 127, ties to even)."""
-    blocks = x.reshape(*x.shape[:-1], -1, 32)
+    axis (step = the block's largest magnitude / 127, ties to even). Another ``block`` rounds it
+    with one step per that many values instead (the last block of the axis may be shorter): what a
+    kernel with such steps would multiply."""
+    size = x.shape[-1]
+    pad = -size % block
+    padded = mx.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]) if pad else x
+    blocks = padded.reshape(*padded.shape[:-1], -1, block)
     amax = mx.max(mx.abs(blocks), axis=-1, keepdims=True)
     inverse = mx.where(amax > 0, 127.0 / mx.where(amax > 0, amax, 1.0), 0.0)
-    return (mx.round(blocks * inverse) * (amax / 127.0)).reshape(x.shape)
+    rounded = (mx.round(blocks * inverse) * (amax / 127.0)).reshape(padded.shape)
+    return rounded[..., :size] if pad else rounded
 
 
 def _self_check(module) -> str:
