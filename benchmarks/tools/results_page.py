@@ -107,24 +107,27 @@ SECTIONS = (
         "GGUF files (a decode step, a 16-token pass, the weight bytes a step reads); one "
         "product through each kernel (its rate against the kernel's in-cache ceiling, and that ceiling "
         "against the CPU's int8 peak: its widest int8 multiply-add instruction alone), and a decode "
-        "layer's small operations; OpenBLAS's threads beside the kernel; memory over a long session.",
+        "layer's small operations; what rounding x to int8 per block of 32 values (the kernel's) or "
+        "more costs the model's predictions; OpenBLAS's threads beside the kernel; memory over a long "
+        "session.",
         (
             ("quantized-weights",),
             ("avx2-path",),
             ("llama-cpp",),
             ("quantized-kernel",),
+            ("x-rounding-1.5b",),
             ("blas-threads-1.5b",),
             ("longform-0.5b", "longform"),
         ),
     ),
     Section(
         "What a verify pass costs",
-        "A forward pass of the default model over N new tokens from the same cached prompt against one "
+        "A forward pass of each model over N new tokens from the same cached prompt against one "
         "decode step, beside the floor the CPU kernel's arithmetic sets under that pass (its multiply-adds "
         "at the kernel's in-cache ceiling) and, where measured, the floor at the CPU's int8 peak (the "
         "same multiply-adds at its widest int8 multiply-add instruction's own rate); and, where "
         "measured, what deciding each pass costs after it, beside MLX's softmax over the same rows.",
-        (("verify-cost-1.5b",),),
+        (("verify-cost-1.5b",), ("verify-cost-0.5b",)),
     ),
     Section(
         "The CPU backend's choices",
