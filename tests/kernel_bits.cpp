@@ -83,13 +83,13 @@ int main() {
           std::vector<float> x((size_t)M * K), bias(N);
           for (auto& v : x) v = 4.0f * uniform();
           for (auto& v : bias) v = uniform();
-          const bool bands = N % 16 == 0 && (bits == 4 || bits == 5 || bits == 8);
+          const bool bands = N % 16 == 0 && bits >= 4;
           const size_t scale_size = type == ScaleType::f32 ? 4 : 2;
           std::vector<uint8_t> wb, sb, bb;
           if (bands) {
-            std::vector<uint32_t> ordered = w;  // 5-bit codes: each block's bits in a band's order
-            if (bits == 5)
-              for (size_t d = 0; d < w.size(); d += 5) mlx_ssbd::band_block5(w.data() + d, ordered.data() + d);
+            std::vector<uint32_t> ordered = w;  // 5 and 6-bit codes: each block's bits in a band's order
+            for (size_t d = 0; mlx_ssbd::has_planes(bits) && d < w.size(); d += bits)
+              (bits == 5 ? mlx_ssbd::band_block<5> : mlx_ssbd::band_block<6>)(w.data() + d, ordered.data() + d, false);
             wb = banded(reinterpret_cast<const uint8_t*>(ordered.data()), N, (size_t)K * bits / 32, 4);
             sb = banded(scales.data(), N, K / group, scale_size), bb = banded(biases.data(), N, K / group, scale_size);
           }

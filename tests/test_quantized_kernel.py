@@ -207,36 +207,37 @@ def test_a_quantized_model_runs_through_the_kernel_with_mlx_s_logits():
     assert mx.max(mx.abs(got - exact)).item() <= 0.05 * scale  # what the rounding costs here
 
 
-@pytest.mark.parametrize("bits", [4, 5, 6, 8])
-def test_routing_repacks_4_5_and_8_bit_layers_in_bands_with_the_same_products(bits):
+@pytest.mark.parametrize("bits", [3, 4, 5, 6, 8])
+def test_routing_repacks_4_to_8_bit_layers_in_bands_with_the_same_products(bits):
     model = quantized_tiny(bits=bits)
     layer, head = model.model.layers[0].mlp.up_proj, model.lm_head  # 128 rows; the vocabulary's 259
     stored = [layer[leaf] for leaf in ("weight", "scales", "biases")]
     h = mx.random.normal((17, 64), key=mx.random.key(3))
     want = KERNEL.quantized_matmul(h, *stored, layer.group_size, bits)
     quantized.route_quantized_layers(model)
-    assert getattr(layer, "banded", False) == (bits in (4, 5, 8))
+    assert getattr(layer, "banded", False) == (bits in (4, 5, 6, 8))
     assert not getattr(head, "banded", False)  # not whole bands: read in MLX's layout
     assert [layer[leaf].shape for leaf in ("weight", "scales", "biases")] == [a.shape for a in stored]
     assert [layer[leaf].dtype for leaf in ("weight", "scales", "biases")] == [a.dtype for a in stored]
     assert mx.array_equal(layer(h), want).item()  # the same bits from the bands
-    if bits in (4, 5, 8):
+    if bits in (4, 5, 6, 8):
         assert not mx.array_equal(layer["weight"], stored[0]).item()  # repacked, not copied
     for leaf, before in zip(quantized.LEAVES, stored):
         assert mx.array_equal(quantized.as_stored(layer, leaf), before).item()
 
 
-def test_5_bit_codes_take_a_band_s_order_and_back():
+@pytest.mark.parametrize("bits", [5, 6])
+def test_5_and_6_bit_codes_take_a_band_s_order_and_back(bits):
     """Each row's blocks of 32 codes: the same codes in another order of their bits (the low 4 bits
-    packed as 4-bit codes, the high bits in a word of their own), and the inverse gives MLX's back."""
+    packed as 4-bit codes, each higher bit in a word of its own), and the inverse gives MLX's back."""
     w = mx.random.normal((3, 96), key=mx.random.key(5))
-    q, _, _ = mx.quantize(w, group_size=32, bits=5)
-    ordered = KERNEL.band_codes(q, 5)
+    q, _, _ = mx.quantize(w, group_size=32, bits=bits)
+    ordered = KERNEL.band_codes(q, bits)
     assert ordered.shape == q.shape and ordered.dtype == mx.uint32
-    assert mx.array_equal(KERNEL.band_codes(ordered, 5, inverse=True), q).item()
-    codes = mx.dequantize(q, mx.ones((3, 3)), mx.zeros((3, 3)), group_size=32, bits=5).astype(mx.uint32)
+    assert mx.array_equal(KERNEL.band_codes(ordered, bits, inverse=True), q).item()
+    codes = mx.dequantize(q, mx.ones((3, 3)), mx.zeros((3, 3)), group_size=32, bits=bits).astype(mx.uint32)
     low = mx.dequantize(
-        ordered.reshape(3, 3, 5)[..., :4].reshape(3, 12),
+        ordered.reshape(3, 3, bits)[..., :4].reshape(3, 12),
         mx.ones((3, 3)),
         mx.zeros((3, 3)),
         group_size=32,
@@ -245,9 +246,9 @@ def test_5_bit_codes_take_a_band_s_order_and_back():
     assert mx.array_equal(low.astype(mx.uint32), codes % 16).item()
     assert mx.array_equal(KERNEL.band_codes(q[:, :5], 4), q[:, :5]).item()  # 4 and 8 bits: as they are
     with pytest.raises(ValueError, match="whole blocks"):
-        KERNEL.band_codes(q[:, :4], 5)
-    with pytest.raises(ValueError, match="4, 5 or 8 bits"):
-        KERNEL.band_codes(q, 6)
+        KERNEL.band_codes(q[:, : bits - 1], bits)
+    with pytest.raises(ValueError, match="4, 5, 6 or 8 bits"):
+        KERNEL.band_codes(q, 3)
 
 
 @pytest.mark.parametrize("bits", [4, 8])
@@ -265,13 +266,13 @@ def test_a_banded_embedding_looks_up_the_rows_it_stored(bits):
     assert mx.array_equal(embedding.as_linear(x), product).item()  # a tied output layer
 
 
-def test_banded_weights_must_be_whole_bands_of_4_5_or_8_bits():
+def test_banded_weights_must_be_whole_bands_of_4_to_8_bits():
     q, s, b = mx.quantize(mx.random.normal((24, 64)), group_size=32, bits=4)
     with pytest.raises(ValueError, match="banded weights"):
         KERNEL.quantized_matmul(mx.ones((1, 64)), q, s, b, 32, 4, banded=True)
-    q, s, b = mx.quantize(mx.random.normal((32, 64)), group_size=32, bits=6)
+    q, s, b = mx.quantize(mx.random.normal((32, 64)), group_size=32, bits=3)
     with pytest.raises(ValueError, match="banded weights"):
-        KERNEL.quantized_matmul(mx.ones((1, 64)), q, s, b, 32, 6, banded=True)
+        KERNEL.quantized_matmul(mx.ones((1, 64)), q, s, b, 32, 3, banded=True)
 
 
 def test_routed_layers_keep_their_scales_as_stored():
@@ -409,7 +410,7 @@ for bits in (2, 3, 4, 5, 6, 8):
         for rows in (6, 7, 9, 12):
             part = k.quantized_matmul(x[:rows], q, s.astype(scales), b.astype(scales), 64, bits)
             assert mx.array_equal(part, out[:rows]).item(), (bits, rows)
-    if bits in (4, 5, 8):  # whole bands, repacked as at load, and a tile of 16 rows
+    if bits >= 4:  # whole bands, repacked as at load, and a tile of 16 rows
         w = mx.random.normal((48, 1536), key=mx.random.key(bits + 2))
         x17 = mx.random.normal((17, 1536), key=mx.random.key(bits + 3))
         q16, s16, b16 = mx.quantize(w, group_size=32, bits=bits)

@@ -3,7 +3,7 @@
 For the default model's MLP weights (8960 x 1536 and 1536 x 8960) quantized to 4, 5 and 8 bits
 (group 32, as the prepared models are), the median time of ``x @ W.T`` for 1 to 64 rows of x: a
 decode step is 1 row, a verify pass of a draft 8-64. The kernel reads each weight as a routed layer
-holds it (``quantized.route_quantized_layers``): 4, 5 and 8-bit codes repacked in bands of 16 rows
+holds it (``quantized.route_quantized_layers``): 4, 5, 6 and 8-bit codes repacked in bands of 16 rows
 at load, MLX's quantized_matmul as stored. fp32 BLAS multiplies the dequantized weight
 (the dense path: 8x the bytes of 4-bit weights); with OpenBLAS one-row products go through the
 sgemv shim when it is built (``mlx-ssbd doctor``). Beside it, the MLP's SwiGLU on the same rows
@@ -153,8 +153,8 @@ def measure(args) -> dict:
             w = mx.random.normal((n, k), key=mx.random.key(0)) * 0.02
             stored = mx.quantize(w, group_size=32, bits=bits)
             dense = mx.dequantize(*stored, group_size=32, bits=bits)
-            # as routing lays them out: 4, 5 and 8 bits in bands (every shape here is whole bands)
-            banded = bits in (4, 5, 8)
+            # as routing lays them out: 4 to 8 bits in bands (every shape here is whole bands)
+            banded = bits in (4, 5, 6, 8)
             held = tuple(band_leaf(leaf, a, bits) for leaf, a in zip(LEAVES, stored)) if banded else stored
             mx.eval(stored, held, dense)
             for m in (int(r) for r in args.rows.split(",")):

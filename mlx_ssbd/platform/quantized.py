@@ -5,9 +5,9 @@ Contract: ``route_quantized_layers(model)``: on the CPU backend, every affine ``
 kernel; on a GPU, or without the kernel, nothing changes (MLX's own ``quantized_matmul`` runs).
 Returns the number of layers routed, and sets the BLAS threads for what runs
 (``backend.quiet_blas_workers``: the last model routed decides). The weight, scales and biases of a
-routed layer with 4-bit, 5-bit or 8-bit codes (an embedding: 4 or 8 bits; and a multiple of 16
-rows) are repacked in bands of 16 rows (``repack_bands``: the same shapes and dtypes, another
-order; 5-bit codes first each block's bits in a band's order, the kernel's ``band_codes``), the
+routed layer with 4, 5, 6 or 8-bit codes (an embedding: 4 or 8 bits; and a multiple of 16 rows)
+are repacked in bands of 16 rows (``repack_bands``: the same shapes and dtypes, another order; 5
+and 6-bit codes first each block's bits in a band's order, the kernel's ``band_codes``), the
 layout the kernel's products read; the layer's ``banded`` says so, and nothing but the kernel (and
 a banded embedding's own lookup) may read them after (``as_stored(layer, leaf)`` gives MLX's
 layout back). ``stored_parameters(model)`` names
@@ -56,8 +56,8 @@ def _product(layer, x, bias=None):
 
 
 def _bandable(layer) -> bool:
-    # A banded embedding looks its rows up in the bands (``_rows``): whole words of codes, so not 5-bit.
-    widths = (4, 8) if isinstance(layer, nn.QuantizedEmbedding) else (4, 5, 8)
+    # A banded embedding looks its rows up in the bands (``_rows``): whole words of codes, so 4 or 8 bits.
+    widths = (4, 8) if isinstance(layer, nn.QuantizedEmbedding) else (4, 5, 6, 8)
     return layer.bits in widths and layer["weight"].shape[0] % BAND == 0
 
 
@@ -85,7 +85,7 @@ LEAVES = ("weight", "scales", "biases")  # a quantized layer's arrays
 
 def band_leaf(leaf: str, a: mx.array, bits: int) -> mx.array:
     """A quantized layer's ``leaf`` (one of ``LEAVES``) ``a`` of ``bits``-bit codes in bands, as a
-    routed layer holds it (codes of 5 bits first in a band's order: the kernel's ``band_codes``)."""
+    routed layer holds it (codes of 5 or 6 bits first in a band's order: the kernel's ``band_codes``)."""
     return repack_bands(kernel().band_codes(a, bits) if leaf == "weight" else a)
 
 

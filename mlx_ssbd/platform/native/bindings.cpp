@@ -25,8 +25,8 @@ NB_MODULE(_qmm, m) {
         "x @ dequantize(w, scales, biases).T (+ bias, a linear layer's own) on the CPU, in fp32; "
         "x's dtype out.");
   m.def("band_codes", &mlx_ssbd::band_codes, "w"_a, "bits"_a, nb::kw_only(), "inverse"_a = false,
-        "5-bit codes [N, K * 5 / 32] (MLX's layout) with each row's blocks of 32 in the order a band reads "
-        "them, or with inverse back; 4-bit and 8-bit codes as they are. Computed at once.");
+        "5 or 6-bit codes [N, K * bits / 32] (MLX's layout) with each row's blocks of 32 in the order a band "
+        "reads them, or with inverse back; 4-bit and 8-bit codes as they are. Computed at once.");
   m.def("silu_mul", &mlx_ssbd::silu_mul, "gate"_a, "up"_a, nb::kw_only(), "stream"_a = nb::none(),
         "silu(gate) * up on the CPU, 16 lanes at a time (the SwiGLU of an MLP).");
   m.def("rope", &mlx_ssbd::rope, "x"_a, "dims"_a, nb::kw_only(), "traditional"_a, "inv_freqs"_a,

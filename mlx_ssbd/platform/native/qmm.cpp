@@ -158,9 +158,9 @@ mx::array quantized_matmul(
         "[mlx_ssbd.quantized_matmul] shapes do not match: x's last dimension must be "
         "w.shape[1] * 32 / bits and scales/biases must be [N, K / group_size]");
   }
-  if (banded && ((bits != 4 && bits != 5 && bits != 8) || N % 16 != 0)) {
+  if (banded && ((bits < 4 || bits == 7 || bits > 8) || N % 16 != 0)) {
     throw std::invalid_argument(
-        "[mlx_ssbd.quantized_matmul] banded weights have 4, 5 or 8 bits and a multiple of 16 rows");
+        "[mlx_ssbd.quantized_matmul] banded weights have 4, 5, 6 or 8 bits and a multiple of 16 rows");
   }
   if (bias && (bias->ndim() != 1 || bias->shape(0) != N)) {
     throw std::invalid_argument("[mlx_ssbd.quantized_matmul] bias must be 1-D with w.shape[0] elements");
@@ -188,19 +188,20 @@ mx::array quantized_matmul(
 }
 
 mx::array band_codes(const mx::array& w, int bits, bool inverse) {
-  if (w.dtype() != mx::uint32 || w.ndim() != 2 || (bits != 4 && bits != 5 && bits != 8) ||
-      (bits == 5 && w.shape(1) % 5 != 0)) {
+  if (w.dtype() != mx::uint32 || w.ndim() != 2 || (bits != 4 && !has_planes(bits) && bits != 8) ||
+      (has_planes(bits) && w.shape(1) % bits != 0)) {
     throw std::invalid_argument(
-        "[mlx_ssbd.band_codes] codes must be a 2-D uint32 array of 4, 5 or 8 bits (5 bits: whole blocks of 32)");
+        "[mlx_ssbd.band_codes] codes must be a 2-D uint32 array of 4, 5, 6 or 8 bits (whole blocks of 32)");
   }
-  if (bits != 5) return w;
+  if (!has_planes(bits)) return w;
   mx::array in = mx::contiguous(w);
   in.eval();
   const uint32_t* from = in.data<uint32_t>();
   std::vector<uint32_t> out(in.size());
-  const int64_t blocks = (int64_t)out.size() / 5;
+  const int64_t blocks = (int64_t)out.size() / bits;
+  auto order = bits == 5 ? &band_block<5> : &band_block<6>;
   parallel_for(blocks, split_grain(blocks, blocks > 4096),
-               [&](int64_t i) { band_block5(from + 5 * i, out.data() + 5 * i, inverse); });
+               [&](int64_t i) { order(from + bits * i, out.data() + bits * i, inverse); });
   return mx::array(out.begin(), w.shape(), mx::uint32);
 }
 

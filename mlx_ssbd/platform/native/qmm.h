@@ -23,7 +23,7 @@ struct QmmParams {
   float* out;
   int M, N, K, group, bits;
   int scale_type;  // 0: fp32, 1: fp16, 2: bf16
-  bool banded;     // w, scales and biases in bands of 16 rows (repack_bands), 4, 5 and 8 bits only
+  bool banded;     // w, scales and biases in bands of 16 rows (repack_bands), 4, 5, 6 and 8 bits only
 };
 
 bool qmm_generic(const QmmParams& p);
@@ -91,7 +91,7 @@ std::string simd_path();
 // (a linear layer's own, [N]) the result is that product plus bias, as one fp32 addition per
 // element: the same bits as adding it afterwards, one operation fewer in the graph. `banded`: w,
 // scales and biases are repacked in bands of 16 rows (mlx_ssbd/platform/quantized.py,
-// repack_bands; 4-bit, 5-bit and 8-bit codes, N a multiple of 16; 5-bit codes first put in a
+// repack_bands; 4, 5, 6 and 8-bit codes, N a multiple of 16; 5 and 6-bit codes first put in a
 // band's order by band_codes), the layout the products read.
 mx::array quantized_matmul(
     const mx::array& x,
@@ -104,9 +104,9 @@ mx::array quantized_matmul(
     bool banded = false,
     mx::StreamOrDevice s = {});
 
-// 5-bit codes [N, K * 5 / 32] (uint32, MLX's layout) with each row's blocks of 32 in the order a
-// band reads them (band_codes.h), or with `inverse` back; 4-bit and 8-bit codes as they are. Computed
-// at once (weights are repacked at load, not in a graph).
+// 5 or 6-bit codes [N, K * bits / 32] (uint32, MLX's layout) with each row's blocks of 32 in the
+// order a band reads them (band_codes.h), or with `inverse` back; 4-bit and 8-bit codes as they are.
+// Computed at once (weights are repacked at load, not in a graph).
 mx::array band_codes(const mx::array& w, int bits, bool inverse = false);
 
 class QuantizedMatmulCpu : public mx::Primitive {

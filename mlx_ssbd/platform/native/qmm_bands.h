@@ -1,5 +1,5 @@
-// Products of 4-bit, 5-bit and 8-bit codes in bands of 16 weight rows (included by qmm_kernel.h
-// inside its per-target namespace, after the vectors and the activations).
+// Products of 4, 5, 6 and 8-bit codes in bands of 16 weight rows (included by qmm_kernel.h inside
+// its per-target namespace, after the vectors and the activations).
 //
 // A band is 16 weight rows (output columns n0..n0+15) side by side: each 64 bytes of its codes
 // hold the same 4 bytes of one block of all 16 rows (lane c: row n0 + c), and each 16 of its
@@ -28,9 +28,10 @@
 // 4-bit codes, whose 64-byte loads give the low nibbles (even k) and the high nibbles (odd k)
 // apart, each 8 values k..k+7 as k, k+2, k+4, k+6, then k+1, k+3, k+5, k+7; and a block of all
 // the rows side by side (Activations), so that a tile finds its rows' at fixed offsets. A block of
-// 5-bit codes is 5 chunks: 4 of their low 4 bits, taken as 4-bit codes are, and one of their high
-// bits, each added to its code's byte by a shift and a mask (band_codes.h: the repacking at load,
-// or at each product, puts them in that order); x's order is the 4-bit one.
+// 5-bit (6-bit) codes is 5 (6) chunks: 4 of their low 4 bits, taken as 4-bit codes are, then a
+// plane per higher bit, each bit added to its code's byte by a shift, a mask and an or
+// (band_codes.h: the repacking at load, or at each product, puts them in that order); x's order is
+// the 4-bit one.
 #pragma once
 
 constexpr int kBand = kLanes;  // weight rows in a band
@@ -87,11 +88,11 @@ static BandView copy_band(const QmmArgs& a, int i, Lines<uint32_t>& store) {
   uint32_t* codes = store.data();
   for (int c = 0; c < rows; ++c) {
     const uint32_t* w = a.w + (size_t)(n0 + c) * words;
-    if constexpr (B == 5) {  // each block's words in a band's order (band_codes.h)
-      for (size_t d = 0; d < words; d += 5) {
-        uint32_t block[5];
-        band_block5(w + d, block);
-        for (int t = 0; t < 5; ++t) codes[(d + t) * kBand + c] = block[t];
+    if constexpr (has_planes(B)) {  // each block's words in a band's order (band_codes.h)
+      for (size_t d = 0; d < words; d += B) {
+        uint32_t block[B];
+        band_block<B>(w + d, block);
+        for (int t = 0; t < B; ++t) codes[(d + t) * kBand + c] = block[t];
       }
     } else {
       for (size_t d = 0; d < words; ++d) codes[d * kBand + c] = w[d];
@@ -132,14 +133,14 @@ static void band_tile(const QmmArgs& a, const Activations& xa, const BandView& b
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) acc[r] = zeros();  // unrolled: register moves (rolled: a memset)
   const size_t M = xa.rows;
-  // Pair h of a block's chunks: for 4 bits a load's low and high nibbles (for 5 bits with their
-  // high bits added from the block's fifth chunk), for 8 bits two loads.
+  // Pair h of a block's chunks: for 4 bits a load's low and high nibbles (for 5 and 6 bits with
+  // their higher bits added from the planes after them), for 8 bits two loads.
   auto pair = [](const uint8_t* p, int h, Bytes& first, Bytes& second) {
     if constexpr (kNibbles<B>) {
       nibble_pair(p + 64 * h, first, second);
-      if constexpr (B == 5) {
-        const Bytes high = load_bytes(p + 256);
-        first = high_bits(first, high, 2 * h), second = high_bits(second, high, 2 * h + 1);
+      for (int bit = 4; bit < B; ++bit) {
+        const Bytes plane = load_bytes(p + 64 * bit);
+        first = high_bits(first, plane, 2 * h, bit), second = high_bits(second, plane, 2 * h + 1, bit);
       }
     } else {
       first = load_bytes(p + 128 * h), second = load_bytes(p + 128 * h + 64);

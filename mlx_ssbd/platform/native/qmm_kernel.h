@@ -18,9 +18,9 @@
 //
 // The arithmetic is the same for every number of rows, so a row's result does not depend on the
 // rows beside it (a verify pass of 16 tokens gives each token the logits a one-token decode step
-// would). 4-bit, 5-bit and 8-bit codes, the shipped models' widths, are multiplied in bands of 16
-// weight rows, one output per lane, each a chain of one fma per block (qmm_bands.h, which states
-// that order). The other widths (2, 3, 6 bits) go through quads (qmm_quads.h).
+// would). 4, 5, 6 and 8-bit codes (the shipped models' widths among them) are multiplied in bands
+// of 16 weight rows, one output per lane, each a chain of one fma per block (qmm_bands.h, which
+// states that order). The other widths (2 and 3 bits) go through quads (qmm_quads.h).
 //
 // One source for every CPU, built once per target (each build names its namespace, QMM_NS):
 // AVX-512 with VNNI, AVX2 with AVX-VNNI and AVX2/FMA on x86-64, chosen at run time by what the
@@ -159,9 +159,9 @@ struct Activations {
   Lines<float> sums;    // [M, padded]
 };
 
-// The widths whose codes a band takes as nibbles (5-bit codes: their low 4 bits, band_codes.h).
+// The widths whose codes a band takes as nibbles (5 and 6-bit codes: their low 4 bits, band_codes.h).
 template <int B>
-constexpr bool kNibbles = B == 4 || B == 5;
+constexpr bool kNibbles = B == 4 || has_planes(B);
 
 // Where value i (0..31) of a block of x goes: for codes taken as nibbles the order a band takes
 // them (qmm_bands.h), for every other width in order.
@@ -174,7 +174,7 @@ static constexpr int band_slot(int i) {
 #include "qmm_round.h"
 
 template <int B>
-constexpr bool kBanded = B == 4 || B == 5 || B == 8;  // the widths multiplied in bands (qmm_bands.h)
+constexpr bool kBanded = kNibbles<B> || B == 8;  // the widths multiplied in bands (qmm_bands.h)
 
 template <int B>
 static void quantize_rows(const float* x, int M, int K, int group, Activations& a) {
@@ -226,7 +226,7 @@ struct QmmArgs {
   const float* bias;    // [N], added to each row of out, or null
   float* out;           // [M, N]
   int M, N, K, group, bits;
-  bool banded;          // w, scales and biases repacked in bands of 16 rows (qmm_bands.h), 4, 5 and 8 bits
+  bool banded;          // w, scales and biases repacked in bands of 16 rows (qmm_bands.h), 4, 5, 6 and 8 bits
 };
 
 // The tile shapes and the prefetch distance, chosen by measurement on the development machine
@@ -266,8 +266,8 @@ constexpr int kColBlock = 8;
 #include "qmm_quads.h"
 #include "qmm_bands.h"
 
-// The whole product, split between threads (OpenMP, when the build has it): in bands for 4, 5 and
-// 8 bits, else by blocks of columns.
+// The whole product, split between threads (OpenMP, when the build has it): in bands for 4, 5, 6
+// and 8 bits, else by blocks of columns.
 template <int B, ScaleType T>
 void qmm_all(const QmmArgs& a) {
   static thread_local Activations xa;

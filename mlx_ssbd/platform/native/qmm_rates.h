@@ -112,7 +112,7 @@ static double timed_rate(double seconds, Block block) {
 }
 
 // The products' ceiling on this CPU for B-bit codes: the kernel's own tile (kBandRows rows of x by
-// a band of 16 weight rows for 4, 5 and 8 bits, else kRows by kCols, over K = 1536, the default
+// a band of 16 weight rows for 4, 5, 6 and 8 bits, else kRows by kCols, over K = 1536, the default
 // model's hidden size) run again and again on operands already in L1, on every thread at once, for
 // about `seconds`. Multiply-adds per second, all threads together: what the products would reach
 // if reading the weights and the work around the tiles cost nothing

@@ -8,7 +8,7 @@
 //                                        slots 0..15 to first[0..15], 16..31 to second[0..15];
 //                                        returns their sum
 //
-// band_slot<4> (and <5>) orders each 8 values k..k+7 as k, k+2, k+4, k+6, k+1, k+3, k+5, k+7 (the
+// band_slot<4> (and <5>, <6>) orders each 8 values k..k+7 as k, k+2, k+4, k+6, k+1, k+3, k+5, k+7 (the
 // order a band of 4-bit codes takes x: qmm_bands.h); every other width keeps them in order.
 // |v[i] * inv| <= 127 for the inv quantize_rows gives, so no value saturates. The maximum is exact
 // in any order and each value one IEEE product rounded in the current (default) rounding mode, so

@@ -78,12 +78,12 @@ static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
   high = {_mm512_and_si512(_mm512_srli_epi16(bytes, 4), mask)};
 }
 
-// A band's vector j (0..7) of 5-bit codes' low bits with their high bits added: bit 8i + j of each
-// lane of `high` moved to bit 4 of its byte i (band_codes.h), as low | (shifted & 0x10...).
-static inline Bytes high_bits(Bytes low, Bytes high, int j) {
-  const __m128i count = _mm_cvtsi32_si128(j <= 4 ? 4 - j : j - 4);
-  const __m512i moved = j <= 4 ? _mm512_sll_epi32(high.v, count) : _mm512_srl_epi32(high.v, count);
-  return {_mm512_ternarylogic_epi32(low.v, moved, _mm512_set1_epi8(0x10), 0xF8)};
+// A band's vector j (0..7) of codes with one of their higher bits added from its plane (band_codes.h):
+// bit 8i + j of each lane of `plane` moved to bit `bit` of its byte i, as low | (shifted & mask).
+static inline Bytes high_bits(Bytes low, Bytes plane, int j, int bit) {
+  const __m128i count = _mm_cvtsi32_si128(j <= bit ? bit - j : j - bit);
+  const __m512i moved = j <= bit ? _mm512_sll_epi32(plane.v, count) : _mm512_srl_epi32(plane.v, count);
+  return {_mm512_ternarylogic_epi32(low.v, moved, _mm512_set1_epi8((char)(1 << bit)), 0xF8)};
 }
 
 // 64 codes of B bits (2, 3, 5 or 6) packed in 8 * B bytes, in order: qword i gathers the B bytes
@@ -259,14 +259,14 @@ static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
   high = {_mm256_and_si256(_mm256_srli_epi16(first, 4), mask), _mm256_and_si256(_mm256_srli_epi16(second, 4), mask)};
 }
 
-static inline Bytes high_bits(Bytes low, Bytes high, int j) {
-  const __m128i count = _mm_cvtsi32_si128(j <= 4 ? 4 - j : j - 4);
-  const __m256i mask = _mm256_set1_epi8(0x10);
+static inline Bytes high_bits(Bytes low, Bytes plane, int j, int bit) {
+  const __m128i count = _mm_cvtsi32_si128(j <= bit ? bit - j : j - bit);
+  const __m256i mask = _mm256_set1_epi8((char)(1 << bit));
   auto half = [&](__m256i l, __m256i h) {
-    const __m256i moved = j <= 4 ? _mm256_sll_epi32(h, count) : _mm256_srl_epi32(h, count);
+    const __m256i moved = j <= bit ? _mm256_sll_epi32(h, count) : _mm256_srl_epi32(h, count);
     return _mm256_or_si256(l, _mm256_and_si256(moved, mask));
   };
-  return {half(low.lo, high.lo), half(low.hi, high.hi)};
+  return {half(low.lo, plane.lo), half(low.hi, plane.hi)};
 }
 
 #else  // portable: GCC/Clang vector extensions (NEON or SSE2 code from the compiler)
@@ -371,11 +371,11 @@ static inline void nibble_pair(const uint8_t* p, Bytes& low, Bytes& high) {
   for (int i = 0; i < 64; ++i) low.v[i] = p[i] & 0x0F, high.v[i] = p[i] >> 4;
 }
 
-static inline Bytes high_bits(Bytes low, Bytes high, int j) {
+static inline Bytes high_bits(Bytes low, Bytes plane, int j, int bit) {
   for (int lane = 0; lane < 16; ++lane) {
     uint32_t h;
-    std::memcpy(&h, (const uint8_t*)&high.v + 4 * lane, 4);
-    const uint32_t moved = (j <= 4 ? h << (4 - j) : h >> (j - 4)) & 0x10101010u;
+    std::memcpy(&h, (const uint8_t*)&plane.v + 4 * lane, 4);
+    const uint32_t moved = (j <= bit ? h << (bit - j) : h >> (j - bit)) & (0x01010101u << bit);
     for (int i = 0; i < 4; ++i) low.v[4 * lane + i] |= (uint8_t)(moved >> (8 * i));
   }
   return low;
