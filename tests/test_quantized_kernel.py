@@ -224,6 +224,8 @@ def test_routing_repacks_4_to_8_bit_layers_in_bands_with_the_same_products(bits)
         assert not mx.array_equal(layer["weight"], stored[0]).item()  # repacked, not copied
     for leaf, before in zip(quantized.LEAVES, stored):
         assert mx.array_equal(quantized.as_stored(layer, leaf), before).item()
+    plain = nn.QuantizedLinear(64, 32, group_size=32, bits=bits)  # never routed: as it is
+    assert quantized.as_stored(plain, "weight") is plain["weight"]
 
 
 @pytest.mark.parametrize("bits", [5, 6])

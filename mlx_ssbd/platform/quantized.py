@@ -10,11 +10,11 @@ are repacked in bands of 16 rows (``repack_bands``: the same shapes and dtypes, 
 and 6-bit codes first each block's bits in a band's order, the kernel's ``band_codes``), the
 layout the kernel's products read; the layer's ``banded`` says so, and nothing but the kernel (and
 a banded embedding's own lookup) may read them after (``as_stored(layer, leaf)`` gives MLX's
-layout back). ``stored_parameters(model)`` names
-the routed layers' scales and biases, which the kernel reads as stored (fp32, fp16 or bf16) and so
-need no cast. ``dequantize_layers(model)`` replaces quantized layers by dense ones (the
-``MLX_SSBD_WEIGHTS=dense`` comparison path). The kernel is the native extension
-(``extension.kernel()``), built by ``pip install``; nothing here loads it at import time.
+layout back). ``stored_parameters(model)`` names the routed layers' scales and biases, which the
+kernel reads as stored (fp32, fp16 or bf16) and so need no cast. ``dequantize_layers(model)``
+replaces quantized layers by dense ones (the ``MLX_SSBD_WEIGHTS=dense`` comparison path). The
+kernel is the native extension (``extension.kernel()``), built by ``pip install``; nothing here
+loads it at import time.
 
 Why: MLX's CPU ``quantized_matmul`` is a single-threaded loop, 10-20x slower than fp32 BLAS for
 one row and 40x for 16-64 rows (benchmarks/engine/quantized_kernel.py); the kernel multiplies the
@@ -99,8 +99,8 @@ def _band(layer) -> None:
 
 
 def as_stored(layer, leaf: str) -> mx.array:
-    """A routed layer's ``leaf`` (weight, scales or biases) in MLX's layout, banded or not."""
-    if not layer.banded:
+    """A quantized layer's ``leaf`` (weight, scales or biases) in MLX's layout, banded or not."""
+    if not getattr(layer, "banded", False):
         return layer[leaf]
     a = unpack_bands(layer[leaf])
     return kernel().band_codes(a, layer.bits, inverse=True) if leaf == "weight" else a
