@@ -36,7 +36,7 @@ from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.passes import int8_peak, kernel_ceiling
 from mlx_ssbd.platform.backend import quiet_blas_workers
 from mlx_ssbd.platform.extension import kernel, kernel_status
-from mlx_ssbd.platform.quantized import LEAVES, band_leaf
+from mlx_ssbd.platform.quantized import BANDED_BITS, LEAVES, band_leaf
 
 import mlx.core as mx
 
@@ -154,7 +154,7 @@ def measure(args) -> dict:
             stored = mx.quantize(w, group_size=32, bits=bits)
             dense = mx.dequantize(*stored, group_size=32, bits=bits)
             # as routing lays them out: 4 to 8 bits in bands (every shape here is whole bands)
-            banded = bits in (4, 5, 6, 8)
+            banded = bits in BANDED_BITS
             held = tuple(band_leaf(leaf, a, bits) for leaf, a in zip(LEAVES, stored)) if banded else stored
             mx.eval(stored, held, dense)
             for m in (int(r) for r in args.rows.split(",")):

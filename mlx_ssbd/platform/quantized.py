@@ -39,6 +39,7 @@ def _routable(layer) -> bool:
 
 
 BAND = 16  # weight rows in a band
+BANDED_BITS = (4, 5, 6, 8)  # the code widths the kernel multiplies in bands
 
 
 def _product(layer, x, bias=None):
@@ -57,7 +58,7 @@ def _product(layer, x, bias=None):
 
 def _bandable(layer) -> bool:
     # A banded embedding looks its rows up in the bands (``_rows``): whole words of codes, so 4 or 8 bits.
-    widths = (4, 8) if isinstance(layer, nn.QuantizedEmbedding) else (4, 5, 6, 8)
+    widths = (4, 8) if isinstance(layer, nn.QuantizedEmbedding) else BANDED_BITS
     return layer.bits in widths and layer["weight"].shape[0] % BAND == 0
 
 

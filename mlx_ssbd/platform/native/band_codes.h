@@ -22,6 +22,10 @@ namespace mlx_ssbd {
 // The widths a band takes as low nibbles and planes of their higher bits.
 constexpr bool has_planes(int bits) { return bits == 5 || bits == 6; }
 
+// The widths multiplied in bands (qmm_bands.h): 4-bit codes as nibbles, 5 and 6-bit ones as
+// nibbles and planes, 8-bit ones as bytes.
+constexpr bool banded_width(int bits) { return bits == 4 || has_planes(bits) || bits == 8; }
+
 // The code (0..31) of a block that byte i (0..3) of a band's vector j (0..7) holds.
 constexpr int nibble_code(int j, int i) { return 8 * (j / 2) + 2 * i + j % 2; }
 

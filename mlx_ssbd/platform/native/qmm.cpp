@@ -158,7 +158,7 @@ mx::array quantized_matmul(
         "[mlx_ssbd.quantized_matmul] shapes do not match: x's last dimension must be "
         "w.shape[1] * 32 / bits and scales/biases must be [N, K / group_size]");
   }
-  if (banded && ((bits < 4 || bits == 7 || bits > 8) || N % 16 != 0)) {
+  if (banded && (!banded_width(bits) || N % 16 != 0)) {
     throw std::invalid_argument(
         "[mlx_ssbd.quantized_matmul] banded weights have 4, 5, 6 or 8 bits and a multiple of 16 rows");
   }
@@ -188,7 +188,7 @@ mx::array quantized_matmul(
 }
 
 mx::array band_codes(const mx::array& w, int bits, bool inverse) {
-  if (w.dtype() != mx::uint32 || w.ndim() != 2 || (bits != 4 && !has_planes(bits) && bits != 8) ||
+  if (w.dtype() != mx::uint32 || w.ndim() != 2 || !banded_width(bits) ||
       (has_planes(bits) && w.shape(1) % bits != 0)) {
     throw std::invalid_argument(
         "[mlx_ssbd.band_codes] codes must be a 2-D uint32 array of 4, 5, 6 or 8 bits (whole blocks of 32)");

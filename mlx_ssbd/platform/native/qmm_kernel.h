@@ -174,7 +174,7 @@ static constexpr int band_slot(int i) {
 #include "qmm_round.h"
 
 template <int B>
-constexpr bool kBanded = kNibbles<B> || B == 8;  // the widths multiplied in bands (qmm_bands.h)
+constexpr bool kBanded = banded_width(B);  // the widths multiplied in bands (qmm_bands.h)
 
 template <int B>
 static void quantize_rows(const float* x, int M, int K, int group, Activations& a) {
