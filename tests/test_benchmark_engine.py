@@ -82,6 +82,15 @@ def test_x_rounding_prices_each_block_size_against_exact_x(model_dir, tmp_path):
     assert "| 32 values (the kernel) |" in (tmp_path / "x" / "x_rounding.md").read_text()
 
 
+def test_x_rounding_refuses_block_sizes_that_are_not_whole_numbers_of_values():
+    from benchmarks.engine.x_rounding import block_sizes
+
+    assert block_sizes("32,256") == [32, 256]
+    for bad in ("abc", "0,32", "", "32,-1"):
+        with pytest.raises(SystemExit, match="--blocks takes whole numbers"):
+            block_sizes(bad)
+
+
 def test_hybrid_reuse_compares_checkpoints_with_rebuilds(model_dir, tmp_path):
     script(
         "benchmarks.engine.hybrid_reuse",

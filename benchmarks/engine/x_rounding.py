@@ -79,12 +79,27 @@ def log_probs(model, ids: mx.array, start: int) -> mx.array:
     return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
 
+def block_sizes(text: str) -> list[int]:
+    """``--blocks 32,256`` -> [32, 256]: each a whole number of values, at least 1."""
+    try:
+        sizes = [int(b) for b in text.split(",")]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise SystemExit(
+            f"x_rounding: --blocks takes whole numbers of at least 1, comma-separated (got {text!r})"
+        )
+    return sizes
+
+
 def measure(args) -> dict:
+    blocks = block_sizes(args.blocks)
+    if args.sentences < 1:
+        raise SystemExit("x_rounding: --sentences must be at least 1")
     loaded = load_model(args.model, weights="dense")
     layers = round_inputs(loaded.model)
     rows = [json.loads(line) for line in SENTENCES.read_text().splitlines() if line.strip()]
     inputs = teacher_forced(loaded, [(r["src"], r["ref"]) for r in rows[: args.sentences]])
-    blocks = [int(b) for b in args.blocks.split(",")]
     kl = {b: 0.0 for b in blocks}
     agree = {b: 0 for b in blocks}
     tokens = 0
