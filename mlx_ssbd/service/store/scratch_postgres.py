@@ -3,6 +3,11 @@ directory as an unprivileged user, listening on a free loopback port; stopped (b
 which signals the server's own pid) and deleted at the end. For tests, benchmarks and trying
 replicas on one machine; ``MISSING`` says why it cannot run here (None: it can).
 
+The end comes however the process that started it ends: a watchdog process of its own session
+waits on a pipe from it, and when that pipe closes (a normal exit, an exception, SIGTERM or
+SIGKILL alike) stops the server by the pid in its ``postmaster.pid`` if it still runs and deletes
+the directory. So a test run killed by a timeout leaves no server behind.
+
 Contract: nothing runs at import; ``postgres_server()`` is a context manager.
 """
 
@@ -13,6 +18,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 
@@ -106,10 +112,42 @@ class Server:
         return ""
 
 
+# The watchdog (run as ``python -c _WATCHDOG ROOT``): its stdin is a pipe from the process that
+# started the server, which it reads to the end, i.e. until that process has ended.
+_WATCHDOG = """
+import os, shutil, signal, sys, time
+sys.stdin.buffer.read()
+root = sys.argv[1]
+try:
+    with open(os.path.join(root, "data", "postmaster.pid")) as f:
+        pid = int(f.readline())
+    os.kill(pid, signal.SIGQUIT)  # PostgreSQL's immediate shutdown
+    for _ in range(600):  # at most a minute
+        os.kill(pid, 0)
+        time.sleep(0.1)
+except (OSError, ValueError):  # no server left (stopped already, or never started)
+    pass
+shutil.rmtree(root, ignore_errors=True)
+"""
+
+
+def _watchdog(root: str) -> subprocess.Popen:
+    """The process that stops the server in ``root`` and deletes it once this process ends; in a
+    session of its own, so that a signal to this process's group leaves it to do so."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _WATCHDOG, root],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
 @contextlib.contextmanager
 def postgres_server():
     root = tempfile.mkdtemp(prefix="mlx-ssbd-pg-")
     os.chmod(root, 0o755)
+    watchdog = _watchdog(root)
     server = Server(root)
     try:
         server.init()
@@ -118,3 +156,6 @@ def postgres_server():
     finally:
         server.stop("immediate")
         shutil.rmtree(root, ignore_errors=True)
+        watchdog.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            watchdog.wait(timeout=60)
