@@ -24,13 +24,22 @@ def reference(gate, up):
     return gate * mx.sigmoid(gate) * up
 
 
-@pytest.mark.parametrize("size", [1, 15, 16, 17, 8960, 1001])
+@pytest.mark.parametrize("size", [1, 15, 16, 17, 8960, 1001, 40961, 16 * 8960])
 def test_silu_mul_is_mlx_s_within_a_few_ulp(size):
     gate = mx.random.normal((size,), key=mx.random.key(size)) * 6
     up = mx.random.normal((size,), key=mx.random.key(size + 1))
     want = reference(gate, up)
     relative = mx.abs(KERNEL.silu_mul(gate, up) - want) / (mx.abs(want) + 1e-30)
     assert mx.max(relative).item() < 2e-6
+
+
+def test_silu_mul_gives_a_row_the_same_bits_alone_and_among_many():
+    # 16 rows of 8960 are shared out over the kernel's threads in pieces; one row runs whole.
+    gate = mx.random.normal((16, 8960), key=mx.random.key(3)) * 6
+    up = mx.random.normal((16, 8960), key=mx.random.key(4))
+    together = KERNEL.silu_mul(gate, up)
+    for row in (0, 7, 15):
+        assert mx.array_equal(together[row], KERNEL.silu_mul(gate[row], up[row])).item()
 
 
 def test_silu_mul_tails_saturate_as_sigmoid_does():

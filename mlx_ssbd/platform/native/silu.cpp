@@ -1,6 +1,7 @@
 // silu(gate) * up (silu.h): the primitive, and the vector code behind it.
 #include "silu.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -8,6 +9,7 @@
 #include "mlx/backend/cpu/encoder.h"
 #include "lanes.h"
 #include "op_clock.h"
+#include "pool.h"
 #include "qmm.h"
 
 namespace mlx_ssbd {
@@ -39,6 +41,10 @@ MLX_SSBD_LANES_INLINE void silu_mul_rows_lanes(const float* g, const float* u, f
 }
 MLX_SSBD_LANE_TARGETS(silu_mul_rows, (const float* g, const float* u, float* out, size_t n), (g, u, out, n))
 
+// Elements a piece of a product's silu takes (a whole number of lanes), and the size from which
+// it is shared out.
+constexpr size_t kSiluPiece = 8192, kSiluParallel = 4 * kSiluPiece;
+
 mx::array silu_mul(const mx::array& gate, const mx::array& up, mx::StreamOrDevice s) {
   if (gate.shape() != up.shape()) {
     throw std::invalid_argument("[mlx_ssbd.silu_mul] gate and up must have the same shape");
@@ -65,7 +71,13 @@ void SiluMulCpu::eval_cpu(const std::vector<mx::array>& inputs, std::vector<mx::
   encoder.set_output_array(out);
   encoder.dispatch([g = gate.data<float>(), u = up.data<float>(), o = out.data<float>(), n = out.size()]() {
     OpTimer timer(OpKind::silu_mul);
-    silu_mul_rows(g, u, o, n);
+    // Elementwise, so any split gives the same bits: a verify pass's (16 rows of the default
+    // model's 8960) in pieces over the pool, a decode step's row on this thread.
+    const size_t piece = kSiluPiece, pieces = (n + piece - 1) / piece;
+    parallel_for((int64_t)pieces, n >= kSiluParallel ? 1 : (int64_t)pieces, [&](int64_t i) {
+      const size_t begin = (size_t)i * piece;
+      silu_mul_rows(g + begin, u + begin, o + begin, std::min(piece, n - begin));
+    });
   });
 }
 
