@@ -1,8 +1,9 @@
 """A real ``mlx-ssbd serve`` for tests, and what its clients send.
 
 ``server(model_dir, store, *args)`` starts one on a free loopback port and always stops it (by its
-own pid); ``session_events`` runs one WebSocket session; ``source`` builds a ``source.update``;
-``alone`` is the commit one translator gives alone (the reference for a served session).
+own pid; if the test run itself is killed, the kernel stops it: ``children``); ``session_events``
+runs one WebSocket session; ``source`` builds a ``source.update``; ``alone`` is the commit one
+translator gives alone (the reference for a served session).
 """
 
 import asyncio
@@ -18,6 +19,7 @@ from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.service.scheduler import DEFAULT_DRAIN_S
 
 import websockets
+from children import ends_with_us
 
 SENTENCE = "so today I want to talk about the new rules"
 # SIGTERM finishes every session (at most the drain's bound), then closes the sockets
@@ -50,6 +52,7 @@ def server(model_dir, store, *args, log=None):
         text=True,
         # a crash (a fatal signal) writes every thread's Python stack into the log
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        preexec_fn=ends_with_us,
     )
     try:
         url = proc.stdout.readline().strip()

@@ -19,6 +19,7 @@ import pytest
 import websockets
 from browser import MISSING as BROWSER_MISSING
 from browser import chromium
+from children import ends_with_us
 from serving import server, source, ws_url
 from waiting import until
 
@@ -39,7 +40,12 @@ def haproxy(config: str, path):
     subprocess.run(["haproxy", "-c", "-q", "-f", str(path)], check=True)  # the configuration is valid
     log = path.with_suffix(".log")
     with log.open("w") as err:
-        proc = subprocess.Popen(["haproxy", "-db", "-f", str(path)], stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            ["haproxy", "-db", "-f", str(path)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            preexec_fn=ends_with_us,
+        )
     try:
         yield log
     finally:
