@@ -93,6 +93,25 @@ def test_rope_is_mlx_s_within_a_few_ulp(shape, dims, offset, traditional):
     assert rope_case(view, dims, traditional, offset, scale=0.5) < 1e-6 * 8
 
 
+def test_rope_angles_follow_each_call_s_offsets_positions_scale_and_frequencies():
+    # The kernel keeps its last table of angles: every change of what they depend on, and a return
+    # to an earlier one, gives MLX's result again.
+    x = mx.random.normal((1, 4, 6, 64), key=mx.random.key(9))
+    calls = [
+        (57, 1.0, 10000.0),
+        (57, 1.0, 10000.0),
+        (58, 1.0, 10000.0),
+        (58, 0.5, 10000.0),
+        (58, 0.5, 500000.0),
+        (57, 1.0, 10000.0),
+    ]
+    for offset, scale, base in calls:
+        assert rope_case(x, 64, False, offset, scale=scale, base=base) < 1e-6 * 8
+    assert rope_case(x[:, :, :3], 64, False, 57) < 1e-6 * 8  # fewer positions
+    assert rope_case(x[:, :, :, :32], 32, False, 57) < 1e-6 * 8  # fewer frequencies
+    assert rope_case(mx.concatenate([x, x]), 64, False, mx.array([57, 9], dtype=mx.int32)) < 1e-6 * 8
+
+
 def test_rope_far_positions_agree_as_far_as_fp32_angles_do():
     x = mx.random.normal((1, 2, 3, 64), key=mx.random.key(5))
     # At position 30000 an fp32 angle is only good to ~2e-3 rad; both compute the same angle, so

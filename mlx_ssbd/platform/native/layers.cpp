@@ -1,6 +1,7 @@
 // Rotary position embeddings and RMS normalisation (layers.h): the primitives and their loops.
 #include "layers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -28,30 +29,53 @@ struct RopeArgs {
   float scale;
 };
 
+// cos and sin of every (offset, t, i), shared by every head. A forward pass rotates every layer's
+// queries and keys at the same positions, so each thread keeps its last table and computes it
+// again only when the offsets, the positions, the scale or the frequencies change.
+struct RopeTable {
+  std::vector<int32_t> offsets;
+  std::vector<float> inv;
+  int64_t T = -1;
+  float scale = 0.0f;
+  std::vector<float> cos, sin;
+};
+
+const RopeTable& rope_table(const RopeArgs& a, int64_t T, int half) {
+  thread_local RopeTable t;
+  const bool same = t.T == T && t.scale == a.scale && t.offsets.size() == (size_t)a.offsets &&
+      t.inv.size() == (size_t)half && std::equal(t.offsets.begin(), t.offsets.end(), a.offset) &&
+      std::memcmp(t.inv.data(), a.inv, (size_t)half * sizeof(float)) == 0;
+  if (same) return t;
+  t.offsets.assign(a.offset, a.offset + a.offsets);
+  t.inv.assign(a.inv, a.inv + half);
+  t.T = T, t.scale = a.scale;
+  t.cos.resize((size_t)a.offsets * T * half), t.sin.resize(t.cos.size());
+  for (int o = 0; o < a.offsets; ++o)
+    for (int64_t p = 0; p < T; ++p) {
+      // As MLX's graph: (float(t) + float(offset)) * scale, times the inverse frequency.
+      const float position = ((float)p + (float)a.offset[o]) * a.scale;
+      for (int i = 0; i < half; ++i) {
+        const float theta = position * a.inv[i];
+        t.cos[((size_t)o * T + p) * half + i] = std::cos(theta);
+        t.sin[((size_t)o * T + p) * half + i] = std::sin(theta);
+      }
+    }
+  return t;
+}
+
 void rope_rows(const RopeArgs& a) {
   const int n = static_cast<int>(a.shape.size());
   const int64_t D = a.shape[n - 1], T = a.shape[n - 2];
   const int half = a.dims / 2;
-  // cos and sin of every (offset, t, i): the angles are shared by every head.
-  std::vector<float> cos_table((size_t)a.offsets * T * half), sin_table(cos_table.size());
-  for (int o = 0; o < a.offsets; ++o)
-    for (int64_t t = 0; t < T; ++t) {
-      // As MLX's graph: (float(t) + float(offset)) * scale, times the inverse frequency.
-      const float position = ((float)t + (float)a.offset[o]) * a.scale;
-      for (int i = 0; i < half; ++i) {
-        const float theta = position * a.inv[i];
-        cos_table[((size_t)o * T + t) * half + i] = std::cos(theta);
-        sin_table[((size_t)o * T + t) * half + i] = std::sin(theta);
-      }
-    }
+  const RopeTable& table = rope_table(a, T, half);
   const int64_t step = a.strides[n - 1];
   for_each_row(a.shape, a.strides, [&](int64_t r, int64_t at, const std::vector<int64_t>& index) {
     const float* x = a.x + at;
     float* out = a.out + r * D;
     const int o = a.offsets == 1 ? 0 : (int)index[0];
     const size_t row = ((size_t)o * T + index[n - 2]) * half;
-    const float* c = cos_table.data() + row;
-    const float* s = sin_table.data() + row;
+    const float* c = table.cos.data() + row;
+    const float* s = table.sin.data() + row;
     // The same products and sums as MLX's graph, each rounded to fp32 (no contraction).
     for (int i = 0; i < half; ++i) {
       const int64_t first = a.traditional ? 2 * i : i, second = a.traditional ? 2 * i + 1 : i + half;
