@@ -19,6 +19,8 @@ namespace mx = mlx::core;
 // frequencies ([dims / 2] fp32: exp(-i log(base) / (dims / 2)), or 1 / freqs) and an int32
 // offset (a scalar, or one per x.shape(0)): position p = (t + offset) * scale, angle p * inv[i],
 // the first `dims` features rotated (pairs (2i, 2i + 1) when `traditional`, else (i, i + dims/2)).
+// The angles' cos and sin are computed once for all the calls at the same positions (a forward
+// pass's every layer, queries and keys), not once a call.
 mx::array rope(
     const mx::array& x,
     int dims,
