@@ -21,7 +21,8 @@ Contract: a step module defines ``BENCHMARK = Benchmark(...)`` and ends with
 backend and the commit the numbers come from) to the result, writes the JSON and the markdown and
 prints the markdown; with ``--report`` it measures nothing and writes the markdown again from the
 JSON in ``--out`` (after a change of the report's layout). ``markdown_table(header, rows)`` renders
-a table's lines from its cells.
+a table's lines from its cells; ``whole_numbers(least, what)`` is the type of an option that takes
+comma-separated counts or sizes.
 """
 
 from __future__ import annotations
@@ -44,6 +45,24 @@ class Option:
 def option(*flags: str, **settings) -> Option:
     """An option as ``parser.add_argument(*flags, **settings)`` would declare it."""
     return Option(flags, settings)
+
+
+def whole_numbers(least: int, what: str) -> Callable[[str], list[int]]:
+    """An option's ``type`` for comma-separated whole numbers, each at least ``least``: anything else
+    is argparse's error (a message naming the option and ``what`` it takes, exit status 2)."""
+
+    def parse(text: str) -> list[int]:
+        try:
+            values = [int(v) for v in text.split(",")]
+        except ValueError:
+            values = []
+        if not values or min(values) < least:
+            raise argparse.ArgumentTypeError(
+                f"expected {what}: whole numbers of at least {least}, comma-separated; got {text!r}"
+            )
+        return values
+
+    return parse
 
 
 @dataclass(frozen=True)

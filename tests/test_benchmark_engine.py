@@ -82,13 +82,16 @@ def test_x_rounding_prices_each_block_size_against_exact_x(model_dir, tmp_path):
     assert "| 32 values (the kernel) |" in (tmp_path / "x" / "x_rounding.md").read_text()
 
 
-def test_x_rounding_refuses_block_sizes_that_are_not_whole_numbers_of_values():
-    from benchmarks.engine.x_rounding import block_sizes
+def test_x_rounding_refuses_block_sizes_that_are_not_whole_numbers_of_values(capsys):
+    from benchmarks.engine.x_rounding import BENCHMARK
 
-    assert block_sizes("32,256") == [32, 256]
+    parser = BENCHMARK.parser()
+    assert parser.parse_args(["--blocks", "32,256"]).blocks == [32, 256]
     for bad in ("abc", "0,32", "", "32,-1"):
-        with pytest.raises(SystemExit, match="--blocks takes whole numbers"):
-            block_sizes(bad)
+        with pytest.raises(SystemExit) as refused:
+            parser.parse_args(["--blocks", bad])
+        assert refused.value.code != 0
+        assert "--blocks: expected block sizes: whole numbers of at least 1" in capsys.readouterr().err
 
 
 def test_hybrid_reuse_compares_checkpoints_with_rebuilds(model_dir, tmp_path):

@@ -14,26 +14,14 @@ default, medians of each. Needs Debian's OpenBLAS as the BLAS.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import machine_line
-from benchmarks.harness import Benchmark, markdown_table, option
+from benchmarks.harness import Benchmark, markdown_table, option, whole_numbers
 from mlx_ssbd.evaluation.passes import pass_timings
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.platform import backend
-
-
-def token_counts(text: str) -> list[int]:
-    """``--contexts``: comma-separated token counts, each 0 or more."""
-    try:
-        counts = [int(c) for c in text.split(",")]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 0:
-        raise argparse.ArgumentTypeError(f"expected comma-separated token counts (0 or more), got {text!r}")
-    return counts
 
 
 def measure(args) -> dict:
@@ -100,7 +88,7 @@ BENCHMARK = Benchmark(
         option("--repeats", type=int, default=5, help="passes of each size timed per round"),
         option(
             "--contexts",
-            type=token_counts,
+            type=whole_numbers(0, "token counts"),
             default="0,400",
             help="cached tokens before the passes (0: the prompt alone)",
         ),

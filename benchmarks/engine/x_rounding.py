@@ -21,7 +21,7 @@ import json
 
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from benchmarks.common import DATA, machine_line
-from benchmarks.harness import Benchmark, markdown_table, option
+from benchmarks.harness import Benchmark, markdown_table, option, whole_numbers
 from mlx_ssbd.live.prompt import PromptBuilder
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.platform.extension import rounded_activations
@@ -79,21 +79,8 @@ def log_probs(model, ids: mx.array, start: int) -> mx.array:
     return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
 
-def block_sizes(text: str) -> list[int]:
-    """``--blocks 32,256`` -> [32, 256]: each a whole number of values, at least 1."""
-    try:
-        sizes = [int(b) for b in text.split(",")]
-    except ValueError:
-        sizes = []
-    if not sizes or min(sizes) < 1:
-        raise SystemExit(
-            f"x_rounding: --blocks takes whole numbers of at least 1, comma-separated (got {text!r})"
-        )
-    return sizes
-
-
 def measure(args) -> dict:
-    blocks = block_sizes(args.blocks)
+    blocks = args.blocks
     if args.sentences < 1:
         raise SystemExit("x_rounding: --sentences must be at least 1")
     loaded = load_model(args.model, weights="dense")
@@ -163,7 +150,7 @@ BENCHMARK = Benchmark(
     render,
     options=(
         option("--model", default=None),
-        option("--blocks", default="32,64,128,256"),
+        option("--blocks", type=whole_numbers(1, "block sizes"), default="32,64,128,256"),
         option("--sentences", type=int, default=24),
     ),
     about=__doc__,
