@@ -41,26 +41,26 @@ struct RopeTable {
 };
 
 const RopeTable& rope_table(const RopeArgs& a, int64_t T, int half) {
-  thread_local RopeTable t;
-  const bool same = t.T == T && t.scale == a.scale && t.offsets.size() == (size_t)a.offsets &&
-      t.inv.size() == (size_t)half && std::equal(t.offsets.begin(), t.offsets.end(), a.offset) &&
-      std::memcmp(t.inv.data(), a.inv, (size_t)half * sizeof(float)) == 0;
-  if (same) return t;
-  t.offsets.assign(a.offset, a.offset + a.offsets);
-  t.inv.assign(a.inv, a.inv + half);
-  t.T = T, t.scale = a.scale;
-  t.cos.resize((size_t)a.offsets * T * half), t.sin.resize(t.cos.size());
+  thread_local RopeTable table;
+  const bool same = table.T == T && table.scale == a.scale && table.offsets.size() == (size_t)a.offsets &&
+      table.inv.size() == (size_t)half && std::equal(table.offsets.begin(), table.offsets.end(), a.offset) &&
+      std::memcmp(table.inv.data(), a.inv, (size_t)half * sizeof(float)) == 0;
+  if (same) return table;
+  table.offsets.assign(a.offset, a.offset + a.offsets);
+  table.inv.assign(a.inv, a.inv + half);
+  table.T = T, table.scale = a.scale;
+  table.cos.resize((size_t)a.offsets * T * half), table.sin.resize(table.cos.size());
   for (int o = 0; o < a.offsets; ++o)
-    for (int64_t p = 0; p < T; ++p) {
+    for (int64_t t = 0; t < T; ++t) {
       // As MLX's graph: (float(t) + float(offset)) * scale, times the inverse frequency.
-      const float position = ((float)p + (float)a.offset[o]) * a.scale;
+      const float position = ((float)t + (float)a.offset[o]) * a.scale;
       for (int i = 0; i < half; ++i) {
         const float theta = position * a.inv[i];
-        t.cos[((size_t)o * T + p) * half + i] = std::cos(theta);
-        t.sin[((size_t)o * T + p) * half + i] = std::sin(theta);
+        table.cos[((size_t)o * T + t) * half + i] = std::cos(theta);
+        table.sin[((size_t)o * T + t) * half + i] = std::sin(theta);
       }
     }
-  return t;
+  return table;
 }
 
 void rope_rows(const RopeArgs& a) {
