@@ -125,7 +125,7 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
       for (int i = 0; i < J; ++i) keys[i] = load_lanes<L>(key + i * key_stride + d);
       for (int r = 0; r < N; ++r) {
         const L x = load_lanes<L>(scaled[r] + d);
-        for (int i = 0; i < J; ++i) dot[r][i] += x * keys[i];
+        for (int i = 0; i < J; ++i) dot[r][i] = fma_lanes(x, keys[i], dot[r][i]);
       }
     }
     if constexpr (kSum16) {
@@ -142,30 +142,41 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
     const float* key = k + j * key_stride;
     for (int r = 0; r < N; ++r) {
       L dot = splat<L>(0.0f);
-      for (int d = 0; d < whole; d += kWidth) dot += load_lanes<L>(scaled[r] + d) * load_lanes<L>(key + d);
+      for (int d = 0; d < whole; d += kWidth)
+        dot = fma_lanes(load_lanes<L>(scaled[r] + d), load_lanes<L>(key + d), dot);
       scores[r][j] = sum_lanes(dot);
     }
   }
   float inverse[N];
   for (int r = 0; r < N; ++r) {
     const int keys = rows[r].keys;
-    float top = -FLT_MAX;
-    for (j = 0; j < keys; ++j) {
-      const float* key = k + j * key_stride;
-      float s = scores[r][j];
-      for (int d = whole; d < a.D; ++d) s += scaled[r][d] * key[d];
-      if (a.mask_kind >= kAdditive) {
-        const int64_t at = b * a.mask.stride[0] + rows[r].h * a.mask.stride[1] + rows[r].l * a.mask.stride[2] +
-                           j * a.mask.stride[3];
-        if (a.mask_kind == kAdditive) {
-          s += static_cast<const float*>(a.mask.data)[at];
-        } else if (!static_cast<const bool*>(a.mask.data)[at]) {
-          s = -FLT_MAX;  // as MLX's where(mask, scores, finfo.min)
+    if (whole < a.D || a.mask_kind >= kAdditive)
+      for (j = 0; j < keys; ++j) {
+        const float* key = k + j * key_stride;
+        float s = scores[r][j];
+        for (int d = whole; d < a.D; ++d) s = __builtin_fmaf(scaled[r][d], key[d], s);
+        if (a.mask_kind >= kAdditive) {
+          const int64_t at = b * a.mask.stride[0] + rows[r].h * a.mask.stride[1] + rows[r].l * a.mask.stride[2] +
+                             j * a.mask.stride[3];
+          if (a.mask_kind == kAdditive) {
+            s += static_cast<const float*>(a.mask.data)[at];
+          } else if (!static_cast<const bool*>(a.mask.data)[at]) {
+            s = -FLT_MAX;  // as MLX's where(mask, scores, finfo.min)
+          }
         }
+        scores[r][j] = s;
       }
-      scores[r][j] = s;
-      top = s > top ? s : top;
+    // The largest score (exact in any order, a NaN never taken): lanes, then the last keys.
+    L tops = splat<L>(-FLT_MAX);
+    const int whole_keys = keys / kWidth * kWidth;
+    for (j = 0; j < whole_keys; j += kWidth) {
+      const L s = load_lanes<L>(scores[r] + j);
+      tops = where_greater(s, tops, s, tops);
     }
+    float top = -FLT_MAX, lanes[kWidth];
+    store_lanes(lanes, tops);
+    for (const float s : lanes) top = s > top ? s : top;
+    for (j = whole_keys; j < keys; ++j) top = scores[r][j] > top ? scores[r][j] : top;
     // exp(s - top): a score 87 below the top gives 0, and so does the padding to whole lanes and
     // every key past the row's own (-inf); a masked score (-FLT_MAX) gives 0 unless every score is
     // masked (then each gives 1, as MLX's).
@@ -180,7 +191,8 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
     inverse[r] = 1.0f / sum_lanes(total);
   }
   // The weighted sum of the values, key after key for each output; C sets of lanes of every row
-  // held in registers across the keys (a key of weight 0 adds nothing and is skipped).
+  // held in registers across the keys. A key of weight 0 (past a row's own, or exp's range) adds
+  // 0 to each sum, which leaves its bits as they are: a sum from +0 is never -0.
   constexpr int C = 4;
   const int whole_v = a.Dv / kWidth * kWidth;
   const int64_t value_stride = a.v.stride[2];
@@ -194,9 +206,8 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
       L values[C];
       for (int i = 0; i < C; ++i) values[i] = load_lanes<L>(value + i * kWidth);
       for (int r = 0; r < N; ++r) {
-        if (scores[r][j] == 0.0f) continue;
         const L weight = splat<L>(scores[r][j]);
-        for (int i = 0; i < C; ++i) sum[r][i] += weight * values[i];
+        for (int i = 0; i < C; ++i) sum[r][i] = fma_lanes(weight, values[i], sum[r][i]);
       }
     }
     for (int r = 0; r < N; ++r)
@@ -206,7 +217,7 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
     for (int r = 0; r < N; ++r) {
       L sum = splat<L>(0.0f);
       for (j = 0; j < most; ++j)
-        if (scores[r][j] != 0.0f) sum += splat<L>(scores[r][j]) * load_lanes<L>(v + j * value_stride + d);
+        sum = fma_lanes(splat<L>(scores[r][j]), load_lanes<L>(v + j * value_stride + d), sum);
       store_lanes(scratch.acc.data() + r * a.Dv + d, sum);
     }
   for (int r = 0; r < N; ++r) {
@@ -214,7 +225,7 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
     for (int e = whole_v; e < a.Dv; ++e) {
       acc[e] = 0.0f;
       for (j = 0; j < most; ++j)
-        if (scores[r][j] != 0.0f) acc[e] += scores[r][j] * v[j * value_stride + e];
+        acc[e] = __builtin_fmaf(scores[r][j], v[j * value_stride + e], acc[e]);
     }
     float* out = row_out(a, b, rows[r].h, rows[r].l);
     for (int e = 0; e < a.Dv; ++e) out[e] = acc[e] * inverse[r];

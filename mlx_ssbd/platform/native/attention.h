@@ -4,7 +4,8 @@
 // queries, the keys and values broadcast to every query head (copied once per head group for the
 // products), two BLAS products and a softmax. This reads the keys and values where they are (a KV
 // cache's views) and computes each query row in one pass: scores, their softmax (an exp of its
-// own, lanes.h) and the weighted sum of the values, all in fp32; on AVX-512 the rows that read one
+// own, lanes.h) and the weighted sum of the values, all in fp32, the dot products and the sum
+// in fused multiply-adds (lanes.h's fma_lanes: one rounding each); on AVX-512 the rows that read one
 // key head go four at a time, so that each key and value is loaded once for all four, and the 16
 // dot products of four rows and four keys are summed at once. Each row's arithmetic
 // is the one-row computation's, in the same order: a query row's result depends on that row, its

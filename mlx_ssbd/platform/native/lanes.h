@@ -14,8 +14,9 @@
 // names, the path the quantized kernel takes (qmm.cpp's simd_path(): the widest the CPU has, or a
 // narrower one that $MLX_SSBD_QMM_SIMD asks for, so that tests can run each). Elsewhere it is
 // built once, as Quad (NEON on aarch64). No contraction: the builds do the same operations in
-// the same order; tests/test_quantized_kernel.py checks they give the same bits on each path this
-// CPU can run.
+// the same order, a fused multiply-add only where fma_lanes asks for one (one IEEE operation in
+// every build: an FMA instruction where the target has one, else libm's fmaf);
+// tests/test_quantized_kernel.py checks they give the same bits on each path this CPU can run.
 //
 // Every function here is always inlined (MLX_SSBD_LANES_INLINE): each build must compile them for
 // its own target, since a call across targets would pass the vectors in different registers (or
@@ -24,6 +25,12 @@
 
 #include <cstdint>
 #include <cstring>
+
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#elif defined(__x86_64__)
+#include <immintrin.h>  // declares GCC's builtins of every x86 target (fma_lanes)
+#endif
 
 #define MLX_SSBD_LANES_INLINE inline __attribute__((always_inline))
 
@@ -85,6 +92,29 @@ template <class L> MLX_SSBD_LANES_INLINE void store_lanes(float* p, L a) {
   }
 }
 
+// a * b + c, each lane rounded once (a fused multiply-add): the FMA instructions of the AVX-512,
+// AVX2 and NEON builds, libm's fmaf lane by lane in the SSE2 build. On x86-64 GCC's builtins
+// rather than intrinsics (whose target would not inline into these target-neutral functions),
+// in plain overloads (a template does not see the builtins).
+#if defined(__aarch64__)
+MLX_SSBD_LANES_INLINE F4 fma_lanes(F4 a, F4 b, F4 c) {
+  return (F4)vfmaq_f32((float32x4_t)c, (float32x4_t)a, (float32x4_t)b);
+}
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+MLX_SSBD_LANES_INLINE F16 fma_lanes(F16 a, F16 b, F16 c) {
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4);  // 4: the current rounding
+}
+MLX_SSBD_LANES_INLINE F8 fma_lanes(F8 a, F8 b, F8 c) { return __builtin_ia32_vfmaddps256(a, b, c); }
+#endif
+template <class V, class I = Native<V>> MLX_SSBD_LANES_INLINE V fma_lanes(V a, V b, V c) {
+  V out;
+  for (int i = 0; i < kLanesOf<V>; ++i) out[i] = __builtin_fmaf(a[i], b[i], c[i]);
+  return out;
+}
+template <class V> MLX_SSBD_LANES_INLINE Two<V> fma_lanes(Two<V> a, Two<V> b, Two<V> c) {
+  return {fma_lanes(a.lo, b.lo, c.lo), fma_lanes(a.hi, b.hi, c.hi)};
+}
+
 // Every lane `value`.
 template <class L> MLX_SSBD_LANES_INLINE L splat(float value) {
   if constexpr (requires { typename Native<L>; }) {
@@ -143,7 +173,7 @@ template <class V> MLX_SSBD_LANES_INLINE float sum_lanes(Two<V> a) { return sum_
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define MLX_SSBD_LANE_TARGETS(name, params, args)                                                  \
   __attribute__((target("avx512f"))) static void name##_avx512 params { name##_lanes<Wide> args; } \
-  __attribute__((target("avx2"))) static void name##_avx2 params { name##_lanes<Pair> args; }      \
+  __attribute__((target("avx2,fma"))) static void name##_avx2 params { name##_lanes<Pair> args; }  \
   static void name##_baseline params { name##_lanes<Quad> args; }                                  \
   static void name params {                                                                        \
     switch (lane_target()) {                                                                       \
