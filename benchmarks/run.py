@@ -117,6 +117,10 @@ STEPS = (
          ("--models", SMALL, "--repeats", "2"), 2, needs="llama_cpp", long_only=True),
     Step("verify-cost-1.5b", "engine", 2, "benchmarks.engine.verify_cost", ("--model", DEFAULT),
          ("--model", SMALL, "--sizes", "1,16", "--repeats", "3"), 1),
+    # after a talk's context: the built-in examples' prompt (410 tokens) and earlier captions
+    Step("verify-cost-context-1.5b", "engine", 2, "benchmarks.engine.verify_cost",
+         ("--model", DEFAULT, "--context", "640", "--sizes", "1,4,8,16,32"),
+         ("--model", SMALL, "--context", "640", "--sizes", "1,16", "--repeats", "3"), 1),
     Step("multistream-0.5b", "engine", 15, "benchmarks.engine.multistream",
          ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2,4", "--items", "4"),
          ("--model", SMALL, "--methods", "ssbd", "--streams", "1,2", "--items", "2"), 3, long_only=True),

@@ -70,11 +70,14 @@ def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
         "1,4",
         "--repeats",
         2,
+        "--context",
+        300,
         "--out",
         tmp_path / "verify-cost-tiny",
     )
     cost = json.loads((tmp_path / "verify-cost-tiny" / "verify_cost.json").read_text())
     text = (tmp_path / "verify-cost-tiny" / "verify_cost.md").read_text()
+    assert cost["prompt_tokens"] == 300 and "after 300 cached tokens" in text  # the prompt, then filler
     if cost["peak_floor_per_token_s"]:  # the kernel runs the model and its build times an instruction
         assert cost["peak_floor_per_token_s"] > 0 and cost["floor_per_token_s"] > 0
         assert "| peak floor ms | peak floor x decode step |" in text

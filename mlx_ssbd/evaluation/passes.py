@@ -16,7 +16,7 @@ times; ``kernel_ceiling(ours, bits)`` is the CPU kernel's in-cache rate for that
 of a few measurements: the machine at its quietest). Together they give the floor under a pass.
 ``product_bytes(model)`` is what the same products' weights take as held (codes, scales, biases),
 every byte of it read once a decode step.
-``pass_breakdown(loaded, sizes, repeats)`` splits such passes' wall time by the CPU kernel's
+``pass_breakdown(loaded, sizes, repeats, context=None)`` splits such passes' wall time by the CPU kernel's
 operations (its products by code width, attention, the small operations), the rest being MLX's own
 operations and scheduling and the model's Python.
 ``int8_peak(ours)`` is the CPU's own int8 peak (its widest int8 multiply-add instruction alone), the
@@ -103,17 +103,17 @@ def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tup
     return len(ids), {n: statistics.median(t) for n, t in times.items()}
 
 
-def pass_breakdown(loaded, sizes, repeats: int) -> dict[int, dict] | None:
+def pass_breakdown(loaded, sizes, repeats: int, context: int | None = None) -> dict[int, dict] | None:
     """{N: {"wall_s": mean seconds of a pass over N tokens, "ops_s": {kind: mean seconds of it in
     the CPU kernel's operations of that kind}}} over ``repeats`` rounds of one pass of each size
-    from the cached prompt (``_in_turn``), the kernel timing its operations (``op_timing``); None
-    without the kernel."""
+    from the cached prompt (filled up to ``context`` tokens, as ``pass_timings``; ``_in_turn``), the
+    kernel timing its operations (``op_timing``); None without the kernel."""
     from ..platform.extension import kernel
 
     ours = kernel()
     if ours is None:
         return None
-    cache, _, filler = _cached_prompt(loaded)
+    cache, _, filler = _cached_prompt(loaded, context)
     walls = {n: 0.0 for n in sizes}
     ops: dict[int, dict[str, float]] = {n: {} for n in sizes}
 
