@@ -108,10 +108,11 @@ MLX_SSBD_LANES_INLINE void attend_rows(const AttentionArgs& a, int b, int kv, co
     for (int d = 0; d < a.D; ++d) scaled[r][d] = a.scale * q[d];
   }
   // Each key's product with each query: its lanes add up d in order, then sum_lanes, then the d
-  // past the last whole set of lanes. Two keys at a time (four for a group of one row, and for
-  // four rows of 16 native lanes, whose 16 sums are taken together).
-  constexpr bool kSum16 = std::is_same_v<L, Wide> && N == 4;
-  constexpr int J = N == 1 || kSum16 ? 4 : 2;
+  // past the last whole set of lanes. Two keys at a time, four for a group of one row; with 16
+  // native lanes, 16 dot products at a time for groups of 1, 2 or 4 rows (16, 8 or 4 keys), whose
+  // 16 sums are taken together.
+  constexpr bool kSum16 = std::is_same_v<L, Wide> && (N == 1 || N == 2 || N == 4);
+  constexpr int J = kSum16 ? 16 / N : N == 1 ? 4 : 2;
   const int whole = a.D / kWidth * kWidth;
   const int64_t key_stride = a.k.stride[2];
   int j = 0;
@@ -266,15 +267,18 @@ MLX_SSBD_LANE_TARGETS(attend_group, (const AttentionArgs& a, int b, int kv, int 
 
 void attend(const AttentionArgs& a) {
   // Tasks of 4 rows of one key head (the widest build's group; a narrower one takes them in
-  // smaller groups).
+  // smaller groups), or all of a key head's rows where they are at most 8 (a decode step's): one
+  // thread then brings that head's keys and values into its cache once for all of its rows.
   constexpr int kTaskRows = 4;
-  const int per_head = (a.Hq / a.Hkv * a.L + kTaskRows - 1) / kTaskRows;  // tasks per key head
+  const int rows = a.Hq / a.Hkv * a.L;  // query rows per key head
+  const int task_rows = rows <= 2 * kTaskRows ? rows : kTaskRows;
+  const int per_head = (rows + task_rows - 1) / task_rows;  // tasks per key head
   const int64_t tasks = (int64_t)a.B * a.Hkv * per_head;
   const double work = (double)a.B * a.Hq * a.L * a.S * (a.D + a.Dv);
   parallel_for(tasks, split_grain(tasks, work > 1 << 16), [&](int64_t i) {
     thread_local Scratch scratch;
     const int g = i % per_head, kv = (i / per_head) % a.Hkv, b = i / ((int64_t)per_head * a.Hkv);
-    attend_group(a, b, kv, g * kTaskRows, kTaskRows, scratch);
+    attend_group(a, b, kv, g * task_rows, task_rows, scratch);
   });
 }
 
