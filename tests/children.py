@@ -4,7 +4,8 @@
 SIGTERM when the process that started it ends (PR_SET_PDEATHSIG), so a test run killed outright
 (SIGKILL, a timeout) leaves no ``mlx-ssbd serve`` or HAProxy behind; elsewhere it does nothing (the
 tests' own ``finally`` blocks still stop every server). libc is loaded here, before any fork: the
-child only makes the call.
+child only makes the call. ``running(pid)`` says whether a process still runs (Linux's ``/proc``;
+a zombie, ended but not yet reaped, has ended).
 """
 
 import ctypes
@@ -26,3 +27,11 @@ def ends_with_us() -> None:
     _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != _PARENT:  # the parent ended before the call: nobody would signal us
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from children import running
 from waiting import until
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
@@ -21,14 +22,6 @@ time.sleep(600)
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has ended
-    except FileNotFoundError:
-        return False
-
-
 def test_a_child_ends_when_its_starter_is_killed():
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
     holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True, env=env)
@@ -37,14 +30,14 @@ def test_a_child_ends_when_its_starter_is_killed():
         line = holder.stdout.readline()
         assert line, "the holder ended before starting its child"
         child = int(line)
-        assert _running(child)
+        assert running(child)
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=60)
-        until(lambda: not _running(child), 60, "the child to end with its starter")
+        until(lambda: not running(child), 60, "the child to end with its starter")
     finally:
         if holder.poll() is None:
             holder.kill()
             holder.wait(timeout=60)
-        if child is not None and _running(child):
+        if child is not None and running(child):
             os.kill(child, signal.SIGKILL)
         holder.stdout.close()

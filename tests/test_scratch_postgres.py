@@ -10,6 +10,7 @@ import sys
 from mlx_ssbd.service.store.scratch_postgres import MISSING
 
 import pytest
+from children import running
 from waiting import until
 
 pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
@@ -24,26 +25,16 @@ with postgres_server() as server:
 """
 
 
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie (ended, not yet reaped by its new parent) has ended too
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def test_a_killed_holder_leaves_no_server_behind():
     holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
     try:
         line = holder.stdout.readline()  # returns when the server runs, or at the holder's end
         assert line, "the holder ended before its server ran"
         root, pid = line.split()[0], int(line.split()[1])
-        assert _running(pid) and os.path.isdir(root)
+        assert running(pid) and os.path.isdir(root)
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=60)
-        until(lambda: not _running(pid), 90, "the orphaned server to stop")
+        until(lambda: not running(pid), 90, "the orphaned server to stop")
         until(lambda: not os.path.exists(root), 90, "its directory to be deleted")
     finally:
         if holder.poll() is None:
