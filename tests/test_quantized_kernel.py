@@ -110,6 +110,28 @@ def test_each_row_gets_what_it_would_get_alone(bits):
     assert mx.array_equal(alone, together).item()
 
 
+@pytest.mark.parametrize("bits", [4, 5, 6, 8])
+def test_banded_products_give_each_row_what_it_would_get_alone(bits):
+    """Banded weights (a routed layer's) over a long K (54 blocks), with the layer's bias: a pass of
+    many rows gives each row bit for bit what it gets alone (through the tiles of 16 rows, their
+    tails of 8, 4, 2 and 1, and one row), and the same as the weight in MLX's layout."""
+    w = mx.random.normal((48, 1728), key=mx.random.key(4))
+    x = mx.random.normal((64, 1728), key=mx.random.key(5))
+    bias = mx.random.normal((48,), key=mx.random.key(6))
+    stored = mx.quantize(w, group_size=64, bits=bits)
+    banded = [quantized.band_leaf(leaf, a, bits) for leaf, a in zip(quantized.LEAVES, stored)]
+
+    def banded_product(rows):
+        return KERNEL.quantized_matmul(rows, *banded, 64, bits, bias=bias, banded=True)
+
+    together = banded_product(x)
+    assert mx.array_equal(together, KERNEL.quantized_matmul(x, *stored, 64, bits, bias=bias)).item()
+    for rows in (2, 3, 16, 17):
+        assert mx.array_equal(banded_product(x[:rows]), together[:rows]).item(), rows
+    alone = mx.concatenate([banded_product(x[i : i + 1]) for i in range(64)])
+    assert mx.array_equal(alone, together).item()
+
+
 def test_leading_dimensions_and_dtypes_are_kept():
     w = mx.random.normal((40, 128), key=mx.random.key(3))
     q, s, b = mx.quantize(w, group_size=32, bits=4)
