@@ -28,6 +28,18 @@ def relative(path: str | Path) -> str:
         return Path(path).name
 
 
+def data_pairs(path: str | Path, limit: int | None = None) -> list:
+    """The first ``limit`` (all: None) source/reference pairs of a data file (``read_pairs``); a
+    file that cannot be read so ends the script with the reason, not a traceback."""
+    from mlx_ssbd.evaluation.lines import StreamError
+    from mlx_ssbd.evaluation.streams import read_pairs
+
+    try:
+        return [pair for _, pair in read_pairs(str(path))][: limit or None]
+    except StreamError as error:
+        raise SystemExit(f"error: {error}") from None
+
+
 def p50_p95(values, digits: int = 2) -> dict:
     """``{"p50_s", "p95_s", "n"}`` of ``values`` (seconds): the median and the nearest-rank 95th
     percentile (None when there are none)."""

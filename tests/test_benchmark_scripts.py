@@ -332,6 +332,45 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
     assert (tmp_path / "why" / "biased_accepts.png").is_file()
 
 
+def test_a_data_or_examples_file_it_cannot_read_ends_a_script_with_the_reason(tmp_path):
+    """Before any model loads (the model named here does not exist): the reason, no traceback."""
+    missing, examples = tmp_path / "missing.jsonl", tmp_path / "examples.tsv"
+    (tmp_path / "pairs.jsonl").write_text(json.dumps({"id": "1", "src": "a b c", "ref": "x y z"}) + "\n")
+    examples.write_text("only one column\n")
+    runs = [
+        ("benchmarks.quality.accept_rules", "--data", missing, "--configs", "rt", missing.name),
+        ("benchmarks.quality.acceptance_analysis", "--data", missing, missing.name),
+        ("benchmarks.engine.multistream", "--data", missing, missing.name),
+        ("benchmarks.engine.hybrid_reuse", "--sentences", missing, missing.name),
+        (
+            "benchmarks.quality.accept_rules",
+            *("--data", tmp_path / "pairs.jsonl", "--examples", examples, "--configs", "rt+examples"),
+            examples.name,
+        ),
+    ]
+    for module, *args, named in runs:
+        model = "--tokenizer" if module.endswith("hybrid_reuse") else "--model"
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                module,
+                model,
+                str(tmp_path / "no-model"),
+                "--out",
+                str(tmp_path / "out"),
+                *map(str, args),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=REPO,
+        )
+        assert result.returncode != 0 and "Traceback" not in result.stderr, (module, result.stderr[-2000:])
+        assert result.stderr.startswith("error: ") and named in result.stderr, (module, result.stderr)
+    assert not (tmp_path / "out").exists()
+
+
 def test_live_replay_speaks_the_sentences_it_is_given(model_dir, tmp_path):
     data = tmp_path / "talk.jsonl"
     data.write_text(

@@ -20,12 +20,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import DATA, machine_line, relative
+from benchmarks.common import DATA, data_pairs, machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd import StreamTranslator
 from mlx_ssbd.evaluation.bench import items_from_pairs
 from mlx_ssbd.evaluation.random_models import random_model
-from mlx_ssbd.evaluation.streams import read_pairs
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
 
@@ -95,9 +94,10 @@ def render(result: dict) -> list[str]:
 
 
 def measure(args) -> dict:
+    pairs = data_pairs(args.sentences, args.limit)
     tokenizer = load_model(args.tokenizer).tokenizer
     vocab = len(tokenizer)
-    items = items_from_pairs([pair for _, pair in read_pairs(str(args.sentences))][: args.limit], args.lag)
+    items = items_from_pairs(pairs, args.lag)
     rows = []
     for arch in args.archs.split(","):
         model = random_model(arch, vocab_size=vocab, width=args.width, layers=args.layers, seed=1)

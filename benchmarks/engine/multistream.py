@@ -19,11 +19,10 @@ import time
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import DATA, machine_line
+from benchmarks.common import DATA, data_pairs, machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.bench import items_from_pairs
 from mlx_ssbd.evaluation.report import pyplot, save_figure
-from mlx_ssbd.evaluation.streams import read_pairs
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.live.multistream import MultiStreamTranslator
 from mlx_ssbd.models.loading import load_model
@@ -85,8 +84,9 @@ def streams_run(loaded, items, n_streams: int, method: str, beta: float, target:
 
 
 def measure(args) -> dict:
+    pairs = data_pairs(args.data, args.items)
     loaded = load_model(args.model)
-    items = items_from_pairs([p for _, p in read_pairs(args.data)][: args.items], lag=3)
+    items = items_from_pairs(pairs, lag=3)
     counts = [int(s) for s in args.streams.split(",")]
     rows = []
     for method in args.methods.split(","):

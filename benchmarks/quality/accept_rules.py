@@ -25,13 +25,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import machine_line, paired_chrf_delta, relative
+from benchmarks.common import data_pairs, machine_line, paired_chrf_delta, relative
 from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
-from mlx_ssbd.evaluation.streams import read_pairs
-from mlx_ssbd.live.glossary import BUILTIN, examples_for
+from mlx_ssbd.live.glossary import BUILTIN, GlossaryError, examples_for
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
 
@@ -163,8 +162,12 @@ def measure(args) -> dict:
         needed = "rt (or rt+examples) must be among them"
         raise SystemExit(f"unknown configs {unknown}; {needed}" if unknown else needed)
 
+    pairs = data_pairs(args.data, args.limit)
+    try:
+        examples = examples_for(args.examples) if args.examples else None
+    except GlossaryError as error:
+        raise SystemExit(f"error: {error}") from None
     loaded = load_model(args.model)
-    examples = examples_for(args.examples) if args.examples else None
     translators = {}
     for label, (base, suffixes) in parsed.items():
         settings = dict(CONFIGS[base])
@@ -173,7 +176,7 @@ def measure(args) -> dict:
         config = method_config(settings.pop("method"), **settings)
         shown = examples if EXAMPLED in suffixes else None
         translators[label] = loaded.translator(args.target, config=config, examples=shown)
-    items = items_from_pairs([pair for _, pair in read_pairs(args.data)][: args.limit or None], args.lag)
+    items = items_from_pairs(pairs, args.lag)
     facts = {
         "data": relative(args.data),
         "data_name": Path(args.data).name,

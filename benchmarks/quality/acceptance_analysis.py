@@ -30,12 +30,12 @@ import json
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import machine_line, relative
+from benchmarks.common import data_pairs, machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.engine import update as engine_update
 from mlx_ssbd.engine.cache import common_prefix_len
 from mlx_ssbd.evaluation.report import pyplot, save_figure
-from mlx_ssbd.evaluation.streams import lag_updates, read_pairs
+from mlx_ssbd.evaluation.streams import lag_updates
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
 
@@ -173,6 +173,7 @@ def plot(tokens: list[dict], beta: float, path: Path) -> None:
 
 
 def measure(args) -> dict:
+    sets = [(data, data_pairs(data, args.limit)) for data in args.data]
     loaded = load_model(args.model)
     make = lambda config: loaded.translator(args.target, config=config)
     loops = {"cut_loops": not args.keep_loops}
@@ -180,8 +181,7 @@ def measure(args) -> dict:
     recorder = Recorder(engine_update.decide)
     engine_update.decide = recorder
     tokens, summaries = [], []
-    for data in args.data:
-        pairs = [pair for _, pair in read_pairs(data)][: args.limit or None]
+    for data, pairs in sets:
         for pair in pairs:
             found, summary = analyse_sentence(translator, rt, recorder, pair, args.lag)
             tokens += found
