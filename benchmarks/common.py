@@ -29,15 +29,11 @@ def relative(path: str | Path) -> str:
 
 
 def data_pairs(path: str | Path, limit: int | None = None) -> list:
-    """The first ``limit`` (all: None) source/reference pairs of a data file (``read_pairs``); a
-    file that cannot be read so ends the script with the reason, not a traceback."""
-    from mlx_ssbd.evaluation.lines import StreamError
+    """The first ``limit`` (all: None) source/reference pairs of a data file (``read_pairs``): a
+    step reads them before it loads a model, so a file it cannot read fails it at once."""
     from mlx_ssbd.evaluation.streams import read_pairs
 
-    try:
-        return [pair for _, pair in read_pairs(str(path))][: limit or None]
-    except StreamError as error:
-        raise SystemExit(f"error: {error}") from None
+    return [pair for _, pair in read_pairs(str(path))][: limit or None]
 
 
 def p50_p95(values, digits: int = 2) -> dict:

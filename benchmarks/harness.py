@@ -20,7 +20,9 @@ Contract: a step module defines ``BENCHMARK = Benchmark(...)`` and ends with
 ``main()`` parses the options, adds ``machine`` (``evaluation.bench.machine_info``: the CPU, the
 backend and the commit the numbers come from) to the result, writes the JSON and the markdown and
 prints the markdown; with ``--report`` it measures nothing and writes the markdown again from the
-JSON in ``--out`` (after a change of the report's layout). ``markdown_table(header, rows)`` renders
+JSON in ``--out`` (after a change of the report's layout). A model, data or examples file the step
+cannot use (``input_errors``) ends it with the reason and a non-zero status, not a traceback.
+``markdown_table(header, rows)`` renders
 a table's lines from its cells; ``whole_numbers(least, what)`` is the type of an option that takes
 comma-separated counts or sizes.
 """
@@ -32,6 +34,17 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+
+def input_errors() -> tuple[type[Exception], ...]:
+    """What a step's own input can be wrong with: a model it cannot load, a data or examples file it
+    cannot read, a dataset that is not here."""
+    from mlx_ssbd.evaluation.datasets import DataUnavailable
+    from mlx_ssbd.evaluation.lines import StreamError
+    from mlx_ssbd.live.glossary import GlossaryError
+    from mlx_ssbd.models.registry import ModelError
+
+    return (DataUnavailable, GlossaryError, ModelError, StreamError)
 
 
 @dataclass(frozen=True)
@@ -94,6 +107,12 @@ class Benchmark:
 
     def main(self, argv: Sequence[str] | None = None) -> dict | None:
         """Measure, then write and print the report; returns the result (None: no report)."""
+        try:
+            return self._main(argv)
+        except input_errors() as error:
+            raise SystemExit(f"error: {error}") from None
+
+    def _main(self, argv: Sequence[str] | None) -> dict | None:
         parser = self.parser()
         args = parser.parse_args(argv)
         if getattr(args, "child", None):

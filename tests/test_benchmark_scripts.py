@@ -332,8 +332,9 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
     assert (tmp_path / "why" / "biased_accepts.png").is_file()
 
 
-def test_a_data_or_examples_file_it_cannot_read_ends_a_script_with_the_reason(tmp_path):
-    """Before any model loads (the model named here does not exist): the reason, no traceback."""
+def test_a_model_data_or_examples_file_it_cannot_use_ends_a_script_with_the_reason(tmp_path):
+    """The reason and a non-zero status, no traceback, no report; a data or examples file is read
+    before any model loads (the model named here does not exist)."""
     missing, examples = tmp_path / "missing.jsonl", tmp_path / "examples.tsv"
     (tmp_path / "pairs.jsonl").write_text(json.dumps({"id": "1", "src": "a b c", "ref": "x y z"}) + "\n")
     examples.write_text("only one column\n")
@@ -342,6 +343,7 @@ def test_a_data_or_examples_file_it_cannot_read_ends_a_script_with_the_reason(tm
         ("benchmarks.quality.acceptance_analysis", "--data", missing, missing.name),
         ("benchmarks.engine.multistream", "--data", missing, missing.name),
         ("benchmarks.engine.hybrid_reuse", "--sentences", missing, missing.name),
+        ("benchmarks.engine.verify_cost", "unknown model"),
         (
             "benchmarks.quality.accept_rules",
             *("--data", tmp_path / "pairs.jsonl", "--examples", examples, "--configs", "rt+examples"),

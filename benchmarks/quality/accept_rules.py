@@ -30,7 +30,7 @@ from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
-from mlx_ssbd.live.glossary import BUILTIN, GlossaryError, examples_for
+from mlx_ssbd.live.glossary import BUILTIN, examples_for
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
 
@@ -163,10 +163,7 @@ def measure(args) -> dict:
         raise SystemExit(f"unknown configs {unknown}; {needed}" if unknown else needed)
 
     pairs = data_pairs(args.data, args.limit)
-    try:
-        examples = examples_for(args.examples) if args.examples else None
-    except GlossaryError as error:
-        raise SystemExit(f"error: {error}") from None
+    examples = examples_for(args.examples) if args.examples else None
     loaded = load_model(args.model)
     translators = {}
     for label, (base, suffixes) in parsed.items():
