@@ -194,6 +194,13 @@ STEPS = (
           "--configs", "rt+examples,ssbd-b0.2+examples,cd+examples"),
          ("--model", SMALL, "--data", TALK_TEST, "--limit", "2", "--examples", "builtin",
           "--configs", "rt+examples,cd+examples"), 2, long_only=True),
+    # ... and what committing exactly RT's captions costs with the default prompt (ssbd-final0)
+    *(Step(f"final0-{part}-1.5b", "quality", 8, "benchmarks.quality.accept_rules",
+           ("--model", DEFAULT, "--data", data, "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-b0.2+examples,ssbd-final0-b0.2+examples"),
+           ("--model", SMALL, "--data", data, "--limit", "2", "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-final0-b0.2+examples"), 2, long_only=True)
+      for part, data in (("dev", TALK_DEV), ("test", TALK_TEST))),
     # ... and their decisions at this machine's and other machines' pass costs (nothing timed)
     Step("work-model", "quality", 1, "benchmarks.quality.work_model", WORK_MODEL, WORK_MODEL, 1, long_only=True),
     Step("paper-preset", "quality", 60, BENCH,
