@@ -71,6 +71,14 @@ SECTIONS = (
         (("examples-beta-dev-1.5b",), ("examples-beta-test-1.5b",), ("examples-ceiling-test-1.5b",)),
     ),
     Section(
+        "Committing RT's exact captions",
+        "The default model with its built-in example translations: `ssbd-final0` (SSBD while a sentence "
+        "grows, β = 0 for the caption it commits, so the committed text is RT's) beside the default and "
+        "RT with the same prompt, on the dev and the held-out talk, each in one run: chrF++ and its "
+        "difference from RT's with a paired-bootstrap interval, flicker (NE), lag and speed against RT.",
+        (("final0-test-1.5b",), ("final0-dev-1.5b",)),
+    ),
+    Section(
         "The same decisions on other machines",
         "The speed runs above, not timed again: each update's counted work (the tokens its first pass "
         "fed, the decode steps after it) priced at the pass costs that verify-cost and decode-step "
