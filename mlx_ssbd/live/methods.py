@@ -91,8 +91,9 @@ METHODS = {
 POLICIES = tuple(name for name, method in METHODS.items() if not method.features)
 USER_METHODS = tuple(name for name, method in METHODS.items() if not method.research)
 DEFAULT_POLICY = "ssbd"
-DEFAULT_METHOD = "ssbd"  # of the CLI, the service and a StreamTranslator given no config (chosen by
-# benchmarks/quality/accept_rules.py: the fastest rule within 1 chrF++ of RT on the talk dev sets)
+DEFAULT_METHOD = "ssbd"  # of the CLI, the service and a StreamTranslator given no config: the
+# paper's rule at beta 0.2, whose chrF++ on the talk sets stays within what their 24 sentences can
+# tell from RT's, with half RT's flicker (benchmarks/quality/accept_rules.py; docs/how-it-works.md)
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
 DEFAULT_MIN_MAX_TOKENS = 16
 DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
