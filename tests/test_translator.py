@@ -3,7 +3,7 @@ checked trims, bad input."""
 
 import random
 
-from mlx_ssbd import SourcePartial, StreamTranslator, TranslatorConfig, stream_translate
+from mlx_ssbd import SourcePartial, StreamTranslator, TranslatorConfig, method_config, stream_translate
 from mlx_ssbd.engine.cache import TokenCache
 from mlx_ssbd.engine.lookahead import Lookahead
 from mlx_ssbd.engine.update import Feed
@@ -306,10 +306,19 @@ def test_sampling_is_reproducible_by_seed_and_validated(model, tok):
         TranslatorConfig(temperature=-1)
 
 
-def test_final_beta0_commits_exactly_what_rt_commits(model, tok):
-    """Live updates stay biased; every committed (final) output equals RT's."""
+@pytest.mark.parametrize("method", [None, "ssbd-final0"])
+def test_final_beta0_commits_exactly_what_rt_commits(model, tok, method):
+    """Live updates stay biased; every committed (final) output equals RT's (also the user method
+    ``ssbd-final0``, which rejoins the old draft after a divergence)."""
     rt = make(model, tok, policy="rt")
-    safe = make(model, tok, policy="ssbd", beta=0.5, final_beta=0.0)
+    if method is None:
+        safe = make(model, tok, policy="ssbd", beta=0.5, final_beta=0.0)
+    else:
+        config = method_config(method, beta=0.5, **SMALL)
+        assert config.final_beta == 0.0 and config.lookahead.resync
+        safe = StreamTranslator(
+            model, tok, family="chatml", source_lang="en", target_lang="de", config=config
+        )
     rng = random.Random(77)
     live_differs = False
     for _ in range(20):
