@@ -22,9 +22,8 @@ backend and the commit the numbers come from) to the result, writes the JSON and
 prints the markdown; with ``--report`` it measures nothing and writes the markdown again from the
 JSON in ``--out`` (after a change of the report's layout). A model, data or examples file the step
 cannot use (``input_errors``) ends it with the reason and a non-zero status, not a traceback.
-``markdown_table(header, rows)`` renders
-a table's lines from its cells; ``whole_numbers(least, what)`` is the type of an option that takes
-comma-separated counts or sizes.
+``markdown_table(header, rows)`` renders a table's lines from its cells; ``whole_numbers(least,
+what)`` is the type of an option that takes comma-separated counts or sizes.
 """
 
 from __future__ import annotations
