@@ -18,8 +18,9 @@ WORDS = "so today I want to talk about the new rules we made for all people in o
 SMALL = dict(max_tokens_ratio=0.6, min_max_tokens=6)
 
 
-def make(model, tok, **cfg):
-    config = TranslatorConfig(**{**SMALL, **cfg})
+def make(model, tok, method=None, **cfg):
+    """A translator with ``cfg`` (and SMALL's budgets), as ``method_config`` makes it for a method."""
+    config = method_config(method, **{**SMALL, **cfg}) if method else TranslatorConfig(**{**SMALL, **cfg})
     return StreamTranslator(model, tok, family="chatml", source_lang="en", target_lang="de", config=config)
 
 
@@ -314,11 +315,8 @@ def test_final_beta0_commits_exactly_what_rt_commits(model, tok, method):
     if method is None:
         safe = make(model, tok, policy="ssbd", beta=0.5, final_beta=0.0)
     else:
-        config = method_config(method, beta=0.5, **SMALL)
-        assert config.final_beta == 0.0 and config.lookahead.resync
-        safe = StreamTranslator(
-            model, tok, family="chatml", source_lang="en", target_lang="de", config=config
-        )
+        safe = make(model, tok, method, beta=0.5)
+        assert safe.config.final_beta == 0.0 and safe.config.lookahead.resync
     rng = random.Random(77)
     live_differs = False
     for _ in range(20):
