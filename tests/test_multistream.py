@@ -45,7 +45,14 @@ def test_batched_streams_equal_single_streams(tok, arch, cfg):
     assert_batched_equals_single(tok, arch, cfg)
 
 
-@pytest.mark.parametrize("cfg", [dict(policy="ssbd", beta=0.3), dict(policy="rt", temperature=0.8)])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        dict(policy="ssbd", beta=0.3),
+        dict(policy="ssbd", beta=0.3, lookahead=Lookahead(resync=True)),
+        dict(policy="rt", temperature=0.8),
+    ],
+)
 def test_batched_streams_equal_single_streams_pipelined(tok, cfg, monkeypatch):
     monkeypatch.setenv("MLX_SSBD_PIPELINE", "1")
     assert_batched_equals_single(tok, "qwen2", cfg)

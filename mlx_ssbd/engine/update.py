@@ -87,7 +87,8 @@ class Job:
         pipelined: dispatch decode step t+1 from the lazy token t before t reaches the host, as
             ``mlx_lm.generate_step`` does (``backend.pipelined_decode()``: on a GPU). When t turns
             out to end the output, the step was wasted and its position is trimmed at the next
-            feed. Not with a proposer (a proposal needs t on the host).
+            feed; so it is when the proposer, called once t is on the host, proposes tokens after
+            t: they are checked with t in one call, which feeds t again.
         progress: None, or called with the output so far each time it grows (once after the
             verify pass, then per decided token), for callers that stream tokens out as they
             come (a chat completion). It may raise to abandon the update.
@@ -152,7 +153,6 @@ def update_requests(job: Job) -> Requests:
     fed = [*job.head, *draft[:accepted]]  # what the cache holds before ``token`` (grown in place)
     pending = [token]  # decided tokens not yet checked for stops
     ahead = None  # logits of the step feeding ``token``, dispatched before it was known
-    pipelined = job.pipelined and job.proposer is None
     while pending and len(outcome.output) < job.max_new:
         token = pending.pop(0)
         kept = job.stops(token)
@@ -170,7 +170,10 @@ def update_requests(job: Job) -> Requests:
             continue  # accepted proposal tokens still to check, or out of budget
         offer = job.proposer(outcome.output, accepted) if job.proposer else None
         proposal = offer.tokens[: job.max_new - len(outcome.output)] if offer else []
-        if ahead is None and not (pipelined and len(outcome.output) + 1 < job.max_new):
+        if proposal and ahead is not None:  # checked with ``token`` in one call: the step ahead is dropped
+            ahead = None
+            del fed[-1]
+        if ahead is None and (proposal or not (job.pipelined and len(outcome.output) + 1 < job.max_new)):
             # fed and decided in one request: the step's decision comes back, not its logits
             held = len(fed)
             fed += [token, *proposal]
@@ -183,7 +186,7 @@ def update_requests(job: Job) -> Requests:
                 outcome.proposed[offer.kind] = outcome.proposed.get(offer.kind, 0) + taken
             pending = [*proposal[:taken], token]
             continue
-        if ahead is None:  # pipelined (no proposer): the step's logits pick t+1 lazily
+        if ahead is None:  # pipelined: the step's logits pick t+1 lazily
             held = len(fed)
             fed.append(token)
             rows, _ = yield Feed(fed, 1, held=held)
