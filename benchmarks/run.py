@@ -201,6 +201,13 @@ STEPS = (
            ("--model", SMALL, "--data", data, "--limit", "2", "--examples", "builtin",
             "--configs", "rt+examples,ssbd-final0-b0.2+examples"), 2, long_only=True)
       for part, data in (("dev", TALK_DEV), ("test", TALK_TEST))),
+    # ... and what rejoining the draft after a divergence gives the default (ssbd-plain never rejoins)
+    *(Step(f"rejoin-{part}-1.5b", "quality", 6, "benchmarks.quality.accept_rules",
+           ("--model", DEFAULT, "--data", data, "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-plain-b0.2+examples,ssbd-b0.2+examples"),
+           ("--model", SMALL, "--data", data, "--limit", "2", "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-plain-b0.2+examples"), 2, long_only=True)
+      for part, data in (("dev", TALK_DEV), ("test", TALK_TEST))),
     # ... and their decisions at this machine's and other machines' pass costs (nothing timed)
     Step("work-model", "quality", 1, "benchmarks.quality.work_model", WORK_MODEL, WORK_MODEL, 1, long_only=True),
     Step("paper-preset", "quality", 60, BENCH,

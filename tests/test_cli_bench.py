@@ -137,13 +137,13 @@ def test_bench_with_several_ssbd_variants_at_one_beta(run, tmp_path):
         "--data",
         data,
         "--methods",
-        "rt,ssbd,ssbd-resync,ssbd-ngram,ssbd-plus,ssbd-final0",
+        "rt,ssbd,ssbd-plain,ssbd-ngram,ssbd-pool,ssbd-final0",
         "--out",
         str(out),
     )
     assert result.exit_code == 0, result.output
     report = (out / "report.md").read_text()
-    for label in ["ssbd-b0.2", "ssbd-resync-b0.2", "ssbd-ngram-b0.2", "ssbd-plus-b0.2", "ssbd-final0-b0.2"]:
+    for label in ["ssbd-b0.2", "ssbd-plain-b0.2", "ssbd-ngram-b0.2", "ssbd-pool-b0.2", "ssbd-final0-b0.2"]:
         assert f"| {label} |" in report
     assert (out / "speed_ne_vs_beta.png").is_file()
 

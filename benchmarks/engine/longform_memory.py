@@ -19,7 +19,7 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from benchmarks.common import DATA, machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
-from mlx_ssbd import TranslatorConfig, stream_translate
+from mlx_ssbd import method_config, stream_translate
 from mlx_ssbd.evaluation.report import pyplot, save_figure
 from mlx_ssbd.evaluation.streams import read_partials
 from mlx_ssbd.models.loading import load_model
@@ -38,7 +38,7 @@ def rss_mb() -> float:
 
 def measure(args) -> dict:
     loaded = load_model(args.model)
-    translator = loaded.translator("de", config=TranslatorConfig(policy="ssbd", beta=0.2))
+    translator = loaded.translator("de", config=method_config("ssbd", beta=0.2))
     partials = list(read_partials(args.data))
     stream = itertools.chain.from_iterable(itertools.repeat(partials))
     samples, start = [], time.perf_counter()

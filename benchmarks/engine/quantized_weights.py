@@ -45,7 +45,7 @@ PATHS = ("quantized", "dense")
 def measure(model: str, sentences: int, repeats: int) -> dict:
     """In this process: load, time forward passes, translate sentences (run with the env set)."""
     import mlx_ssbd  # noqa: F401  (backend policy first)
-    from mlx_ssbd import TranslatorConfig
+    from mlx_ssbd import method_config
     from mlx_ssbd.evaluation.passes import pass_timings
     from mlx_ssbd.models.loading import load_model
 
@@ -62,11 +62,11 @@ def measure(model: str, sentences: int, repeats: int) -> dict:
     items = [json.loads(line) for line in SENTENCES.read_text().splitlines()[:sentences]]
     chrf = CHRF(word_order=2)
     methods = {}
-    for method, cfg in (("rt", dict(policy="rt")), ("ssbd", dict(policy="ssbd", beta=0.2))):
+    for method in ("rt", "ssbd"):
         outputs, wall = [], 0.0
         for item in items:
             words = item["src"].split()
-            tr = loaded.translator("de", config=TranslatorConfig(**cfg))
+            tr = loaded.translator("de", config=method_config(method))
             t = time.perf_counter()
             for shown in range(3, len(words) + 3, 3):
                 update = tr.update(" ".join(words[:shown]), final=shown >= len(words))

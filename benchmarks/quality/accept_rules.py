@@ -44,6 +44,7 @@ CONFIGS = {
     "ssbd-b0": dict(method="ssbd", beta=0.0),
     "ssbd-b0.1": dict(method="ssbd", beta=0.1),
     "ssbd-b0.2": dict(method="ssbd", beta=0.2),
+    "ssbd-plain-b0.2": dict(method="ssbd-plain", beta=0.2),  # the paper's rule, never rejoining the draft
     "ssbd-b0.25": dict(method="ssbd", beta=0.25),
     "ssbd-b0.3": dict(method="ssbd", beta=0.3),
     "ssbd-ratio-b0.4": dict(method="ssbd-ratio", beta=0.4),
@@ -52,7 +53,6 @@ CONFIGS = {
     "ssbd-final0-b0.2": dict(method="ssbd-final0", beta=0.2),
     "ssbd-b0.2-final0.05": dict(method="ssbd", beta=0.2, final_beta=0.05),
     "ssbd-ratio-b0.6-final0.2": dict(method="ssbd-ratio", beta=0.6, final_beta=0.2),
-    "ssbd-resync-b0.2-final0": dict(method="ssbd-resync", beta=0.2, final_beta=0.0),
     # every draft token kept (β = 1): the fastest any rule that verifies the draft can be
     "cd": dict(method="cd"),
 }

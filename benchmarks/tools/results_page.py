@@ -79,6 +79,15 @@ SECTIONS = (
         (("final0-test-1.5b",), ("final0-dev-1.5b",)),
     ),
     Section(
+        "Rejoining the draft",
+        "The default model with its built-in example translations: the default method (after a "
+        "divergence it proposes the rest of the old draft where the output meets it again) against the "
+        "paper's rule alone (`ssbd-plain`) and RT with the same prompt, on the dev and the held-out talk, "
+        "each in one run: passes per update, speed against RT, chrF++ and its difference from RT's with a "
+        "paired-bootstrap interval, flicker (NE) and lag.",
+        (("rejoin-test-1.5b",), ("rejoin-dev-1.5b",)),
+    ),
+    Section(
         "The same decisions on other machines",
         "The speed runs above, not timed again: each update's counted work (the tokens its first pass "
         "fed, the decode steps after it) priced at the pass costs that verify-cost and decode-step "

@@ -1,5 +1,5 @@
-"""Drafts proposed while decoding, a research plug-in of the update (``update.update_requests``
-verifies them).
+"""Drafts proposed while decoding, a plug-in of the update (``update.update_requests`` verifies
+them): the default method rejoins its old draft (resync); the n-gram pools are for research.
 
 Contract: ``Lookahead`` holds the settings (which proposals, how long, checked with which bias);
 ``Proposer``, called with the output decoded so far and how many draft tokens the update's verify

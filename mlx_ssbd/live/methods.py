@@ -1,10 +1,11 @@
 """The method table and a translator's settings.
 
 Contract: ``METHODS`` is the one table of method names: each is a policy (the per-update decision
-rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``, the table's first four entries, ``POLICIES``) plus
-lookahead features, with a one-line description used by the CLI's help, the bias it runs with
-by default, and whether it is for research (``USER_METHODS`` are the others: ``rt``, ``ssbd``,
-``ssbd-final0``); ``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s. ``TranslatorConfig``
+rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``; ``POLICIES``) plus features, with a one-line
+description used by the CLI's help, the bias it runs with by default, and whether it is for research
+(``USER_METHODS`` are the others: ``rt``, ``ssbd``, ``ssbd-final0``). The method ``ssbd`` is the
+policy plus rejoining the old draft after a divergence (``REJOIN``); ``ssbd-plain`` is the policy
+alone, the paper's rule. ``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s. ``TranslatorConfig``
 holds every setting of a ``translator.StreamTranslator`` and checks them (``ValueError`` naming
 the bad value); ``method_config(name, **settings)`` is the config of a method name.
 """
@@ -42,39 +43,39 @@ class Method:
         return {"policy": self.policy, **dict(self.features)}
 
 
-# The one vocabulary of methods (CLI, bench, ``method_config``); the first four are the policies.
+# After a divergence the output often rejoins the old draft a few words later (a different word
+# early, the same tail): proposing the draft's rest there saved 4-9% of the passes and of the wall
+# time on both talks, the committed captions no worse (benchmarks/quality/accept_rules.py).
+REJOIN = Lookahead(resync=True)
+
+# The one vocabulary of methods (CLI, bench, ``method_config``).
 METHODS = {
     "rt": Method("rt", "re-translate each update, reusing the KV of the prompt and source prefix"),
     "rt-nocache": Method(
         "rt-nocache", "re-translate each update from an empty cache (naive reference)", research=True
     ),
     "ssbd": Method(
-        "ssbd", "verify the previous output as a draft with bias beta, decode on where it diverges"
+        "ssbd",
+        "verify the previous output as a draft with bias beta, decode on where it diverges and "
+        "rejoin the draft where the output meets it again",
+        (("lookahead", REJOIN),),
     ),
     "cd": Method(
         "cd", "continuous decoding: keep every draft, only extend (ssbd with beta = 1)", research=True
     ),
-    "ssbd-resync": Method(
-        "ssbd",
-        "ssbd, rejoining the old draft after a divergence",
-        (("lookahead", Lookahead(resync=True)),),
-        research=True,
+    "ssbd-plain": Method(
+        "ssbd", "the paper's ssbd: decode on where the draft diverges, never rejoining it", research=True
     ),
     "ssbd-ngram": Method(
         "ssbd",
-        "ssbd, proposing source n-gram continuations",
-        (("lookahead", Lookahead(ngram_drafts=True)),),
-        research=True,
-    ),
-    "ssbd-plus": Method(
-        "ssbd",
-        "ssbd with resync and n-gram proposals",
+        "ssbd, proposing source n-gram continuations too",
         (("lookahead", Lookahead(resync=True, ngram_drafts=True)),),
         research=True,
     ),
     "ssbd-pool": Method(
         "ssbd",
-        "ssbd, 2-token n-gram guesses from the source and the session's earlier outputs, checked at beta 0",
+        "ssbd-plain with 2-token n-gram guesses from the source and the session's earlier outputs, "
+        "checked at beta 0 (the output is ssbd-plain's)",
         (("lookahead", Lookahead(ngram_drafts=True, history_drafts=True, ngram_len=2, ngram_beta=0.0)),),
         research=True,
     ),
@@ -82,24 +83,23 @@ METHODS = {
         "ssbd",
         "ssbd keeping a draft token while the model gives it at least (1 - beta) of its "
         "top choice's probability",
-        (("accept_rule", "ratio"),),
+        (("accept_rule", "ratio"), ("lookahead", REJOIN)),
         beta=RATIO_BETA,
         research=True,
     ),
-    # The commit's beta-0 check often rejects the draft early while RT's words rejoin it later:
-    # rejoining saved 9-10% of the passes (benchmarks/quality/accept_rules.py, both talks)
     "ssbd-final0": Method(
         "ssbd",
-        "ssbd, committing with beta = 0 (what RT commits), rejoining the old draft after a divergence",
-        (("final_beta", 0.0), ("lookahead", Lookahead(resync=True))),
+        "ssbd, committing with beta = 0 (what RT commits)",
+        (("final_beta", 0.0), ("lookahead", REJOIN)),
     ),
 }
-POLICIES = tuple(name for name, method in METHODS.items() if not method.features)
+POLICIES = tuple(dict.fromkeys(method.policy for method in METHODS.values()))
 USER_METHODS = tuple(name for name, method in METHODS.items() if not method.research)
 DEFAULT_POLICY = "ssbd"
 DEFAULT_METHOD = "ssbd"  # of the CLI, the service and a StreamTranslator given no config: the
-# paper's rule at beta 0.2, whose chrF++ on the talk sets stays within what their 24 sentences can
-# tell from RT's, with half RT's flicker (benchmarks/quality/accept_rules.py; docs/how-it-works.md)
+# paper's rule at beta 0.2 rejoining its draft, whose chrF++ on the talk sets stays within what their
+# 24 sentences can tell from RT's, with half RT's flicker (benchmarks/quality/accept_rules.py;
+# docs/how-it-works.md)
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
 DEFAULT_MIN_MAX_TOKENS = 16
 DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
@@ -109,7 +109,8 @@ DEFAULT_GLOSSARY_TOKENS = 256  # glossary entries named in one prompt, at most (
 @dataclass(frozen=True)
 class TranslatorConfig:
     """Decoding settings of a ``StreamTranslator``. The defaults are the paper's SSBD (the mixture
-    rule at beta 0.2); ``method_config()`` gives the product's default method (``DEFAULT_METHOD``).
+    rule at beta 0.2, no lookahead: ``ssbd-plain``); ``method_config()`` gives the product's default
+    method (``DEFAULT_METHOD``, which rejoins the draft).
 
     Attributes:
         policy: one of ``POLICIES``. Default ``"ssbd"``.
@@ -120,7 +121,7 @@ class TranslatorConfig:
         stop_on_newline: end the output at a token containing a newline (captions are one line).
         cut_loops: end an output that falls into a decoding loop, one copy of the repeated block
             kept (``engine.stops.loop_cut``). Default True.
-        lookahead: research: proposals checked while decoding (resync, n-gram pools), an
+        lookahead: proposals checked while decoding (rejoining the draft, n-gram pools), an
             ``engine.lookahead.Lookahead``; None (the default): none.
         final_beta: beta for the final (committed) update of a segment; None: ``beta``. With 0 the
             committed text is exactly what RT commits (a bad early draft cannot be locked in),
@@ -195,10 +196,10 @@ class TranslatorConfig:
 
 
 def method_config(method: str = DEFAULT_METHOD, *, beta: float | None = None, **settings) -> TranslatorConfig:
-    """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings; ``beta``
-    None: the method's own (``Method.beta``)."""
+    """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings, which take the
+    place of the method's own (``lookahead=None`` turns its proposals off); ``beta`` None: the
+    method's own (``Method.beta``)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
-    return TranslatorConfig(
-        **METHODS[method].settings(), beta=METHODS[method].beta if beta is None else beta, **settings
-    )
+    named = METHODS[method]
+    return TranslatorConfig(**{**named.settings(), "beta": named.beta if beta is None else beta, **settings})

@@ -11,8 +11,8 @@ decoding) and the session's earlier outputs as pools (``engine.lookahead.History
 off, ``plan`` proposes nothing and the update is plain SSBD.
 
 None changes the output at β = 0. What each costs and gains is measured in ``docs/results.md``:
-on short sentences the session's n-gram pools checked at β = 0 (``ssbd-pool``) saved passes; these
-methods are for research (those not in ``methods.USER_METHODS``).
+rejoining the draft saved passes on the talk sets and is part of the user methods ``ssbd`` and
+``ssbd-final0``; the n-gram pools are for research (``ssbd-ngram``, ``ssbd-pool``).
 """
 
 from __future__ import annotations
