@@ -78,6 +78,10 @@ def test_lookahead_at_beta0_is_token_identical_to_rt(tok, arch, method):
     proposed = sum(s.proposals for s in stats)
     accepted = sum(s.resynced + s.ngram_accepted for s in stats)
     assert proposed > 0 and accepted > 0
+    # each proposal's pass is counted with its width: the decoded token and at least one proposed
+    assert all(
+        len(s.proposal_widths) == s.proposals and min(s.proposal_widths, default=2) >= 2 for s in stats
+    )
 
 
 def test_history_proposals_alone_are_accepted_and_lossless(tok):

@@ -15,7 +15,7 @@ from mlx_ssbd.evaluation.work import (
 import pytest
 
 
-def record(config, fed, passes, proposals=0, draft=0, accepted=0):
+def record(config, fed, passes, proposals=0, draft=0, accepted=0, widths=None):
     return {
         "config": config,
         "tokens_fed": fed,
@@ -23,6 +23,7 @@ def record(config, fed, passes, proposals=0, draft=0, accepted=0):
         "proposals": proposals,
         "draft_tokens": draft,
         "accepted": accepted,
+        **({} if widths is None else {"proposal_widths": widths}),
     }
 
 
@@ -56,13 +57,23 @@ def test_pass_costs_read_a_verify_cost_report_or_a_decode_step_report_s_row(tmp_
 
 
 def test_an_update_s_work_is_its_first_pass_then_one_token_a_decode_step():
-    assert update_work(record("rt", fed=23, passes=16)) == (8, 1, 15)  # 8 prompt tokens, 15 steps
-    assert update_work(record("rt", fed=0, passes=0)) == (0, 0, 0)  # unchanged source: no pass
+    assert update_work(record("rt", fed=23, passes=16)) == (8, 1, 15, ())  # 8 prompt tokens, 15 steps
+    assert update_work(record("rt", fed=0, passes=0)) == (0, 0, 0, ())  # unchanged source: no pass
     long = PREFILL_CHUNK + 72  # a first pass over more than a chunk goes in two passes
-    assert update_work(record("rt", fed=long + 5, passes=2 + 5)) == (long, 2, 5)
+    assert update_work(record("rt", fed=long + 5, passes=2 + 5)) == (long, 2, 5, ())
     assert update_work(record("ssbd-ngram", fed=30, passes=6, proposals=2)) is None  # widths unknown
+    # a 12-token first pass, 3 one-token steps and 2 steps that checked proposals of 4 and 7 tokens
+    assert update_work(record("ssbd", fed=12 + 3 + 5 + 8, passes=6, proposals=2, widths=[5, 8])) == (
+        12,
+        1,
+        3,
+        (5, 8),
+    )
     costs = PassCosts("linear", ((1, 1.0), (17, 5.0)))  # 0.75 + 0.25 n
     assert update_steps(record("rt", fed=23, passes=16), costs) == pytest.approx(0.75 + 0.25 * 8 + 15)
+    assert update_steps(record("ssbd", fed=28, passes=6, proposals=2, widths=[5, 8]), costs) == pytest.approx(
+        (0.75 + 0.25 * 12) + 3 + (0.75 + 0.25 * 5) + (0.75 + 0.25 * 8)
+    )
     assert update_steps(record("rt", fed=long + 5, passes=7), costs) == pytest.approx(
         2 * (0.75 + 0.25 * long / 2) + 5
     )
@@ -77,12 +88,15 @@ def test_modelled_speedups_set_each_config_s_work_against_the_base_s():
         record("ssbd", fed=0, passes=0),
         record("plus", fed=25, passes=8),
         record("plus", fed=20, passes=4, proposals=1),
+        record("resync", fed=25 + 4, passes=8, proposals=1, widths=[5]),  # 5.25 + 6 + 2 = 13.25
     ]
     speedups = modelled_speedups(records, costs, base="rt")
     assert speedups["rt"] == pytest.approx(1.0)
     assert speedups["ssbd"] == pytest.approx(17.75 / 12.25)
     assert speedups["plus"] is None  # one of its updates cannot be priced
+    assert speedups["resync"] == pytest.approx(17.75 / 13.25)
     assert mean_work(records, "ssbd") == (18.0, 7.0) and mean_work(records, "plus") is None
+    assert mean_work(records, "resync") == (18.0, 7.0)
     with pytest.raises(ValueError, match="base config"):
         modelled_speedups(records, costs, base="nothing")
 
@@ -92,12 +106,12 @@ def test_a_draft_verified_in_pieces_stops_after_the_piece_that_holds_the_first_r
     def update(accepted):
         return record("ssbd", fed=28 + 3, passes=1 + 3, draft=20, accepted=accepted)
 
-    assert update_passes(update(20)) == ([28], 3)  # the whole draft in one pass
-    assert update_passes(update(20), piece=8) == ([16, 8, 4], 3)  # all kept: every piece fed
-    assert update_passes(update(3), piece=8) == ([16], 3)  # rejected in the first piece
-    assert update_passes(update(8), piece=8) == ([16, 8], 3)  # the 9th token, in the second piece
-    assert update_passes(update(3), piece=20) == ([28], 3)  # a draft no longer than a piece: whole
-    assert update_passes(record("rt", fed=23, passes=16), piece=4) == ([8], 15)  # no draft
+    assert update_passes(update(20)) == ([28], 3, ())  # the whole draft in one pass
+    assert update_passes(update(20), piece=8) == ([16, 8, 4], 3, ())  # all kept: every piece fed
+    assert update_passes(update(3), piece=8) == ([16], 3, ())  # rejected in the first piece
+    assert update_passes(update(8), piece=8) == ([16, 8], 3, ())  # the 9th token, in the second piece
+    assert update_passes(update(3), piece=20) == ([28], 3, ())  # a draft no longer than a piece: whole
+    assert update_passes(record("rt", fed=23, passes=16), piece=4) == ([8], 15, ())  # no draft
     costs = PassCosts("linear", ((1, 1.0), (17, 5.0)))  # 0.75 + 0.25 n
     assert update_steps(update(3), costs, piece=8) == pytest.approx(0.75 + 0.25 * 16 + 3)
     records = [record("rt", fed=23, passes=16), update(20)]

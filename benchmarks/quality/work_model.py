@@ -159,8 +159,9 @@ def render(result: dict) -> list[str]:
         "each pass priced at that machine's cost of a pass over as many tokens (in its decode "
         "steps); the engine's own time, prompts and captions are left out, so at a machine's own "
         "costs it should be near what was measured there, and at another's it is what the same "
-        "decisions allow there, not a measurement. '-': a configuration whose decode steps fed "
-        "lookahead proposals, whose passes' widths the counts do not tell.",
+        "decisions allow there, not a measurement; a decode step that also checked a lookahead "
+        "proposal (rejoining the draft) is priced as a pass over as many tokens as it fed. '-': a "
+        "configuration whose records do not say how wide those steps were (runs older than that count).",
         "",
         "Pass costs (decode steps for a pass over n tokens):",
         "",

@@ -134,6 +134,7 @@ class Outcome:
     looped: bool = False  # the output ended in a loop and was cut (``Job.loop_cut``)
     proposals: int = 0  # lookahead proposals checked (``Job.proposer``), each in a decode step's pass
     proposed: dict[str, int] = dataclasses.field(default_factory=dict)  # tokens accepted per proposal kind
+    proposal_widths: list[int] = dataclasses.field(default_factory=list)  # tokens each of those passes fed
 
 
 Requests = Generator[Feed | Sync | Decide, object, Outcome]
@@ -184,6 +185,7 @@ def update_requests(job: Job) -> Requests:
             if proposal:
                 outcome.proposals += 1
                 outcome.proposed[offer.kind] = outcome.proposed.get(offer.kind, 0) + taken
+                outcome.proposal_widths.append(1 + len(proposal))
             pending = [*proposal[:taken], token]
             continue
         if ahead is None:  # pipelined: the step's logits pick t+1 lazily

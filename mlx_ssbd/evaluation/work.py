@@ -12,14 +12,16 @@ steps of that machine, from measured ``(n, steps)`` points (linear between them 
 two; one token costs one step). ``PassCosts.from_report(name, path, row=None)`` reads a
 ``verify_cost.json`` (its ``pass_over_step``) or a ``decode_step.json`` (the 16-token pass of the
 row whose ``format`` is ``row``). ``update_work(record)``: ``(first-pass tokens, first-pass chunks,
-decode steps)`` of one update record, or None where it cannot be told (a lookahead proposal fed
-tokens into decode steps); an update that ran no pass is ``(0, 0, 0)``. ``update_steps(record,
-costs)``: that work in decode steps. ``modelled_speedups(records, costs, base)``: per config, the
-base config's modelled time over the config's (None for a config with an update that cannot be
-told). Both take ``piece``: the same decisions had each draft been verified ``piece`` tokens a pass,
-stopping after the piece that holds the first rejected token (``update_passes``). The model leaves
-out what is not a model pass (the engine's own time, prompts, captions), so on a machine whose
-passes are cheap it is what the decisions allow, not a measurement.
+one-token decode steps, widths of the decode steps that also checked a lookahead proposal)`` of one
+update record, or None where it cannot be told (a record with proposals but without their widths,
+``proposal_widths``, which older runs did not record); an update that ran no pass is
+``(0, 0, 0, ())``. ``update_steps(record, costs)``: that work in decode steps.
+``modelled_speedups(records, costs, base)``: per config, the base config's modelled time over the
+config's (None for a config with an update that cannot be told). Both take ``piece``: the same
+decisions had each draft been verified ``piece`` tokens a pass, stopping after the piece that holds
+the first rejected token (``update_passes``). The model leaves out what is not a model pass (the
+engine's own time, prompts, captions), so on a machine whose passes are cheap it is what the
+decisions allow, not a measurement.
 """
 
 from __future__ import annotations
@@ -68,38 +70,42 @@ class PassCosts:
         return cls(name, ((1, 1.0), (16, rows[row]["verify16_in_decode_steps"])))
 
 
-def update_work(record: dict) -> tuple[int, int, int] | None:
-    """``(first-pass tokens, first-pass chunks, decode steps)`` of one update (module docstring):
-    every pass after the first feeds one token, and a first pass over more than ``PREFILL_CHUNK``
-    tokens goes a chunk per pass."""
+def update_work(record: dict) -> tuple[int, int, int, tuple[int, ...]] | None:
+    """``(first-pass tokens, first-pass chunks, one-token decode steps, proposal steps' widths)`` of
+    one update (module docstring): every pass after the first feeds one token but those that checked
+    a proposal, which fed what ``proposal_widths`` says, and a first pass over more than
+    ``PREFILL_CHUNK`` tokens goes a chunk per pass."""
     passes, fed = record["forward_passes"], record["tokens_fed"]
     if not passes:
-        return 0, 0, 0
-    if record.get("proposals"):
+        return 0, 0, 0, ()
+    wide = tuple(record.get("proposal_widths") or ())
+    if len(wide) != record.get("proposals", 0):
         return None
+    passes, fed = passes - len(wide), fed - sum(wide)
     chunks = 1
     while fed - (passes - chunks) > chunks * PREFILL_CHUNK and chunks < passes:
         chunks += 1
-    return fed - (passes - chunks), chunks, passes - chunks
+    return fed - (passes - chunks), chunks, passes - chunks, wide
 
 
-def update_passes(record: dict, piece: int | None = None) -> tuple[list[float], int] | None:
-    """``(tokens of each pass before the decode steps, decode steps)`` of one update (None: it cannot
-    be told). ``piece``: as if its draft had been verified ``piece`` tokens a pass, the first pass
-    feeding the new tokens and the first piece, and no piece after the one that holds the first
-    rejected token (the same decisions, so the same decode steps after them)."""
+def update_passes(record: dict, piece: int | None = None) -> tuple[list[float], int, tuple[int, ...]] | None:
+    """``(tokens of each pass before the decode steps, one-token decode steps, proposal steps'
+    widths)`` of one update (None: it cannot be told). ``piece``: as if its draft had been verified
+    ``piece`` tokens a pass, the first pass feeding the new tokens and the first piece, and no piece
+    after the one that holds the first rejected token (the same decisions, so the same decode steps
+    after them)."""
     work = update_work(record)
     if work is None:
         return None
-    first, chunks, steps = work
+    first, chunks, steps, wide = work
     draft, accepted = record.get("draft_tokens", 0), record.get("accepted", 0)
     if piece is None or chunks != 1 or draft <= piece:
-        return [first / chunks] * chunks if chunks else [], steps
+        return [first / chunks] * chunks if chunks else [], steps, wide
     passes, fed = [first - draft + piece], piece
     while fed < draft and accepted >= fed:
         passes.append(min(piece, draft - fed))
         fed += passes[-1]
-    return passes, steps
+    return passes, steps, wide
 
 
 def update_steps(record: dict, costs: PassCosts, piece: int | None = None) -> float | None:
@@ -108,8 +114,8 @@ def update_steps(record: dict, costs: PassCosts, piece: int | None = None) -> fl
     work = update_passes(record, piece)
     if work is None:
         return None
-    passes, steps = work
-    return sum(costs.cost(tokens) for tokens in passes) + steps
+    passes, steps, wide = work
+    return sum(costs.cost(tokens) for tokens in (*passes, *wide)) + steps
 
 
 def modelled_speedups(
@@ -131,8 +137,9 @@ def modelled_speedups(
 
 
 def mean_work(records: Sequence[dict], label: str) -> tuple[float, float] | None:
-    """Mean first-pass tokens and decode steps per update of ``label`` that ran a pass."""
+    """Mean first-pass tokens and decode steps (those that checked a proposal too) per update of
+    ``label`` that ran a pass."""
     works = [update_work(r) for r in records if r["config"] == label and r["forward_passes"]]
     if not works or None in works:
         return None
-    return sum(w[0] for w in works) / len(works), sum(w[2] for w in works) / len(works)
+    return sum(w[0] for w in works) / len(works), sum(w[2] + len(w[3]) for w in works) / len(works)

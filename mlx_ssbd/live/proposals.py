@@ -31,6 +31,7 @@ class ProposalStats:
     resynced: int = 0  # tokens accepted by rejoining the old draft after a divergence
     ngram_accepted: int = 0  # tokens accepted from n-gram proposals (source, earlier outputs)
     proposals: int = 0  # lookahead proposals verified (each one forward pass)
+    proposal_widths: tuple[int, ...] = ()  # tokens each of those passes fed (token and proposal)
 
 
 class Proposals:
@@ -60,7 +61,10 @@ class Proposals:
     def report(outcome: Outcome) -> ProposalStats:
         """What the proposals of the update that ended in ``outcome`` gained."""
         return ProposalStats(
-            outcome.proposed.get("resync", 0), outcome.proposed.get("ngram", 0), outcome.proposals
+            outcome.proposed.get("resync", 0),
+            outcome.proposed.get("ngram", 0),
+            outcome.proposals,
+            tuple(outcome.proposal_widths),
         )
 
     def seen(self, output: Sequence[int]) -> None:

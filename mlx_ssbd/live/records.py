@@ -32,6 +32,7 @@ class UpdateStats:
     resynced: int = 0  # tokens accepted by rejoining the old draft after a divergence
     ngram_accepted: int = 0  # tokens accepted from n-gram proposals (source, earlier outputs)
     proposals: int = 0  # lookahead proposals verified (each one forward pass)
+    proposal_widths: tuple[int, ...] = ()  # tokens each of those passes fed (token and proposal)
     locked: int = 0  # stable tokens forced at the start of the output (see ``agreement``)
     unchanged: int = 0  # 1: same source as the last update, answered without a forward pass
 
