@@ -44,8 +44,9 @@ class Method:
 
 
 # After a divergence the output often rejoins the old draft a few words later (a different word
-# early, the same tail): proposing the draft's rest there saved 4-9% of the passes and of the wall
-# time on both talks, the committed captions no worse (benchmarks/quality/accept_rules.py).
+# early, the same tail): proposing the draft's rest there saved 4-7% of the passes and 3-4% of the
+# time on both talks, the committed captions no worse (benchmarks/quality/accept_rules.py; for
+# ssbd-final0, whose beta-0 commit diverges more often, 9-10% of the passes).
 REJOIN = Lookahead(resync=True)
 
 # The one vocabulary of methods (CLI, bench, ``method_config``).

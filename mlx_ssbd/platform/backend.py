@@ -211,7 +211,7 @@ def call_tokens() -> int | None:
     weights), so rows whose feeds differ much in width are cheaper in separate calls; on a GPU a
     wider call costs little more than a narrow one: None, one call. The CPU's 4 is a compromise
     for a cost that is not linear: a call of up to 4 tokens costs about one decode step, and past 8
-    tokens each one adds about a seventh of a step (the default model's 16-token pass: 2.0-2.7
+    tokens each one adds about a seventh of a step (the default model's 16-token pass: 2.0-2.8
     decode steps; ``benchmarks/engine/verify_cost.py``), so that a call padded by more than a few
     tokens a row is split."""
     return None if is_gpu() else 4
