@@ -132,9 +132,14 @@ class Outcome:
     tokens_fed: int = 0  # tokens it sent through the model
     rebuilds: int = 0  # cache rebuilds (a trim that was impossible)
     looped: bool = False  # the output ended in a loop and was cut (``Job.loop_cut``)
-    proposals: int = 0  # lookahead proposals checked (``Job.proposer``), each in a decode step's pass
     proposed: dict[str, int] = dataclasses.field(default_factory=dict)  # tokens accepted per proposal kind
-    proposal_widths: list[int] = dataclasses.field(default_factory=list)  # tokens each of those passes fed
+    # tokens fed by each decode step's pass that also checked a lookahead proposal (``Job.proposer``)
+    proposal_widths: list[int] = dataclasses.field(default_factory=list)
+
+    @property
+    def proposals(self) -> int:
+        """Lookahead proposals checked, each in a decode step's pass."""
+        return len(self.proposal_widths)
 
 
 Requests = Generator[Feed | Sync | Decide, object, Outcome]
@@ -183,7 +188,6 @@ def update_requests(job: Job) -> Requests:
             taken, token = yield Feed(fed, len(proposal) + 1, held=held, decide=decide)
             del fed[held + 1 + taken :]  # the rejected proposal tokens
             if proposal:
-                outcome.proposals += 1
                 outcome.proposed[offer.kind] = outcome.proposed.get(offer.kind, 0) + taken
                 outcome.proposal_widths.append(1 + len(proposal))
             pending = [*proposal[:taken], token]
