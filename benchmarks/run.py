@@ -201,6 +201,14 @@ STEPS = (
            ("--model", SMALL, "--data", data, "--limit", "2", "--examples", "builtin",
             "--configs", "rt+examples,ssbd-final0-b0.2+examples"), 2, long_only=True)
       for part, data in (("dev", TALK_DEV), ("test", TALK_TEST))),
+    # ... and the bias the default commits with: chosen on the dev talk, reported on the held-out one
+    *(Step(f"commit-beta-{part}-1.5b", "quality", 12, "benchmarks.quality.accept_rules",
+           ("--model", DEFAULT, "--data", data, "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-b0.2-final0.2+examples,ssbd-b0.2-final0.15+examples,"
+            "ssbd-b0.2+examples,ssbd-b0.2-final0.05+examples,ssbd-final0-b0.2+examples"),
+           ("--model", SMALL, "--data", data, "--limit", "2", "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-b0.2-final0.2+examples"), 2, long_only=True)
+      for part, data in (("dev", TALK_DEV), ("test", TALK_TEST))),
     # ... and what rejoining the draft after a divergence gives the default (ssbd-plain never rejoins)
     *(Step(f"rejoin-{part}-1.5b", "quality", 6, "benchmarks.quality.accept_rules",
            ("--model", DEFAULT, "--data", data, "--examples", "builtin",

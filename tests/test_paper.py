@@ -48,6 +48,7 @@ def test_the_grid_is_the_papers():
     main = paper.paper_grid(sweep=False)
     assert list(main) == ["rt", "ssbd-b0.2"]
     assert main["rt"].policy == "rt" and (main["ssbd-b0.2"].policy, main["ssbd-b0.2"].beta) == ("ssbd", 0.2)
+    assert main["ssbd-b0.2"].lookahead is None and main["ssbd-b0.2"].final_beta is None  # the paper's rule
     full = paper.paper_grid(sweep=True)
     assert {c.beta for label, c in full.items() if label.startswith("ssbd-b") and "-" not in label[6:]} == {
         0.0,

@@ -7,6 +7,7 @@ from mlx_ssbd import SourcePartial, StreamTranslator, TranslatorConfig, method_c
 from mlx_ssbd.engine.cache import TokenCache
 from mlx_ssbd.engine.lookahead import Lookahead
 from mlx_ssbd.engine.update import Feed
+from mlx_ssbd.live.methods import COMMIT_BETA, DEFAULT_METHOD
 
 import mlx.core as mx
 import numpy as np
@@ -335,6 +336,23 @@ def test_final_beta0_commits_exactly_what_rt_commits(model, tok, method):
                 live_differs |= a.output_ids != b.output_ids
                 assert b.stats.beta == 0.5
     assert live_differs  # the live updates really were biased
+
+
+@pytest.mark.parametrize("beta, live, commit", [(0.5, 0.5, COMMIT_BETA), (0.05, 0.05, 0.05), (0.0, 0.0, 0.0)])
+def test_the_default_commits_at_a_smaller_bias_never_a_larger_one(model, tok, beta, live, commit):
+    """The default method's live updates run at its beta and its commits at ``COMMIT_BETA``, or at
+    beta where that is smaller: at beta 0 every update, the commit too, is RT's."""
+    tr = make(model, tok, DEFAULT_METHOD, beta=beta)
+    rt = make(model, tok, policy="rt")
+    rng = random.Random(5)
+    for _ in range(3):
+        prefixes = random_stream(rng)
+        for i, prefix in enumerate(prefixes):
+            final = i == len(prefixes) - 1
+            update = tr.update(prefix, final=final)
+            assert update.stats.beta == (commit if final else live)
+            if beta == 0.0:
+                assert update.output_ids == rt.update(prefix, final=final).output_ids
 
 
 @pytest.mark.parametrize("policy", ["ssbd", "rt"])

@@ -43,7 +43,7 @@ CONFIGS = {
     "rt": dict(method="rt"),
     "ssbd-b0": dict(method="ssbd", beta=0.0),
     "ssbd-b0.1": dict(method="ssbd", beta=0.1),
-    "ssbd-b0.2": dict(method="ssbd", beta=0.2),
+    "ssbd-b0.2": dict(method="ssbd", beta=0.2),  # the default: commits at β 0.1 (COMMIT_BETA)
     "ssbd-plain-b0.2": dict(method="ssbd-plain", beta=0.2),  # the paper's rule, never rejoining the draft
     "ssbd-b0.25": dict(method="ssbd", beta=0.25),
     "ssbd-b0.3": dict(method="ssbd", beta=0.3),
@@ -51,7 +51,10 @@ CONFIGS = {
     "ssbd-ratio-b0.6": dict(method="ssbd-ratio", beta=0.6),
     "ssbd-ratio-b0.8": dict(method="ssbd-ratio", beta=0.8),
     "ssbd-final0-b0.2": dict(method="ssbd-final0", beta=0.2),
+    # the default committing at another β (0.2: at the live updates' β)
     "ssbd-b0.2-final0.05": dict(method="ssbd", beta=0.2, final_beta=0.05),
+    "ssbd-b0.2-final0.15": dict(method="ssbd", beta=0.2, final_beta=0.15),
+    "ssbd-b0.2-final0.2": dict(method="ssbd", beta=0.2, final_beta=0.2),
     "ssbd-ratio-b0.6-final0.2": dict(method="ssbd-ratio", beta=0.6, final_beta=0.2),
     # every draft token kept (β = 1): the fastest any rule that verifies the draft can be
     "cd": dict(method="cd"),

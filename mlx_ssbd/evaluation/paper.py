@@ -41,18 +41,21 @@ def ssbd_label(beta: float) -> str:
     return f"ssbd-b{beta:g}"
 
 
+PAPER_METHOD = "ssbd-plain"  # the paper's rule: no rejoining, every update at the same β
+
+
 def paper_grid(sweep: bool) -> dict[str, TranslatorConfig]:
     """label -> config for one (model, pair) run; ``sweep``: the β sweep's model and pair."""
-    configs = {"rt": method_config("rt"), ssbd_label(MAIN_BETA): method_config("ssbd", beta=MAIN_BETA)}
+    configs = {"rt": method_config("rt"), ssbd_label(MAIN_BETA): method_config(PAPER_METHOD, beta=MAIN_BETA)}
     if sweep:
-        configs.update({ssbd_label(beta): method_config("ssbd", beta=beta) for beta in SWEEP_BETAS})
+        configs.update({ssbd_label(beta): method_config(PAPER_METHOD, beta=beta) for beta in SWEEP_BETAS})
         configs["cd"] = method_config("cd")
         for k in MASK_K:
             configs[f"{ssbd_label(MAIN_BETA)}-mask{k}"] = method_config(
-                "ssbd", beta=MAIN_BETA, draft_mask_k=k
+                PAPER_METHOD, beta=MAIN_BETA, draft_mask_k=k
             )
             configs[f"{ssbd_label(MAIN_BETA)}-display{k}"] = method_config(
-                "ssbd", beta=MAIN_BETA, display_mask_k=k
+                PAPER_METHOD, beta=MAIN_BETA, display_mask_k=k
             )
     return configs
 

@@ -4,8 +4,9 @@ Contract: ``METHODS`` is the one table of method names: each is a policy (the pe
 rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``; ``POLICIES``) plus features, with a one-line
 description used by the CLI's help, the bias it runs with by default, and whether it is for research
 (``USER_METHODS`` are the others: ``rt``, ``ssbd``, ``ssbd-final0``). The method ``ssbd`` is the
-policy plus rejoining the old draft after a divergence (``REJOIN``); ``ssbd-plain`` is the policy
-alone, the paper's rule. ``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s. ``TranslatorConfig``
+policy plus rejoining the old draft after a divergence (``REJOIN``) and committing each segment
+at a smaller bias (``COMMIT_BETA``); ``ssbd-plain`` is the policy alone, the paper's rule.
+``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s. ``TranslatorConfig``
 holds every setting of a ``translator.StreamTranslator`` and checks them (``ValueError`` naming
 the bad value); ``method_config(name, **settings)`` is the config of a method name.
 """
@@ -18,6 +19,10 @@ from ..engine.lookahead import Lookahead
 from ..engine.verify import DEFAULT_RULE, accept_threshold, bounds
 
 DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
+# The default's bias when it commits a segment: with the default prompt its committed captions
+# scored within 0.5 chrF++ of RT's on the dev talk at 0.1 and 0.15 (at 0.2: -0.8), equally fast; the
+# smaller was chosen (benchmarks/quality/accept_rules.py; docs/how-it-works.md)
+COMMIT_BETA = 0.1
 # the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/quality/accept_rules.py)
 RATIO_BETA = 0.8
 
@@ -49,6 +54,9 @@ class Method:
 # ssbd-final0, whose beta-0 commit diverges more often, 9-10% of the passes).
 REJOIN = Lookahead(resync=True)
 
+# The default's features: rejoining, and commits less biased than live updates.
+DEFAULT_FEATURES = (("lookahead", REJOIN), ("final_beta", COMMIT_BETA))
+
 # The one vocabulary of methods (CLI, bench, ``method_config``).
 METHODS = {
     "rt": Method("rt", "re-translate each update, reusing the KV of the prompt and source prefix"),
@@ -57,20 +65,22 @@ METHODS = {
     ),
     "ssbd": Method(
         "ssbd",
-        "verify the previous output as a draft with bias beta, decode on where it diverges and "
-        "rejoin the draft where the output meets it again",
-        (("lookahead", REJOIN),),
+        "verify the previous output as a draft with bias beta (at most 0.1 when committing), decode on "
+        "where it diverges and rejoin the draft where the output meets it again",
+        DEFAULT_FEATURES,
     ),
     "cd": Method(
         "cd", "continuous decoding: keep every draft, only extend (ssbd with beta = 1)", research=True
     ),
     "ssbd-plain": Method(
-        "ssbd", "the paper's ssbd: decode on where the draft diverges, never rejoining it", research=True
+        "ssbd",
+        "the paper's ssbd: decode on where the draft diverges, never rejoining it, committing with the same beta",
+        research=True,
     ),
     "ssbd-ngram": Method(
         "ssbd",
         "ssbd, proposing source n-gram continuations too",
-        (("lookahead", Lookahead(resync=True, ngram_drafts=True)),),
+        (("lookahead", Lookahead(resync=True, ngram_drafts=True)), ("final_beta", COMMIT_BETA)),
         research=True,
     ),
     "ssbd-pool": Method(
@@ -98,8 +108,8 @@ POLICIES = tuple(dict.fromkeys(method.policy for method in METHODS.values()))
 USER_METHODS = tuple(name for name, method in METHODS.items() if not method.research)
 DEFAULT_POLICY = "ssbd"
 DEFAULT_METHOD = "ssbd"  # of the CLI, the service and a StreamTranslator given no config: the
-# paper's rule at beta 0.2 rejoining its draft, whose chrF++ on the talk sets stays within what their
-# 24 sentences can tell from RT's, with half RT's flicker (benchmarks/quality/accept_rules.py;
+# paper's rule at beta 0.2 rejoining its draft and committing at beta 0.1, whose committed captions
+# are RT's quality with about two thirds of RT's flicker (benchmarks/quality/accept_rules.py;
 # docs/how-it-works.md)
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
 DEFAULT_MIN_MAX_TOKENS = 16
@@ -124,9 +134,10 @@ class TranslatorConfig:
             kept (``engine.stops.loop_cut``). Default True.
         lookahead: proposals checked while decoding (rejoining the draft, n-gram pools), an
             ``engine.lookahead.Lookahead``; None (the default): none.
-        final_beta: beta for the final (committed) update of a segment; None: ``beta``. With 0 the
-            committed text is exactly what RT commits (a bad early draft cannot be locked in),
-            while live updates keep the fast biased drafts.
+        final_beta: beta for the final (committed) update of a segment, at most ``beta`` (so
+            that beta 0 is RT throughout); None: ``beta``. With 0 the committed text is exactly
+            what RT commits (a bad early draft cannot be locked in), while live updates keep the
+            fast biased drafts.
         temperature: 0 for greedy decoding; > 0 samples (biased speculative sampling for drafts).
         top_p: nucleus mass kept when sampling. seed: the sampler's PRNG seed.
         agreement: lock a token once it stood in this many consecutive outputs of a segment
@@ -186,9 +197,9 @@ class TranslatorConfig:
         return {"cd": 1.0, "ssbd": self.beta}.get(self.policy, 0.0)
 
     def beta_for(self, final: bool) -> float:
-        """The bias of one update: ``final_beta`` on a final ssbd update if set."""
+        """The bias of one update: on a final ssbd update ``final_beta`` if set, at most ``beta``."""
         if final and self.policy == "ssbd" and self.final_beta is not None:
-            return self.final_beta
+            return min(self.final_beta, self.beta)
         return self.effective_beta
 
     @property
