@@ -56,7 +56,7 @@ AVX2_EPYC_COSTS = (
 )
 H100_STEP = RESULTS / "2026-11-25-linux-x86_64-h100" / "decode-step" / "decode_step.json"
 WORK_MODEL = (  # the runs and this machine's costs: steps of the same results folder
-    "--runs", "examples-ceiling-test-1.5b,examples-beta-test-1.5b,examples-beta-dev-1.5b",
+    "--runs", "commit-beta-test-1.5b,commit-beta-dev-1.5b",
     "--pass-costs", "this machine=verify-cost-1.5b/verify_cost.json",
     "--pass-costs", f"Intel Xeon (AVX-512 VNNI)={XEON_COSTS}",
     "--pass-costs", f"AMD EPYC (AVX2)={AVX2_EPYC_COSTS}",
