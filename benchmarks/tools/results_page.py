@@ -73,8 +73,8 @@ SECTIONS = (
     Section(
         "Committing RT's exact captions",
         "The default model with its built-in example translations: `ssbd-final0` (SSBD while a sentence "
-        "grows, β = 0 for the caption it commits, so the committed text is RT's) beside the default and "
-        "RT with the same prompt, on the dev and the held-out talk, each in one run: chrF++ and its "
+        "grows, β = 0 for the caption it commits, so the committed text is RT's) beside SSBD committing at "
+        "the live β and RT with the same prompt, on the dev and the held-out talk, each in one run: chrF++ and its "
         "difference from RT's with a paired-bootstrap interval, flicker (NE), lag and speed against RT.",
         (("final0-test-1.5b",), ("final0-dev-1.5b",)),
     ),
@@ -89,9 +89,10 @@ SECTIONS = (
     ),
     Section(
         "Rejoining the draft",
-        "The default model with its built-in example translations: the default method (after a "
-        "divergence it proposes the rest of the old draft where the output meets it again) against the "
-        "paper's rule alone (`ssbd-plain`) and RT with the same prompt, on the dev and the held-out talk, "
+        "The default model with its built-in example translations: rejoining the draft (after a "
+        "divergence, the rest of the old draft proposed where the output meets it again), committing at "
+        "the live β as the paper's rule does, against the paper's rule alone (`ssbd-plain`) and RT with "
+        "the same prompt, on the dev and the held-out talk, "
         "each in one run: passes per update, speed against RT, chrF++ and its difference from RT's with a "
         "paired-bootstrap interval, flicker (NE) and lag.",
         (("rejoin-test-1.5b",), ("rejoin-dev-1.5b",)),
