@@ -64,7 +64,8 @@ SECTIONS = (
     Section(
         "β with the default prompt",
         "The default model with its built-in example translations, SSBD at β 0.2 (the default), 0.25 and "
-        "0.3 against RT with the same prompt, β chosen on the dev talk and reported on the held-out one, "
+        "0.3 while a sentence grows (in the newest runs each committing at β 0.1, the default's) against "
+        "RT with the same prompt, β chosen on the dev talk and reported on the held-out one, "
         "each talk in one run: chrF++ against the references, its difference from RT's with a "
         "paired-bootstrap interval, and speed against RT; and on the held-out talk the speed of keeping "
         "every draft token (`cd`), which no acceptance rule that verifies the draft can pass.",
