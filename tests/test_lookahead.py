@@ -70,7 +70,7 @@ def translator(model, tok, method: str, **settings) -> StreamTranslator:
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
-@pytest.mark.parametrize("method", ["ssbd", "ssbd-ngram", "ssbd-pool", "ssbd-final0"])
+@pytest.mark.parametrize("method", ["ssbd", "ssbd-ngram", "ssbd-pool", "ssbd-final0", "ssbd-steady"])
 def test_lookahead_at_beta0_is_token_identical_to_rt(tok, arch, method):
     model = tiny_model(arch, seed=21)
     make = functools.partial(translator, model, tok)

@@ -3,7 +3,7 @@
 Contract: ``METHODS`` is the one table of method names: each is a policy (the per-update decision
 rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``; ``POLICIES``) plus features, with a one-line
 description used by the CLI's help, the bias it runs with by default, and whether it is for research
-(``USER_METHODS`` are the others: ``rt``, ``ssbd``, ``ssbd-final0``). The method ``ssbd`` is the
+(``USER_METHODS`` are the others: ``rt``, ``ssbd``, ``ssbd-final0``, ``ssbd-steady``). The method ``ssbd`` is the
 policy plus rejoining the old draft after a divergence (``REJOIN``) and committing each segment
 at a smaller bias (``COMMIT_BETA``); ``ssbd-plain`` is the policy alone, the paper's rule.
 ``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s. ``TranslatorConfig``
@@ -102,6 +102,11 @@ METHODS = {
         "ssbd",
         "ssbd, committing with beta = 0 (what RT commits)",
         (("final_beta", 0.0), ("lookahead", REJOIN)),
+    ),
+    "ssbd-steady": Method(
+        "ssbd",
+        "ssbd, committing with the live beta: the least flicker and lag, committed text further from RT's",
+        (("lookahead", REJOIN),),
     ),
 }
 POLICIES = tuple(dict.fromkeys(method.policy for method in METHODS.values()))
