@@ -20,8 +20,9 @@ from ..engine.verify import DEFAULT_RULE, accept_threshold, bounds
 
 DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
 # The default's bias when it commits a segment: with the default prompt its committed captions
-# scored within 0.5 chrF++ of RT's on the dev talk at 0.1 and 0.15 (at 0.2: -0.8), equally fast; the
-# smaller was chosen (benchmarks/quality/accept_rules.py; docs/how-it-works.md)
+# scored within 0.5 chrF++ of RT's on the dev talk at 0.1 and 0.15 (at 0.2: -0.8), within this
+# machine's noise of each other in speed; the smaller was chosen (benchmarks/quality/accept_rules.py;
+# docs/how-it-works.md)
 COMMIT_BETA = 0.1
 # the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/quality/accept_rules.py)
 RATIO_BETA = 0.8
@@ -65,8 +66,8 @@ METHODS = {
     ),
     "ssbd": Method(
         "ssbd",
-        "verify the previous output as a draft with bias beta (at most 0.1 when committing), decode on "
-        "where it diverges and rejoin the draft where the output meets it again",
+        f"verify the previous output as a draft with bias beta (at most {COMMIT_BETA:g} when committing), "
+        "decode on where it diverges and rejoin the draft where the output meets it again",
         DEFAULT_FEATURES,
     ),
     "cd": Method(
