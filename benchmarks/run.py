@@ -298,6 +298,24 @@ def machine_kind() -> str:
     return f"{base}-{os.cpu_count()}cpu-{family[:24]}"
 
 
+# The CPU families ``machine_kind`` names, the longest first (``folder_kind`` tells them from a label).
+CPU_FAMILIES = ("epyc-vnni", "epyc", "vnni", "xeon")
+
+
+def folder_kind(name: str) -> str:
+    """The machine kind a results folder's name (``DATE-KIND[-LABEL]``) gives, its label left out:
+    ``2026-11-30-linux-x86_64-2cpu-epyc-vnni-rejoin`` -> ``linux-x86_64-2cpu-epyc-vnni``. A kind
+    that names a CPU model or a GPU (families this cannot tell from a label) keeps the whole name."""
+    rest = name[len("YYYY-MM-DD-") :]
+    cpus = re.match(r"[a-z]+-[a-z0-9_]+-\d+cpu", rest)
+    if cpus:
+        for family in CPU_FAMILIES:
+            kind = f"{cpus.group(0)}-{family}"
+            if rest == kind or rest.startswith(f"{kind}-"):
+                return kind
+    return rest
+
+
 def default_out(label: str | None) -> Path:
     name = f"{datetime.date.today():%Y-%m-%d}-{machine_kind()}" + (f"-{label}" if label else "")
     return RESULTS / name
@@ -342,7 +360,9 @@ def done(step: Step, out: Path) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="results folder (default: benchmarks/results/DATE-MACHINE)")
-    parser.add_argument("--label", help="appended to the default folder's name, after the machine's kind")
+    parser.add_argument(
+        "--label", help="why the run was made, appended to the default folder's name after the machine"
+    )
     parser.add_argument("--only", help="one group or step")
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run, not a result")
     parser.add_argument(

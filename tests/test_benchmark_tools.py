@@ -65,6 +65,31 @@ def test_the_results_page_takes_each_step_from_its_newest_run_on_each_machine_ki
     assert "run before reports named their commit: older than the current code" in generic
 
 
+def test_a_label_does_not_make_a_machine_kind_and_the_later_commit_of_a_day_is_the_newest(tmp_path):
+    from benchmarks.tools.results_page import page
+
+    older, newer = (
+        subprocess.run(
+            ["git", "rev-parse", "--short", rev], cwd=REPO, capture_output=True, text=True
+        ).stdout.strip()
+        for rev in ("HEAD~1", "HEAD")
+    )
+    runs = (  # one machine, one day, three labels: the run at the later commit is the newest
+        ("2026-03-02-linux-x86_64-2cpu-epyc-vnni-zzz", 1, older),
+        ("2026-03-02-linux-x86_64-2cpu-epyc-vnni-aaa", 2, newer),
+        ("2026-03-01-linux-x86_64-2cpu-epyc-vnni", 3, newer),  # a day before
+        ("2026-03-01-linux-x86_64-2cpu-epyc-other", 4, older),  # another machine: the AVX2 EPYC
+    )
+    for folder, value, commit in runs:
+        step = tmp_path / folder / "glossary-terms"
+        step.mkdir(parents=True)
+        (step / "glossary_terms.json").write_text(json.dumps({"machine": {"cpus": 2, "commit": commit}}))
+        (step / "glossary_terms.md").write_text(f"# Terms\n\n| a | b |\n|---|---|\n| {value} | x |\n")
+    section = page(sorted(tmp_path.iterdir())).split("## A glossary per talk")[1]
+    shown = [value for _, value, _ in runs if f"| {value} | x |" in section]
+    assert shown == [2, 4] and section.index("| 2 | x |") < section.index("| 4 | x |")
+
+
 def test_a_run_s_folder_names_a_machine_kind_that_the_results_page_shows():
     from benchmarks.run import default_out
     from benchmarks.tools.results_page import GENERIC_KINDS, kind
@@ -72,7 +97,7 @@ def test_a_run_s_folder_names_a_machine_kind_that_the_results_page_shows():
     folder = default_out(None)
     assert re.fullmatch(r"\d{4}-\d\d-\d\d-[a-z0-9_-]+", folder.name), folder.name
     assert kind(folder) not in GENERIC_KINDS and kind(folder).startswith(f"{platform.system().lower()}-")
-    assert kind(default_out("quiet")) == f"{kind(folder)}-quiet"
+    assert kind(default_out("quiet")) == kind(folder)  # a label says why a run was made, not where
 
 
 def test_a_before_after_comparison_runs_one_benchmark_on_two_commits(model_dir, tmp_path):

@@ -2,9 +2,10 @@
 
     python -m benchmarks.tools.results_page [FOLDER ...]    # default: every benchmarks/results/*
 
-A results folder is named ``DATE-KIND``, KIND the machine it ran on (``linux-x86_64-2cpu-epyc``,
-``linux-x86_64-h200``). For each section, each of its steps is shown from its newest run on each
-machine kind (the last folder given of that kind that holds it), newest first; a folder of the
+A results folder is named ``DATE-KIND[-LABEL]``, KIND the machine it ran on
+(``linux-x86_64-2cpu-epyc``, ``linux-x86_64-h200``), LABEL why the run was made. For each section,
+each of its steps is shown from its newest run on each machine kind, whatever the folder's label
+(the latest date, then the latest commit the step ran at, then the folder's name), newest first; a folder of the
 generic kind ``linux-x86_64-2cpu`` (runs named before folders said which CPU) is shown only for a
 step that no named kind has run; a smoke run's folder (``-quick``) never is. The page shows the
 tables of that step's markdown report (its prose stays in the folder), under a line naming the
@@ -17,6 +18,7 @@ commit says that it is older than the code. Superseded runs stay in ``benchmarks
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import subprocess
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.common import REPO, RESULTS, relative
+from benchmarks.run import folder_kind
 
 PAGE = REPO / "docs" / "results.md"
 # Reports of analyses whose feature is gone (the draft model's tail guess); they stay in their folder.
@@ -245,22 +248,43 @@ GENERIC_KINDS = ("linux-x86_64-2cpu",)
 
 
 def kind(folder: Path) -> str:
-    """The machine kind a results folder names: what follows its date."""
-    return folder.name[len("YYYY-MM-DD-") :]
+    """The machine kind a results folder names: what follows its date, without its label."""
+    return folder_kind(folder.name)
+
+
+@functools.cache
+def commit_time(commit: str | None) -> int:
+    """When ``commit`` was made (Unix seconds), 0 where it is unknown to this repository."""
+    if not commit or commit == "unknown":
+        return 0
+    done = subprocess.run(
+        ["git", "log", "-1", "--format=%ct", commit.removesuffix("+dirty")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    return int(done.stdout.strip() or 0) if done.returncode == 0 else 0
+
+
+def age(step: Path) -> tuple[str, int, str]:
+    """What orders a step's runs, newest last: its folder's date, then the commit it ran at (runs
+    of one day under several labels), then the folder's name."""
+    return step.parent.name[:10], commit_time(machine_of(step).get("commit")), step.parent.name
 
 
 def newest(names: tuple[str, ...], folders: list[Path]) -> list[Path]:
-    """The step's newest run on each machine kind, under any of its names, newest first; a run of
-    a generic kind only where no named kind has one."""
+    """The step's newest run on each machine kind (whatever the folder's label), under any of its
+    names, newest first; a run of a generic kind only where no named kind has one."""
     runs: dict[str, Path] = {}
-    for folder in reversed(folders):
+    for folder in folders:
         if folder.name.endswith("-quick"):
             continue  # a smoke run (``benchmarks.run --quick``), not a result
         step = next((folder / name for name in names if (folder / name).is_dir()), None)
-        if step is not None:
-            runs.setdefault(kind(folder), step)
-    named = [step for k, step in runs.items() if k not in GENERIC_KINDS]
-    return named or list(runs.values())
+        if step is not None and (kind(folder) not in runs or age(step) > age(runs[kind(folder)])):
+            runs[kind(folder)] = step
+    ordered = sorted(runs.items(), key=lambda item: age(item[1]), reverse=True)
+    named = [step for k, step in ordered if k not in GENERIC_KINDS]
+    return named or [step for _, step in ordered]
 
 
 def tables(markdown: str) -> list[str]:
