@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -54,30 +53,6 @@ def chrf(commits: list[str], reference: str) -> float:
     from sacrebleu.metrics import CHRF
 
     return CHRF(word_order=2).corpus_score([" ".join(commits)], [[reference]]).score
-
-
-def paired_chrf_delta(
-    outputs: list[str], baseline: list[str], refs: list[str], resamples: int = 1000, seed: int = 0
-) -> tuple[float, float, float]:
-    """Corpus chrF++ of ``outputs`` minus that of ``baseline`` (the same sentences, ``refs``), and
-    the 2.5th and 97.5th percentile of that difference over ``resamples`` paired bootstrap samples
-    (the sentences drawn with replacement, the same draw for both)."""
-    from sacrebleu.metrics import CHRF
-
-    metric = CHRF(word_order=2)
-
-    def delta(sample: list[int]) -> float:
-        score = lambda hyps: metric.corpus_score([hyps[i] for i in sample], [[refs[i] for i in sample]]).score
-        return score(outputs) - score(baseline)
-
-    rng = random.Random(seed)
-    indices = range(len(refs))
-    deltas = sorted(delta([rng.choice(indices) for _ in indices]) for _ in range(resamples))
-    return (
-        round(delta(list(indices)), 2),
-        round(deltas[int(0.025 * resamples)], 2),
-        round(deltas[int(0.975 * resamples) - 1], 2),
-    )
 
 
 def child_json(module: str, args: list[str], env: dict[str, str], what: str) -> dict:

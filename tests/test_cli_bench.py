@@ -49,6 +49,13 @@ def test_bench_writes_every_file(run, tmp_path):
         assert configs["ssbd-b0.5"][key] is not None
     assert summary["machine"]["blas"] and summary["ne_tokenizer"] == "13a"
     assert "flores101" in (out / "report.md").read_text()
+    assert configs["rt"]["chrf_vs_rt"] == configs["ssbd-b0"]["chrf_vs_rt"] == [0.0, 0.0, 0.0]  # RT's captions
+    change, low, high = configs["cd"]["chrf_vs_rt"]
+    assert (
+        change == pytest.approx(configs["cd"]["chrf"] - configs["rt"]["chrf"], abs=0.011)
+        and low <= change <= high
+    )
+    assert "| Δ chrF++ vs RT [95%] |" in (out / "report.md").read_text()
     records = (out / "results.jsonl").read_text().splitlines()
 
     # Resuming: a complete run is not recomputed.
@@ -78,6 +85,7 @@ def test_bench_without_refs_skips_quality(run, tmp_path):
     assert result.exit_code == 0
     ssbd = json.loads((tmp_path / "o" / "summary.json").read_text())["configs"]["ssbd-b0.2"]
     assert "bleu" not in ssbd and "no reference" in ssbd["quality_note"] and ssbd["tps"] is not None
+    assert "chrf_vs_rt" not in ssbd and "Δ chrF++" not in (tmp_path / "o" / "report.md").read_text()
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from mlx_ssbd.evaluation.metrics import (
     lagging,
     ne_tokenizer,
     normalized_erasure,
+    paired_chrf_delta,
     quality,
     ratio,
 )
@@ -74,3 +75,15 @@ def test_quality_reports_signatures():
     q = quality(["Alle Menschen sind frei."], ["Alle Menschen sind frei."], "de")
     assert q["bleu"] == pytest.approx(100.0) and q["chrf"] == pytest.approx(100.0)
     assert "tok:13a" in q["bleu_signature"] and "nw:2" in q["chrf_signature"]
+
+
+def test_the_paired_chrf_difference_is_sacrebleus_on_every_sample():
+    from sacrebleu.metrics import CHRF
+
+    refs = ["Alle Menschen sind frei geboren.", "Heute reden wir über Regeln.", "Das Wetter ist gut."]
+    ours = ["Alle Menschen sind frei geboren.", "Heute sprechen wir über Regeln.", "Das Wetter ist schön."]
+    theirs = ["Alle Menschen sind geboren.", "Heute reden wir über Regeln.", "Wetter gut."]
+    corpus = lambda hyps: CHRF(word_order=2).corpus_score(hyps, [refs]).score
+    change, low, high = paired_chrf_delta(ours, theirs, refs, resamples=200)
+    assert change == round(corpus(ours) - corpus(theirs), 2) and low <= change <= high and low < high
+    assert paired_chrf_delta(ours, ours, refs, resamples=50) == (0.0, 0.0, 0.0)

@@ -31,7 +31,6 @@ from benchmarks.common import (
     REPO,
     child_json,
     machine_line,
-    paired_chrf_delta,
     pass_ratios,
     pass_times,
     relative,
@@ -174,6 +173,8 @@ def render(result: dict) -> list[str]:
         "percentile of that difference over 1000 paired bootstrap resamples of the sentences:",
         "",
     ]
+
+    from mlx_ssbd.evaluation.metrics import paired_chrf_delta
 
     def delta(q: dict, d: dict, method: str) -> str:
         change, low, high = paired_chrf_delta(

@@ -25,9 +25,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
-from benchmarks.common import data_pairs, machine_line, paired_chrf_delta, relative
+from benchmarks.common import data_pairs, machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
+from mlx_ssbd.evaluation.metrics import paired_chrf_delta
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
 from mlx_ssbd.live.glossary import BUILTIN, examples_for

@@ -290,6 +290,21 @@ def summarize(
         base = summary.get(rt_label.get(s["temperature"]), {}).get("wall_s")
         s["speedup_vs"] = rt_label.get(s["temperature"]) if base else None
         s["speedup"] = round(base / s["wall_s"], 3) if base and s["wall_s"] else None
+    # chrF++ against the same RT's on the same sentences, with a paired-bootstrap 95% interval.
+    finals = {
+        label: {item: max(rs, key=lambda r: r["update"]) for item, rs in by_config[label].items()}
+        for label in labels
+    }
+    for label, s in summary.items():
+        base = rt_label.get(s["temperature"])
+        if base is None or "chrf" not in s or "chrf" not in summary[base]:
+            continue
+        items = [item for item in finals[base] if item in finals[label]]
+        s["chrf_vs_rt"] = metrics.paired_chrf_delta(
+            [finals[label][item]["output"] for item in items],
+            [finals[base][item]["output"] for item in items],
+            [finals[base][item]["ref"] for item in items],
+        )
     return {"ne_tokenizer": tok_name, "configs": summary}
 
 

@@ -45,9 +45,17 @@ COLUMNS = [
     ("Looped", lambda s: str(s["looped_captions"]) if "looped_captions" in s else "-"),
     ("BLEU", lambda s: _num(s.get("bleu"), 1)),
     ("chrF++", lambda s: _num(s.get("chrf"), 1)),
+    ("Δ chrF++ vs RT [95%]", lambda s: _interval(s.get("chrf_vs_rt"))),
     ("semsim", lambda s: _num(s.get("semsim"), 3)),
     ("COMET", lambda s: _num(s.get("comet"), 3)),
 ]
+
+
+DELTA_NOTE = (
+    " Δ chrF++ vs RT: the method's chrF++ minus RT's (the same RT as its speedup's) on the same "
+    "sentences, with the 2.5th-97.5th percentile of that difference over 1000 paired bootstrap "
+    "resamples of the sentences."
+)
 
 
 def _pct(value):
@@ -56,6 +64,11 @@ def _pct(value):
 
 def _num(value, digits):
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _interval(value):
+    """A difference and its 95% interval, ``[change, low, high]``."""
+    return "-" if value is None else f"{value[0]:+.1f} [{value[1]:+.1f}, {value[2]:+.1f}]"
 
 
 def markdown_table(configs: dict) -> str:
@@ -89,7 +102,8 @@ def markdown(summary: dict) -> str:
         "verify passes, Decode s = token-by-token decoding (together: Wall s). Passes/upd counts "
         "the model's passes. TPS = output tokens / generation wall time. NE on raw outputs; "
         "NE disp on displayed text. LAAL-CA: "
-        "computation-aware length-adaptive average lagging in seconds (see mlx_ssbd/evaluation/metrics.py).",
+        "computation-aware length-adaptive average lagging in seconds (see mlx_ssbd/evaluation/metrics.py)."
+        + (DELTA_NOTE if any("chrf_vs_rt" in s for s in summary["configs"].values()) else ""),
         "",
         "**Substitutions:** " + substitutions(summary),
     ]
