@@ -145,8 +145,8 @@ STEPS = (
     Step("hybrid-reuse", "engine", 3, "benchmarks.engine.hybrid_reuse", ("--limit", "2"), ("--limit", "1"), 3,
          long=("--limit", "6"), long_minutes=15),
     # quality: speed at equal quality, flicker, acceptance rules, the paper's grid
-    Step("sentences-1.5b", "quality", 40, BENCH,
-         ("bench", "--data", SENTENCES, "--words", "10-25", "--limit", "12", "-t", "de", "-m", DEFAULT,
+    Step("sentences-1.5b", "quality", 15, BENCH,
+         ("bench", "--data", SENTENCES, "--words", "10-25", "-t", "de", "-m", DEFAULT,
           "--methods", "rt,ssbd,ssbd-final0", "--semsim"),
          ("bench", "--data", SENTENCES, "--words", "10-25", "--limit", "2", "-t", "de", "-m", SMALL,
           "--methods", "rt,ssbd"), 3, report="summary.json", long_only=True),
