@@ -238,7 +238,8 @@ def test_a_comparison_with_an_unknown_revision_says_so(tmp_path):
 def test_acceptance_rules_set_speed_and_quality_against_the_run_s_first_plain_rt():
     """With the example translations in RT's prompt listed first, the rules report's chrF++
     differences are against that RT, as its speeds are (``bench.summarize``)."""
-    from benchmarks.quality.accept_rules import base_rt, chrf_vs_rt
+    from benchmarks.quality.accept_rules import base_rt
+    from mlx_ssbd.evaluation.bench import chrf_against
 
     assert base_rt(["ssbd-b0.2+examples", "rt+context", "rt+examples", "rt"]) == "rt+examples"
     assert base_rt(["ssbd-b0.2", "rt+context"]) is None  # RT with the talk's context is not plain RT
@@ -252,7 +253,7 @@ def test_acceptance_rules_set_speed_and_quality_against_the_run_s_first_plain_rt
         for label, texts in outputs.items()
         for i, text in enumerate(texts)
     ]
-    deltas = chrf_vs_rt(records, list(outputs), "rt+examples", resamples=20)
+    deltas = chrf_against(records, list(outputs), "rt+examples", resamples=20)
     assert deltas["rt+examples"] == (0.0, 0.0, 0.0)
     assert deltas["rt"][0] < -40  # the exact references against far weaker outputs
 

@@ -28,7 +28,6 @@ import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import data_pairs, machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
-from mlx_ssbd.evaluation.metrics import paired_chrf_delta
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
 from mlx_ssbd.live.glossary import BUILTIN, examples_for
@@ -60,22 +59,6 @@ CONFIGS = {
     # every draft token kept (β = 1): the fastest any rule that verifies the draft can be
     "cd": dict(method="cd"),
 }
-
-
-def chrf_vs_rt(
-    records: list[dict], labels: list[str], base: str = "rt", resamples: int = 1000, seed: int = 0
-) -> dict:
-    """label -> (chrF++ minus that of the RT configuration ``base``, 2.5th and 97.5th percentile of
-    that difference when the sentences are resampled with replacement, the same resample for both)."""
-    finals = {
-        label: {r["item"]: r for r in records if r["config"] == label and r["final"]} for label in labels
-    }
-    items = sorted(finals[base])
-    outputs = lambda label: [finals[label][i]["output"] for i in items]
-    refs = [finals[base][i]["ref"] for i in items]
-    return {
-        label: paired_chrf_delta(outputs(label), outputs(base), refs, resamples, seed) for label in labels
-    }
 
 
 def base_rt(labels: list[str]) -> str | None:
@@ -203,7 +186,7 @@ def measure(args) -> dict:
     return {
         "run": facts,
         "configs": summary["configs"],
-        "deltas": chrf_vs_rt(records, labels, base),
+        "deltas": {label: summary["configs"][label]["chrf_vs_rt"] for label in labels},  # against ``base``
         "base": base,
     }
 

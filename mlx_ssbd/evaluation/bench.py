@@ -292,21 +292,30 @@ def summarize(
         s["speedup_vs"] = rt_label.get(s["temperature"]) if base else None
         s["speedup"] = round(base / s["wall_s"], 3) if base and s["wall_s"] else None
     # chrF++ against the same RT's on the same sentences, with a paired-bootstrap 95% interval.
-    finals = {
-        label: {item: max(rs, key=lambda r: r["update"]) for item, rs in by_config[label].items()}
-        for label in labels
-    }
-    for label, s in summary.items():
-        base = rt_label.get(s["temperature"])
-        if base is None or "chrf" not in s or "chrf" not in summary[base]:
-            continue
-        items = [item for item in finals[base] if item in finals[label]]
-        s["chrf_vs_rt"] = metrics.paired_chrf_delta(
-            [finals[label][item]["output"] for item in items],
-            [finals[base][item]["output"] for item in items],
-            [finals[base][item]["ref"] for item in items],
-        )
+    for temperature, base in rt_label.items():
+        if "chrf" in summary[base]:
+            scored = [
+                label for label, s in summary.items() if s["temperature"] == temperature and "chrf" in s
+            ]
+            for label, delta in chrf_against(records, scored, base).items():
+                summary[label]["chrf_vs_rt"] = delta
     return {"ne_tokenizer": tok_name, "configs": summary}
+
+
+def chrf_against(records: Sequence[dict], labels: Sequence[str], base: str, resamples: int = 1000) -> dict:
+    """label -> chrF++ of its committed captions minus that of ``base``'s on the same items (taken
+    by item id, whatever order the records came in), with the 2.5th and 97.5th percentile of that
+    difference over paired bootstrap resamples (``metrics.paired_chrf_delta``)."""
+    finals = {
+        label: {r["item"]: r for r in records if r["config"] == label and r["final"]}
+        for label in {*labels, base}
+    }
+    items = sorted(finals[base])
+    outputs = lambda label: [finals[label][item]["output"] for item in items]
+    refs = [finals[base][item]["ref"] for item in items]
+    return {
+        label: metrics.paired_chrf_delta(outputs(label), outputs(base), refs, resamples) for label in labels
+    }
 
 
 def _config_summary(segments: list[list[dict]], tokenize, target_lang: str, word_s: float) -> dict:
