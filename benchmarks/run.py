@@ -47,6 +47,13 @@ SMALL = "qwen2.5-coder-0.5b"
 SENTENCES = str(DATA / "udhr-sentences" / "en-de.jsonl")
 TALK_DEV, TALK_TEST = (str(DATA / "talk-sentences" / f"en-de.{part}.jsonl") for part in ("dev", "test"))
 PARTIALS = str(DATA / "talks" / "talk-partials.jsonl")
+ASR_PARTIALS = {  # each talk's real ASR partials and their references (benchmarks/tools/asr_partials.py)
+    part: (
+        str(DATA / "asr-partials" / f"en-de.{part}.jsonl"),
+        str(DATA / "asr-partials" / f"en-de.{part}.refs.jsonl"),
+    )
+    for part in ("dev", "test")
+}
 EXAMPLES = str(DATA / "talk-sentences" / "en-de.examples.tsv")  # four sentences of the dev talk
 
 # Other machines' pass costs (committed reports), for the work model's step
@@ -156,6 +163,14 @@ STEPS = (
           "--data-note", "talk-style ASR partials written for the project"),
          ("bench", "--data", PARTIALS, "-m", SMALL, "-t", "de", "--methods", "rt,ssbd", "--limit", "1"), 3,
          report="summary.json", long_only=True),
+    # ... and on each talk's real ASR partials (synthetic speech, streaming Whisper), with references
+    *(Step(f"asr-partials-{part}-1.5b", "quality", 8, BENCH,
+           ("bench", "--data", data, "--refs", refs, "-m", DEFAULT, "-t", "de",
+            "--methods", "rt,ssbd,ssbd-steady,ssbd-final0", "--display-mask-k", "2", "--semsim",
+            "--data-note", "the talk spoken by espeak-ng, streaming whisper-tiny.en's partials"),
+           ("bench", "--data", data, "--refs", refs, "-m", SMALL, "-t", "de", "--methods", "rt,ssbd", "--limit", "1"),
+           2, report="summary.json", long_only=True)
+      for part, (data, refs) in ASR_PARTIALS.items()),
     Step("plain-rt-1.5b", "quality", 15, BENCH,
          ("bench", "--data", TALK_TEST, "-m", DEFAULT, "-t", "de", "--methods", "rt-nocache,rt,ssbd",
           "--data-note", "talk-like sentences written for the project, references by the authors"),

@@ -17,7 +17,7 @@ from mlx_ssbd.evaluation.bench import (
 from mlx_ssbd.evaluation.datasets import describe, load_pairs
 from mlx_ssbd.evaluation.report import write_report
 from mlx_ssbd.evaluation.scorers import COMET_PYTHON_ENV, DEFAULT_COMET, SEMSIM_LABEL, Comet, add_scores
-from mlx_ssbd.evaluation.streams import DEFAULT_LAG, detect_format, read_partials
+from mlx_ssbd.evaluation.streams import DEFAULT_LAG, detect_format, read_pairs, read_partials
 from mlx_ssbd.live.methods import METHODS
 
 import click
@@ -66,11 +66,20 @@ def load_items(
     source: str = "en",
     target: str = "de",
     flores_dir: str | None = None,
+    refs: str | None = None,
 ):
     """The benchmark items of ``--data``: sentence pairs (a JSONL file, FLORES+, a sacrebleu test
-    set: ``datasets.load_pairs``) revealed ``lag`` words at a time, or a file of ASR partials."""
+    set: ``datasets.load_pairs``) revealed ``lag`` words at a time, or a file of ASR partials, with
+    the references of a pairs file ``refs`` by segment id."""
     if Path(data).is_file() and detect_format(data) != "pairs":
-        items = items_from_partials(list(read_partials(data)))
+        references = None
+        if refs is not None:
+            references = {pair.id: pair.ref for _, pair in read_pairs(refs) if pair.ref}
+        items = items_from_partials(list(read_partials(data)), references)
+        if references is not None and not any(item.ref for item in items):
+            raise click.UsageError(f"--refs {refs}: no reference has the id of one of {data}'s segments")
+    elif refs is not None:
+        raise click.UsageError("--refs gives ASR partials their references; sentence pairs carry their own")
     else:
         pairs = load_pairs(data, source, target, flores_dir=flores_dir)
         if words:
@@ -135,6 +144,12 @@ DATA_HELP = (
     help="Draft mask-k (the paper's ablation).",
 )
 @click.option("--display-mask-k", type=click.IntRange(0), default=0, show_default=True)
+@click.option(
+    "--refs",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="References for ASR partials: pairs JSONL {id,src,ref}, a segment's by its id.",
+)
 @click.option("--lag", type=click.IntRange(1), default=DEFAULT_LAG, show_default=True)
 @click.option("--limit", type=click.IntRange(1), default=None, help="Use the first N items.")
 @click.option(
@@ -199,6 +214,7 @@ def bench(
     betas,
     mask_k,
     display_mask_k,
+    refs,
     lag,
     limit,
     words,
@@ -236,7 +252,14 @@ def bench(
         shutil.rmtree(out)
     with user_errors():
         items = load_items(
-            data, lag, limit, parse_words(words), source=source, target=target, flores_dir=flores_dir
+            data,
+            lag,
+            limit,
+            parse_words(words),
+            source=source,
+            target=target,
+            flores_dir=flores_dir,
+            refs=refs,
         )
     if not items:
         raise click.ClickException(f"{data}: no items")
@@ -278,6 +301,8 @@ def bench(
     }
     if words:  # only when set, so runs made before these options still resume
         facts["words"] = words
+    if refs:
+        facts["refs"] = portable(refs)
     if shown := len(next(iter(translators.values())).prompts.examples):  # the model's own (its card's)
         facts["examples"] = shown
 

@@ -278,3 +278,40 @@ def test_the_llama_cpp_peer_report_gives_each_engine_its_median_over_rounds_and_
     assert "| m | llama.cpp | 66.5 | 212.7 | 3.20 | - | - |" in alone and not any(
         line.startswith("| m | mlx-ssbd") for line in alone
     )
+
+
+def test_asr_partials_join_the_asr_sentences_that_share_a_spoken_one():
+    """The real-ASR partials set: ASR sentences become items by the talk sentences they heard."""
+    from benchmarks.tools.asr_partials import items
+    from mlx_ssbd.evaluation.streams import Pair
+    from mlx_ssbd.live.source import SourcePartial
+
+    talk = [
+        Pair("s1", "Good afternoon, my name is Anna.", "Guten Tag, ich heiße Anna."),
+        Pair("s2", "I work here.", "Ich arbeite hier."),
+        Pair("s3", "We plan our shifts at night.", "Wir planen nachts."),
+    ]
+    heard = [
+        ("a0", "Go after", False),
+        ("a0", "Go afternoon, my name is Anna. I work here.", True),  # two sentences as one
+        ("a1", "We plan", False),
+        ("a1", "We plan our shifts.", True),  # one sentence as two
+        ("a2", "At night.", True),
+    ]
+    records, refs, matched = items([SourcePartial(text, final, ident) for ident, text, final in heard], talk)
+    assert refs == [
+        {
+            "id": "s1+s2",
+            "src": "Good afternoon, my name is Anna. I work here.",
+            "ref": "Guten Tag, ich heiße Anna. Ich arbeite hier.",
+        },
+        {"id": "s3", "src": "We plan our shifts at night.", "ref": "Wir planen nachts."},
+    ]
+    assert [(r["id"], r["text"], r["final"]) for r in records] == [
+        ("s1+s2", "Go after", False),
+        ("s1+s2", "Go afternoon, my name is Anna. I work here.", True),
+        ("s3", "We plan", False),
+        ("s3", "We plan our shifts.", False),  # the first ASR sentence's end is not the item's
+        ("s3", "We plan our shifts. At night.", True),
+    ]
+    assert matched == 14  # of 15 spoken words: "Go" is not "Good"

@@ -88,6 +88,36 @@ def test_bench_without_refs_skips_quality(run, tmp_path):
     assert "chrf_vs_rt" not in ssbd and "Δ chrF++" not in (tmp_path / "o" / "report.md").read_text()
 
 
+def test_asr_partials_take_their_references_by_segment_id(run, tmp_path):
+    lines = [
+        {"id": "s1", "text": "so", "final": False},
+        {"id": "s1", "text": "so today", "final": True},
+        {"id": "s2", "text": "we made", "final": False},
+        {"id": "s2", "text": "we made rules", "final": True},
+    ]
+    data = write(tmp_path, "partials.jsonl", "".join(json.dumps(line) + "\n" for line in lines))
+    refs = pairs(tmp_path, ("s1", "so today", "also heute"), ("s2", "we made rules", "wir machten Regeln"))
+    result = run(
+        "bench", "--data", data, "--refs", refs, "--methods", "rt,ssbd", "--out", str(tmp_path / "o")
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["configs"]["ssbd-b0.2"]["chrf"] is not None and summary["run"]["refs"].endswith(
+        "pairs.jsonl"
+    )
+    records = [json.loads(line) for line in (tmp_path / "o" / "results.jsonl").read_text().splitlines()]
+    assert {(r["item"], r["ref"]) for r in records if r.get("final")} == {
+        ("s1#0", "also heute"),
+        ("s2#1", "wir machten Regeln"),
+    }
+
+    other = pairs(tmp_path, ("x", "so today", "also heute"))  # no segment has its id
+    result = run("bench", "--data", data, "--refs", other, "--out", str(tmp_path / "p"))
+    assert result.exit_code == 2 and "no reference has the id of one of" in result.output
+    result = run("bench", "--data", refs, "--refs", refs, "--out", str(tmp_path / "q"))
+    assert result.exit_code == 2 and "sentence pairs carry their own" in result.output
+
+
 @pytest.mark.parametrize(
     "args,message",
     [

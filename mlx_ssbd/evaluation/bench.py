@@ -17,7 +17,7 @@ import json
 import platform
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +45,11 @@ def items_from_pairs(pairs: Sequence[Pair], lag: int) -> list[Item]:
     return [Item(p.id, tuple(lag_updates(p.src, lag, p.id)), p.ref) for p in pairs]
 
 
-def items_from_partials(updates: Sequence[SourcePartial]) -> list[Item]:
-    """Group ASR partials into segments (by id; a final partial closes its segment)."""
+def items_from_partials(
+    updates: Sequence[SourcePartial], refs: Mapping[str, str] | None = None
+) -> list[Item]:
+    """Group ASR partials into segments (by id; a final partial closes its segment), each with the
+    reference ``refs`` holds for its id, if any."""
     items, current = [], []
     for update in updates:
         if current and update.segment_id != current[-1].segment_id:
@@ -62,7 +65,8 @@ def items_from_partials(updates: Sequence[SourcePartial]) -> list[Item]:
     for index, group in enumerate(items):
         if not group[-1].final:  # a segment that never said final is committed at its last partial
             group[-1] = SourcePartial(group[-1].text, True, group[-1].segment_id)
-        out.append(Item(f"{group[0].segment_id}#{index}", tuple(group)))
+        segment = group[0].segment_id
+        out.append(Item(f"{segment}#{index}", tuple(group), (refs or {}).get(segment)))
     return out
 
 
