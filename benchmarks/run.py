@@ -232,6 +232,13 @@ STEPS = (
            ("--model", SMALL, "--data", data, "--limit", "2", "--examples", "builtin",
             "--configs", "rt+examples,ssbd-plain-b0.2+examples"), 2, long_only=True)
       for part, data in (("dev", TALK_DEV), ("test", TALK_TEST))),
+    # ... and, on real ASR partials, committing a final that repeats the last partial as shown
+    *(Step(f"commit-shown-{part}-1.5b", "quality", 10, "benchmarks.quality.accept_rules",
+           ("--model", DEFAULT, "--data", data, "--refs", refs, "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-b0.2+examples,ssbd-b0.2-recheck+examples,ssbd-b0.2-final0.2+examples"),
+           ("--model", SMALL, "--data", data, "--refs", refs, "--limit", "2", "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-b0.2-recheck+examples"), 2, long_only=True)
+      for part, (data, refs) in ASR_PARTIALS.items()),
     # ... and their decisions at this machine's and other machines' pass costs (nothing timed)
     Step("work-model", "quality", 1, "benchmarks.quality.work_model", WORK_MODEL, WORK_MODEL, 1, long_only=True),
     Step("paper-preset", "quality", 60, BENCH,

@@ -276,6 +276,6 @@ def beta_option():
         type=click.FloatRange(0.0, 1.0),
         default=None,
         help="Bias towards the previous translation (the ssbd methods), in [0, 1]; ssbd commits a "
-        f"segment at the smaller of it and {COMMIT_BETA:g}. [default: the method's own: {RATIO_BETA:g} "
+        f"segment's new words at the smaller of it and {COMMIT_BETA:g}. [default: the method's own: {RATIO_BETA:g} "
         f"for ssbd-ratio, {DEFAULT_BETA:g} for the others]",
     )

@@ -332,6 +332,43 @@ def test_acceptance_rules_and_the_analysis_of_biased_accepts(model_dir, tmp_path
     assert (tmp_path / "why" / "biased_accepts.png").is_file()
 
 
+def test_acceptance_rules_on_asr_partials_commit_a_repeated_final_as_shown_unless_told(model_dir, tmp_path):
+    partials = tmp_path / "partials.jsonl"
+    lines = [("s1", "so today I want", False), ("s1", "so today I want", True), ("s2", "we made", False)]
+    lines.append(("s2", "we made them together", True))
+    partials.write_text("".join(json.dumps({"id": i, "text": t, "final": f}) + "\n" for i, t, f in lines))
+    refs = tmp_path / "refs.jsonl"
+    refs.write_text(
+        json.dumps({"id": "s1", "src": "so today I want", "ref": "heute will ich"})
+        + "\n"
+        + json.dumps({"id": "s2", "src": "we made them together", "ref": "wir machten sie zusammen"})
+        + "\n"
+    )
+    script(
+        "benchmarks.quality.accept_rules",
+        "--model",
+        model_dir,
+        "--data",
+        partials,
+        "--refs",
+        refs,
+        "--configs",
+        "rt,ssbd-b0.2,ssbd-b0.2-recheck",
+        "--out",
+        tmp_path / "rules",
+    )
+    records = [json.loads(line) for line in (tmp_path / "rules" / "results.jsonl").read_text().splitlines()]
+    finals = {(r["config"], r["item"]): r for r in records if r["final"]}
+    assert finals["ssbd-b0.2", "s1#0"]["forward_passes"] == 0  # the caption on screen, committed
+    assert finals["ssbd-b0.2-recheck", "s1#0"]["forward_passes"] > 0  # checked again at 0.1
+    assert (
+        finals["ssbd-b0.2", "s2#1"]["forward_passes"] > 0
+        and finals["rt", "s2#1"]["ref"] == "wir machten sie zusammen"
+    )
+    rules = json.loads((tmp_path / "rules" / "rules.json").read_text())
+    assert rules["run"]["lag"] is None and "ASR partials" in (tmp_path / "rules" / "rules.md").read_text()
+
+
 def test_a_model_data_or_examples_file_it_cannot_use_ends_a_script_with_the_reason(tmp_path):
     """The reason and a non-zero status, no traceback, no report; a data or examples file is read
     before any model loads (the model named here does not exist)."""

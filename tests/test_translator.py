@@ -373,6 +373,23 @@ def test_an_unchanged_source_costs_no_forward_pass(model, tok, policy):
     assert other.update("so today we", final=True).stats.forward_passes > 0
 
 
+def test_a_final_that_repeats_the_last_source_commits_what_is_shown(model, tok):
+    """The default commits the caption on screen, with no pass, where the final source brings no
+    new words (an ASR confirming what it showed); a final with new words, and every final of
+    ``ssbd-final0``, is checked at the commit's bias."""
+    tr = make(model, tok, DEFAULT_METHOD, beta=0.5)
+    shown = tr.update("so today we")
+    final = tr.update("so today we", final=True)
+    assert final.output_ids == shown.output_ids and final.display == shown.output
+    assert final.stats.forward_passes == 0 and final.stats.beta == 0.5  # the bias its words were checked at
+    tr.update("so today")
+    grown = tr.update("so today we", final=True)
+    assert grown.stats.forward_passes > 0 and grown.stats.beta == COMMIT_BETA
+    exact = make(model, tok, "ssbd-final0", beta=0.5)
+    exact.update("so today we")
+    assert exact.update("so today we", final=True).stats.forward_passes > 0
+
+
 def test_a_stop_token_keeps_what_it_holds_before_the_newline(model, tok):
     """A stop token may leave tokens in its place (Qwen's ".\n" leaves "."): they end the output
     and are not fed."""

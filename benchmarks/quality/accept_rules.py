@@ -14,7 +14,9 @@ ending in ``+examples`` is that configuration with the example translations of `
 in its prompt (``glossary.examples_for``: ``builtin`` names mlx-ssbd's own), one ending in
 ``+context`` that configuration with the talk's earlier committed captions in its prompt
 (``TranslatorConfig.context_tokens``: the sentences are one talk, translated in order), so one run
-measures what each changes. An interrupted run resumes per sentence.
+measures what each changes. With ``--refs FILE`` the data is ASR partials instead (a segment's
+reference from that pairs file by id: ``benchmarks/data/asr-partials``), each committed as its
+final partial says. An interrupted run resumes per sentence.
 
     python -m benchmarks.quality.accept_rules --model qwen2.5-coder-0.5b \
         --data benchmarks/data/talk-sentences/en-de.dev.jsonl --out DIR
@@ -27,9 +29,16 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import data_pairs, machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
-from mlx_ssbd.evaluation.bench import items_from_pairs, machine_info, run_bench, summarize
+from mlx_ssbd.evaluation.bench import (
+    items_from_pairs,
+    items_from_partials,
+    machine_info,
+    run_bench,
+    summarize,
+)
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
+from mlx_ssbd.evaluation.streams import read_partials
 from mlx_ssbd.live.glossary import BUILTIN, examples_for
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
@@ -55,6 +64,8 @@ CONFIGS = {
     "ssbd-b0.2-final0.05": dict(method="ssbd", beta=0.2, final_beta=0.05),
     "ssbd-b0.2-final0.15": dict(method="ssbd", beta=0.2, final_beta=0.15),
     "ssbd-b0.2-final0.2": dict(method="ssbd", beta=0.2, final_beta=0.2),
+    # the default checking every commit at 0.1, also one whose source repeats the last live update's
+    "ssbd-b0.2-recheck": dict(method="ssbd", beta=0.2, commit_shown=False),
     "ssbd-ratio-b0.6-final0.2": dict(method="ssbd-ratio", beta=0.6, final_beta=0.2),
     # every draft token kept (β = 1): the fastest any rule that verifies the draft can be
     "cd": dict(method="cd"),
@@ -104,7 +115,9 @@ def rules_table(summary: dict, deltas: dict) -> list[str]:
 def plot(result: dict, out: Path) -> None:
     """Speedup against chrF++ and against NE, a point per configuration (``pareto.png``)."""
     summary, facts = result["configs"], result["run"]
-    title = f"{facts['model']}, {facts['data_name']}, lag {facts['lag']}"
+    title = f"{facts['model']}, {facts['data_name']}, " + (
+        f"lag {facts['lag']}" if facts["lag"] else "ASR partials"
+    )
     plt = pyplot()
     if plt is None:
         return
@@ -149,7 +162,11 @@ def measure(args) -> dict:
         needed = "rt (or rt+examples) must be among them"
         raise SystemExit(f"unknown configs {unknown}; {needed}" if unknown else needed)
 
-    pairs = data_pairs(args.data, args.limit)
+    if args.refs:  # ASR partials, each segment's reference by its id
+        references = {pair.id: pair.ref for pair in data_pairs(args.refs)}
+        items = items_from_partials(list(read_partials(args.data)), references)[: args.limit or None]
+    else:
+        items = items_from_pairs(data_pairs(args.data, args.limit), args.lag)
     examples = examples_for(args.examples) if args.examples else None
     loaded = load_model(args.model)
     translators = {}
@@ -160,18 +177,21 @@ def measure(args) -> dict:
         config = method_config(settings.pop("method"), **settings)
         shown = examples if EXAMPLED in suffixes else None
         translators[label] = loaded.translator(args.target, config=config, examples=shown)
-    items = items_from_pairs(pairs, args.lag)
     facts = {
         "data": relative(args.data),
         "data_name": Path(args.data).name,
         "model": args.model,
         "source": "en",
         "target": args.target,
-        "lag": args.lag,
+        "lag": None if args.refs else args.lag,
         "display_mask_k": 0,
         "word_s": WORD_S,
         "items": len(items),
-        "data_note": "talk-like sentences written for the project, references by the authors",
+        "data_note": (
+            "real ASR partials of a talk written for the project (benchmarks/data/asr-partials)"
+            if args.refs
+            else "talk-like sentences written for the project, references by the authors"
+        ),
         "configs": {label: CONFIGS[base] for label, (base, _) in parsed.items()},
         "examples": examples_named(args.examples),
     }
@@ -217,7 +237,7 @@ BENCHMARK = Benchmark(
     "rules",
     lambda r: (
         f"Acceptance rules: {r['run']['model']}, {r['run']['data_name']}, {r['run']['items']} sentences, "
-        f"lag {r['run']['lag']}"
+        + (f"lag {r['run']['lag']}" if r["run"]["lag"] else "ASR partials")
     ),
     measure,
     render,
@@ -227,6 +247,9 @@ BENCHMARK = Benchmark(
         option("--data", required=True),
         option("--target", default="de"),
         option("--lag", type=int, default=3),
+        option(
+            "--refs", help="read --data as ASR partials, each segment's reference from this pairs file by id"
+        ),
         option("--limit", type=int, default=0, help="the first N sentences only"),
         option("--configs", default=",".join(CONFIGS), help="labels of CONFIGS, comma-separated"),
         option("--semsim", action="store_true", help="USE-multilingual similarity to the references"),

@@ -199,7 +199,7 @@ class StreamTranslator:
         locked = len(job.locked) if job else self._locked
         stats = UpdateStats(
             policy=cfg.policy,
-            beta=job.beta if job else cfg.beta_for(pending.final),
+            beta=job.beta if job else cfg.beta_for(False),  # unchanged: the last live update's output
             draft_tokens=len(job.draft) if job else 0,
             accepted=outcome.accepted,
             decoded=len(output) - outcome.accepted - locked if job else 0,
@@ -257,12 +257,14 @@ class StreamTranslator:
         )
 
     def _unchanged(self, source: str, final: bool) -> bool:
-        """True when ``source`` repeats the last non-final source and the last output would
-        come out again (greedy; for a final update, the same bias as a live one)."""
+        """True when ``source`` repeats the last non-final source and the last output stands: it
+        would come out again (greedy; for a final update, the same bias as a live one), or the
+        config commits a repeated source as shown (``commit_shown``)."""
         cfg = self.config
         if self._last_source != source.strip() or cfg.policy == "rt-nocache":
             return False
-        return not final or (cfg.temperature == 0 and cfg.beta_for(True) == cfg.beta_for(False))
+        same = cfg.temperature == 0 and cfg.beta_for(True) == cfg.beta_for(False)
+        return not final or same or cfg.commit_shown
 
     def _agree(self, output: list[int]) -> int:
         """Record a non-final output; return how many leading tokens are now locked."""
