@@ -29,11 +29,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.common import DATA
+from benchmarks.common import DATA, data_pairs
 from mlx_ssbd.asr.audio import Replay, read_audio, synthesize
 from mlx_ssbd.asr.recognizer import load_recognizer
 from mlx_ssbd.asr.streaming import StreamingConfig, StreamingRecognizer
-from mlx_ssbd.evaluation.streams import read_pairs
 
 TALKS = ("dev", "test")
 OUT = DATA / "asr-partials"
@@ -121,7 +120,7 @@ def main() -> int:
     OUT.mkdir(exist_ok=True)
     recognizer = load_recognizer()
     for talk in TALKS:
-        pairs = [pair for _, pair in read_pairs(str(DATA / "talk-sentences" / f"en-de.{talk}.jsonl"))]
+        pairs = data_pairs(DATA / "talk-sentences" / f"en-de.{talk}.jsonl")
         partials = recognise("\n".join(pair.src for pair in pairs), recognizer)
         records, refs, matched = items(partials, pairs)
         _write(OUT / f"en-de.{talk}.jsonl", records)

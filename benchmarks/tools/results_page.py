@@ -122,8 +122,21 @@ SECTIONS = (
     ),
     Section(
         "Flicker on ASR partials",
-        "Talk-style ASR partials (short, unpunctuated, revised): speed and NE of RT and SSBD; no references.",
-        (("talks-1.5b", "talks-pool-1.5b"),),
+        "Each talk spoken by espeak-ng and recognised by the streaming Whisper (`benchmarks/data/asr-partials`): "
+        "RT and the user methods on its real ASR partials, each talk in one run, the display hiding its "
+        "last 2 tokens while not final: flicker (NE on raw outputs and on the display), speed against RT, "
+        "lag, and chrF++ against the talk's references with its difference from RT's (a paired "
+        "bootstrap). Then the default's commit of a final that repeats the last partial (as shown) "
+        "against checking it again at β 0.1 (`recheck`), beside committing at the live β and RT, with "
+        "the built-in examples as every run above, no display mask. Last, ASR partials written for the project (8 "
+        "sentences, no references).",
+        (
+            ("asr-partials-test-1.5b",),
+            ("asr-partials-dev-1.5b",),
+            ("commit-shown-test-1.5b",),
+            ("commit-shown-dev-1.5b",),
+            ("talks-1.5b", "talks-pool-1.5b"),
+        ),
     ),
     Section(
         "How far captions trail the speaker",

@@ -120,9 +120,9 @@ POLICIES = tuple(dict.fromkeys(method.policy for method in METHODS.values()))
 USER_METHODS = tuple(name for name, method in METHODS.items() if not method.research)
 DEFAULT_POLICY = "ssbd"
 DEFAULT_METHOD = "ssbd"  # of the CLI, the service and a StreamTranslator given no config: the
-# paper's rule at beta 0.2 rejoining its draft and committing at beta 0.1, whose committed captions
-# are RT's quality with less flicker than RT's on the talk sets, more on ASR partials, where
-# ssbd-steady flickers least (benchmarks/quality/accept_rules.py; docs/how-it-works.md)
+# paper's rule at beta 0.2 rejoining its draft and committing new words at beta 0.1, whose committed
+# captions are RT's quality with less flicker than RT's on the talk sets and their real ASR
+# partials, where ssbd-steady flickers least (benchmarks/quality/accept_rules.py; docs/how-it-works.md)
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
 DEFAULT_MIN_MAX_TOKENS = 16
 DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for
