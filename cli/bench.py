@@ -7,17 +7,18 @@ import sys
 from pathlib import Path
 
 from mlx_ssbd.evaluation.bench import (
+    NoReferences,
     items_from_pairs,
-    items_from_partials,
     machine_info,
     make_configs,
+    partials_items,
     run_bench,
     summarize,
 )
 from mlx_ssbd.evaluation.datasets import describe, load_pairs
 from mlx_ssbd.evaluation.report import write_report
 from mlx_ssbd.evaluation.scorers import COMET_PYTHON_ENV, DEFAULT_COMET, SEMSIM_LABEL, Comet, add_scores
-from mlx_ssbd.evaluation.streams import DEFAULT_LAG, detect_format, read_pairs, read_partials
+from mlx_ssbd.evaluation.streams import DEFAULT_LAG, detect_format
 from mlx_ssbd.live.methods import METHODS
 
 import click
@@ -72,12 +73,10 @@ def load_items(
     set: ``datasets.load_pairs``) revealed ``lag`` words at a time, or a file of ASR partials, with
     the references of a pairs file ``refs`` by segment id."""
     if Path(data).is_file() and detect_format(data) != "pairs":
-        references = None
-        if refs is not None:
-            references = {pair.id: pair.ref for _, pair in read_pairs(refs) if pair.ref}
-        items = items_from_partials(list(read_partials(data)), references)
-        if references is not None and not any(item.ref for item in items):
-            raise click.UsageError(f"--refs {refs}: no reference has the id of one of {data}'s segments")
+        try:
+            items = partials_items(data, refs)
+        except NoReferences as error:
+            raise click.UsageError(f"--refs {error}") from None
     elif refs is not None:
         raise click.UsageError("--refs gives ASR partials their references; sentence pairs carry their own")
     else:

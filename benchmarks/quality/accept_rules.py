@@ -30,15 +30,15 @@ import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import data_pairs, machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
 from mlx_ssbd.evaluation.bench import (
+    NoReferences,
     items_from_pairs,
-    items_from_partials,
     machine_info,
+    partials_items,
     run_bench,
     summarize,
 )
 from mlx_ssbd.evaluation.report import pyplot, save_figure, write_report
 from mlx_ssbd.evaluation.scorers import add_scores
-from mlx_ssbd.evaluation.streams import read_partials
 from mlx_ssbd.live.glossary import BUILTIN, examples_for
 from mlx_ssbd.live.methods import method_config
 from mlx_ssbd.models.loading import load_model
@@ -90,6 +90,11 @@ def split_label(label: str) -> tuple[str, set[str]]:
     return label, suffixes
 
 
+def revealed(facts: dict) -> str:
+    """How a run's sources came: ``lag 3`` (words revealed at a time) or ``ASR partials``."""
+    return f"lag {facts['lag']}" if facts["lag"] else "ASR partials"
+
+
 def rules_table(summary: dict, deltas: dict) -> list[str]:
     semsim = any("semsim" in s for s in summary.values())
     header = [
@@ -115,9 +120,7 @@ def rules_table(summary: dict, deltas: dict) -> list[str]:
 def plot(result: dict, out: Path) -> None:
     """Speedup against chrF++ and against NE, a point per configuration (``pareto.png``)."""
     summary, facts = result["configs"], result["run"]
-    title = f"{facts['model']}, {facts['data_name']}, " + (
-        f"lag {facts['lag']}" if facts["lag"] else "ASR partials"
-    )
+    title = f"{facts['model']}, {facts['data_name']}, {revealed(facts)}"
     plt = pyplot()
     if plt is None:
         return
@@ -163,8 +166,10 @@ def measure(args) -> dict:
         raise SystemExit(f"unknown configs {unknown}; {needed}" if unknown else needed)
 
     if args.refs:  # ASR partials, each segment's reference by its id
-        references = {pair.id: pair.ref for pair in data_pairs(args.refs)}
-        items = items_from_partials(list(read_partials(args.data)), references)[: args.limit or None]
+        try:
+            items = partials_items(args.data, args.refs)[: args.limit or None]
+        except NoReferences as error:
+            raise SystemExit(str(error)) from None
     else:
         items = items_from_pairs(data_pairs(args.data, args.limit), args.lag)
     examples = examples_for(args.examples) if args.examples else None
@@ -237,7 +242,7 @@ BENCHMARK = Benchmark(
     "rules",
     lambda r: (
         f"Acceptance rules: {r['run']['model']}, {r['run']['data_name']}, {r['run']['items']} sentences, "
-        + (f"lag {r['run']['lag']}" if r["run"]["lag"] else "ASR partials")
+        f"{revealed(r['run'])}"
     ),
     measure,
     render,

@@ -26,7 +26,7 @@ from ..live.source import SourcePartial
 from ..live.translator import StreamTranslator
 from ..platform.info import backend_info
 from . import metrics
-from .streams import Pair, lag_updates
+from .streams import Pair, lag_updates, read_pairs, read_partials
 
 RESULTS = "results.jsonl"
 RUN = "run.json"
@@ -68,6 +68,21 @@ def items_from_partials(
         segment = group[0].segment_id
         out.append(Item(f"{segment}#{index}", tuple(group), (refs or {}).get(segment)))
     return out
+
+
+class NoReferences(ValueError):
+    """A references file gives none of the ASR segments a reference."""
+
+
+def partials_items(partials: str, refs: str | None = None) -> list[Item]:
+    """The items of the ASR partials file ``partials`` (``items_from_partials``), each with the
+    reference the pairs file ``refs`` gives its segment id. Raises ``NoReferences`` when ``refs``
+    gives none of them one (ids that do not match: most likely the wrong file)."""
+    references = None if refs is None else {pair.id: pair.ref for _, pair in read_pairs(refs) if pair.ref}
+    items = items_from_partials(list(read_partials(partials)), references)
+    if references is not None and not any(item.ref for item in items):
+        raise NoReferences(f"{refs}: no reference has the id of one of {partials}'s segments")
+    return items
 
 
 def make_configs(
