@@ -369,6 +369,22 @@ def test_acceptance_rules_on_asr_partials_commit_a_repeated_final_as_shown_unles
     assert rules["run"]["lag"] is None and "ASR partials" in (tmp_path / "rules" / "rules.md").read_text()
 
 
+def test_long_speech_replays_real_asr_partials_with_and_without_the_length_rule(model_dir, tmp_path):
+    script("benchmarks.live.long_speech", "--model", model_dir, "--talks", "test", "--out", tmp_path)
+    talk = json.loads((tmp_path / "long_speech.json").read_text())["talks"]["test"]
+    assert talk["cut_items"] == ["nurses-s1+nurses-s2"]  # the one ASR sentence of more than 24 words
+    final = [
+        json.loads(line)["text"]
+        for line in (REPO / talk["data"]).read_text().splitlines()
+        if json.loads(line)["id"] == talk["cut_items"][0] and json.loads(line)["final"]
+    ][0]
+    for name, reasons in (("cut", ["length", "final"]), ("uncut", ["final"])):
+        commits = [c for c in talk["runs"][name]["commits"] if c["segment"] == talk["cut_items"][0]]
+        assert [c["reason"] for c in commits] == reasons
+        assert " ".join(c["source"] for c in commits) == final  # every word once, in order
+    assert "| test | nurses-s1+nurses-s2 | uncut | final |" in (tmp_path / "long_speech.md").read_text()
+
+
 def test_a_model_data_or_examples_file_it_cannot_use_ends_a_script_with_the_reason(tmp_path):
     """The reason and a non-zero status, no traceback, no report; a data or examples file is read
     before any model loads (the model named here does not exist)."""
