@@ -302,6 +302,30 @@ def test_a_resumed_session_goes_on_with_its_numbers_settings_and_clock():
     assert session.live.now() >= 12.5  # the clock goes on from the last caption
 
 
+def test_a_service_session_cuts_long_speech_in_its_source_language():
+    """The settings in force at the first source name the language the segmenter cuts in."""
+    from mlx_ssbd.live.segmenter import SegmenterConfig
+    from mlx_ssbd.service.journal import Journal
+    from mlx_ssbd.service.protocol import Settings, SourceMessage
+    from mlx_ssbd.service.session import ServiceSession
+    from mlx_ssbd.service.store.bus import LocalBus
+
+    text = "eins zwei drei vier fünf sechs sieben acht neun und dann zehn elf"
+    session = ServiceSession(
+        "sess_de",
+        Settings(),
+        [].append,
+        SegmenterConfig(max_words=11, pause_s=None),
+        Journal(None),
+        LocalBus(),
+    )
+    session.settings = Settings(source="de", targets=("en",))  # a settings message before the first source
+    for partial in (text, text + " zwölf"):
+        session.push(SourceMessage(partial, segment="a"))
+    commits = [item.source.text for item in iter(session.live.take, None) if item.source.final]
+    assert commits == [text[: text.index(" und")]]
+
+
 def _update(text):
     from types import SimpleNamespace
 

@@ -228,3 +228,22 @@ def test_batched_streams_keep_locked_text_like_single_streams(tok):
                 assert got.output_ids == want.output_ids and got.stable == want.stable
                 locked += got.stats.locked
     assert locked > 0
+
+
+def test_long_speech_is_cut_where_a_clause_opens_in_the_source_language(model, tok):
+    """The segmenter reads the translators' source language (or one set before the first push):
+    over-long speech is cut before "and then", not at ``max_words``."""
+    text = "one two three four five six seven eight nine and then ten eleven"
+    config = SegmenterConfig(max_words=11, pause_s=None)
+
+    def commits(session):
+        for partial in (text, text + " twelve"):
+            session.push(SourcePartial(partial, segment_id="a"))
+        return [item.source.text for item in iter(session.take, None) if item.source.final]
+
+    before_and = text[: text.index(" and")]
+    assert commits(LiveSession(make(model, tok), segmenter=config)) == [before_and]  # source "en"
+    assert commits(LiveSession(None, segmenter=config)) == [before_and + " and then"]  # no language
+    session = LiveSession(None, segmenter=config)
+    session.set_language("en")
+    assert commits(session) == [before_and]

@@ -239,7 +239,11 @@ def _long_line_pieces(words: Iterator[str], max_words: int) -> Iterator[list[str
         piece.append(word)
         if len(piece) > max_words:
             cut = next(
-                (i + 1 for i in range(max_words - 1, max_words // 2 - 1, -1) if is_sentence_end(piece[i])),
+                (
+                    i + 1
+                    for i in range(max_words - 1, max_words // 2 - 1, -1)
+                    if is_sentence_end(piece[i], piece[i + 1])
+                ),
                 max_words,
             )
             yield piece[:cut]

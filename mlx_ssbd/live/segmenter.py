@@ -14,9 +14,13 @@ Rules (``SegmenterConfig``), checked on every partial, on the live words only:
 * Sentence end: a live word that ends in ``. ! ? 。 ！ ？ …`` (not a known abbreviation) and is
   *stable*, the same word at the same position in the last ``stable_partials`` partials, ends a
   caption there. Several stable sentences become several captions.
-* Length: when more than ``max_words`` words are live, the stable ones are committed, cut after
-  the last stable ``, ; :`` if one lies past ``max_words // 3`` words, else after
-  ``max_words`` stable words at most.
+* Length: when more than ``max_words`` words are live, the stable ones are cut, the caption at
+  least ``max_words // 3`` and at most ``max_words`` words long: before the last capitalised
+  word that opens a clause (a sentence end the ASR missed: "maintain them After six months"),
+  else after the last ``, ; :``, else before the last word that opens a clause ("and",
+  "because", "we"; the source language's, when ``language`` names one that has them). With
+  none of these, the cut waits for ``max_words`` stable words and falls there: never at the
+  unstable edge of the speech, where a sentence end may still come.
 * Pause: when the live text has not changed for ``pause_s`` seconds, it is committed.
 
 A committed word never comes back: later partials of the same ASR segment are read from the
@@ -39,6 +43,15 @@ from .source import SourcePartial
 SENTENCE_END = tuple(".!?。！？…")
 CLAUSE_END = tuple(",;:，；：、")
 ABBREVIATIONS = frozenset("mr. mrs. ms. dr. prof. st. vs. etc. e.g. i.e. no. fig. approx. jr. sr.".split())
+# Words that open a clause, lower-cased, by source language: conjunctions, subordinators and
+# subject pronouns that are nothing else (no "you", "it", "that": objects and articles too).
+CLAUSE_OPENERS = {
+    "en": "and but or so because although though while whereas which who whose where when whenever "
+    "if unless until since before after once then i we they he she",
+    "de": "und aber oder denn sondern weil obwohl wenn ob dass damit bevor nachdem sobald dann ich wir er",
+    "fr": "et mais ou donc car parce puisque quand lorsque si alors qui où je nous ils elles il elle on",
+    "es": "y pero o porque aunque mientras cuando si donde entonces luego yo nosotros ellos ellas él ella",
+}
 
 
 @dataclass(frozen=True)
@@ -51,12 +64,17 @@ class SegmenterConfig:
         pause_s: commit when the live text has not changed for this long; None: never.
             Default 2.0.
         stable_partials: partials a word must stay the same in to count as stable. Default 2.
+        language: the source's ISO 639-1 code: a length cut prefers to fall before the words
+            that open a clause in it (``CLAUSE_OPENERS``: en, de, fr, es); None or another
+            language: after clause marks only. Default None (a ``LiveSession`` sets its
+            translators' source language).
     """
 
     sentence_end: bool = True
     max_words: int = 24
     pause_s: float | None = 2.0
     stable_partials: int = 2
+    language: str | None = None
 
     def __post_init__(self):
         if not isinstance(self.max_words, int) or self.max_words < 0:
@@ -82,8 +100,14 @@ class CaptionSource:
     segment_id: str | None = None  # the ASR segment the words came from
 
 
-def is_sentence_end(word: str) -> bool:
-    return word.endswith(SENTENCE_END) and word.lower() not in ABBREVIATIONS and not _initial(word)
+def is_sentence_end(word: str, next_word: str | None = None) -> bool:
+    """Whether ``word`` ends a sentence. "no." does when ``next_word`` is given and is not a
+    number ("they said no. So" against "room No. 5")."""
+    if not word.endswith(SENTENCE_END) or _initial(word):
+        return False
+    if word.lower() == "no.":
+        return next_word is not None and not next_word[:1].isdigit()
+    return word.lower() not in ABBREVIATIONS
 
 
 def _initial(word: str) -> bool:  # "J." in "J. Smith"
@@ -111,6 +135,7 @@ class Segmenter:
 
     def __init__(self, config: SegmenterConfig = SegmenterConfig()):
         self.config = config
+        self._openers = frozenset(CLAUSE_OPENERS.get(config.language or "", "").split())
         self._seg = _Open(id=_ENDED)
         self.repeats = 0  # partials that changed nothing (no job)
 
@@ -181,10 +206,11 @@ class Segmenter:
             live = words[seg.committed : stable]  # the stable live words
             cut, reason = None, ""
             if cfg.sentence_end:
-                cut = next((i + 1 for i, w in enumerate(live) if is_sentence_end(w)), None)
+                ahead = words[seg.committed + 1 :] + [None]  # each live word's next word, if heard
+                cut = next((i + 1 for i, w in enumerate(live) if is_sentence_end(w, ahead[i])), None)
                 reason = "sentence"
             if cut is None and cfg.max_words and len(words) - seg.committed > cfg.max_words and live:
-                cut, reason = _length_cut(live, cfg.max_words), "length"
+                cut, reason = _length_cut(live, cfg.max_words, self._openers), "length"
             if cut is None:
                 return jobs
             jobs.append(self._job(live[:cut], seg.committed, True, reason))
@@ -207,13 +233,29 @@ class Segmenter:
         return CaptionSource(" ".join(words), final, reason if final else "", start, end, self._seg.id)
 
 
-def _length_cut(live: list[str], max_words: int) -> int:
-    """Where to cut an over-long stable run: after a clause mark past a third, else at max."""
+def _length_cut(live: list[str], max_words: int, openers: frozenset[str]) -> int | None:
+    """Where to cut an over-long run of stable words (the module docstring's length rule), or
+    None to wait for more."""
     limit = min(len(live), max_words)
-    for i in range(limit - 1, max_words // 3 - 1, -1):
-        if live[i].endswith(CLAUSE_END):
-            return i + 1
-    return limit
+    cuts = range(limit, max_words // 3 - 1, -1)  # the caption is live[:cut], longest first
+
+    def opens(i: int) -> bool:  # live[i] opens a clause and the word before it does not
+        return _bare(live[i]) in openers and _bare(live[i - 1]) not in openers
+
+    rules = (
+        lambda c: c < len(live) and live[c][:1].isupper() and live[c] != "I" and opens(c),
+        lambda c: live[c - 1].endswith(CLAUSE_END),
+        lambda c: c < len(live) and opens(c),
+    )
+    for rule in rules:
+        cut = next((c for c in cuts if c > 0 and rule(c)), None)
+        if cut is not None:
+            return cut
+    return max_words if len(live) >= max_words else None
+
+
+def _bare(word: str) -> str:
+    return word.strip("\"'“”‘’«»¿¡(").lower()
 
 
 def _word_times(partial: SourcePartial, n: int) -> list[tuple[float | None, float | None]]:

@@ -38,7 +38,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .records import Update
 from .segmenter import CaptionSource, Segmenter, SegmenterConfig
@@ -113,7 +113,8 @@ class LiveSession:
             batched forward per round (``multistream``), and ``run`` yields each language's event
             (``target``) in the order given; None when a scheduler translates the sources (``take``
             / ``result``).
-        segmenter: automatic-commit rules. Default ``SegmenterConfig()``.
+        segmenter: automatic-commit rules. Default ``SegmenterConfig()``; without a
+            ``language``, the translators' source language.
         latest_wins: skip queued live updates superseded by newer ones. Default True; False
             translates every partial (benchmarks of every-partial semantics).
         clock: a monotonic clock in seconds. Default ``time.monotonic``.
@@ -142,6 +143,8 @@ class LiveSession:
         self.live_updates = live_updates
         self._clock = clock
         self._t0 = clock()
+        if segmenter.language is None and self.translators:
+            segmenter = replace(segmenter, language=next(iter(self.translators.values())).source_lang)
         self._segmenter = Segmenter(segmenter)
         self._cond = threading.Condition(threading.RLock())  # re-entrant: _next() calls take()
         self._queued: deque[_Queued] = deque()
@@ -165,6 +168,12 @@ class LiveSession:
         with self._cond:
             self._caption = caption
             self._t0 = self._clock() - at
+
+    def set_language(self, code: str) -> None:
+        """The source's language (ISO 639-1), where the segmenter cuts long speech; before the
+        first push (a session whose translators come later)."""
+        with self._cond:
+            self._segmenter = Segmenter(replace(self._segmenter.config, language=code))
 
     @property
     def repeated(self) -> int:

@@ -113,6 +113,10 @@ class StreamTranslator:
         self.sampler = self._make_sampler(config)
 
     @property
+    def source_lang(self) -> str:
+        return self.prompts.source_lang
+
+    @property
     def target_lang(self) -> str:
         return self.prompts.target_lang
 

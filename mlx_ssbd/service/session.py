@@ -140,8 +140,15 @@ class ServiceSession:
         """A source has come (text or audio): the settings are fixed."""
         return self.input is not None
 
+    def begin(self, kind: str) -> None:
+        """A source has come, ``kind`` "text" or "audio": the first fixes the settings, and the
+        segmenter learns the source language."""
+        if self.input is None:
+            self.live.set_language(self.settings.source)
+        self.input = kind
+
     def push(self, message: protocol.SourceMessage) -> None:
-        self.input = "text"
+        self.begin("text")
         self.live.push(
             SourcePartial(message.text, message.final, message.segment, message.start, message.end)
         )

@@ -231,7 +231,7 @@ async def _handle(
         data = frame.get("bytes") or b""
         if (error := _audio_error(data, session, speech, options)) is not None:
             return error, False
-        session.input = "audio"
+        session.begin("audio")
         if not speech.feed(session, data):
             return events.error_event(
                 "audio_backlog",
