@@ -145,6 +145,14 @@ SECTIONS = (
         (("live-replay-talk-1.5b",), ("speech-1.5b",)),
     ),
     Section(
+        "Where long speech is cut",
+        "Each talk's real ASR partials through a live session as `listen` builds it, every partial "
+        "translated: where the recognizer missed a sentence end and an ASR sentence runs past 24 words, "
+        "the segmenter's length rule cuts it. chrF++ of the items it cut and of all items, against the "
+        "same partials with the length rule off, and each cut caption.",
+        (("long-speech-1.5b",),),
+    ),
+    Section(
         "Memory, and the weights as they ship",
         "Each model as it ships (quantized layers through mlx-ssbd's CPU kernel) against the same "
         "layers dequantized to fp32, also with both held to AVX2; llama.cpp against ours on the same "
