@@ -92,6 +92,17 @@ WEIGHTS_HELP = (
 )
 
 
+def cue_chars_option(command):
+    """``--cue-chars N``: a subtitle line's characters at most (``subtitles.layout``)."""
+    return click.option(
+        "--cue-chars",
+        type=click.IntRange(0, 1000),
+        default=None,
+        help="srt/vtt: characters of a subtitle line at most; a caption longer than 2 lines is several cues "
+        "sharing its time. [default: 42; 16 for Chinese and Japanese] 0: each caption one cue on one line.",
+    )(command)
+
+
 def weights_option(command):
     """``--weights auto|as-shipped|dense`` (``models.loading.weight_format``)."""
     return click.option("--weights", type=click.Choice(WEIGHT_FORMATS), default=None, help=WEIGHTS_HELP)(

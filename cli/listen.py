@@ -17,7 +17,15 @@ from mlx_ssbd.live.session import LiveSession
 
 import click
 
-from .common import caption_options, check_examples_source, check_languages, load, user_errors, weights_option
+from .common import (
+    caption_options,
+    check_examples_source,
+    check_languages,
+    cue_chars_option,
+    load,
+    user_errors,
+    weights_option,
+)
 from .push import PushSink, push_option, push_specs
 from .sinks import SINK_FORMATS, make_sink
 from .translate import STREAM_METHODS, run_stream
@@ -112,6 +120,7 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
     help="CPU threads of the ASR (0: all cores).",
 )
 @push_option
+@cue_chars_option
 @weights_option
 def listen(
     audio,
@@ -128,6 +137,7 @@ def listen(
     beta,
     mask_k,
     fmt,
+    cue_chars,
     pace,
     live_updates,
     step_s,
@@ -167,7 +177,7 @@ def listen(
     )
     session = sink = None
     if not asr_only:
-        sink = make_sink(fmt, targets, output)
+        sink = make_sink(fmt, targets, output, cue_chars)
         sink = ComputeTally(PushSink(sink, pushes, targets) if pushes else sink)
         session = _session(
             model,

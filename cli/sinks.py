@@ -155,23 +155,21 @@ class JsonlSink(TextSink):
 
 
 class SrtSink(TextSink):
-    """SubRip cues, one per committed caption, timed by the ASR or the session clock."""
+    """SubRip cues of the committed captions, timed by the ASR or the session clock: a caption
+    longer than a cue holds (``line_chars``: ``subtitles.layout``) is several."""
 
     kind = "srt"
 
-    def __init__(self, out=None):
+    def __init__(self, out=None, line_chars: int | None = None):
         super().__init__(out)
-        self.cues = 0
-        self.end = 0.0  # of the last cue: a cue never starts before it (ASR word times may overlap)
+        self.cues = subtitles.Cues(self.kind, line_chars)
         if subtitles.header(self.kind):
             self.out.write(subtitles.header(self.kind))
             self.out.flush()
 
     def commit(self, event: CaptionCommit) -> None:
-        start = max(event.start, self.end)
-        text = subtitles.cue(self.kind, self.cues + 1, start, event.end, event.text)
+        text = self.cues.add(event.start, event.end, event.text)
         if text:
-            self.cues, self.end = self.cues + 1, max(event.end, start + subtitles.MIN_CUE_S)
             self.out.write(text)
             self.out.flush()
 
@@ -262,8 +260,11 @@ SINK_FORMATS = ("auto", *SINKS)
 LANG = "{lang}"  # in an -o pattern: the language of each file
 
 
-def make_sink(fmt: str, targets: tuple[str, ...] = ("de",), output: str | None = None):
-    """The sink for ``fmt`` (module docstring); raises ``click.UsageError`` for an impossible mix."""
+def make_sink(
+    fmt: str, targets: tuple[str, ...] = ("de",), output: str | None = None, line_chars: int | None = None
+):
+    """The sink for ``fmt`` (module docstring); ``line_chars``: a subtitle line's characters at
+    most (``subtitles.layout``). Raises ``click.UsageError`` for an impossible mix."""
     several = len(targets) > 1
     if fmt == "auto":
         fmt = "live" if sys.stdout.isatty() and output is None else "text"
@@ -273,7 +274,7 @@ def make_sink(fmt: str, targets: tuple[str, ...] = ("de",), output: str | None =
                 f"{fmt} subtitles in several languages go to one file each: "
                 f"-o PATTERN with {LANG}, e.g. -o talk.{LANG}.{fmt}"
             )
-        return SINKS[fmt](labelled=True) if several else SINKS[fmt]()
+        return SINKS[fmt](labelled=True) if several else _sink(fmt, line_chars)
     if fmt == "live":
         raise click.UsageError(
             "the live view is for a terminal; with -o choose --format text, jsonl, srt or vtt"
@@ -288,4 +289,10 @@ def make_sink(fmt: str, targets: tuple[str, ...] = ("de",), output: str | None =
         for file in files.values():
             file.close()
         raise click.UsageError(f"cannot write {error.filename}: {error.strerror}") from None
-    return RoutedSink({target: SINKS[fmt](out=file) for target, file in files.items()}, files.values())
+    return RoutedSink(
+        {target: _sink(fmt, line_chars, file) for target, file in files.items()}, files.values()
+    )
+
+
+def _sink(fmt: str, line_chars: int | None, out=None):
+    return SINKS[fmt](out, line_chars) if fmt in ("srt", "vtt") else SINKS[fmt](out)

@@ -22,7 +22,15 @@ from mlx_ssbd.live.source import SourcePartial
 
 import click
 
-from .common import caption_options, check_examples_source, check_languages, load, user_errors, weights_option
+from .common import (
+    caption_options,
+    check_examples_source,
+    check_languages,
+    cue_chars_option,
+    load,
+    user_errors,
+    weights_option,
+)
 from .push import PushSink, push_option, push_specs
 from .sinks import SINK_FORMATS, make_sink
 
@@ -220,6 +228,7 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
     is_flag=True,
     help="With --agree: push the open caption's locked words as they lock (less delay), not only commits.",
 )
+@cue_chars_option
 @weights_option
 def translate(
     text,
@@ -237,6 +246,7 @@ def translate(
     lag,
     input_kind,
     fmt,
+    cue_chars,
     temperature,
     top_p,
     seed,
@@ -315,7 +325,7 @@ def translate(
             updates = open_updates(stream_path, lag=lag, kind=input_kind, check=check)
             if realtime:
                 updates = paced(updates, wps)
-            sink = make_sink(fmt, targets, output)
+            sink = make_sink(fmt, targets, output, cue_chars)
             if pushes:
                 sink = PushSink(sink, pushes, targets, stable=push_stable)
             run_stream(LiveSession(translators, segmenter=segmenter, latest_wins=latest_wins), updates, sink)

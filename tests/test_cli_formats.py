@@ -37,6 +37,30 @@ def test_subtitles_parse_and_are_timed_by_the_asr(run, tmp_path, fmt):
     assert all(text.strip() for _, _, text in cues)
 
 
+def test_subtitle_lines_hold_cue_chars_and_a_longer_caption_is_several_cues_in_its_time(run, tmp_path):
+    import io
+
+    from mlx_ssbd.live.session import CaptionCommit
+    from mlx_ssbd_cli.sinks import make_sink
+
+    import srt
+
+    text = "so today I want to talk about the new rules for all of us, and we made them together."
+    commit = CaptionCommit(0, 0, text, "src", 2.0, 8.0, "asr", "final", None, 0, 8.0, 9.0)
+    for chars, count in ((None, 2), (20, 3), (0, 1)):
+        sink = make_sink("srt", output=None, line_chars=chars)
+        sink.out = out = io.StringIO()
+        sink.commit(commit)
+        cues = list(srt.parse(out.getvalue()))
+        lines = [line for c in cues for line in c.content.split("\n")]
+        assert len(cues) == count and " ".join(lines) == text
+        assert max(map(len, lines)) <= {None: 42, 20: 20, 0: len(text)}[chars]
+        assert (cues[0].start.total_seconds(), cues[-1].end.total_seconds()) == (2.0, 8.0)
+    path = write(tmp_path, "talk.txt", "so today\n")
+    refused = run("translate", "--stream", path, "--format", "srt", "--cue-chars", "-1")
+    assert refused.exit_code == 2 and "--cue-chars" in refused.output
+
+
 def test_subtitles_without_asr_times_use_the_clock(run, tmp_path):
     import srt
 

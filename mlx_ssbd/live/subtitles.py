@@ -1,8 +1,16 @@
 """Subtitle cues: committed captions as SubRip (SRT) or WebVTT text.
 
-Contract: ``cue(kind, number, start, end, text)`` is one cue ("" for an empty caption), with the
-text on one line and at least ``MIN_CUE_S`` on screen; ``document(kind, captions)`` a whole file
-(WebVTT with its header) from ``(start, end, text)`` triples, numbered from 1 (SRT only).
+Contract: ``layout(text)`` lays a caption out as the usual subtitle conventions have it: cues of
+at most ``CUE_LINES`` (2) lines of at most ``LINE_CHARS`` (42) characters, or
+``DENSE_LINE_CHARS`` (16) in text written without spaces (Chinese, Japanese). A longer caption
+becomes several cues, each ending after a sentence, else after other punctuation, where one falls
+past its first third; a cue's lines are balanced, a break after punctuation preferred; a word
+longer than a line has a line of its own. ``Cues(kind)`` turns consecutive captions into
+numbered cues (``add(start, end, text)``): each caption laid out and its time shared among its
+cues by their characters, every cue at least ``MIN_CUE_S`` on screen and never starting before
+the previous one ends. ``cue(kind, number, start, end, text)`` is one cue ("" for an empty
+caption), its lines as given; ``document(kind, captions)`` a whole file (WebVTT with its header)
+from ``(start, end, text)`` triples, numbered from 1 (SRT only).
 
 Whatever the model writes, the file stays valid and shows the text as written: WebVTT cue text
 escapes ``&``, ``<`` and ``>`` as character references (so ``-->`` cannot end up in a cue); SRT has
@@ -18,9 +26,17 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from collections.abc import Iterable
 
 MIN_CUE_S = 1.0  # a subtitle cue shows for at least this long
+LINE_CHARS = 42  # characters of a subtitle line at most, in text whose words are spaced
+DENSE_LINE_CHARS = 16  # ... in text written without spaces (Chinese, Japanese)
+CUE_LINES = 2  # lines of a cue at most
+SENTENCE_MARKS = tuple(".!?…。！？")  # a cue ends best after these
+BREAK_AFTER = (*SENTENCE_MARKS, *",;:，、；：")  # ... or these; a line too
+NO_LINE_START = tuple("。，、；：！？）」』】〉》”’.,;:!?)")  # never starts a line of dense text
+DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
 KINDS = {"srt": (",", "", True), "vtt": (".", "WEBVTT\n\n", False)}  # separator, header, numbered
 
 
@@ -46,10 +62,10 @@ def header(kind: str) -> str:
 
 def cue(kind: str, number: int, start: float, end: float, text: str) -> str:
     separator, _, numbered = KINDS[kind]
-    text = " ".join(text.split())  # one line, no blank line inside a cue
+    lines = [" ".join(line.split()) for line in text.splitlines()]  # no blank line inside a cue
+    text = "\n".join(escape(kind, line) for line in lines if line)
     if not text:
         return ""
-    text = escape(kind, text)
     end = max(end, start + MIN_CUE_S)
     label = f"{number}\n" if numbered else ""
     return f"{label}{timestamp(start, separator)} --> {timestamp(end, separator)}\n{text}\n\n"
@@ -65,7 +81,117 @@ def escape(kind: str, text: str) -> str:
     return SRT_OVERRIDE.sub("\uff5b", SRT_TAG.sub("\u2039", text))
 
 
-def document(kind: str, captions: Iterable[tuple[float, float, str]]) -> str:
+def document(
+    kind: str,
+    captions: Iterable[tuple[float, float, str]],
+    line_chars: int | None = None,
+    lines: int = CUE_LINES,
+) -> str:
     """A whole subtitle file; empty captions are skipped and do not take a number."""
-    cues = [(start, end, text) for start, end, text in captions if text.strip()]
-    return header(kind) + "".join(cue(kind, n, *c) for n, c in enumerate(cues, 1))
+    cues = Cues(kind, line_chars, lines)
+    return header(kind) + "".join(cues.add(*caption) for caption in captions)
+
+
+class Cues:
+    """Numbered cues of consecutive captions (module docstring); ``line_chars`` and ``lines`` as
+    ``layout`` takes them."""
+
+    def __init__(self, kind: str, line_chars: int | None = None, lines: int = CUE_LINES):
+        self.kind, self.line_chars, self.lines = kind, line_chars, lines
+        self.count = 0
+        self.end = 0.0  # of the last cue: a cue never starts before it (ASR word times may overlap)
+
+    def add(self, start: float, end: float, text: str) -> str:
+        """The cues of one caption shown from ``start`` to ``end`` ("" for an empty one)."""
+        texts = layout(text, self.line_chars, self.lines)
+        total, shown, out = sum(map(len, texts)), 0, []
+        for piece in texts:
+            at = max(start + (end - start) * shown / total, self.end)
+            shown += len(piece)
+            until = start + (end - start) * shown / total
+            written = cue(self.kind, self.count + 1, at, until, piece)
+            if written:
+                self.count, self.end = self.count + 1, max(until, at + MIN_CUE_S)
+                out.append(written)
+        return "".join(out)
+
+
+def layout(text: str, line_chars: int | None = None, lines: int = CUE_LINES) -> list[str]:
+    """``text`` as the texts of consecutive cues, lines joined by newlines (module docstring):
+    lines of at most ``line_chars`` characters (None: ``LINE_CHARS``, or ``DENSE_LINE_CHARS`` for
+    text written without spaces; 0: each caption one cue on one line), at most ``lines`` a cue."""
+    units, dense = _units(text)
+    if not units:
+        return []
+    if line_chars == 0:
+        return [_join(units, dense)]
+    limit = line_chars or (DENSE_LINE_CHARS if dense else LINE_CHARS)
+    cues = []
+    while units:
+        n = _fitting(units, dense, limit, lines)
+        if n < len(units):  # end the cue after a sentence, else a clause, past its first third
+            ends = [i for i in range(n, n // 3, -1) if units[i - 1].rstrip().endswith(BREAK_AFTER)]
+            n = next(
+                (i for i in ends if units[i - 1].rstrip().endswith(SENTENCE_MARKS)), ends[0] if ends else n
+            )
+        cues.append("\n".join(_balanced(units[:n], dense, limit, lines)))
+        units = units[n:]
+    return cues
+
+
+def _units(text: str) -> tuple[list[str], bool]:
+    """The pieces a line may break between, and whether the text is written without spaces: its
+    words, or (dense) its characters and Latin words, each with the spaces after it and with any
+    closing punctuation after it (which never starts a line)."""
+    dense = any(unicodedata.east_asian_width(ch) in "WF" for ch in text)
+    if not dense:
+        return text.split(), False
+    units: list[str] = []
+    for unit in DENSE_UNIT.findall(text):
+        if units and unit.startswith(NO_LINE_START):
+            units[-1] += unit
+        else:
+            units.append(unit)
+    return units, True
+
+
+def _join(units: list[str], dense: bool) -> str:
+    return ("".join(units) if dense else " ".join(units)).strip()
+
+
+def _fitting(units: list[str], dense: bool, limit: int, lines: int) -> int:
+    """How many of ``units`` one cue holds: as many as fill ``lines`` lines of ``limit``
+    characters, each line filled in turn (at least one unit)."""
+    used, width = 1, 0
+    for i, unit in enumerate(units):
+        size = len(unit.strip())
+        grown = width + size + (0 if dense or not width else 1)
+        if width and grown > limit:
+            used, grown = used + 1, size
+            if used > lines:
+                return i
+        width = grown
+    return len(units)
+
+
+def _balanced(units: list[str], dense: bool, limit: int, lines: int) -> list[str]:
+    """``units`` (that fit) on as few lines as they need, of the most even lengths, a line that
+    ends in punctuation worth 6 characters less."""
+    if len(_join(units, dense)) <= limit or lines == 1 or len(units) == 1:
+        return [_join(units, dense)]
+    best: tuple[float, list[str]] | None = None
+    for cut in range(1, len(units)):
+        top, rest = _join(units[:cut], dense), units[cut:]
+        if len(top) > limit and cut > 1:
+            break
+        below = (
+            _balanced(rest, dense, limit, lines - 1)
+            if _fitting(rest, dense, limit, lines - 1) == len(rest)
+            else None
+        )
+        if below is None:
+            continue
+        cost = max(len(top), *map(len, below)) - (6 if top.endswith(BREAK_AFTER) else 0)
+        if best is None or cost < best[0]:
+            best = (cost, [top, *below])
+    return best[1] if best is not None else [_join(units, dense)]

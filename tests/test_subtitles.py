@@ -1,0 +1,69 @@
+"""Subtitle cues laid out as the usual conventions have them (pure logic: no model)."""
+
+import io
+
+from mlx_ssbd.live import subtitles
+from mlx_ssbd.live.subtitles import Cues, layout
+
+import pytest
+
+CAPTION = (
+    "Guten Tag, mein Name ist Amanda und ich bin Krankenschwester im Kinderkrankenhaus für die "
+    "nächsten 20 Minuten. Ich werde erklären, wie wir die Planung unserer Nachtschichten geändert haben."
+)
+
+
+def test_a_long_caption_becomes_cues_of_two_lines_of_42_characters_that_end_after_a_sentence():
+    cues = layout(CAPTION)
+    assert len(cues) == 3
+    lines = [line for cue in cues for line in cue.split("\n")]
+    assert all(len(cue.split("\n")) <= 2 for cue in cues) and max(map(len, lines)) <= 42
+    assert " ".join(lines).split() == CAPTION.split()  # every word once, in order
+    assert cues[1].endswith("Minuten.")  # a cue ends after a sentence that ends past its first third
+    top, bottom = cues[2].split("\n")
+    assert abs(len(top) - len(bottom)) <= 10  # balanced lines
+
+
+def test_short_captions_stay_one_line_and_zero_keeps_every_caption_whole():
+    assert layout("Danke schön.") == ["Danke schön."]
+    assert layout("  ") == []
+    assert layout(CAPTION, 0) == [CAPTION]
+    long_word = "Donaudampfschifffahrtsgesellschaftskapitän"
+    assert layout(f"{long_word} ist da", 20) == [f"{long_word}\nist da"]  # a line of its own
+
+
+def test_text_without_spaces_wraps_at_16_characters_never_before_closing_punctuation():
+    text = "今日は新しい規則について話したいと思います。皆さんと一緒に作りました、GPU の話もします。"
+    cues = layout(text)
+    lines = [line for cue in cues for line in cue.split("\n")]
+    assert max(map(len, lines)) <= 16 and all(len(cue.split("\n")) <= 2 for cue in cues)
+    assert not any(line.startswith(("。", "、")) for line in lines)
+    assert "".join(lines).replace(" ", "") == text.replace(" ", "")
+    assert any("GPU" in line for line in lines)  # a Latin word is not split
+
+
+def test_a_captions_cues_share_its_time_in_order_each_shown_long_enough():
+    cues = Cues("srt")
+    text = cues.add(10.0, 19.0, CAPTION) + cues.add(18.5, 19.0, "Danke.")
+    import srt
+
+    parsed = list(srt.parse(text))
+    times = [(c.start.total_seconds(), c.end.total_seconds()) for c in parsed]
+    assert [c.index for c in parsed] == [1, 2, 3, 4]
+    assert times[0][0] == 10.0 and times[2][1] == 19.0  # the caption's time, shared by its cues
+    assert all(a[1] <= b[0] for a, b in zip(times, times[1:]))  # in order, never overlapping
+    assert all(end - start >= subtitles.MIN_CUE_S - 1e-3 for start, end in times[3:])
+    assert [c.content for c in parsed[:3]] == layout(CAPTION)
+
+
+@pytest.mark.parametrize("kind", ["srt", "vtt"])
+def test_a_document_of_long_captions_parses_with_two_line_cues(kind):
+    import srt
+    import webvtt
+
+    body = subtitles.document(kind, [(0.0, 8.0, CAPTION), (8.0, 9.0, "")])
+    if kind == "srt":
+        texts = [c.content for c in srt.parse(body)]
+    else:
+        texts = [c.text for c in webvtt.from_buffer(io.StringIO(body))]
+    assert texts == layout(CAPTION)
