@@ -24,6 +24,13 @@ def test_a_long_caption_becomes_cues_of_two_lines_of_42_characters_that_end_afte
     assert abs(len(top) - len(bottom)) <= 10  # balanced lines
 
 
+def test_short_sentences_share_a_cue_and_a_short_one_joins_a_long_sentences_first_cue():
+    assert layout("Ja. Nein. Vielleicht morgen.") == ["Ja. Nein. Vielleicht morgen."]
+    text = "Ja. Das Problem war nicht die Arbeit, sondern dass niemand wusste, wie die Planung funktioniert."
+    cues = layout(text)
+    assert len(cues) == 2 and cues[0].startswith("Ja. Das") and " ".join(cues).split() == text.split()
+
+
 def test_short_captions_stay_one_line_and_zero_keeps_every_caption_whole():
     assert layout("Danke schön.") == ["Danke schön."]
     assert layout("  ") == []

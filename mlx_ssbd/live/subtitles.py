@@ -2,15 +2,18 @@
 
 Contract: ``layout(text)`` lays a caption out as the usual subtitle conventions have it: cues of
 at most ``CUE_LINES`` (2) lines of at most ``LINE_CHARS`` (42) characters, or
-``DENSE_LINE_CHARS`` (16) in text written without spaces (Chinese, Japanese). A longer caption
-becomes several cues, each ending after a sentence, else after other punctuation, where one falls
-past its first third; a cue's lines are balanced, a break after punctuation preferred; a word
-longer than a line has a line of its own. ``Cues(kind)`` turns consecutive captions into
-numbered cues (``add(start, end, text)``): each caption laid out and its time shared among its
-cues by their characters, every cue at least ``MIN_CUE_S`` on screen and never starting before
-the previous one ends. ``cue(kind, number, start, end, text)`` is one cue ("" for an empty
-caption), its lines as given; ``document(kind, captions)`` a whole file (WebVTT with its header)
-from ``(start, end, text)`` triples, numbered from 1 (SRT only).
+``DENSE_LINE_CHARS`` (16) in text written without spaces (Chinese, Japanese). A caption longer
+than a cue becomes several: a cue ends where a sentence ends, sentences that fit together share
+one, and a sentence longer than a cue is split into as few cues as it needs (with the sentences
+before it in its cue where that takes no more), of lengths as even as they can be, ending after
+other punctuation where some falls near there. A cue's lines are
+balanced, a break after punctuation preferred; a word longer than a line has a line of its own.
+``Cues(kind)`` turns consecutive captions into numbered cues (``add(start, end, text)``): each
+caption laid out and its time shared among its cues by their characters, every cue at least
+``MIN_CUE_S`` on screen and never starting before the previous one ends. ``cue(kind, number,
+start, end, text)`` is one cue ("" for an empty caption), its lines as given; ``document(kind,
+captions)`` a whole file (WebVTT with its header) from ``(start, end, text)`` triples, numbered
+from 1 (SRT only).
 
 Whatever the model writes, the file stays valid and shows the text as written: WebVTT cue text
 escapes ``&``, ``<`` and ``>`` as character references (so ``-->`` cannot end up in a cue); SRT has
@@ -24,6 +27,7 @@ otherwise).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -126,17 +130,66 @@ def layout(text: str, line_chars: int | None = None, lines: int = CUE_LINES) -> 
     if line_chars == 0:
         return [_join(units, dense)]
     limit = line_chars or (DENSE_LINE_CHARS if dense else LINE_CHARS)
-    cues = []
+    cues: list[list[str]] = []
+    whole = False  # whether the last cue holds whole sentences only
+    for sentence in _sentences(units):
+        if whole and _fitting(cues[-1] + sentence, dense, limit, lines) == len(cues[-1]) + len(sentence):
+            cues[-1] += sentence
+        elif _fitting(sentence, dense, limit, lines) == len(sentence):
+            cues.append(sentence)
+            whole = True
+        else:  # split it, with the last cue's sentences where that takes no more cues
+            if whole and _cue_count(cues[-1] + sentence, dense, limit, lines) <= _cue_count(
+                sentence, dense, limit, lines
+            ):
+                sentence = cues.pop() + sentence
+            ends = _cue_ends(sentence, dense, limit, lines)
+            cues += [sentence[a:b] for a, b in zip([0, *ends], ends)]
+            whole = False
+    return ["\n".join(_balanced(cue, dense, limit, lines)) for cue in cues]
+
+
+def _sentences(units: list[str]) -> list[list[str]]:
+    """``units`` cut after each one that ends a sentence."""
+    out: list[list[str]] = [[]]
+    for unit in units:
+        out[-1].append(unit)
+        if unit.rstrip().endswith(SENTENCE_MARKS):
+            out.append([])
+    return [sentence for sentence in out if sentence]
+
+
+def _cue_ends(units: list[str], dense: bool, limit: int, lines: int) -> list[int]:
+    """Where the cues of a sentence (or a few) too long for one end: as few cues as it needs, their lengths
+    as even as they can be, a cue that ends after punctuation worth 10 characters (the least
+    total of each cue's distance from the even length, less its worth)."""
+    need, count = _cue_count(units, dense, limit, lines), len(units)
+    target = len(_join(units, dense)) / need
+    most = [_fitting(units[i:], dense, limit, lines) for i in range(count)]
+
+    def cost(i: int, j: int) -> float:
+        worth = 10 if units[j - 1].rstrip().endswith(BREAK_AFTER) else 0
+        return abs(len(_join(units[i:j], dense)) - target) - worth
+
+    @functools.cache
+    def best(i: int, cues: int) -> tuple[float, tuple[int, ...]]:  # units[i:] in ``cues`` cues
+        if i == count or cues == 0:
+            return (0.0, ()) if i == count and cues == 0 else (math.inf, ())
+        options = (
+            (cost(i, j) + best(j, cues - 1)[0], (j, *best(j, cues - 1)[1]))
+            for j in range(i + 1, i + most[i] + 1)
+        )
+        return min(options, key=lambda option: option[0])
+
+    return list(best(0, need)[1])
+
+
+def _cue_count(units: list[str], dense: bool, limit: int, lines: int) -> int:
+    """How many cues ``units`` need, each filled in turn."""
+    count = 0
     while units:
-        n = _fitting(units, dense, limit, lines)
-        if n < len(units):  # end the cue after a sentence, else a clause, past its first third
-            ends = [i for i in range(n, n // 3, -1) if units[i - 1].rstrip().endswith(BREAK_AFTER)]
-            n = next(
-                (i for i in ends if units[i - 1].rstrip().endswith(SENTENCE_MARKS)), ends[0] if ends else n
-            )
-        cues.append("\n".join(_balanced(units[:n], dense, limit, lines)))
-        units = units[n:]
-    return cues
+        units, count = units[_fitting(units, dense, limit, lines) :], count + 1
+    return count
 
 
 def _units(text: str) -> tuple[list[str], bool]:
