@@ -44,6 +44,11 @@ def test_transcripts_as_json_srt_and_vtt(url):
     assert [c.text for c in cues] == [s.content for s in subs]
     assert httpx.get(f"{url}/v1/sessions/nope/transcript.json").status_code == 404
     assert httpx.get(f"{url}/v1/sessions/{sid}/transcript.txt").status_code == 404
+    whole = list(srt.parse(httpx.get(f"{url}/v1/sessions/{sid}/transcript.srt?chars=0").text))
+    assert [s.content for s in whole] == [c["text"] for c in commits if c["text"]]  # one line a caption
+    for bad in ("-1", "x", "1001"):
+        refused = httpx.get(f"{url}/v1/sessions/{sid}/transcript.srt?chars={bad}")
+        assert refused.status_code == 400 and "chars" in refused.json()["message"]
 
 
 def read_sse(response):

@@ -70,7 +70,8 @@ class Transcripts:
         return lang if isinstance(lang, Response) else (sid, targets, lang)
 
     def transcript(self, request: Request) -> Response:
-        """``GET /v1/sessions/{sid}/transcript.{kind}``: JSON (every language), SRT or VTT (one)."""
+        """``GET /v1/sessions/{sid}/transcript.{kind}``: JSON (every language), SRT or VTT (one;
+        ``?chars=N``: a subtitle line's characters at most, 0 one line a caption)."""
         sid, name = request.path_params["sid"], request.path_params["kind"]
         lang, _, kind = name.rpartition(".")  # transcript.srt, or transcript.de.srt for one language
         store = self.scheduler.store
@@ -103,7 +104,14 @@ class Transcripts:
                     "captions": [c.to_dict() for c in captions],
                 }
             )
-        body = subtitles.document(kind, [(c.start, c.end, c.text) for c in captions])
+        chars = request.query_params.get("chars", "")
+        if chars and not (chars.isdigit() and int(chars) <= 1000):
+            return JSONResponse(
+                events.error_event("invalid_request", "chars must be a whole number from 0 to 1000"),
+                status_code=400,
+            )
+        line_chars = int(chars) if chars else None  # ``subtitles.layout``'s: None, the conventions
+        body = subtitles.document(kind, [(c.start, c.end, c.text) for c in captions], line_chars)
         return PlainTextResponse(body, media_type="text/vtt" if kind == "vtt" else "application/x-subrip")
 
     def sessions(self, request: Request) -> Response:
