@@ -268,6 +268,8 @@ def make_sink(
     several = len(targets) > 1
     if fmt == "auto":
         fmt = "live" if sys.stdout.isatty() and output is None else "text"
+    if line_chars is not None and fmt not in ("srt", "vtt"):
+        raise click.UsageError(f"--cue-chars lays out subtitle cues: it needs --format srt or vtt, not {fmt}")
     if output is None:
         if several and fmt in ("srt", "vtt"):
             raise click.UsageError(

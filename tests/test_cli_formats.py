@@ -59,6 +59,8 @@ def test_subtitle_lines_hold_cue_chars_and_a_longer_caption_is_several_cues_in_i
     path = write(tmp_path, "talk.txt", "so today\n")
     refused = run("translate", "--stream", path, "--format", "srt", "--cue-chars", "-1")
     assert refused.exit_code == 2 and "--cue-chars" in refused.output
+    refused = run("translate", "--stream", path, "--format", "text", "--cue-chars", "30")
+    assert refused.exit_code == 2 and "needs --format srt or vtt" in refused.output
 
 
 def test_subtitles_without_asr_times_use_the_clock(run, tmp_path):
