@@ -47,6 +47,11 @@ def test_text_without_spaces_wraps_at_16_characters_never_before_closing_punctua
     assert not any(line.startswith(("。", "、")) for line in lines)
     assert "".join(lines).replace(" ", "") == text.replace(" ", "")
     assert any("GPU" in line for line in lines)  # a Latin word is not split
+    narrow = layout("彼は「ありがとうございます」と言いました。ちょっとコーヒーを飲みましょう。", 3) + layout(
+        "あ「い」", 2
+    )
+    lines = [line for cue in narrow for line in cue.split("\n")]
+    assert not any(line.endswith("「") or line.startswith(("」", "ー", "ょ", "っ")) for line in lines)
 
 
 def test_a_captions_cues_share_its_time_in_order_each_shown_long_enough():

@@ -39,7 +39,10 @@ DENSE_LINE_CHARS = 16  # ... in text written without spaces (Chinese, Japanese)
 CUE_LINES = 2  # lines of a cue at most
 SENTENCE_MARKS = tuple(".!?…。！？")  # a cue ends best after these
 BREAK_AFTER = (*SENTENCE_MARKS, *",;:，、；：")  # ... or these; a line too
-NO_LINE_START = tuple("。，、；：！？）」』】〉》”’.,;:!?)")  # never starts a line of dense text
+NO_LINE_START = tuple(
+    "。，、；：！？）」』】〉》”’.,;:!?)ーぁぃぅぇぉっゃゅょァィゥェォッャュョ"
+)  # never starts a dense line
+NO_LINE_END = tuple("（「『【〈《“‘(")  # never ends one
 DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
 KINDS = {"srt": (",", "", True), "vtt": (".", "WEBVTT\n\n", False)}  # separator, header, numbered
 
@@ -194,14 +197,15 @@ def _cue_count(units: list[str], dense: bool, limit: int, lines: int) -> int:
 
 def _units(text: str) -> tuple[list[str], bool]:
     """The pieces a line may break between, and whether the text is written without spaces: its
-    words, or (dense) its characters and Latin words, each with the spaces after it and with any
-    closing punctuation after it (which never starts a line)."""
+    words, or (dense) its characters and Latin words, each with the spaces after it, what may
+    not start a line (closing punctuation, small kana, the long-vowel mark) joined to the piece
+    before it and an opening bracket to the piece after it (Japanese line-breaking rules)."""
     dense = any(unicodedata.east_asian_width(ch) in "WF" for ch in text)
     if not dense:
         return text.split(), False
     units: list[str] = []
     for unit in DENSE_UNIT.findall(text):
-        if units and unit.startswith(NO_LINE_START):
+        if units and (unit.startswith(NO_LINE_START) or units[-1].endswith(NO_LINE_END)):
             units[-1] += unit
         else:
             units.append(unit)
