@@ -39,6 +39,14 @@ def test_short_captions_stay_one_line_and_zero_keeps_every_caption_whole():
     assert layout(f"{long_word} ist da", 20) == [f"{long_word}\nist da"]  # a line of its own
 
 
+def test_a_caption_of_any_length_is_laid_out_within_the_limits():
+    words = [f"wort{i % 7}" for i in range(5000)]  # past the balancing's reach: cut as cues fill
+    cues = layout(" ".join(words))
+    lines = [line for cue in cues for line in cue.split("\n")]
+    assert max(map(len, lines)) <= 42 and all(len(cue.split("\n")) <= 2 for cue in cues)
+    assert " ".join(lines).split() == words
+
+
 def test_text_without_spaces_wraps_at_16_characters_never_before_closing_punctuation():
     text = "今日は新しい規則について話したいと思います。皆さんと一緒に作りました、GPU の話もします。"
     cues = layout(text)

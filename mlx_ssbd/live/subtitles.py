@@ -27,7 +27,6 @@ otherwise).
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 import unicodedata
@@ -43,6 +42,7 @@ NO_LINE_START = tuple(
     "。，、；：！？）」』】〉》”’.,;:!?)ーぁぃぅぇぉっゃゅょァィゥェォッャュョ"
 )  # never starts a dense line
 NO_LINE_END = tuple("（「『【〈《“‘(")  # never ends one
+BALANCED_UNITS = 400  # a run of words (or characters) longer than this is cut as each cue fills
 DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
 KINDS = {"srt": (",", "", True), "vtt": (".", "WEBVTT\n\n", False)}  # separator, header, numbered
 
@@ -163,36 +163,50 @@ def _sentences(units: list[str]) -> list[list[str]]:
 
 
 def _cue_ends(units: list[str], dense: bool, limit: int, lines: int) -> list[int]:
-    """Where the cues of a sentence (or a few) too long for one end: as few cues as it needs, their lengths
-    as even as they can be, a cue that ends after punctuation worth 10 characters (the least
-    total of each cue's distance from the even length, less its worth)."""
-    need, count = _cue_count(units, dense, limit, lines), len(units)
-    target = len(_join(units, dense)) / need
+    """Where the cues of a sentence (or a few) too long for one end: as few cues as it needs, their
+    lengths as even as they can be, a cue that ends after punctuation worth 10 characters (the
+    least total of each cue's distance from the even length, less its worth). A run longer than
+    ``BALANCED_UNITS`` (no caption is) is cut as each cue fills."""
+    filled = _filled_ends(units, dense, limit, lines)
+    count, need = len(units), len(filled)
+    if need == 1 or count > BALANCED_UNITS:
+        return filled
+    sizes = [len(unit) if dense else len(unit) + 1 for unit in units]  # a word and its space
+    starts = [0]
+    for size in sizes:
+        starts.append(starts[-1] + size)
+    target = starts[-1] / need
     most = [_fitting(units[i:], dense, limit, lines) for i in range(count)]
 
     def cost(i: int, j: int) -> float:
         worth = 10 if units[j - 1].rstrip().endswith(BREAK_AFTER) else 0
-        return abs(len(_join(units[i:j], dense)) - target) - worth
+        return abs(starts[j] - starts[i] - target) - worth
 
-    @functools.cache
-    def best(i: int, cues: int) -> tuple[float, tuple[int, ...]]:  # units[i:] in ``cues`` cues
-        if i == count or cues == 0:
-            return (0.0, ()) if i == count and cues == 0 else (math.inf, ())
-        options = (
-            (cost(i, j) + best(j, cues - 1)[0], (j, *best(j, cues - 1)[1]))
-            for j in range(i + 1, i + most[i] + 1)
-        )
-        return min(options, key=lambda option: option[0])
+    # best[i]: the least cost of units[i:] in the cues left, and their ends; one cue more a round
+    best: dict[int, tuple[float, tuple[int, ...]]] = {count: (0.0, ())}
+    for _ in range(need):
+        best = {
+            i: min(
+                (cost(i, j) + best[j][0], (j, *best[j][1]))
+                for j in range(i + 1, i + most[i] + 1)
+                if j in best
+            )
+            for i in range(count)
+            if any(j in best for j in range(i + 1, i + most[i] + 1))
+        }
+    return list(best[0][1])
 
-    return list(best(0, need)[1])
+
+def _filled_ends(units: list[str], dense: bool, limit: int, lines: int) -> list[int]:
+    """Where the cues of ``units`` end when each is filled in turn."""
+    ends = [0]
+    while ends[-1] < len(units):
+        ends.append(ends[-1] + _fitting(units[ends[-1] :], dense, limit, lines))
+    return ends[1:]
 
 
 def _cue_count(units: list[str], dense: bool, limit: int, lines: int) -> int:
-    """How many cues ``units`` need, each filled in turn."""
-    count = 0
-    while units:
-        units, count = units[_fitting(units, dense, limit, lines) :], count + 1
-    return count
+    return len(_filled_ends(units, dense, limit, lines))
 
 
 def _units(text: str) -> tuple[list[str], bool]:
