@@ -6,8 +6,9 @@ at most ``CUE_LINES`` (2) lines of at most ``LINE_CHARS`` (42) characters, or
 than a cue becomes several: a cue ends where a sentence ends, sentences that fit together share
 one, and a sentence longer than a cue is split into as few cues as it needs (with the sentences
 before it in its cue where that takes no more), of lengths as even as they can be, ending after
-other punctuation where some falls near there. A cue's lines are
-balanced, a break after punctuation preferred; a word longer than a line has a line of its own.
+other punctuation where some falls near there. A cue's lines are balanced, a break after
+punctuation preferred; a word longer than a line has a line of its own; text without spaces
+keeps Japanese line-breaking rules (``NO_LINE_START``, ``NO_LINE_END``).
 ``Cues(kind)`` turns consecutive captions into numbered cues (``add(start, end, text)``): each
 caption laid out and its time shared among its cues by their characters, every cue at least
 ``MIN_CUE_S`` on screen and never starting before the previous one ends. ``cue(kind, number,
@@ -38,10 +39,10 @@ DENSE_LINE_CHARS = 16  # ... in text written without spaces (Chinese, Japanese)
 CUE_LINES = 2  # lines of a cue at most
 SENTENCE_MARKS = tuple(".!?…。！？")  # a cue ends best after these
 BREAK_AFTER = (*SENTENCE_MARKS, *",;:，、；：")  # ... or these; a line too
-NO_LINE_START = tuple(
-    "。，、；：！？）」』】〉》”’.,;:!?)ーぁぃぅぇぉっゃゅょァィゥェォッャュョ"
-)  # never starts a dense line
-NO_LINE_END = tuple("（「『【〈《“‘(")  # never ends one
+# In text written without spaces: what never starts a line (closing punctuation, small kana, the
+# long-vowel mark), and what never ends one (opening brackets).
+NO_LINE_START = tuple("。，、；：！？）」』】〉》”’.,;:!?)ーぁぃぅぇぉっゃゅょァィゥェォッャュョ")
+NO_LINE_END = tuple("（「『【〈《“‘(")
 BALANCED_UNITS = 400  # a run of words (or characters) longer than this is cut as each cue fills
 DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
 KINDS = {"srt": (",", "", True), "vtt": (".", "WEBVTT\n\n", False)}  # separator, header, numbered
