@@ -143,6 +143,30 @@ def test_length_cuts_use_the_source_languages_openers():
     assert [j.text for j in jobs if j.final] == [" ".join(words[:12])]
 
 
+def test_text_without_spaces_is_cut_at_its_sentence_ends_and_by_length_in_characters():
+    """Chinese and Japanese partials have no spaces: their characters are the words."""
+    seg = Segmenter(SegmenterConfig(**{**OFF, "sentence_end": True}))
+    stream = [
+        "今天天气很好。明天",
+        "今天天气很好。明天会下雨。我们用 GPU",
+        "今天天气很好。明天会下雨。我们用 GPU 训练",
+    ]
+    jobs = feed(seg, stream) + seg.flush()
+    commits = [(j.text, j.reason) for j in jobs if j.final]
+    assert commits == [
+        ("今天天气很好。", "sentence"),
+        ("明天会下雨。", "sentence"),
+        ("我们用 GPU 训练", "end"),
+    ]
+    # max_words 5 is 10 characters: a long clause is cut after its last comma past a third
+    text = "我们今天讨论新的规则，这些规则是大家一起制定的"
+    seg = Segmenter(SegmenterConfig(sentence_end=False, max_words=5, pause_s=None))
+    jobs = feed(seg, [text, text + "。"]) + seg.flush()
+    commits = [j.text for j in jobs if j.final]
+    assert commits[0] == "我们今天讨论新的规则，" and all(len(c) <= 11 for c in commits)
+    assert "".join(commits) == text + "。"  # every character once, in order
+
+
 def test_pause_commits_the_live_text_once():
     seg = Segmenter(SegmenterConfig(**{**OFF, "pause_s": 2.0}))
     seg.feed(SourcePartial("so today", segment_id="a"), 10.0)

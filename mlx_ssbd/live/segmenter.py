@@ -7,7 +7,9 @@ committed yet (a caption's source at one moment, and whether it commits).
 ``Segmenter.due(now)`` returns the jobs a pause implies; ``Segmenter.flush()`` those that end the
 input. Pure logic: no model, no threads, time comes in as ``now`` (seconds).
 
-Rules (``SegmenterConfig``), checked on every partial, on the live words only:
+Rules (``SegmenterConfig``), checked on every partial, on the live words only (``scripts.words``:
+in text written without spaces, Chinese and Japanese, each character is a word, and the length
+rule's ``max_words`` counts two of them a word):
 
 * ``final: true`` or a new segment id: the live words are committed (the last partial of a
   segment is always translated as final).
@@ -38,10 +40,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..engine.cache import common_prefix_len
+from . import scripts
 from .source import SourcePartial
 
 SENTENCE_END = tuple(".!?。！？…")
 CLAUSE_END = tuple(",;:，；：、")
+DENSE_CHARS_PER_WORD = 2  # max_words in text written without spaces counts characters, two a word
 ABBREVIATIONS = frozenset("mr. mrs. ms. dr. prof. st. vs. etc. e.g. i.e. no. fig. approx. jr. sr.".split())
 # Words that open a clause, lower-cased, by source language: conjunctions, subordinators and
 # subject pronouns that are nothing else (no "you", "it", "that": objects and articles too).
@@ -122,6 +126,8 @@ class _Open:
     committed: int = 0  # words of this ASR segment already committed
     history: list[list[str]] = field(default_factory=list)  # recent partials' words
     live: str = ""  # the last live text handed out (uncommitted), "" if none
+    live_words: list[str] = field(default_factory=list)  # its words
+    dense: bool = False  # written without spaces (scripts.words: its words are characters)
     changed_at: float = 0.0
     # per word of the last partial
     times: list[tuple[float | None, float | None]] = field(default_factory=list)
@@ -147,7 +153,7 @@ class Segmenter:
             if seg.live:
                 jobs.append(self._commit_live("segment"))
             self._seg = seg = _Open(id=partial.segment_id, changed_at=now)
-        words = partial.text.split()
+        words, seg.dense = scripts.words(partial.text)
         seg.times = _word_times(partial, len(words))
         seg.history = [*seg.history, words][-self.config.stable_partials :]
         if partial.final:
@@ -160,9 +166,9 @@ class Segmenter:
             return jobs
         jobs += self._cuts(words)
         live = words[seg.committed :]
-        text = " ".join(live)
+        text = scripts.join(live, seg.dense)
         if text != seg.live:
-            seg.live, seg.changed_at = text, now
+            seg.live, seg.live_words, seg.changed_at = text, live, now
             if live:
                 jobs.append(self._job(live, seg.committed, False))
         self.repeats += not jobs
@@ -209,20 +215,21 @@ class Segmenter:
                 ahead = words[seg.committed + 1 :] + [None]  # each live word's next word, if heard
                 cut = next((i + 1 for i, w in enumerate(live) if is_sentence_end(w, ahead[i])), None)
                 reason = "sentence"
-            if cut is None and cfg.max_words and len(words) - seg.committed > cfg.max_words and live:
-                cut, reason = _length_cut(live, cfg.max_words, self._openers), "length"
+            most = cfg.max_words * (DENSE_CHARS_PER_WORD if seg.dense else 1)
+            if cut is None and most and len(words) - seg.committed > most and live:
+                cut, reason = _length_cut(live, most, self._openers), "length"
             if cut is None:
                 return jobs
             jobs.append(self._job(live[:cut], seg.committed, True, reason))
             seg.committed += cut
-            seg.live = ""
+            seg.live, seg.live_words = "", []
 
     def _commit_live(self, reason: str) -> CaptionSource:
         seg = self._seg
-        words = seg.live.split()
+        words = seg.live_words
         job = self._job(words, seg.committed, True, reason)
         seg.committed += len(words)
-        seg.live = ""
+        seg.live, seg.live_words = "", []
         return job
 
     def _job(self, words: Sequence[str], first: int, final: bool, reason: str = "") -> CaptionSource:
@@ -230,7 +237,8 @@ class Segmenter:
         last = first + len(words) - 1
         start = times[first][0] if first < len(times) else None
         end = times[last][1] if 0 <= last < len(times) else None
-        return CaptionSource(" ".join(words), final, reason if final else "", start, end, self._seg.id)
+        text = scripts.join(list(words), self._seg.dense)
+        return CaptionSource(text, final, reason if final else "", start, end, self._seg.id)
 
 
 def _length_cut(live: list[str], max_words: int, openers: frozenset[str]) -> int | None:

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Iterable
+
+from . import scripts
 
 MIN_CUE_S = 1.0  # a subtitle cue shows for at least this long
 LINE_CHARS = 42  # characters of a subtitle line at most, in text whose words are spaced
@@ -44,7 +45,6 @@ BREAK_AFTER = (*SENTENCE_MARKS, *",;:，、；：")  # ... or these; a line too
 NO_LINE_START = tuple("。，、；：！？）」』】〉》”’.,;:!?)ーぁぃぅぇぉっゃゅょァィゥェォッャュョ")
 NO_LINE_END = tuple("（「『【〈《“‘(")
 BALANCED_UNITS = 400  # a run of words (or characters) longer than this is cut as each cue fills
-DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
 KINDS = {"srt": (",", "", True), "vtt": (".", "WEBVTT\n\n", False)}  # separator, header, numbered
 
 
@@ -211,15 +211,14 @@ def _cue_count(units: list[str], dense: bool, limit: int, lines: int) -> int:
 
 
 def _units(text: str) -> tuple[list[str], bool]:
-    """The pieces a line may break between, and whether the text is written without spaces: its
-    words, or (dense) its characters and Latin words, each with the spaces after it, what may
-    not start a line (closing punctuation, small kana, the long-vowel mark) joined to the piece
-    before it and an opening bracket to the piece after it (Japanese line-breaking rules)."""
-    dense = any(unicodedata.east_asian_width(ch) in "WF" for ch in text)
+    """The pieces a line may break between (``scripts.words``), and whether the text is written
+    without spaces; there, what may not start a line joined to the piece before it and an opening
+    bracket to the piece after it (Japanese line-breaking rules)."""
+    pieces, dense = scripts.words(text)
     if not dense:
-        return text.split(), False
+        return pieces, False
     units: list[str] = []
-    for unit in DENSE_UNIT.findall(text):
+    for unit in pieces:
         if units and (unit.startswith(NO_LINE_START) or units[-1].endswith(NO_LINE_END)):
             units[-1] += unit
         else:
@@ -227,8 +226,7 @@ def _units(text: str) -> tuple[list[str], bool]:
     return units, True
 
 
-def _join(units: list[str], dense: bool) -> str:
-    return ("".join(units) if dense else " ".join(units)).strip()
+_join = scripts.join
 
 
 def _fitting(units: list[str], dense: bool, limit: int, lines: int) -> int:

@@ -1,0 +1,38 @@
+"""Words of text written with or without spaces, for the rules that count or cut words.
+
+Contract: ``words(text)`` is ``(units, dense)``: for text whose words are spaced, its words
+(``str.split``); for text written without spaces (any wide character: Chinese, Japanese), its
+characters, a run of Latin letters or digits as one, each keeping the spaces and the closing
+punctuation after it (``dense`` True). ``join(units, dense)`` gives the text back, stripped
+(spaced words joined by one space, dense units as they are). The segmenter counts and cuts
+these units; subtitle lines break between them.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
+CLOSING = tuple("。，、；：！？）」』】〉》”’.,;:!?)…")  # belongs to the character before it
+
+
+def is_dense(text: str) -> bool:
+    """Whether ``text`` is written without spaces between words (it has a wide character)."""
+    return any(unicodedata.east_asian_width(ch) in "WF" for ch in text)
+
+
+def words(text: str) -> tuple[list[str], bool]:
+    if not is_dense(text):
+        return text.split(), False
+    units: list[str] = []
+    for unit in DENSE_UNIT.findall(text):
+        if units and unit.startswith(CLOSING):
+            units[-1] += unit
+        else:
+            units.append(unit)
+    return units, True
+
+
+def join(units: list[str], dense: bool) -> str:
+    return ("".join(units) if dense else " ".join(units)).strip()
