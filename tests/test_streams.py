@@ -26,6 +26,19 @@ def test_lag3_reveal():
         lag_updates("a", 0)
 
 
+def test_text_without_spaces_is_revealed_two_characters_a_word():
+    ups = lag_updates("今天天气很好，明天会下雨。", 1)
+    assert [u.text for u in ups] == [
+        "今天",
+        "今天天气",
+        "今天天气很好，",
+        "今天天气很好，明天",
+        "今天天气很好，明天会下",
+        "今天天气很好，明天会下雨。",
+    ]
+    assert [u.text for u in lag_updates("用 GPU 训练", 1)] == ["用 GPU", "用 GPU 训练"]  # a Latin word is one
+
+
 def test_partials_may_shrink_and_revise(tmp_path):
     f = tmp_path / "p.jsonl"
     f.write_text(

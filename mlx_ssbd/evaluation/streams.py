@@ -32,6 +32,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from ..live import scripts
 from ..live.segmenter import is_sentence_end
 from ..live.source import SourcePartial, Word
 from .lines import LINE_PIECE_BYTES, LinePiece, StreamError, read_lines
@@ -51,14 +52,19 @@ class Pair:
 
 
 def lag_updates(text: str, lag: int = DEFAULT_LAG, segment_id: str | None = None) -> list[SourcePartial]:
-    """Reveal ``text`` ``lag`` words at a time; the last update is the full text, final."""
+    """Reveal ``text`` ``lag`` words at a time (text written without spaces: ``lag`` times
+    ``scripts.CHARS_PER_WORD`` characters); the last update is the full text, final."""
     if not isinstance(lag, int) or lag < 1:
         raise ValueError(f"lag must be a positive integer, got {lag!r}")
-    words = text.split()
+    words, dense = scripts.words(text)
     if not words:
         raise ValueError("cannot stream an empty sentence")
-    cuts = list(range(lag, len(words), lag)) + [len(words)]
-    return [SourcePartial(" ".join(words[:n]), final=n == len(words), segment_id=segment_id) for n in cuts]
+    step = lag * (scripts.CHARS_PER_WORD if dense else 1)
+    cuts = list(range(step, len(words), step)) + [len(words)]
+    return [
+        SourcePartial(scripts.join(words[:n], dense), final=n == len(words), segment_id=segment_id)
+        for n in cuts
+    ]
 
 
 def _json_object(name: str, number: int, line: str) -> dict:

@@ -5,7 +5,8 @@ Contract: ``words(text)`` is ``(units, dense)``: for text whose words are spaced
 characters, a run of Latin letters or digits as one, each keeping the spaces and the closing
 punctuation after it (``dense`` True). ``join(units, dense)`` gives the text back, stripped
 (spaced words joined by one space, dense units as they are). The segmenter counts and cuts
-these units; subtitle lines break between them.
+these units, and sentences are revealed a few of them at a time (``CHARS_PER_WORD`` characters
+for a word); subtitle lines break between them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import unicodedata
 
 DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
+CHARS_PER_WORD = 2  # a count of words, in text written without spaces: characters, two a word
 CLOSING = tuple("。，、；：！？）」』】〉》”’.,;:!?)…")  # belongs to the character before it
 
 

@@ -45,7 +45,6 @@ from .source import SourcePartial
 
 SENTENCE_END = tuple(".!?。！？…")
 CLAUSE_END = tuple(",;:，；：、")
-DENSE_CHARS_PER_WORD = 2  # max_words in text written without spaces counts characters, two a word
 ABBREVIATIONS = frozenset("mr. mrs. ms. dr. prof. st. vs. etc. e.g. i.e. no. fig. approx. jr. sr.".split())
 # Words that open a clause, lower-cased, by source language: conjunctions, subordinators and
 # subject pronouns that are nothing else (no "you", "it", "that": objects and articles too).
@@ -215,7 +214,7 @@ class Segmenter:
                 ahead = words[seg.committed + 1 :] + [None]  # each live word's next word, if heard
                 cut = next((i + 1 for i, w in enumerate(live) if is_sentence_end(w, ahead[i])), None)
                 reason = "sentence"
-            most = cfg.max_words * (DENSE_CHARS_PER_WORD if seg.dense else 1)
+            most = cfg.max_words * (scripts.CHARS_PER_WORD if seg.dense else 1)
             if cut is None and most and len(words) - seg.committed > most and live:
                 cut, reason = _length_cut(live, most, self._openers), "length"
             if cut is None:
