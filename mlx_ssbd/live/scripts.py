@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Sequence
 
 DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
 CHARS_PER_WORD = 2  # a count of words, in text written without spaces: characters, two a word
-CLOSING = tuple("。，、；：！？）」』】〉》”’.,;:!?)…")  # belongs to the character before it
+SENTENCE_END = tuple(".!?。！？…")  # a word ending in one of these may end a sentence
+CLAUSE_END = tuple(",;:，；：、")  # ... a clause
+CLOSING = (*SENTENCE_END, *CLAUSE_END, *"）」』】〉》”’)")  # belongs to the character before it
 
 
 def is_dense(text: str) -> bool:
@@ -24,17 +27,21 @@ def is_dense(text: str) -> bool:
     return any(unicodedata.east_asian_width(ch) in "WF" for ch in text)
 
 
-def words(text: str) -> tuple[list[str], bool]:
+def words(
+    text: str, before: tuple[str, ...] = CLOSING, after: tuple[str, ...] = ()
+) -> tuple[list[str], bool]:
+    """The module docstring's ``words``; in dense text a piece that starts with one of ``before``
+    joins the piece before it, and one that ends with one of ``after`` the piece after it."""
     if not is_dense(text):
         return text.split(), False
     units: list[str] = []
     for unit in DENSE_UNIT.findall(text):
-        if units and unit.startswith(CLOSING):
+        if units and (unit.startswith(before) or units[-1].endswith(after)):
             units[-1] += unit
         else:
             units.append(unit)
     return units, True
 
 
-def join(units: list[str], dense: bool) -> str:
+def join(units: Sequence[str], dense: bool) -> str:
     return ("".join(units) if dense else " ".join(units)).strip()

@@ -41,10 +41,9 @@ from dataclasses import dataclass, field
 
 from ..engine.cache import common_prefix_len
 from . import scripts
+from .scripts import CLAUSE_END, SENTENCE_END
 from .source import SourcePartial
 
-SENTENCE_END = tuple(".!?。！？…")
-CLAUSE_END = tuple(",;:，；：、")
 ABBREVIATIONS = frozenset("mr. mrs. ms. dr. prof. st. vs. etc. e.g. i.e. no. fig. approx. jr. sr.".split())
 # Words that open a clause, lower-cased, by source language: conjunctions, subordinators and
 # subject pronouns that are nothing else (no "you", "it", "that": objects and articles too).
@@ -236,7 +235,7 @@ class Segmenter:
         last = first + len(words) - 1
         start = times[first][0] if first < len(times) else None
         end = times[last][1] if 0 <= last < len(times) else None
-        text = scripts.join(list(words), self._seg.dense)
+        text = scripts.join(words, self._seg.dense)
         return CaptionSource(text, final, reason if final else "", start, end, self._seg.id)
 
 

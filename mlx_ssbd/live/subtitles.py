@@ -38,11 +38,11 @@ MIN_CUE_S = 1.0  # a subtitle cue shows for at least this long
 LINE_CHARS = 42  # characters of a subtitle line at most, in text whose words are spaced
 DENSE_LINE_CHARS = 16  # ... in text written without spaces (Chinese, Japanese)
 CUE_LINES = 2  # lines of a cue at most
-SENTENCE_MARKS = tuple(".!?…。！？")  # a cue ends best after these
-BREAK_AFTER = (*SENTENCE_MARKS, *",;:，、；：")  # ... or these; a line too
+SENTENCE_MARKS = scripts.SENTENCE_END  # a cue ends best after these
+BREAK_AFTER = (*scripts.SENTENCE_END, *scripts.CLAUSE_END)  # ... or these; a line too
 # In text written without spaces: what never starts a line (closing punctuation, small kana, the
 # long-vowel mark), and what never ends one (opening brackets).
-NO_LINE_START = tuple("。，、；：！？）」』】〉》”’.,;:!?)ーぁぃぅぇぉっゃゅょァィゥェォッャュョ")
+NO_LINE_START = (*scripts.CLOSING, *"ーぁぃぅぇぉっゃゅょァィゥェォッャュョ")
 NO_LINE_END = tuple("（「『【〈《“‘(")
 BALANCED_UNITS = 400  # a run of words (or characters) longer than this is cut as each cue fills
 KINDS = {"srt": (",", "", True), "vtt": (".", "WEBVTT\n\n", False)}  # separator, header, numbered
@@ -214,16 +214,7 @@ def _units(text: str) -> tuple[list[str], bool]:
     """The pieces a line may break between (``scripts.words``), and whether the text is written
     without spaces; there, what may not start a line joined to the piece before it and an opening
     bracket to the piece after it (Japanese line-breaking rules)."""
-    pieces, dense = scripts.words(text)
-    if not dense:
-        return pieces, False
-    units: list[str] = []
-    for unit in pieces:
-        if units and (unit.startswith(NO_LINE_START) or units[-1].endswith(NO_LINE_END)):
-            units[-1] += unit
-        else:
-            units.append(unit)
-    return units, True
+    return scripts.words(text, NO_LINE_START, NO_LINE_END)
 
 
 _join = scripts.join
