@@ -46,7 +46,7 @@ def test_transcripts_as_json_srt_and_vtt(url):
     assert httpx.get(f"{url}/v1/sessions/{sid}/transcript.txt").status_code == 404
     whole = list(srt.parse(httpx.get(f"{url}/v1/sessions/{sid}/transcript.srt?chars=0").text))
     assert [s.content for s in whole] == [c["text"] for c in commits if c["text"]]  # one line a caption
-    for bad in ("-1", "x", "1001"):
+    for bad in ("-1", "x", "1001", "²", "9" * 5000):  # a digit int() refuses; more digits than it reads
         refused = httpx.get(f"{url}/v1/sessions/{sid}/transcript.srt?chars={bad}")
         assert refused.status_code == 400 and "chars" in refused.json()["message"]
 

@@ -13,6 +13,7 @@ read answers 503 (``store_unavailable``); nothing here touches MLX.
 from __future__ import annotations
 
 import logging
+import re
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -74,6 +75,12 @@ class Transcripts:
         ``?chars=N``: a subtitle line's characters at most, 0 one line a caption)."""
         sid, name = request.path_params["sid"], request.path_params["kind"]
         lang, _, kind = name.rpartition(".")  # transcript.srt, or transcript.de.srt for one language
+        chars = request.query_params.get("chars", "")
+        if kind != "json" and chars and not (re.fullmatch(r"[0-9]{1,4}", chars) and int(chars) <= 1000):
+            return JSONResponse(
+                events.error_event("invalid_request", "chars must be a whole number from 0 to 1000"),
+                status_code=400,
+            )
         store = self.scheduler.store
         try:
             info = self.stored(sid)
@@ -103,12 +110,6 @@ class Transcripts:
                     **about,
                     "captions": [c.to_dict() for c in captions],
                 }
-            )
-        chars = request.query_params.get("chars", "")
-        if chars and not (chars.isdigit() and int(chars) <= 1000):
-            return JSONResponse(
-                events.error_event("invalid_request", "chars must be a whole number from 0 to 1000"),
-                status_code=400,
             )
         line_chars = int(chars) if chars else None  # ``subtitles.layout``'s: None, the conventions
         body = subtitles.document(kind, [(c.start, c.end, c.text) for c in captions], line_chars)
