@@ -19,6 +19,7 @@ from mlx_ssbd.evaluation.datasets import describe, load_pairs
 from mlx_ssbd.evaluation.report import write_report
 from mlx_ssbd.evaluation.scorers import COMET_PYTHON_ENV, DEFAULT_COMET, SEMSIM_LABEL, Comet, add_scores
 from mlx_ssbd.evaluation.streams import DEFAULT_LAG, detect_format
+from mlx_ssbd.live import scripts
 from mlx_ssbd.live.methods import METHODS
 
 import click
@@ -82,7 +83,7 @@ def load_items(
     else:
         pairs = load_pairs(data, source, target, flores_dir=flores_dir)
         if words:
-            pairs = [p for p in pairs if words[0] <= len(p.src.split()) <= words[1]]
+            pairs = [p for p in pairs if words[0] <= scripts.word_count(p.src) <= words[1]]
         items = items_from_pairs(pairs, lag)
     return items[:limit] if limit else items
 
@@ -155,7 +156,8 @@ DATA_HELP = (
     "--words",
     default=None,
     metavar="MIN-MAX",
-    help="Only pairs whose source has MIN to MAX words (e.g. 10-25: ordinary sentences); before --limit.",
+    help="Only pairs whose source has MIN to MAX words (e.g. 10-25: ordinary sentences; Chinese or Japanese: "
+    "two characters a word); before --limit.",
 )
 @click.option(
     "--word-s",

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from mlx_ssbd.evaluation.lines import check_stream_path
 from mlx_ssbd.evaluation.streams import DEFAULT_LAG, INPUT_KINDS, detect_format, open_updates
+from mlx_ssbd.live import scripts
 from mlx_ssbd.live.methods import DEFAULT_AGREEMENT, METHODS, method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import (
@@ -45,7 +46,7 @@ def paced(updates: Iterator[SourcePartial], words_per_second: float) -> Iterator
         if update.end is not None:
             due = update.end
         else:
-            words = len(update.text.split())
+            words = scripts.word_count(update.text)
             spoken += max(0, words - shown) / words_per_second
             shown = 0 if update.final else words
             due = spoken
@@ -193,7 +194,7 @@ def _as_commit(event: CaptionUpdate, now: float) -> CaptionCommit:
     type=click.FloatRange(0.1),
     default=2.5,
     show_default=True,
-    help="Words per second for --realtime.",
+    help="Words per second for --realtime (Chinese, Japanese: two characters a word).",
 )
 @click.option(
     "--latest-wins/--every-partial",

@@ -141,6 +141,8 @@ def test_bench_keeps_the_pairs_of_a_word_range(run, model_dir, tmp_path):
         tmp_path,
         ("short", "so today", "heute"),
         ("long", "so today I want to talk about rules", "heute will ich über Regeln sprechen"),
+        ("zh", "今天我想谈谈规则。", "heute will ich über Regeln sprechen"),  # 9 characters: 4.5 words
+        ("zh-long", "今天我想谈谈规则和它们的历史。", "heute will ich über Regeln sprechen"),  # 7.5
     )
     out = tmp_path / "out"
     result = run(
@@ -158,7 +160,9 @@ def test_bench_keeps_the_pairs_of_a_word_range(run, model_dir, tmp_path):
     )
     assert result.exit_code == 0, result.output
     configs = json.loads((out / "summary.json").read_text())["configs"]
-    assert configs["ssbd-b0.2"]["items"] == 1  # "so today" has 2 words
+    assert configs["ssbd-b0.2"]["items"] == 2  # "so today" has 2 words, the short Chinese one 4.5
+    items = {json.loads(line)["item"] for line in (out / "results.jsonl").read_text().splitlines()}
+    assert items == {"long", "zh-long"}
 
 
 def test_bench_malformed_jsonl_names_the_line(run, tmp_path):

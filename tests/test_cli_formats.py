@@ -102,3 +102,19 @@ def test_realtime_replay_follows_asr_times_and_skips_stale_partials(run, tmp_pat
 def test_bad_lines_in_the_new_formats(run, tmp_path, name, content, message):
     result = run("translate", "--stream", write(tmp_path, name, content), "--format", "text")
     assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+
+
+def test_realtime_text_is_paced_by_its_words_two_characters_a_word_without_spaces(monkeypatch):
+    """--realtime without ASR times: an update is due when its new words have been spoken at
+    --wps; in Chinese two characters make a word. The clock is faked: nothing waits."""
+    from mlx_ssbd.evaluation.streams import lag_updates
+    from mlx_ssbd_cli import translate
+
+    waits = []
+    monkeypatch.setattr(translate.time, "monotonic", lambda: 0.0)
+    monkeypatch.setattr(translate.time, "sleep", waits.append)
+    updates = [*lag_updates("so today I want to talk", 2), *lag_updates("今天我想谈谈规则。", 1)]
+    assert [u.text for u in translate.paced(iter(updates), 2.0)] == [u.text for u in updates]
+    # English: 2, 4 and 6 words at 2 a second; Chinese: 8 characters and a "。" (which goes with
+    # the character before it), 4 words, revealed one word at a time
+    assert waits == [1.0, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0]

@@ -13,6 +13,7 @@ from mlx_ssbd.evaluation.streams import (
     read_partials,
     read_text,
 )
+from mlx_ssbd.live import scripts
 
 import pytest
 
@@ -208,6 +209,21 @@ def test_a_long_line_is_revealed_in_pieces_cut_after_a_sentence_end(tmp_path):
     assert finals[1].text.split()[-1] == words[LONG_LINE_WORDS - 11]  # cut after the sentence end
     assert " ".join(u.text for u in finals[1:]) == " ".join(words)  # nothing lost, nothing doubled
     assert all(len(u.text.split()) <= LONG_LINE_WORDS for u in ups)
+
+
+def test_a_long_line_without_spaces_is_revealed_in_pieces_of_two_characters_a_word(tmp_path):
+    """Chinese: a line of 300 characters (150 words as they are counted) comes in two pieces, cut
+    after a "。", each revealed two characters a word; the spaces around a Latin word are kept."""
+    line = "我们今天用 GPU 训练模型。" * 20  # 15 characters a sentence, 300 in all
+    f = tmp_path / "zh.txt"
+    f.write_text(line + "\n")
+    ups = list(read_text(str(f), lag=1))
+    finals = [u for u in ups if u.final]
+    assert [u.segment_id for u in finals] == ["line1", "line1.2"]
+    assert all(u.text.endswith("。") for u in finals)
+    assert "".join(u.text for u in finals) == line  # nothing lost, nothing doubled
+    assert all(scripts.word_count(u.text) <= LONG_LINE_WORDS for u in ups)
+    assert [u.text for u in ups[:3]] == ["我们", "我们今天", "我们今天用 GPU"]
 
 
 def test_lines_longer_than_a_read_piece_are_cut_at_spaces_and_characters(tmp_path, monkeypatch):

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..live import scripts
 from ..live.methods import METHODS, method_config
 from ..live.source import SourcePartial
 from ..live.translator import StreamTranslator
@@ -267,7 +268,7 @@ def _translate_item(translator: StreamTranslator, label: str, item: Item) -> lis
                 "config": label,
                 "update": index,
                 "source": update.text,
-                "source_words": len(update.text.split()),
+                "source_words": scripts.word_count(update.text),
                 "output": result.output,
                 "display": result.display,
                 "stable": result.stable,

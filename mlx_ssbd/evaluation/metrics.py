@@ -104,7 +104,7 @@ def laal(delays: Sequence[float], source_time: float, hyp_len: int, ref_len: int
 
 def lagging(
     displays: Sequence[Sequence[str]],
-    source_words: Sequence[int],
+    source_words: Sequence[float],
     walls: Sequence[float],
     *,
     word_s: float,

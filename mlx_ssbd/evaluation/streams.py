@@ -17,7 +17,8 @@ naming the file and line number only when it is reached. Formats:
 * plain text: each non-empty line is one sentence revealed ``lag`` words at a time; a line of
   more than ``LONG_LINE_WORDS`` words is cut into pieces of at most that many (after its last
   sentence end in the piece's second half, when there is one), each revealed as a sentence of its
-  own, so an update's cost stays flat however long a line runs.
+  own, so an update's cost stays flat however long a line runs. Text written without spaces
+  (Chinese, Japanese) counts ``scripts.CHARS_PER_WORD`` characters a word (``scripts.words``).
 
 Any input streams through in bounded memory: lines are read in pieces of at most
 ``LINE_PIECE_BYTES`` (``lines.read_lines``: a longer plain-text line is cut at a space), and a
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -39,7 +39,6 @@ from .lines import LINE_PIECE_BYTES, LinePiece, StreamError, read_lines
 
 DEFAULT_LAG = 3
 LONG_LINE_WORDS = 96  # a plain-text line longer than this is revealed in pieces of at most this many
-WORD = re.compile(r"\S+")
 
 
 @dataclass(frozen=True)
@@ -220,40 +219,48 @@ def parse_text(lines: Lines, name: str, lag: int = DEFAULT_LAG, check=None) -> I
     """
     lines = iter(lines)
     for number, piece in lines:
-        for k, sentence in enumerate(_long_line_pieces(_line_words(piece, lines), LONG_LINE_WORDS), 1):
-            text = " ".join(sentence)
+        for k, sentence in enumerate(_long_line_pieces(_line_units(piece, lines), LONG_LINE_WORDS), 1):
+            text = "".join(sentence).strip()
             _checked(check, text, f"{name}:{number}")
             yield from lag_updates(text, lag, segment_id=f"line{number}" + (f".{k}" if k > 1 else ""))
 
 
-def _line_words(piece: str, lines: Iterator[tuple[int, str]]) -> Iterator[str]:
-    """The words of the line that starts with ``piece``, its further pieces taken from ``lines``
-    as they are needed (never a line ahead: a live stdin line is read as soon as it arrives)."""
+def _line_units(piece: str, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[str, float]]:
+    """The words of the line that starts with ``piece`` (``scripts.words``: in text written without
+    spaces, its characters), each with the one space that follows it in the line (if any) and what
+    it counts as a word; further pieces of the line are taken from ``lines`` as they are needed
+    (never a line ahead: a live stdin line is read as soon as it arrives)."""
     while True:
-        yield from (match.group() for match in WORD.finditer(piece))
+        dense = scripts.is_dense(piece)
+        size = 1 / scripts.CHARS_PER_WORD if dense else 1
+        for unit in scripts.iter_words(piece, dense):
+            yield (unit.rstrip() + " " if not dense or unit[-1].isspace() else unit), size
         if not isinstance(piece, LinePiece) or (item := next(lines, None)) is None:
             return
         piece = item[1]
 
 
-def _long_line_pieces(words: Iterator[str], max_words: int) -> Iterator[list[str]]:
-    """The words of one line in pieces of at most ``max_words``: a piece ends after its last
-    sentence end past ``max_words // 2`` words, else at ``max_words``; a line of at most
-    ``max_words`` words is one piece (none for a blank line)."""
+def _long_line_pieces(units: Iterator[tuple[str, float]], max_words: int) -> Iterator[list[str]]:
+    """The units of one line (``_line_units``) in pieces of at most ``max_words`` words: a piece
+    ends after its last sentence end past ``max_words / 2`` words, else before the unit that would
+    take it past ``max_words``; a line of at most ``max_words`` words is one piece (none for a
+    blank line)."""
     piece: list[str] = []
-    for word in words:
-        piece.append(word)
-        if len(piece) > max_words:
+    counted: list[float] = []  # words up to and including each unit of the piece
+    for unit, size in units:
+        piece.append(unit)
+        counted.append((counted[-1] if counted else 0) + size)
+        if counted[-1] > max_words:
             cut = next(
                 (
                     i + 1
-                    for i in range(max_words - 1, max_words // 2 - 1, -1)
-                    if is_sentence_end(piece[i], piece[i + 1])
+                    for i in range(len(piece) - 2, -1, -1)
+                    if counted[i] >= max_words / 2 and is_sentence_end(piece[i].strip(), piece[i + 1].strip())
                 ),
-                max_words,
+                len(piece) - 1,
             )
             yield piece[:cut]
-            piece = piece[cut:]
+            piece, counted = piece[cut:], [c - counted[cut - 1] for c in counted[cut:]]
     if piece:
         yield piece
 

@@ -5,16 +5,19 @@ Contract: ``words(text)`` is ``(units, dense)``: for text whose words are spaced
 characters, a run of Latin letters or digits as one, each keeping the spaces and the closing
 punctuation after it (``dense`` True). ``join(units, dense)`` gives the text back, stripped
 (spaced words joined by one space, dense units as they are). The segmenter counts and cuts
-these units, and sentences are revealed a few of them at a time (``CHARS_PER_WORD`` characters
-for a word); subtitle lines break between them.
+these units, and sentences are revealed a few of them at a time; subtitle lines break between
+them. Wherever words are counted (``word_count``: the segmenter's length rule, the lag of
+revealed sentences, the pace of ``--paced`` input, the source's words in lagging metrics), text
+without spaces counts ``CHARS_PER_WORD`` of its units a word.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
+SPACED_WORD = re.compile(r"\S+")
 DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
 CHARS_PER_WORD = 2  # a count of words, in text written without spaces: characters, two a word
 SENTENCE_END = tuple(".!?。！？…")  # a word ending in one of these may end a sentence
@@ -32,15 +35,35 @@ def words(
 ) -> tuple[list[str], bool]:
     """The module docstring's ``words``; in dense text a piece that starts with one of ``before``
     joins the piece before it, and one that ends with one of ``after`` the piece after it."""
-    if not is_dense(text):
-        return text.split(), False
-    units: list[str] = []
-    for unit in DENSE_UNIT.findall(text):
-        if units and (unit.startswith(before) or units[-1].endswith(after)):
-            units[-1] += unit
-        else:
-            units.append(unit)
-    return units, True
+    dense = is_dense(text)
+    return list(iter_words(text, dense, before, after)), dense
+
+
+def iter_words(
+    text: str, dense: bool, before: tuple[str, ...] = CLOSING, after: tuple[str, ...] = ()
+) -> Iterator[str]:
+    """``words(text, before, after)[0]`` one at a time (a long text is never held twice), for text
+    that is ``dense`` or not."""
+    if not dense:
+        yield from (match.group() for match in SPACED_WORD.finditer(text))
+        return
+    unit = None
+    for match in DENSE_UNIT.finditer(text):
+        piece = match.group()
+        if unit is not None and (piece.startswith(before) or unit.endswith(after)):
+            unit += piece
+            continue
+        if unit is not None:
+            yield unit
+        unit = piece
+    if unit is not None:
+        yield unit
+
+
+def word_count(text: str) -> float:
+    """How many words ``text`` has as the rules count them (module docstring)."""
+    units, dense = words(text)
+    return len(units) / CHARS_PER_WORD if dense else len(units)
 
 
 def join(units: Sequence[str], dense: bool) -> str:
