@@ -99,7 +99,7 @@ def cue_chars_option(command):
         type=click.IntRange(0, 1000),
         default=None,
         help="srt/vtt: characters of a subtitle line at most; a caption longer than 2 lines is several cues "
-        "sharing its time. [default: 42; 16 for Chinese and Japanese] 0: each caption one cue on one line.",
+        "sharing its time. [default: 42; 16 for Chinese, 13 for Japanese] 0: each caption one cue on one line.",
     )(command)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 SPACED_WORD = re.compile(r"\S+")
 DENSE_UNIT = re.compile(r"[0-9A-Za-z\u00C0-\u024F'’-]+\s*|\S\s*")  # a Latin word or one character
@@ -47,9 +47,14 @@ def iter_words(
     if not dense:
         yield from (match.group() for match in SPACED_WORD.finditer(text))
         return
+    yield from attached((match.group() for match in DENSE_UNIT.finditer(text)), before, after)
+
+
+def attached(pieces: Iterable[str], before: tuple[str, ...], after: tuple[str, ...]) -> Iterator[str]:
+    """``pieces`` with each that starts with one of ``before`` joined to the piece before it, and
+    each that ends with one of ``after`` to the piece after it."""
     unit = None
-    for match in DENSE_UNIT.finditer(text):
-        piece = match.group()
+    for piece in pieces:
         if unit is not None and (piece.startswith(before) or unit.endswith(after)):
             unit += piece
             continue

@@ -2,13 +2,17 @@
 
 Contract: ``layout(text)`` lays a caption out as the usual subtitle conventions have it: cues of
 at most ``CUE_LINES`` (2) lines of at most ``LINE_CHARS`` (42) characters, or
-``DENSE_LINE_CHARS`` (16) in text written without spaces (Chinese, Japanese). A caption longer
+``DENSE_LINE_CHARS`` (16) in Chinese and ``JAPANESE_LINE_CHARS`` (13) in Japanese, which are
+written without spaces (``line_chars_of``). A caption longer
 than a cue becomes several: a cue ends where a sentence ends, sentences that fit together share
 one, and a sentence longer than a cue is split into as few cues as it needs (with the sentences
 before it in its cue where that takes no more), of lengths as even as they can be, ending after
 other punctuation where some falls near there. A cue's lines are balanced, a break after
-punctuation preferred; a word longer than a line has a line of its own; text without spaces
-keeps Japanese line-breaking rules (``NO_LINE_START``, ``NO_LINE_END``).
+punctuation preferred; a word longer than a line has a line of its own. Text without spaces
+breaks between characters and keeps Japanese line-breaking rules (``NO_LINE_START``,
+``NO_LINE_END``); Japanese breaks between phrases instead where MeCab is installed (the ``ja``
+extra; ``japanese.phrases``), and between the characters of a phrase only where it is longer than
+a line.
 ``Cues(kind)`` turns consecutive captions into numbered cues (``add(start, end, text)``): each
 caption laid out and its time shared among its cues by their characters, every cue at least
 ``MIN_CUE_S`` on screen and never starting before the previous one ends. ``cue(kind, number,
@@ -32,11 +36,12 @@ import math
 import re
 from collections.abc import Iterable
 
-from . import scripts
+from . import japanese, scripts
 
 MIN_CUE_S = 1.0  # a subtitle cue shows for at least this long
 LINE_CHARS = 42  # characters of a subtitle line at most, in text whose words are spaced
-DENSE_LINE_CHARS = 16  # ... in text written without spaces (Chinese, Japanese)
+DENSE_LINE_CHARS = 16  # ... in Chinese, written without spaces
+JAPANESE_LINE_CHARS = 13  # ... in Japanese
 CUE_LINES = 2  # lines of a cue at most
 SENTENCE_MARKS = scripts.SENTENCE_END  # a cue ends best after these
 BREAK_AFTER = (*scripts.SENTENCE_END, *scripts.CLAUSE_END)  # ... or these; a line too
@@ -126,14 +131,14 @@ class Cues:
 
 def layout(text: str, line_chars: int | None = None, lines: int = CUE_LINES) -> list[str]:
     """``text`` as the texts of consecutive cues, lines joined by newlines (module docstring):
-    lines of at most ``line_chars`` characters (None: ``LINE_CHARS``, or ``DENSE_LINE_CHARS`` for
-    text written without spaces; 0: each caption one cue on one line), at most ``lines`` a cue."""
-    units, dense = _units(text)
+    lines of at most ``line_chars`` characters (None: ``line_chars_of(text)``; 0: each caption
+    one cue on one line), at most ``lines`` a cue."""
+    limit = line_chars_of(text) if line_chars is None else line_chars
+    units, dense = _units(text, limit)
     if not units:
         return []
-    if line_chars == 0:
+    if limit == 0:
         return [_join(units, dense)]
-    limit = line_chars or (DENSE_LINE_CHARS if dense else LINE_CHARS)
     cues: list[list[str]] = []
     whole = False  # whether the last cue holds whole sentences only
     for sentence in _sentences(units):
@@ -210,11 +215,29 @@ def _cue_count(units: list[str], dense: bool, limit: int, lines: int) -> int:
     return len(_filled_ends(units, dense, limit, lines))
 
 
-def _units(text: str) -> tuple[list[str], bool]:
-    """The pieces a line may break between (``scripts.words``), and whether the text is written
-    without spaces; there, what may not start a line joined to the piece before it and an opening
-    bracket to the piece after it (Japanese line-breaking rules)."""
-    return scripts.words(text, NO_LINE_START, NO_LINE_END)
+def line_chars_of(text: str) -> int:
+    """The longest line for ``text``'s script (module docstring)."""
+    if not scripts.is_dense(text):
+        return LINE_CHARS
+    return JAPANESE_LINE_CHARS if japanese.is_japanese(text) else DENSE_LINE_CHARS
+
+
+def _units(text: str, limit: int) -> tuple[list[str], bool]:
+    """The pieces a line may break between, and whether the text is written without spaces: its
+    words (``scripts.words``), or there its characters, or the phrases of Japanese where MeCab
+    finds them (a phrase longer than ``limit`` in its characters); what may not start a line
+    joined to the piece before it and an opening bracket to the piece after it (Japanese
+    line-breaking rules)."""
+    units, dense = scripts.words(text, NO_LINE_START, NO_LINE_END)
+    if not dense or not limit or not japanese.is_japanese(text) or (found := japanese.phrases(text)) is None:
+        return units, dense
+    units = []
+    for phrase in scripts.attached(found, NO_LINE_START, NO_LINE_END):
+        if len(phrase.strip()) > limit:
+            units += scripts.iter_words(phrase, True, NO_LINE_START, NO_LINE_END)
+        else:
+            units.append(phrase)
+    return units, True
 
 
 _join = scripts.join
