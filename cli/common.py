@@ -19,6 +19,13 @@ STAGE_LABELS = {
 STAGE_UNITS = {"convert": "tensors"}  # the others count bytes
 
 
+def stage_label(stage: str) -> str:
+    """A progress stage in words; ``assemble FILE`` is one file of weights joined from its parts."""
+    if stage.startswith("assemble "):
+        return f"Assembling {stage.split(' ', 1)[1]} (sha256 checked)"
+    return STAGE_LABELS.get(stage, stage)
+
+
 def amount(done: int, total: int, unit: str) -> str:
     """``done`` of ``total`` for a progress line: bytes in MB, anything else as counted."""
     if unit == "bytes":
@@ -51,7 +58,7 @@ class StageProgress:
             unit = STAGE_UNITS.get(stage, "bytes")
             self._bar = click.progressbar(
                 length=max(total, 1),
-                label=STAGE_LABELS.get(stage, stage),
+                label=stage_label(stage),
                 file=self._file,
                 show_eta=True,
                 show_percent=True,
@@ -77,7 +84,7 @@ class StageProgress:
     def _line(self, stage: str, done: int, total: int) -> None:
         unit = STAGE_UNITS.get(stage, "bytes")
         percent = 100 * done / max(total, 1)
-        label = STAGE_LABELS.get(stage, stage)
+        label = stage_label(stage)
         click.echo(f"{label}: {amount(done, total, unit)} ({percent:.0f}%)", file=self._file)
 
     def close(self) -> None:
@@ -130,15 +137,21 @@ def load(model: str | None, family: str | None = None, weights: str | None = Non
     return loaded
 
 
+def check_language(code: str, option: str = "--source") -> str:
+    """``code`` if it names a known language; a ``click.BadParameter`` for ``option`` otherwise."""
+    try:
+        language_name(code)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint=option) from None
+    return code
+
+
 def check_languages(source: str, target: str, max_targets: int = 1) -> tuple[str, ...]:
     """The target languages of ``--target`` (one code, or several separated by commas), checked
     against ``source`` and ``max_targets``; a ``click.BadParameter`` otherwise."""
     targets = tuple(code.strip().lower() for code in target.split(",") if code.strip())
     for code, option in ((source, "--source"), *((t, "--target") for t in targets)):
-        try:
-            language_name(code)
-        except ValueError as error:
-            raise click.BadParameter(str(error), param_hint=option) from None
+        check_language(code, option)
     if not targets:
         raise click.BadParameter("no target language", param_hint="--target")
     if len(set(targets)) != len(targets):

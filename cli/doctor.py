@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from mlx_ssbd import backend_info
-from mlx_ssbd.asr.recognizer import asr_status
+from mlx_ssbd.asr.recognizer import asr_cards, asr_status
 from mlx_ssbd.models.registry import cards, is_prepared, models_home
 
 import click
@@ -76,4 +76,5 @@ def doctor():
     for card in cards().values():
         state = "prepared" if is_prepared(card) else ("not prepared" if card.on_pypi else "hub only")
         click.echo(f"  {card.name:<22} {state}")
-    click.echo(f"speech (asr)   {asr_status()}")
+    for name in asr_cards():
+        click.echo(f"speech (asr)   {asr_status(name)}")

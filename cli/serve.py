@@ -7,6 +7,7 @@ import logging
 import sys
 from urllib.parse import urlsplit, urlunsplit
 
+from mlx_ssbd.asr.recognizer import asr_cards
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.service.options import ServiceOptions
 from mlx_ssbd.service.scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS
@@ -159,6 +160,12 @@ from .common import load, weights_option
     help="Commit a session's open caption once its text has not changed for this many seconds (0: never): "
     "seconds of speech for audio, of arrival for text partials.",
 )
+@click.option(
+    "--asr-model",
+    default=None,
+    help="The ASR model for every session's speech. [default: per session, whisper-tiny.en for English, "
+    "whisper-base (prepared beforehand with `mlx-ssbd models prepare whisper-base`) for other languages]",
+)
 @weights_option
 def serve(
     model,
@@ -182,6 +189,7 @@ def serve(
     pause,
     allow_hosts,
     public_without_key,
+    asr_model,
     weights,
 ):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
@@ -191,6 +199,10 @@ def serve(
     """
     if api_key is not None and not api_key.strip():
         raise click.BadParameter("the API key is empty", param_hint="--api-key")
+    if asr_model is not None and asr_model not in asr_cards():
+        raise click.BadParameter(
+            f"unknown ASR model; known: {', '.join(asr_cards())}", param_hint="--asr-model"
+        )
     if api_key is None and not public_without_key and not _loopback(host):
         raise click.UsageError(
             f"--host {host} without --api-key would let anyone who can reach it use the model and "
@@ -231,6 +243,7 @@ def serve(
         max_tokens=max_tokens,
         keepalive_s=keepalive,
         head_timeout_s=head_timeout,
+        asr_model=asr_model,
     )
 
     def ready(url: str) -> None:

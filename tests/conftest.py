@@ -85,10 +85,12 @@ def postgres():
 
 @pytest.fixture(scope="module")
 def url(model_dir, tmp_path_factory):
-    """A server on the tiny model (SQLite store, at most 3 sessions), shared by a test module."""
+    """A server on the tiny model (SQLite store, at most 3 sessions, English speech only: its ASR
+    model is Whisper tiny.en), shared by a test module."""
     from serving import server
 
-    with server(model_dir, tmp_path_factory.mktemp("store") / "t.sqlite3", "--max-sessions", "3") as (
+    store = tmp_path_factory.mktemp("store") / "t.sqlite3"
+    with server(model_dir, store, "--max-sessions", "3", "--asr-model", "whisper-tiny.en") as (
         base,
         _,
     ):

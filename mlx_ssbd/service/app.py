@@ -92,7 +92,7 @@ def create_app(
     caller that gives it stops it)."""
     options.check()
     model = scheduler.loaded.name
-    speech = speech or SpeechWorker(scheduler, max_pending_s=options.max_audio_s)
+    speech = speech or SpeechWorker(scheduler, asr=options.asr_model, max_pending_s=options.max_audio_s)
     viewers = Viewers(options.max_viewers, options.max_viewers_per_session)
     caption_page = CAPTION_PAGE.read_text(encoding="utf-8")
     page_config = json.dumps(

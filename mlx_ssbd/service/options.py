@@ -34,6 +34,8 @@ class ServiceOptions:
     max_chat_bytes: a chat completion request's body at most.
     max_tokens: a chat completion's ``max_tokens`` at most.
     max_audio_s: seconds of a session's audio waiting to be recognised at most.
+    asr_model: the ASR card that hears every session's speech; None: for each source language
+        the card that hears it (``asr.recognizer.asr_card_for``).
     max_bad_messages: a connection sending more bad messages than this within
         ``BAD_MESSAGE_WINDOW_S`` is closed (1008): a flood of junk costs the others nothing.
     keepalive_s: an SSE stream sends a comment after this long without an event, so that
@@ -54,6 +56,7 @@ class ServiceOptions:
     max_chat_bytes: int = 1 << 20
     max_tokens: int = 4096
     max_audio_s: float = 30.0
+    asr_model: str | None = None
     max_bad_messages: int = 50
     keepalive_s: float = 15.0
     head_timeout_s: float = 10.0

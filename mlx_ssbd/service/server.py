@@ -61,7 +61,7 @@ def serve(
     scheduler = Scheduler(
         loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds, segmenter=segmenter
     )
-    speech = SpeechWorker(scheduler, max_pending_s=options.max_audio_s)
+    speech = SpeechWorker(scheduler, asr=options.asr_model, max_pending_s=options.max_audio_s)
     config = uvicorn.Config(
         InFlightLimit(create_app(scheduler, options, speech), max_sessions + options.max_viewers + 64),
         host=host,

