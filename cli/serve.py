@@ -7,7 +7,7 @@ import logging
 import sys
 from urllib.parse import urlsplit, urlunsplit
 
-from mlx_ssbd.asr.recognizer import asr_cards
+from mlx_ssbd.asr.recognizer import asr_cards, asr_status
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.service.options import ServiceOptions
 from mlx_ssbd.service.scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS
@@ -253,6 +253,8 @@ def serve(
         )
         click.echo(url)  # stdout: the URL alone, for scripts (port 0 picks a free port)
         sys.stdout.flush()
+        for name in [asr_model] if asr_model else asr_cards():
+            click.echo(f"mlx-ssbd serve: speech: {asr_status(name)}", err=True)
 
     try:
         run(

