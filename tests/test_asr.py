@@ -12,6 +12,7 @@ from mlx_ssbd.asr.audio import Replay
 from mlx_ssbd.asr.recognizer import SAMPLE_RATE, AsrError, split_word
 from mlx_ssbd.asr.streaming import StreamingConfig, StreamingRecognizer, voiced
 from mlx_ssbd.evaluation.streams import parse_partials, partial_json
+from mlx_ssbd.live import scripts
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import CaptionCommit, LiveSession
 from mlx_ssbd.live.source import SourcePartial, Word
@@ -88,6 +89,17 @@ def test_partials_grow_revise_and_end_in_confirmed_sentences():
     today = finals[1].words[0]
     assert today.text == "Today" and (today.start, today.end) == pytest.approx((2.1, 2.5))
     assert asr.passes == len(rec.calls) == 6 and asr.audio_s == pytest.approx(6.0)
+
+
+def test_chinese_and_japanese_words_are_joined_without_spaces():
+    """Whisper gives Chinese and Japanese words without spaces between them: partials, their
+    sentence ends and the prompt keep the text as written (a Latin word keeps its spaces)."""
+    talk = [("今天", 0.2, 0.6), ("我们", 0.6, 1.0), ("用", 1.0, 1.2), ("GPU", 1.2, 1.6), ("训练。", 1.6, 2.2)]
+    talk += [("谢谢", 2.8, 3.4)]
+    _, _, partials = stream(talk, seconds=4.0)
+    finals = [p.text for p in partials if p.final]
+    assert finals == ["今天我们用GPU训练。", "谢谢"]
+    assert scripts.join_words(["so", "today", "我们", "GPU", "and", "这"]) == "so today我们GPU and这"
 
 
 def test_the_buffer_is_trimmed_at_confirmed_sentence_ends_and_prompted_with_them():

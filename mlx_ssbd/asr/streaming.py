@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..live.scripts import join_words
 from ..live.segmenter import is_sentence_end
 from ..live.source import SourcePartial, Word
 from .recognizer import SAMPLE_RATE, Recognizer
@@ -137,7 +138,9 @@ class StreamingRecognizer:
     # -- helpers ---------------------------------------------------------------------------
 
     def _transcribe(self) -> list[Word]:
-        prompt = " ".join(w.text for w in self._history if w.end <= self._offset)[-self.config.prompt_chars :]
+        prompt = join_words(w.text for w in self._history if w.end <= self._offset)[
+            -self.config.prompt_chars :
+        ]
         t0 = time.perf_counter()
         words = self.recognizer.transcribe(self._buffer, prompt)
         self.asr_s += time.perf_counter() - t0
@@ -193,7 +196,7 @@ class StreamingRecognizer:
 
     def _live(self) -> list[SourcePartial]:
         words = self._open + self._tentative
-        text = " ".join(w.text for w in words)
+        text = join_words(w.text for w in words)
         if not words or text == self._last_text:
             return []
         self._last_text = text
@@ -253,7 +256,7 @@ class OnePass:
 def partial(words: list[Word], final: bool, segment: int) -> SourcePartial:
     """The ASR partial of ``words`` (word timestamps, first and last time) in segment ``a<n>``."""
     return SourcePartial(
-        " ".join(w.text for w in words),
+        join_words(w.text for w in words),
         final=final,
         segment_id=f"a{segment}",
         start=words[0].start,

@@ -7,8 +7,9 @@ punctuation after it (``dense`` True). ``join(units, dense)`` gives the text bac
 (spaced words joined by one space, dense units as they are). The segmenter counts and cuts
 these units, and sentences are revealed a few of them at a time; subtitle lines break between
 them. Wherever words are counted (``word_count``: the segmenter's length rule, the lag of
-revealed sentences, the pace of ``--paced`` input, the source's words in lagging metrics), text
-without spaces counts ``CHARS_PER_WORD`` of its units a word.
+revealed sentences, the pace of ``--realtime`` input, the source's words in lagging metrics),
+text without spaces counts ``CHARS_PER_WORD`` of its units a word. ``join_words`` makes text of a
+recognizer's words (no space between Chinese or Japanese words).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ CLOSING = (*SENTENCE_END, *CLAUSE_END, *"）」』】〉》”’)")  # belongs 
 
 def is_dense(text: str) -> bool:
     """Whether ``text`` is written without spaces between words (it has a wide character)."""
-    return any(unicodedata.east_asian_width(ch) in "WF" for ch in text)
+    return any(map(_wide, text))
 
 
 def words(
@@ -69,6 +70,21 @@ def word_count(text: str) -> float:
     """How many words ``text`` has as the rules count them (module docstring)."""
     units, dense = words(text)
     return len(units) / CHARS_PER_WORD if dense else len(units)
+
+
+def join_words(texts: Iterable[str]) -> str:
+    """Recognised words as text: one space between two words, none where a wide character meets
+    the space (a recognizer gives Chinese and Japanese words without spaces between them)."""
+    out = ""
+    for text in texts:
+        if out and text and not (_wide(out[-1]) or _wide(text[0])):
+            out += " "
+        out += text
+    return out
+
+
+def _wide(ch: str) -> bool:
+    return unicodedata.east_asian_width(ch) in "WF"
 
 
 def join(units: Sequence[str], dense: bool) -> str:
