@@ -256,6 +256,8 @@ STEPS = (
          ("--model", SMALL, "--paragraphs", "1", "--methods", "ssbd"), 3, long_only=True),
     Step("long-speech-1.5b", "live", 12, "benchmarks.live.long_speech", ("--model", DEFAULT), ("--model", SMALL), 4,
          long_only=True),
+    Step("asr-models", "live", 8, "benchmarks.live.asr_models", (),
+         ("--paragraphs", "1", "--pairs", "whisper-tiny.en:en"), 2, needs="faster_whisper", long_only=True),
     Step("targets-1.5b", "live", 25, "benchmarks.live.targets", ("--models", DEFAULT, "--partials", "60"),
          ("--models", SMALL, "--partials", "6", "--seconds", "15"), 3, long_only=True),
     Step("glossary-terms", "live", 20, "benchmarks.live.glossary_terms", ("--models", f"{DEFAULT},{SMALL}"),

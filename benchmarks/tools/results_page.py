@@ -153,6 +153,14 @@ SECTIONS = (
         (("long-speech-1.5b",),),
     ),
     Section(
+        "Speech recognizers by language",
+        "The first UDHR paragraphs spoken by espeak-ng in English and in German, heard by each ASR model "
+        "(Whisper tiny.en for English, Whisper base for every language) in one pass and through the live "
+        "policy as fast as it goes: seconds of ASR per second of speech, and chrF++ of what it heard "
+        "against the written text.",
+        (("asr-models",),),
+    ),
+    Section(
         "Memory, and the weights as they ship",
         "Each model as it ships (quantized layers through mlx-ssbd's CPU kernel) against the same "
         "layers dequantized to fp32, also with both held to AVX2; llama.cpp against ours on the same "
