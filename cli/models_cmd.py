@@ -56,6 +56,9 @@ def list_models():
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    click.echo("\nSpeech recognizers (listen, serve):")
+    for name in asr_cards():
+        click.echo(f"  {asr_status(name)}")
     click.echo(
         f"\n* default model. Prepared models live in {models_home() / 'models'}; MEMORY is the "
         "weights once loaded here (quantized layers as stored, other tensors in the compute dtype)",

