@@ -15,8 +15,7 @@ One worker thread, started at the first audio, owns the recognizers (``asr.recog
 each source language the card that hears it, or card ``asr`` for all; each loaded at the first
 audio that needs it, a card's model shared by the languages it hears) and serves the sessions in
 turn. ``hears(language)`` tells whether speech in that language can be recognised here at all.
-For each session: whenever one has ``step_s`` of new audio, or has ended,
-its ``StreamingRecognizer`` steps, and each partial is pushed into the session's ``LiveSession``
+Whenever a session has ``step_s`` of new audio, or has ended, its ``StreamingRecognizer`` steps, and each partial is pushed into the session's ``LiveSession``
 (the scheduler translates it exactly like a ``source.update``) and sent to the client and its
 viewers as ``transcription.update``. The session's pause rule reads the audio's clock (seconds
 heard), so a slow recognizer step is never taken for a pause of the speaker. A recognizer that cannot be
@@ -65,9 +64,8 @@ class SpeechWorker:
         self.scheduler = scheduler
         self.asr_name = asr
         self.max_pending_bytes = 2 * int(max_pending_s * SAMPLE_RATE)
-        self._cards: dict[
-            str, str | None
-        ] = {}  # language -> the card that hears it (read once, not per frame)
+        # language -> the name of the card that hears it, None: none does (read once, not per frame)
+        self._cards: dict[str, str | None] = {}
         self.config = config
         self._cond = threading.Condition()
         self._streams: dict[str, _Audio] = {}
