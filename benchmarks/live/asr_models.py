@@ -5,7 +5,8 @@ translation) are spoken by espeak-ng in each language (a synthetic voice: cleare
 a room, so every model errs less than it would on real speech). Each (ASR model, language) then
 hears its recording twice, on all the machine's cores, nothing else running: in one pass (``listen
 FILE``) and through the live policy as fast as it goes (``listen --pace fast``: the buffer
-re-decoded every ``--step`` s, words confirmed by LocalAgreement-2). Reported for each: the
+re-decoded every ``--step`` s, words confirmed by LocalAgreement-2), at each step of ``--steps``
+(seconds; the default step 1, and 2: half the decodes). Reported for each: the
 speech's seconds, the seconds of ASR decoding and their ratio to the speech (the live policy keeps
 up with a live speaker only below 1, and the translation needs its share of the cores too), the
 decodes, and chrF++ of what it heard (its final sentences joined) against the written text.
@@ -53,7 +54,8 @@ def hear(recognizer, samples, written: str, step_s: float, one_pass: bool) -> di
 def measure(args) -> dict:
     written = texts(args.paragraphs)
     pairs = [pair.split(":") for pair in args.pairs.split(",")]
-    result = {"data": relative(UDHR), "paragraphs": args.paragraphs, "step_s": args.step, "runs": []}
+    steps = [float(step) for step in args.steps.split(",")]
+    result = {"data": relative(UDHR), "paragraphs": args.paragraphs, "runs": []}
     with tempfile.TemporaryDirectory() as scratch:
         recordings = {
             lang: read_audio(
@@ -69,8 +71,10 @@ def measure(args) -> dict:
                     "asr_model": card,
                     "language": lang,
                     "speech_s": round(len(samples) / 16000, 1),
-                    "one_pass": hear(recognizer, samples, written[lang], args.step, one_pass=True),
-                    "live": hear(recognizer, samples, written[lang], args.step, one_pass=False),
+                    "one_pass": hear(recognizer, samples, written[lang], steps[0], one_pass=True),
+                    "live": {
+                        f"{step:g}": hear(recognizer, samples, written[lang], step, one_pass=False) for step in steps
+                    },
                 }
             )
     return result
@@ -78,10 +82,10 @@ def measure(args) -> dict:
 
 def render(result: dict) -> list[str]:
     rows = [
-        (r["asr_model"], r["language"], r["speech_s"], r[way]["asr_s"], r[way]["asr_per_speech_s"],
-         r[way]["decodes"], r[way]["chrf"], name)
+        (r["asr_model"], r["language"], r["speech_s"], run["asr_s"], run["asr_per_speech_s"], run["decodes"],
+         run["chrf"], name)
         for r in result["runs"]
-        for way, name in (("one_pass", "one pass"), ("live", f"live, every {result['step_s']:g} s"))
+        for run, name in [(r["one_pass"], "one pass"), *((v, f"live, every {k} s") for k, v in r["live"].items())]
     ]  # fmt: skip
     return [
         f"{machine_line(result['machine'])} The first {result['paragraphs']} UDHR paragraphs of "
@@ -105,7 +109,7 @@ BENCHMARK = Benchmark(
         option("--pairs", default="whisper-tiny.en:en,whisper-base:en,whisper-base:de",
                help="ASR-MODEL:LANGUAGE pairs, comma-separated (languages: en, de)"),
         option("--paragraphs", type=int, default=3),
-        option("--step", type=float, default=StreamingConfig.step_s),
+        option("--steps", default=f"{StreamingConfig.step_s:g},2", help="live policy steps (s), comma-separated"),
     ),
     about=__doc__,
 )  # fmt: skip
