@@ -73,7 +73,8 @@ def measure(args) -> dict:
                     "speech_s": round(len(samples) / 16000, 1),
                     "one_pass": hear(recognizer, samples, written[lang], steps[0], one_pass=True),
                     "live": {
-                        f"{step:g}": hear(recognizer, samples, written[lang], step, one_pass=False) for step in steps
+                        f"{step:g}": hear(recognizer, samples, written[lang], step, one_pass=False)
+                        for step in steps
                     },
                 }
             )
