@@ -532,8 +532,6 @@ def test_asr_models_hears_a_spoken_paragraph_in_one_pass_and_live(tmp_path):
     )
     (run,) = json.loads((tmp_path / "asr_models.json").read_text())["runs"]
     assert run["asr_model"] == "whisper-tiny.en" and run["speech_s"] > 5
-    assert (
-        run["one_pass"]["decodes"] == 1 and run["live"]["1"]["decodes"] > 2 * run["live"]["2"]["decodes"] - 2
-    )
+    assert run["one_pass"]["decodes"] == 1 and run["live"]["2"]["decodes"] < run["live"]["1"]["decodes"]
     assert run["one_pass"]["chrf"] > 50 and run["live"]["1"]["chrf"] > 50
     assert "| whisper-tiny.en | en |" in (tmp_path / "asr_models.md").read_text()
