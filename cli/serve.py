@@ -8,6 +8,7 @@ import sys
 from urllib.parse import urlsplit, urlunsplit
 
 from mlx_ssbd.asr.recognizer import asr_cards, asr_status
+from mlx_ssbd.asr.streaming import StreamingConfig
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.service.options import ServiceOptions
 from mlx_ssbd.service.scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS
@@ -166,6 +167,14 @@ from .common import load, weights_option
     help="The ASR model for every session's speech. [default: per session, whisper-tiny.en for English, "
     "whisper-base (prepared beforehand with `mlx-ssbd models prepare whisper-base`) for other languages]",
 )
+@click.option(
+    "--asr-step",
+    type=click.FloatRange(0.2, 10.0),
+    default=StreamingConfig.step_s,
+    show_default=True,
+    help="Seconds of new audio between two recognitions of a session's speech (2: half the ASR work, "
+    "captions up to a second later).",
+)
 @weights_option
 def serve(
     model,
@@ -190,6 +199,7 @@ def serve(
     allow_hosts,
     public_without_key,
     asr_model,
+    asr_step,
     weights,
 ):
     """Serve live captions over WebSocket at /v1/stream (protocol v1, see the README).
@@ -244,6 +254,7 @@ def serve(
         keepalive_s=keepalive,
         head_timeout_s=head_timeout,
         asr_model=asr_model,
+        asr_step_s=asr_step,
     )
 
     def ready(url: str) -> None:

@@ -379,6 +379,21 @@ def test_the_speech_worker_hears_each_session_in_its_own_language(monkeypatch):
     assert english_only.hears("en") and not english_only.hears("de")
 
 
+def test_a_services_options_set_its_speech_workers_card_step_and_bound():
+    from mlx_ssbd.service.options import ServiceOptions
+    from mlx_ssbd.service.speech import speech_worker
+
+    options = ServiceOptions(asr_model="whisper-tiny.en", asr_step_s=2.0, max_audio_s=10.0)
+    worker = speech_worker(_FakeScheduler(), options)
+    assert (worker.asr_name, worker.config.step_s, worker.max_pending_bytes) == (
+        "whisper-tiny.en",
+        2.0,
+        320_000,
+    )
+    with pytest.raises(ValueError, match="asr_step_s must be positive"):
+        ServiceOptions(asr_step_s=0).check()
+
+
 def test_stopping_the_speech_worker_waits_for_the_step_under_way_and_ends_its_thread():
     """The server stops the recognizer's thread before the process exits (an interpreter shutting
     down under a native recognizer step aborts the process): ``stop`` waits for the step under way,

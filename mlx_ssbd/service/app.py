@@ -63,7 +63,7 @@ from .guard import Guard
 from .options import ServiceOptions
 from .protocol import STREAM_METHODS, Settings
 from .scheduler import Scheduler
-from .speech import SpeechWorker
+from .speech import SpeechWorker, speech_worker
 from .stream import serve_stream
 from .transcripts import Transcripts, store_unavailable
 from .viewers import Viewers, viewer_response
@@ -92,7 +92,7 @@ def create_app(
     caller that gives it stops it)."""
     options.check()
     model = scheduler.loaded.name
-    speech = speech or SpeechWorker(scheduler, asr=options.asr_model, max_pending_s=options.max_audio_s)
+    speech = speech or speech_worker(scheduler, options)
     viewers = Viewers(options.max_viewers, options.max_viewers_per_session)
     caption_page = CAPTION_PAGE.read_text(encoding="utf-8")
     page_config = json.dumps(

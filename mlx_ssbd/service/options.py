@@ -36,6 +36,8 @@ class ServiceOptions:
     max_audio_s: seconds of a session's audio waiting to be recognised at most.
     asr_model: the ASR card that hears every session's speech; None: for each source language
         the card that hears it (``asr.recognizer.asr_card_for``).
+    asr_step_s: seconds of new audio between two recognitions of a session's buffer (``listen
+        --step``).
     max_bad_messages: a connection sending more bad messages than this within
         ``BAD_MESSAGE_WINDOW_S`` is closed (1008): a flood of junk costs the others nothing.
     keepalive_s: an SSE stream sends a comment after this long without an event, so that
@@ -57,6 +59,7 @@ class ServiceOptions:
     max_tokens: int = 4096
     max_audio_s: float = 30.0
     asr_model: str | None = None
+    asr_step_s: float = 1.0
     max_bad_messages: int = 50
     keepalive_s: float = 15.0
     head_timeout_s: float = 10.0
@@ -72,6 +75,7 @@ class ServiceOptions:
             "max_chat_bytes",
             "max_tokens",
             "max_audio_s",
+            "asr_step_s",
             "max_bad_messages",
             "keepalive_s",
         ):

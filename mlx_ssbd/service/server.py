@@ -33,7 +33,7 @@ from .app import create_app
 from .connections import InFlightLimit, head_guarded_h11, websocket_protocol
 from .options import ServiceOptions
 from .scheduler import DEFAULT_CAPTION_ROUNDS, DEFAULT_DRAIN_S, DEFAULT_MAX_SESSIONS, Scheduler
-from .speech import SpeechWorker
+from .speech import SpeechWorker, speech_worker
 from .store import TranscriptStore
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ def serve(
     scheduler = Scheduler(
         loaded, max_sessions=max_sessions, store=store, caption_rounds=caption_rounds, segmenter=segmenter
     )
-    speech = SpeechWorker(scheduler, asr=options.asr_model, max_pending_s=options.max_audio_s)
+    speech = speech_worker(scheduler, options)
     config = uvicorn.Config(
         InFlightLimit(create_app(scheduler, options, speech), max_sessions + options.max_viewers + 64),
         host=host,

@@ -1,6 +1,7 @@
 """Speech on the live WebSocket: binary 16 kHz PCM frames in, ASR partials into the session.
 
-Contract: ``SpeechWorker(scheduler)``; ``feed(session, data)`` queues a session's audio bytes
+Contract: ``SpeechWorker(scheduler)`` (``speech_worker(scheduler, options)``: as a service's
+options ask); ``feed(session, data)`` queues a session's audio bytes
 (16 kHz mono signed 16-bit little-endian PCM) and returns at once, True, or False without queueing
 them when the session already has ``max_pending_s`` of audio waiting to be recognised (the
 client sends faster than real time, or the recognizer is behind); ``end(session)`` ends its
@@ -49,6 +50,16 @@ class _Audio:
     ended: bool = False
     asr: StreamingRecognizer | None = None
     failed: bool = False  # no recognizer: its audio is dropped
+
+
+def speech_worker(scheduler, options) -> SpeechWorker:
+    """The worker a service's ``ServiceOptions`` ask for (its ASR card, step and audio bound)."""
+    return SpeechWorker(
+        scheduler,
+        asr=options.asr_model,
+        config=StreamingConfig(step_s=options.asr_step_s),
+        max_pending_s=options.max_audio_s,
+    )
 
 
 class SpeechWorker:
