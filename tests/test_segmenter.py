@@ -209,6 +209,13 @@ def test_job_times_from_word_timestamps_or_interpolated():
     seg.feed(SourcePartial("one. two three", segment_id="a", words=words), 0)
     jobs = seg.feed(SourcePartial("one. two three", segment_id="a", words=words), 1)
     assert [(j.text, j.start, j.end) for j in jobs] == [("one.", 0.0, 0.4), ("two three", 0.5, 1.4)]
+    # Chinese: the recognizer's words hold several characters, each a word here, sharing its time
+    words = (Word("今天", 0.0, 0.4), Word("很好。", 0.5, 1.1), Word("明天", 1.5, 1.9), Word("下雨", 2.0, 2.4))
+    text = "今天很好。明天下雨"
+    seg = Segmenter(SegmenterConfig(**{**OFF, "sentence_end": True}))
+    seg.feed(SourcePartial(text, segment_id="z", words=words), 0)
+    jobs = seg.feed(SourcePartial(text, segment_id="z", words=words), 1)
+    assert [(j.text, j.start, j.end) for j in jobs] == [("今天很好。", 0.0, 1.1), ("明天下雨", 1.5, 2.4)]
     seg = Segmenter(SegmenterConfig(**OFF))
     (job,) = seg.feed(SourcePartial("a b c d", segment_id="x", start=10.0, end=12.0), 0)
     assert (job.start, job.end) == (10.0, 12.0)

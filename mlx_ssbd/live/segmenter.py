@@ -152,7 +152,7 @@ class Segmenter:
                 jobs.append(self._commit_live("segment"))
             self._seg = seg = _Open(id=partial.segment_id, changed_at=now)
         words, seg.dense = scripts.words(partial.text)
-        seg.times = _word_times(partial, len(words))
+        seg.times = _word_times(partial, len(words), seg.dense)
         seg.history = [*seg.history, words][-self.config.stable_partials :]
         if partial.final:
             live = words[seg.committed :]
@@ -264,9 +264,19 @@ def _bare(word: str) -> str:
     return word.strip("\"'“”‘’«»¿¡(").lower()
 
 
-def _word_times(partial: SourcePartial, n: int) -> list[tuple[float | None, float | None]]:
-    """(start, end) audio seconds of each word of ``partial``: its word timestamps when they
-    match its words, else its start/end interpolated by position, else unknown."""
+def _word_times(partial: SourcePartial, n: int, dense: bool) -> list[tuple[float | None, float | None]]:
+    """(start, end) audio seconds of each of the ``n`` words of ``partial``: its word timestamps
+    when they match its words (in text written without spaces, each recognised word's time shared
+    by its characters), else its start/end interpolated by position, else unknown."""
+    if partial.words and dense:
+        times = [
+            (w.start + i * (w.end - w.start) / len(units), w.start + (i + 1) * (w.end - w.start) / len(units))
+            for w in partial.words
+            for units in [list(scripts.iter_words(w.text, True))]
+            for i in range(len(units))
+        ]
+        if len(times) == n:
+            return times
     if partial.words and len(partial.words) == n:
         return [(w.start, w.end) for w in partial.words]
     if partial.start is None or partial.end is None or n == 0:
