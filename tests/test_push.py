@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from benchmarks.service.push_peers import ObsPeer, RulesServer
+from mlx_ssbd.live.japanese import phrases
 from mlx_ssbd.live.languages import LANGUAGES
 from mlx_ssbd.push.delivery import DeliveryLimits, PushHub
 from mlx_ssbd.push.senders import youtube_time
@@ -92,11 +93,20 @@ def test_every_talk_language_has_a_code_for_zoom_and_teams():
 # --- lines ---------------------------------------------------------------------------------------
 
 
-def test_lines_are_cut_at_spaces_and_unspaced_scripts_between_characters():
+def test_lines_are_cut_where_subtitle_lines_break_and_long_words_in_pieces():
     assert cut_lines("Das erste Problem ist die Latenz.", 12) == ["Das erste", "Problem ist", "die Latenz."]
     assert cut_lines("  a   b\nc ", 80) == ["a b c"]
-    assert cut_lines("最初の問題は遅延です。", 4) == ["最初の問", "題は遅延", "です。"]
-    assert cut_lines("ab Donaudampfschiff", 6) == ["ab Don", "audamp", "fschif", "f"]
+    japanese = cut_lines("最初の問題は遅延です。", 4)  # where subtitle lines break (live.subtitles)
+    assert "".join(japanese) == "最初の問題は遅延です。" and max(map(len, japanese)) <= 4
+    assert not any(line.startswith("。") for line in japanese)
+    if phrases("最初の問題") is not None:  # MeCab (the ja extra): between phrases where they fit
+        assert japanese[0] == "最初の"
+    assert cut_lines("用 GPU 训练模型，今天很好。", 5) == [
+        "用 GPU",
+        "训练模型，",
+        "今天很好。",
+    ]  # spaces count
+    assert cut_lines("ab Donaudampfschiff", 6) == ["ab", "Donaud", "ampfsc", "hiff"]
     for width in (1, 5, 32):
         assert all(len(line) <= width for line in cut_lines("ein langes Wort: Donaudampfschifffahrt", width))
 

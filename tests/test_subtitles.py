@@ -52,6 +52,8 @@ def test_chinese_wraps_at_16_characters_never_before_closing_punctuation():
     cues = layout(text)
     lines = [line for cue in cues for line in cue.split("\n")]
     assert max(map(len, lines)) <= 16 and all(len(cue.split("\n")) <= 2 for cue in cues)
+    mixed = "我们 用 GPU 和 Transformer 训练 一个 很大 的 模型。"  # the spaces count towards a line too
+    assert max(len(line) for cue in layout(mixed, 18) for line in cue.split("\n")) <= 18
     wide = "今天我想和大家一起谈谈我们在去年冬天共同制定的这些新规则。"  # 29 characters: one cue, not Japanese's 13
     assert layout(wide) == ["今天我想和大家一起谈谈我们在\n去年冬天共同制定的这些新规则。"]
     assert not any(line.startswith(("。", "，")) for line in lines)

@@ -13,7 +13,9 @@ breaks between characters and keeps Japanese line-breaking rules (``NO_LINE_STAR
 ``NO_LINE_END``); Japanese breaks between phrases instead where MeCab is installed (the ``ja``
 extra; ``japanese.phrases``), and between the characters of a phrase only where it is longer than
 a line.
-``Cues(kind)`` turns consecutive captions into numbered cues (``add(start, end, text)``): each
+``lines(text, width)`` cuts text into lines of at most ``width`` characters, each filled in
+turn, at the same breaks (a word longer than a line cut into pieces): for platforms that take
+lines, not cues. ``Cues(kind)`` turns consecutive captions into numbered cues (``add(start, end, text)``): each
 caption laid out and its time shared among its cues by their characters, every cue at least
 ``MIN_CUE_S`` on screen and never starting before the previous one ends. ``cue(kind, number,
 start, end, text)`` is one cue ("" for an empty caption), its lines as given; ``document(kind,
@@ -215,6 +217,27 @@ def _cue_count(units: list[str], dense: bool, limit: int, lines: int) -> int:
     return len(_filled_ends(units, dense, limit, lines))
 
 
+def lines(text: str, width: int) -> list[str]:
+    """The module docstring's ``lines``."""
+    units, dense = _units(text, width)
+    pieces = [piece for unit in units for piece in _pieces(unit, width)]
+    out, start = [], 0
+    while start < len(pieces):
+        end = start + _fitting(pieces[start:], dense, width, 1)
+        out.append(_join(pieces[start:end], dense))
+        start = end
+    return out
+
+
+def _pieces(unit: str, width: int) -> list[str]:
+    """``unit`` in pieces of at most ``width`` characters (the last keeps its trailing spaces)."""
+    word = unit.strip()
+    if len(word) <= width:
+        return [unit]
+    cuts = [word[i : i + width] for i in range(0, len(word), width)]
+    return [*cuts[:-1], cuts[-1] + unit[len(unit.rstrip()) :]]
+
+
 def line_chars_of(text: str) -> int:
     """The longest line for ``text``'s script (module docstring)."""
     if not scripts.is_dense(text):
@@ -245,16 +268,15 @@ _join = scripts.join
 
 def _fitting(units: list[str], dense: bool, limit: int, lines: int) -> int:
     """How many of ``units`` one cue holds: as many as fill ``lines`` lines of ``limit``
-    characters, each line filled in turn (at least one unit)."""
-    used, width = 1, 0
+    characters (the spaces between them counted), each line filled in turn (at least one unit)."""
+    used, line = 1, []
     for i, unit in enumerate(units):
-        size = len(unit.strip())
-        grown = width + size + (0 if dense or not width else 1)
-        if width and grown > limit:
-            used, grown = used + 1, size
+        grown = [*line, unit]
+        if line and len(_join(grown, dense)) > limit:
+            used, grown = used + 1, [unit]
             if used > lines:
                 return i
-        width = grown
+        line = grown
     return len(units)
 
 

@@ -1,8 +1,9 @@
 """Caption text in the shapes platforms take: lines of bounded length, and CEA-608's characters.
 
 Contract: pure functions. ``cut_lines(text, width)`` cuts a caption into lines of at most
-``width`` characters at word boundaries (a word longer than a line, or text without spaces such
-as Chinese or Japanese, is cut between characters). ``cea608(text)`` keeps the characters that
+``width`` characters where subtitle lines break (``live.subtitles.lines``: between words; in
+Chinese between characters, in Japanese between phrases where MeCab finds them; a word longer than
+a line is cut into pieces). ``cea608(text)`` keeps the characters that
 CEA-608 line-21 captions can show (what OBS's ``SendStreamCaption`` encodes) and spells the other
 Latin letters without their accents (``ł`` and friends that have no decomposition are dropped).
 """
@@ -10,6 +11,8 @@ Latin letters without their accents (``ł`` and friends that have no decompositi
 from __future__ import annotations
 
 import unicodedata
+
+from ..live import subtitles
 
 # CEA-608's basic set (ASCII, with its own glyphs at a few codes), its special characters and its
 # extended Western European sets (Spanish, French, Portuguese, German, Danish).
@@ -23,26 +26,8 @@ CEA608_CHARS = frozenset(
 
 
 def cut_lines(text: str, width: int) -> list[str]:
-    """``text`` (whitespace collapsed) in lines of at most ``width`` characters, cut at spaces."""
-    lines: list[str] = []
-    line = ""
-    for word in text.split():
-        while len(word) > width:  # a word (or a run of unspaced script) longer than a line
-            room = width - len(line) - (1 if line else 0)
-            if room <= 0:
-                lines.append(line)
-                line, room = "", width
-            line = f"{line} {word[:room]}" if line else word[:room]
-            word = word[room:]
-        if line and len(line) + 1 + len(word) <= width:
-            line = f"{line} {word}"
-        else:
-            if line:
-                lines.append(line)
-            line = word
-    if line:
-        lines.append(line)
-    return lines
+    """``text`` (whitespace collapsed) in lines of at most ``width`` characters (module docstring)."""
+    return subtitles.lines(text, width)
 
 
 def cea608(text: str) -> str:
