@@ -8,14 +8,17 @@ the text. A phrase is a content word with the words that lean on it: a new one b
 word except a particle, an auxiliary verb, a suffix, a dependent word (非自立), punctuation other
 than an opening bracket, a noun right after a noun (a compound stays whole), and a verb right after
 a noun that takes する (発表/し/た is one phrase); a prefix or an opening bracket joins the word after
-it. The tagger is made at the first call and kept; nothing is loaded at import.
+it. The tagger is made at the first call and kept (its parses one at a time: any thread may
+call); nothing is loaded at import.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 
 KANA = ((0x3040, 0x30FF), (0x31F0, 0x31FF), (0xFF66, 0xFF9F))  # hiragana, katakana, half-width katakana
+_PARSING = threading.Lock()  # one tagger, shared: MeCab does not promise that one tagger is thread-safe
 LEANING_POS = frozenset({"助詞", "助動詞"})  # parts of speech that join the phrase before them
 LEANING_SUBPOS = frozenset({"接尾", "非自立"})  # ... and second-level parts of speech
 
@@ -31,7 +34,9 @@ def phrases(text: str) -> list[str] | None:
         return None
     out: list[str] = []
     at, previous, opens = 0, None, False  # where the next word starts; the last word's tags
-    for line in tagger.parse(text).splitlines():
+    with _PARSING:
+        parsed = tagger.parse(text)
+    for line in parsed.splitlines():
         surface, _, features = line.partition("\t")
         if not features:  # EOS
             continue
