@@ -58,7 +58,7 @@ def lag_updates(text: str, lag: int = DEFAULT_LAG, segment_id: str | None = None
     words, dense = scripts.words(text)
     if not words:
         raise ValueError("cannot stream an empty sentence")
-    step = lag * (scripts.CHARS_PER_WORD if dense else 1)
+    step = lag * scripts.units_per_word(dense)
     cuts = list(range(step, len(words), step)) + [len(words)]
     return [
         SourcePartial(scripts.join(words[:n], dense), final=n == len(words), segment_id=segment_id)
@@ -232,7 +232,7 @@ def _line_units(piece: str, lines: Iterator[tuple[int, str]]) -> Iterator[tuple[
     (never a line ahead: a live stdin line is read as soon as it arrives)."""
     while True:
         dense = scripts.is_dense(piece)
-        size = 1 / scripts.CHARS_PER_WORD if dense else 1
+        size = 1 / scripts.units_per_word(dense)
         for unit in scripts.iter_words(piece, dense):
             yield (unit.rstrip() + " " if not dense or unit[-1].isspace() else unit), size
         if not isinstance(piece, LinePiece) or (item := next(lines, None)) is None:

@@ -8,7 +8,7 @@ punctuation after it (``dense`` True). ``join(units, dense)`` gives the text bac
 these units, and sentences are revealed a few of them at a time; subtitle lines break between
 them. Wherever words are counted (``word_count``: the segmenter's length rule, the lag of
 revealed sentences, the pace of ``--realtime`` input, the source's words in lagging metrics),
-text without spaces counts ``CHARS_PER_WORD`` of its units a word. ``join_words`` makes text of a
+text without spaces counts ``CHARS_PER_WORD`` of its units a word (``units_per_word``). ``join_words`` makes text of a
 recognizer's words (no space between Chinese or Japanese words).
 """
 
@@ -66,10 +66,15 @@ def attached(pieces: Iterable[str], before: tuple[str, ...], after: tuple[str, .
         yield unit
 
 
+def units_per_word(dense: bool) -> int:
+    """The units of ``words`` that count as one word: ``CHARS_PER_WORD`` in dense text, else 1."""
+    return CHARS_PER_WORD if dense else 1
+
+
 def word_count(text: str) -> float:
     """How many words ``text`` has as the rules count them (module docstring)."""
     units, dense = words(text)
-    return len(units) / CHARS_PER_WORD if dense else len(units)
+    return len(units) / units_per_word(dense)
 
 
 def join_words(texts: Iterable[str]) -> str:

@@ -213,7 +213,7 @@ class Segmenter:
                 ahead = words[seg.committed + 1 :] + [None]  # each live word's next word, if heard
                 cut = next((i + 1 for i, w in enumerate(live) if is_sentence_end(w, ahead[i])), None)
                 reason = "sentence"
-            most = cfg.max_words * (scripts.CHARS_PER_WORD if seg.dense else 1)
+            most = cfg.max_words * scripts.units_per_word(seg.dense)
             if cut is None and most and len(words) - seg.committed > most and live:
                 cut, reason = _length_cut(live, most, self._openers), "length"
             if cut is None:
@@ -270,10 +270,7 @@ def _word_times(partial: SourcePartial, n: int, dense: bool) -> list[tuple[float
     by its characters), else its start/end interpolated by position, else unknown."""
     if partial.words and dense:
         times = [
-            (w.start + i * (w.end - w.start) / len(units), w.start + (i + 1) * (w.end - w.start) / len(units))
-            for w in partial.words
-            for units in [list(scripts.iter_words(w.text, True))]
-            for i in range(len(units))
+            (p.start, p.end) for w in partial.words for p in w.shared(list(scripts.iter_words(w.text, True)))
         ]
         if len(times) == n:
             return times

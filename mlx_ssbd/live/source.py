@@ -18,6 +18,11 @@ class Word:
     start: float
     end: float
 
+    def shared(self, pieces: list[str]) -> list[Word]:
+        """``pieces`` of this word as words, its time shared out among them by position."""
+        step = (self.end - self.start) / max(len(pieces), 1)
+        return [Word(p, self.start + i * step, self.start + (i + 1) * step) for i, p in enumerate(pieces)]
+
 
 @dataclass(frozen=True)
 class SourcePartial:

@@ -221,12 +221,8 @@ def lines(text: str, width: int) -> list[str]:
     """The module docstring's ``lines``."""
     units, dense = _units(text, width)
     pieces = [piece for unit in units for piece in _pieces(unit, width)]
-    out, start = [], 0
-    while start < len(pieces):
-        end = start + _fitting(pieces[start:], dense, width, 1)
-        out.append(_join(pieces[start:end], dense))
-        start = end
-    return out
+    ends = _filled_ends(pieces, dense, width, 1)
+    return [_join(pieces[a:b], dense) for a, b in zip([0, *ends], ends)]
 
 
 def _pieces(unit: str, width: int) -> list[str]:
