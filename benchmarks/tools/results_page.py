@@ -282,12 +282,14 @@ def kind(folder: Path) -> str:
 
 
 @functools.cache
-def commit_time(commit: str | None) -> int:
-    """When ``commit`` was made (Unix seconds), 0 where it is unknown to this repository."""
+def commit_order(commit: str | None) -> int:
+    """Where ``commit`` stands in the history: how many commits it descends from, itself included
+    (``git rev-list --count``), 0 where it is unknown to this repository. Unlike the time a commit
+    was made, it tells apart two commits made in the same second."""
     if not commit or commit == "unknown":
         return 0
     done = subprocess.run(
-        ["git", "log", "-1", "--format=%ct", commit.removesuffix("+dirty")],
+        ["git", "rev-list", "--count", commit.removesuffix("+dirty")],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -298,7 +300,7 @@ def commit_time(commit: str | None) -> int:
 def age(step: Path) -> tuple[str, int, str]:
     """What orders a step's runs, newest last: its folder's date, then the commit it ran at (runs
     of one day under several labels), then the folder's name."""
-    return step.parent.name[:10], commit_time(machine_of(step).get("commit")), step.parent.name
+    return step.parent.name[:10], commit_order(machine_of(step).get("commit")), step.parent.name
 
 
 def newest(names: tuple[str, ...], folders: list[Path]) -> list[Path]:
