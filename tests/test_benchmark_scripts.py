@@ -85,6 +85,10 @@ def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
         assert cost["peak_floor_per_token_s"] > 0 and cost["floor_per_token_s"] > 0
         assert "| peak floor ms | peak floor x decode step |" in text
     assert list(cost["decision_s"]) == list(cost["softmax_decision_s"]) == ["4"]
+    # each round's 4-token pass over the decode step of that round, and their range in the table
+    by_round = cost["round_over_step"]["4"]
+    assert list(cost["round_over_step"]) == ["4"] and len(by_round) == 2 and all(r > 0 for r in by_round)
+    assert f"| {min(by_round):.2f}-{max(by_round):.2f} |" in text and "| by round |" in text
     assert cost["decision_s"]["4"] > 0 and "| 4 | " in text.split("decision ms")[1]
     if cost["breakdown"]:  # the kernel is built: a decode step and a 4-token pass split by its operations
         assert list(cost["breakdown"]) == ["1", "4"]
@@ -400,6 +404,8 @@ def test_a_model_data_or_examples_file_it_cannot_use_ends_a_script_with_the_reas
         ("benchmarks.engine.multistream", "--data", missing, missing.name),
         ("benchmarks.engine.hybrid_reuse", "--sentences", missing, missing.name),
         ("benchmarks.engine.verify_cost", "unknown model"),
+        ("benchmarks.engine.verify_cost", "--sizes", "4,16", "must include 1"),
+        ("benchmarks.engine.verify_cost", "--sizes", "1,x", "not '1,x'"),
         (
             "benchmarks.quality.accept_rules",
             *("--data", tmp_path / "pairs.jsonl", "--examples", examples, "--configs", "rt+examples"),

@@ -2,7 +2,10 @@
 
 SSBD's premise is that checking a whole draft in one forward pass costs about as much as decoding
 one token. This measures it: from the same cached prompt, the median wall time of a forward over N
-new tokens (N = 1 is a decode step), trimming the cache back after each run. Beside each, where
+new tokens (N = 1 is a decode step), trimming the cache back after each run, every size once a
+round; and each pass's ratio to the decode step of its own round, lowest and highest: on a machine
+shared with other work a compute-bound pass and a memory-bound decode step slow apart, and the
+spread says how far that moved the ratio during the run. Beside each, where
 the model runs through the CPU kernel, the floor under that pass: its tokens' multiply-adds in the
 quantized products at the kernel's in-cache ceiling on this CPU (``in_cache_rate``: its own tiles
 on operands already in L1), the arithmetic alone, nothing for reading the weights, attention or
@@ -22,6 +25,8 @@ Decode steps go through the sgemv shim when it is on (``mlx_ssbd/platform/gemv.p
 
 from __future__ import annotations
 
+import statistics
+
 import mlx_ssbd  # noqa: F401  (backend policy first, before mlx.core)
 from benchmarks.common import machine_line
 from benchmarks.harness import Benchmark, markdown_table, option
@@ -31,7 +36,7 @@ from mlx_ssbd.evaluation.passes import (
     kernel_ceiling,
     multiply_adds,
     pass_breakdown,
-    pass_timings,
+    pass_rounds,
 )
 from mlx_ssbd.models.loading import load_model
 from mlx_ssbd.platform.extension import kernel
@@ -54,9 +59,19 @@ def peak_floor_per_token_s(counts: dict[int, int]) -> float | None:
 
 
 def measure(args) -> dict:
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        raise SystemExit(
+            f"error: --sizes takes token counts separated by commas, not {args.sizes!r}"
+        ) from None
+    if 1 not in sizes or min(sizes) < 1:
+        raise SystemExit(
+            "error: --sizes must include 1 (the decode step each pass is compared with), none under 1"
+        )
     loaded = load_model(args.model)
-    sizes = [int(s) for s in args.sizes.split(",")]
-    prompt_tokens, rows = pass_timings(loaded, sizes, args.repeats, context=args.context)
+    prompt_tokens, rounds = pass_rounds(loaded, sizes, args.repeats, context=args.context)
+    rows = {n: statistics.median(t) for n, t in rounds.items()}
     step, counts = rows[1], multiply_adds(loaded.model)
     floor, peak_floor = floor_per_token_s(counts), peak_floor_per_token_s(counts)
     decisions = decision_timings(loaded, [n for n in rows if n > 1], args.repeats)
@@ -69,6 +84,11 @@ def measure(args) -> dict:
         "decode_step_s": round(step, 5),
         "pass_s": {str(n): round(t, 5) for n, t in rows.items()},
         "pass_over_step": {str(n): round(t / step, 3) for n, t in rows.items()},
+        "round_over_step": {
+            str(n): [round(t / one, 3) for t, one in zip(times, rounds[1])]
+            for n, times in rounds.items()
+            if n > 1
+        },
         "multiply_adds_per_token": {str(b): m for b, m in counts.items()},
         "floor_per_token_s": floor and round(floor, 6),
         "peak_floor_per_token_s": peak_floor and round(peak_floor, 7),
@@ -95,10 +115,21 @@ def render(result: dict) -> list[str]:
     passes = [(int(n), t) for n, t in result["pass_s"].items()]
     lines += decision_lines(result, step)
     lines += breakdown_lines(result)
+    lines += [
+        "Each round times every size back to back; x decode step is the ratio of the medians, and "
+        "by round the lowest and highest ratio of a pass to the decode step of its own round.",
+        "",
+    ]
+    by_round = result.get("round_over_step", {})
+
+    def spread(n: int) -> str:
+        ratios = by_round.get(str(n))
+        return f"{min(ratios):.2f}-{max(ratios):.2f}" if ratios else "-"
+
     if floor is None:
         return lines + markdown_table(
-            ["tokens in one pass", "ms", "x decode step"],
-            [(n, f"{1000 * t:.1f}", f"{t / step:.2f}") for n, t in passes],
+            ["tokens in one pass", "ms", "x decode step", "by round"],
+            [(n, f"{1000 * t:.1f}", f"{t / step:.2f}", spread(n)) for n, t in passes],
         )
     peak = result.get("peak_floor_per_token_s")
     lines += [
@@ -112,9 +143,16 @@ def render(result: dict) -> list[str]:
         ),
         "",
     ]
-    heads = ["tokens in one pass", "ms", "x decode step", "floor ms", "floor x decode step"]
+    heads = ["tokens in one pass", "ms", "x decode step", "by round", "floor ms", "floor x decode step"]
     rows = [
-        (n, f"{1000 * t:.1f}", f"{t / step:.2f}", f"{1000 * n * floor:.1f}", f"{n * floor / step:.2f}")
+        (
+            n,
+            f"{1000 * t:.1f}",
+            f"{t / step:.2f}",
+            spread(n),
+            f"{1000 * n * floor:.1f}",
+            f"{n * floor / step:.2f}",
+        )
         for n, t in passes
     ]
     if peak:

@@ -4,7 +4,10 @@ Contract: ``pass_timings(loaded, sizes, repeats, context=None)`` caches the prom
 (en->de) once (followed by tokens of ``FILLER`` until the cache holds ``context`` tokens, when
 given: what a pass costs after a longer talk), then for each N in ``sizes`` returns the median
 wall time of one forward pass over N new tokens of ``FILLER`` from that cached context, rewinding
-the cache after each (N = 1 is a decode step), the sizes taken in turn round after round.
+the cache after each (N = 1 is a decode step), the sizes taken in turn round after round;
+``pass_rounds`` gives each round's seconds instead of the medians (a pass over N tokens and a decode
+step of the same round ran back to back: their ratio round by round shows how far the machine's
+state moved it).
 ``decision_timings(loaded, sizes, repeats)`` times deciding such a pass (its N - 1 tokens after
 the first as the draft, greedy at the default bias, ``verify.decide``) on that pass's own logits,
 and beside it what MLX's softmax over the checked rows plus one argmax costs on the same logits:
@@ -95,12 +98,21 @@ def _in_turn(cache, filler, sizes, repeats: int, measure) -> None:
             assert cache.rewind(base) == base
 
 
-def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tuple[int, dict[int, float]]:
-    """(cached tokens, {N: median seconds of a pass over N tokens}), the sizes in turn (``_in_turn``)."""
+def pass_rounds(
+    loaded, sizes, repeats: int, context: int | None = None
+) -> tuple[int, dict[int, list[float]]]:
+    """(cached tokens, {N: seconds of a pass over N tokens, round by round}), the sizes in turn
+    (``_in_turn``): entry r of every size comes from the same round."""
     cache, ids, filler = _cached_prompt(loaded, context)
     times: dict[int, list[float]] = {n: [] for n in sizes}
     _in_turn(cache, filler, sizes, repeats, lambda n, run: times[n].append(run()))
-    return len(ids), {n: statistics.median(t) for n, t in times.items()}
+    return len(ids), times
+
+
+def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tuple[int, dict[int, float]]:
+    """(cached tokens, {N: median seconds of a pass over N tokens}), the sizes in turn (``_in_turn``)."""
+    tokens, rounds = pass_rounds(loaded, sizes, repeats, context)
+    return tokens, {n: statistics.median(t) for n, t in rounds.items()}
 
 
 def pass_breakdown(loaded, sizes, repeats: int, context: int | None = None) -> dict[int, dict] | None:
