@@ -142,3 +142,39 @@ def test_german_speech_is_heard_by_whisper_base_and_translated_from_german(germa
         cli, ["listen", german_wav, "-s", "de", "-t", "en", "--asr-model", "whisper-tiny.en"]
     )
     assert refused.exit_code != 0 and "does not hear de speech" in refused.output
+
+
+# Japanese in kana: espeak-ng's Japanese voice reads kana (it names kanji instead of reading them).
+JAPANESE_TALK = [
+    "みなさん、こんにちは。",
+    "きょうは、あたらしい けんきゅうに ついて はなします。",
+    "わたしたちは、ちいさな コンピュータで、ライブ じまくを つくりました。",
+]
+# Another Japanese text, for a control: what was heard must be nearer the talk than this.
+UNRELATED_JAPANESE = "でんしゃは、ごご さんじに えきを でます。きっぷを わすれないで ください。"
+
+
+@pytest.fixture(scope="module")
+def japanese_wav(tmp_path_factory):
+    return synthesize(
+        " ".join(JAPANESE_TALK), str(tmp_path_factory.mktemp("speech") / "happyou.wav"), voice="ja"
+    )
+
+
+def test_japanese_speech_is_heard_without_spaces_and_translated_from_japanese(japanese_wav):
+    """``listen -s ja``: Whisper base hears Japanese in pieces of a few characters; every partial,
+    live and in one pass, joins them without spaces, what was heard is nearer the talk than another
+    Japanese text, and each caption is the translation from Japanese of what was heard."""
+    live = listen(japanese_wav, "-s", "ja", "--asr-only", "--pace", "fast")
+    partials = listen(japanese_wav, "-s", "ja", "--asr-only")
+    assert len(live) > len(partials) > 1 and all(" " not in p["text"] for p in live + partials), live
+    heard = [p["text"] for p in partials if p["final"]]
+    talk = "".join(JAPANESE_TALK).replace(" ", "")
+    assert chrf("".join(heard), talk) > chrf("".join(heard), UNRELATED_JAPANESE.replace(" ", "")) + 8, heard
+    events = listen(
+        japanese_wav, "-s", "ja", "-t", "en", "--model", MODEL, "--method", "rt", "--format", "jsonl"
+    )
+    commits = [e for e in events if e["type"] == "commit"]
+    assert [c["source"] for c in commits] == heard
+    translator = load_model(MODEL).translator("en", source_lang="ja", config=method_config("rt"))
+    assert [c["output"] for c in commits] == [translator.update(text, final=True).output for text in heard]
