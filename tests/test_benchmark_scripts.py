@@ -94,7 +94,8 @@ def test_verify_cost_and_longform_and_collect(model_dir, tmp_path):
         assert list(cost["breakdown"]) == ["1", "4"]
         for split in cost["breakdown"].values():
             assert 0 < sum(split["ops_s"].values()) < split["wall_s"]
-        assert "| the rest |" in text and "| whole |" in text
+            assert 0 <= split["loops_s"]["cpu_s"] <= split["loops_s"]["wall_s"]  # time in the kernel's loops
+        assert "| the rest |" in text and "| whole |" in text and "| waiting for a CPU |" in text
     script(
         "benchmarks.engine.longform_memory",
         "--model",

@@ -541,3 +541,19 @@ def test_the_operations_are_timed_by_kind_only_while_timing_is_on():
     KERNEL.op_timing(True)  # starting again clears the sums
     KERNEL.op_timing(False)
     assert all(n == 0 and seconds == 0 for seconds, n in KERNEL.op_times().values())
+
+
+def test_the_threads_time_in_the_kernels_loops_is_summed_only_while_timing_is_on():
+    """``loop_times``: the wall time the kernel's threads spent running its parallel loops' pieces,
+    summed over the threads, and the CPU time they had meanwhile (never more than that wall time)."""
+    q, s, b = mx.quantize(mx.random.normal((4096, 1536)), group_size=32, bits=4)
+    x = mx.random.normal((16, 1536))
+    mx.eval(product(x, q, s, b, 32, 4))  # not timed: timing is off
+    KERNEL.op_timing(True)
+    assert KERNEL.loop_times() == {"wall_s": 0.0, "cpu_s": 0.0}  # starting clears the sums
+    mx.eval(product(x, q, s, b, 32, 4))
+    KERNEL.op_timing(False)
+    timed = KERNEL.loop_times()
+    assert 0 < timed["cpu_s"] <= timed["wall_s"], timed
+    mx.eval(product(x, q, s, b, 32, 4))  # timing is off again: nothing is added
+    assert KERNEL.loop_times() == timed

@@ -11,7 +11,7 @@ cache), one row of x (a decode step) and 16 (a verify pass). It reports each sid
 ratio, and whether both sides' outputs have the same bits. Built with this machine's C++ compiler
 (``$CXX``, else ``c++`` or ``g++``) and the flags the after side's CMakeLists.txt gives each
 instruction set this CPU has (AVX-512 with VNNI and VBMI, AVX2); both sides share the after
-side's thread pool (``pool.cpp``). x86-64 Linux only.
+side's thread pool (``pool.cpp``, with the clock it reports its loops to). x86-64 Linux only.
 
     python -m benchmarks.engine.kernel_ab --before HEAD~1 --out benchmarks/results/DIR/kernel-ab
 """
@@ -120,6 +120,9 @@ def build(before: Path, after: Path, flags: list[str], into: Path) -> Path:
         str(HARNESS / "ab.cpp"),
         *objects,
         str(after / "pool.cpp"),
+        *(
+            [str(after / "op_clock.cpp")] if (after / "op_clock.cpp").exists() else []
+        ),  # the pool times its loops
         "-o",
         str(program),
         "-lpthread",

@@ -99,6 +99,7 @@ def measure(args) -> dict:
             str(n): {
                 "wall_s": round(b["wall_s"], 5),
                 "ops_s": {k: round(s, 6) for k, s in b["ops_s"].items()},
+                "loops_s": {k: round(s, 6) for k, s in b["loops_s"].items()},
             }
             for n, b in split.items()
         },
@@ -189,6 +190,35 @@ def breakdown_lines(result: dict) -> list[str]:
                 *(row(k, step["ops_s"].get(k, 0.0), wide["ops_s"].get(k, 0.0)) for k in kinds),
                 row("the rest", rest(step), rest(wide)),
                 row("whole", step["wall_s"], wide["wall_s"]),
+            ],
+        ),
+        "",
+        *loop_lines(step, wide, n),
+    ]
+
+
+def loop_lines(step: dict, wide: dict, n: str) -> list[str]:
+    """How long the kernel's threads ran its loops' pieces, and how much of that they had a CPU for
+    (none: no lines, a report made before the kernel timed its loops)."""
+    if "loops_s" not in step or "loops_s" not in wide:
+        return []
+
+    def ms(loops: dict, key: str) -> str:
+        seconds = loops["wall_s"] - loops["cpu_s"] if key == "waiting" else loops[key]
+        return f"{1000 * seconds:.2f}"
+
+    return [
+        "The kernel's threads in its parallel loops (the products' pieces, and those of the operations "
+        "it shares out), summed over its threads: the time they spent there, and how much of it they had "
+        "a CPU for; the rest their core ran something else (MLX's own threads, the model's Python, "
+        "other processes).",
+        "",
+        *markdown_table(
+            ["", "decode step ms", f"{n}-token pass ms"],
+            [
+                ("in the loops", ms(step["loops_s"], "wall_s"), ms(wide["loops_s"], "wall_s")),
+                ("with a CPU", ms(step["loops_s"], "cpu_s"), ms(wide["loops_s"], "cpu_s")),
+                ("waiting for a CPU", ms(step["loops_s"], "waiting"), ms(wide["loops_s"], "waiting")),
             ],
         ),
         "",

@@ -21,7 +21,8 @@ of a few measurements: the machine at its quietest). Together they give the floo
 every byte of it read once a decode step.
 ``pass_breakdown(loaded, sizes, repeats, context=None)`` splits such passes' wall time by the CPU kernel's
 operations (its products by code width, attention, the small operations), the rest being MLX's own
-operations and scheduling and the model's Python.
+operations and scheduling and the model's Python, and says how long the kernel's threads ran its
+loops' pieces and how much of that time they had a CPU for.
 ``int8_peak(ours)`` is the CPU's own int8 peak (its widest int8 multiply-add instruction alone), the
 floor under any int8 product: None where the kernel's build times no such instruction;
 ``int8_peak(ours, scaled=True)`` that instruction beside the fp32 work the kernel's format adds per
@@ -117,9 +118,11 @@ def pass_timings(loaded, sizes, repeats: int, context: int | None = None) -> tup
 
 def pass_breakdown(loaded, sizes, repeats: int, context: int | None = None) -> dict[int, dict] | None:
     """{N: {"wall_s": mean seconds of a pass over N tokens, "ops_s": {kind: mean seconds of it in
-    the CPU kernel's operations of that kind}}} over ``repeats`` rounds of one pass of each size
-    from the cached prompt (filled up to ``context`` tokens, as ``pass_timings``; ``_in_turn``), the
-    kernel timing its operations (``op_timing``); None without the kernel."""
+    the CPU kernel's operations of that kind}, "loops_s": {"wall_s", "cpu_s": mean seconds, summed
+    over its threads, that the kernel's threads spent in its parallel loops and the CPU time they
+    had meanwhile (``loop_times``)}}} over ``repeats`` rounds of one pass of each size from the
+    cached prompt (filled up to ``context`` tokens, as ``pass_timings``; ``_in_turn``), the kernel
+    timing its operations (``op_timing``); None without the kernel."""
     from ..platform.extension import kernel
 
     ours = kernel()
@@ -128,6 +131,7 @@ def pass_breakdown(loaded, sizes, repeats: int, context: int | None = None) -> d
     cache, _, filler = _cached_prompt(loaded, context)
     walls = {n: 0.0 for n in sizes}
     ops: dict[int, dict[str, float]] = {n: {} for n in sizes}
+    loops = {n: {"wall_s": 0.0, "cpu_s": 0.0} for n in sizes}
 
     def measure(n: int, run) -> None:
         ours.op_timing(True)
@@ -136,10 +140,17 @@ def pass_breakdown(loaded, sizes, repeats: int, context: int | None = None) -> d
         for kind, (seconds, calls) in ours.op_times().items():
             if calls:
                 ops[n][kind] = ops[n].get(kind, 0.0) + seconds
+        for key, seconds in ours.loop_times().items():
+            loops[n][key] += seconds
 
     _in_turn(cache, filler, sizes, repeats, measure)
     return {
-        n: {"wall_s": walls[n] / repeats, "ops_s": {k: t / repeats for k, t in ops[n].items()}} for n in sizes
+        n: {
+            "wall_s": walls[n] / repeats,
+            "ops_s": {k: t / repeats for k, t in ops[n].items()},
+            "loops_s": {k: t / repeats for k, t in loops[n].items()},
+        }
+        for n in sizes
     }
 
 

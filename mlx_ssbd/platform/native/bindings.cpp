@@ -66,4 +66,13 @@ NB_MODULE(_qmm, m) {
       },
       "{kind: (seconds, calls)} of the extension's operations since op_timing(True), each timed on MLX's "
       "stream thread as it ran.");
+  m.def(
+      "loop_times",
+      []() {
+        const auto times = mlx_ssbd::loop_times();
+        return std::map<std::string, double>{{"wall_s", times.wall_seconds}, {"cpu_s", times.cpu_seconds}};
+      },
+      "Since op_timing(True), summed over the threads that ran pieces of the kernel's parallel loops: "
+      "{'wall_s': the time they spent in them, 'cpu_s': the CPU time they had meanwhile} (the difference: "
+      "their core ran something else).");
 }

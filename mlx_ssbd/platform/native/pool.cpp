@@ -1,6 +1,8 @@
 // The kernel's worker threads (pool.h states the contract).
 #include "pool.h"
 
+#include "op_clock.h"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -53,6 +55,7 @@ bool spin_until(Ready ready) {
 
 // Pieces of `job` until none is left.
 void take_pieces(Job& job) {
+  LoopTimer timer;
   for (;;) {
     const int64_t begin = job.next.fetch_add(job.grain, std::memory_order_relaxed);
     if (begin >= job.n) return;
