@@ -54,6 +54,7 @@ def binaries(tmp_path_factory):
                 "-DQMM_NS=generic",
                 str(DRIVER),
                 str(NATIVE / "pool.cpp"),
+                str(NATIVE / "op_clock.cpp"),  # the pool times its loops there
                 "-o",
                 str(out / name),
             ],
