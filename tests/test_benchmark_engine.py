@@ -131,7 +131,14 @@ def test_busy_machine_reports_each_thread_wait_policy_quiet_and_busy(model_dir, 
     assert waits[0] == "GOMP_SPINCOUNT=1000, KMP_BLOCKTIME=0, OPENBLAS_THREAD_TIMEOUT=16"  # mlx-ssbd's
     assert "300000 (yours)" in waits[1] and waits[2] == "OMP_WAIT_POLICY=PASSIVE (yours)"
     assert all(r["quiet_ms"]["1"] > 0 and r["busy_ms"]["16"] > 0 for r in result["rows"])
-    assert "| passive (" in (tmp_path / "b" / "busy_machine.md").read_text()
+    text = (tmp_path / "b" / "busy_machine.md").read_text()
+    assert "| passive (" in text
+    if result["rows"][0]["quiet_without_cpu"] is not None:  # the kernel runs the model: its threads' waits
+        for r in result["rows"]:
+            shares = [*r["quiet_without_cpu"].values(), *r["busy_without_cpu"].values()]
+            assert len(shares) == 4 and all(share is None or 0 <= share < 1 for share in shares), r
+            assert r["quiet_without_cpu"]["16"] is not None  # a 16-token pass shares its products out
+        assert "that they had no CPU for" in text and "| mlx-ssbd |" in text
 
 
 def test_capacity_splits_each_round_into_the_model_and_the_engine(tmp_path):

@@ -15,7 +15,10 @@ a core (``while True: pass``), rounds alternating between the policies:
 * ``passive``: ``OMP_WAIT_POLICY=PASSIVE`` (idle threads sleep at once).
 
 The figure that matters is busy / quiet of the same policy (two busy processes on two cores: the
-fair share is 2x) and each policy's quiet time against the runtime defaults' quiet time.
+fair share is 2x) and each policy's quiet time against the runtime defaults' quiet time. Beside
+it, where the model runs through the CPU kernel: the share of its threads' time in the kernel's
+loops that they spent without a CPU (``kernel().loop_times()``), quiet and busy: how much of the
+slowdown is the kernel's threads waiting for a core the busy processes hold.
 
     python -m benchmarks.engine.busy_machine --models qwen2.5-coder-1.5b --out DIR
 """
@@ -43,6 +46,19 @@ POLICIES = (
 SIZES = (1, 16)
 
 
+def without_cpu(loaded, repeats: int) -> dict[str, float] | None:
+    """{N: the share of the kernel's threads' time in its loops that they had no CPU for, over
+    passes of N tokens (None: no product that size was shared out)} (``passes.pass_breakdown``),
+    or None where the kernel does not run."""
+    from mlx_ssbd.evaluation.passes import pass_breakdown
+
+    split = pass_breakdown(loaded, SIZES, repeats)
+    if split is None:
+        return None
+    loops = {n: b["loops_s"] for n, b in split.items()}
+    return {str(n): round(1 - t["cpu_s"] / t["wall_s"], 4) if t["wall_s"] else None for n, t in loops.items()}
+
+
 def measure(model: str, repeats: int, busy: int) -> dict:
     """In this process: quiet pass timings, then the same beside ``busy`` spinning processes."""
     import mlx_ssbd  # noqa: F401  (backend policy first)
@@ -53,10 +69,12 @@ def measure(model: str, repeats: int, busy: int) -> dict:
     loaded = load_model(model)
     pass_timings(loaded, SIZES, 2)  # warm up
     _, quiet = pass_timings(loaded, SIZES, repeats)
+    quiet_waits = without_cpu(loaded, repeats)
     spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
     try:
         time.sleep(1.0)  # the spinners are running
         _, loaded_ = pass_timings(loaded, SIZES, repeats)
+        busy_waits = without_cpu(loaded, repeats)
     finally:
         for proc in spinners:
             proc.kill()
@@ -66,6 +84,8 @@ def measure(model: str, repeats: int, busy: int) -> dict:
         "thread_waits": backend.thread_waits(),
         "quiet_s": {str(n): round(t, 5) for n, t in quiet.items()},
         "busy_s": {str(n): round(t, 5) for n, t in loaded_.items()},
+        "quiet_without_cpu": quiet_waits,
+        "busy_without_cpu": busy_waits,
     }
 
 
@@ -106,7 +126,46 @@ def render(result: dict) -> list[str]:
         "16-token busy ms",
         "busy / quiet",
     ]
-    return lines + markdown_table(header, cells)
+    return lines + markdown_table(header, cells) + waiting_lines(result)
+
+
+def waiting_lines(result: dict) -> list[str]:
+    """The kernel's threads without a CPU, quiet and busy (none: no lines, the kernel did not run
+    or the report predates the measurement)."""
+    rows = [r for r in result["rows"] if r.get("quiet_without_cpu") and r.get("busy_without_cpu")]
+    if not rows:
+        return []
+
+    def share(r, kind, n):
+        value = r[f"{kind}_without_cpu"][str(n)]
+        return "-" if value is None else f"{100 * value:.1f}%"
+
+    return [
+        "",
+        "The kernel's threads in its parallel loops: the share of their time there that they had no CPU "
+        "for (another thread or process held their core), medians over the rounds.",
+        "",
+        *markdown_table(
+            ["model", "thread waits", "decode quiet", "decode busy", "16-token quiet", "16-token busy"],
+            [
+                (
+                    r["model"],
+                    r["policy"],
+                    share(r, "quiet", 1),
+                    share(r, "busy", 1),
+                    share(r, "quiet", 16),
+                    share(r, "busy", 16),
+                )
+                for r in rows
+            ],
+        ),
+    ]
+
+
+def median_share(shares) -> float | None:
+    """The median of the rounds' shares that were measured (None: none was)."""
+    measured = [s for s in shares if s is not None]
+    return round(statistics.median(measured), 4) if measured else None
 
 
 def run(args) -> dict:
@@ -130,6 +189,14 @@ def run(args) -> dict:
                 **{
                     f"{kind}_ms": {
                         str(n): round(1000 * statistics.median(r[f"{kind}_s"][str(n)] for r in measured), 2)
+                        for n in SIZES
+                    }
+                    for kind in ("quiet", "busy")
+                },
+                **{
+                    f"{kind}_without_cpu": measured[0][f"{kind}_without_cpu"]
+                    and {
+                        str(n): median_share(r[f"{kind}_without_cpu"][str(n)] for r in measured)
                         for n in SIZES
                     }
                     for kind in ("quiet", "busy")
