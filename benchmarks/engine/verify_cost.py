@@ -203,9 +203,8 @@ def loop_lines(step: dict, wide: dict, n: str) -> list[str]:
     if "loops_s" not in step or "loops_s" not in wide:
         return []
 
-    def ms(loops: dict, key: str) -> str:
-        seconds = loops["wall_s"] - loops["cpu_s"] if key == "waiting" else loops[key]
-        return f"{1000 * seconds:.2f}"
+    def row(label: str, seconds) -> tuple[str, str, str]:  # seconds(loops) of each
+        return (label, f"{1000 * seconds(step['loops_s']):.2f}", f"{1000 * seconds(wide['loops_s']):.2f}")
 
     return [
         "The kernel's threads in its parallel loops (the products' pieces, and those of the operations "
@@ -216,9 +215,9 @@ def loop_lines(step: dict, wide: dict, n: str) -> list[str]:
         *markdown_table(
             ["", "decode step ms", f"{n}-token pass ms"],
             [
-                ("in the loops", ms(step["loops_s"], "wall_s"), ms(wide["loops_s"], "wall_s")),
-                ("with a CPU", ms(step["loops_s"], "cpu_s"), ms(wide["loops_s"], "cpu_s")),
-                ("waiting for a CPU", ms(step["loops_s"], "waiting"), ms(wide["loops_s"], "waiting")),
+                row("in the loops", lambda loops: loops["wall_s"]),
+                row("with a CPU", lambda loops: loops["cpu_s"]),
+                row("waiting for a CPU", lambda loops: loops["wall_s"] - loops["cpu_s"]),
             ],
         ),
         "",
