@@ -1,6 +1,7 @@
 """Glossaries: the TSV and JSON formats, their errors (with file:line), matching and term accuracy."""
 
 import json
+import re
 from pathlib import Path
 
 from mlx_ssbd.live.glossary import (
@@ -204,17 +205,39 @@ def test_a_translator_shows_its_languages_examples_once_in_the_shared_prefix(mod
     assert second.stats.reused_tokens >= len(tr.prompts.prefix)
 
 
-def test_the_builtin_examples_are_english_talk_sentences_with_their_german():
-    """mlx-ssbd's own examples ship with the package, within the examples' limits, and none is a
-    sentence of the benchmark talks they are measured on."""
+TALKS = Path(__file__).parent.parent / "benchmarks" / "data" / "talk-sentences"
+HAN, KANA = re.compile("[\u4e00-\u9fff]"), re.compile("[\u3040-\u30ff]")
+
+
+def test_the_builtin_examples_are_english_talk_sentences_with_their_translations():
+    """mlx-ssbd's own examples ship with the package: the same English sentences for German,
+    Chinese and Japanese, each translation in its own script, within the examples' limits, and none
+    a sentence of the benchmark talks they are measured on."""
     builtin = builtin_examples()
-    assert builtin.source == "en" and builtin.targets == ["de"] and 4 <= len(builtin) <= EXAMPLES.entries
+    assert builtin.source == "en" and builtin.targets == ["de", "zh", "ja"]
+    assert all(
+        4 <= len(builtin.entries[lang]) <= EXAMPLES.entries for lang in builtin.targets
+    )  # per language
+    assert len({tuple(builtin.entries[lang]) for lang in builtin.targets}) == 1  # the same sentences
+    assert all(HAN.search(text) and not KANA.search(text) for text in builtin.entries["zh"].values())
+    assert all(KANA.search(text) for text in builtin.entries["ja"].values())
     assert examples_for(BUILTIN) == builtin
-    talks = Path(__file__).parent.parent / "benchmarks" / "data" / "talk-sentences"
     sources = {
-        json.loads(line)["src"] for part in ("dev", "test") for line in (talks / f"en-de.{part}.jsonl").open()
+        json.loads(line)["src"] for part in ("dev", "test") for line in (TALKS / f"en-de.{part}.jsonl").open()
     }
     assert not sources & set(builtin.entries["de"])
+
+
+@pytest.mark.parametrize("lang", ["zh", "ja"])
+def test_the_benchmark_talks_chinese_and_japanese_references_pair_with_the_german(lang):
+    """Each talk's Chinese and Japanese references are for the same sentences, in the same order,
+    as its German ones (the benchmarks compare the languages on one talk), in their own script."""
+    for part in ("dev", "test"):
+        german = [json.loads(line) for line in (TALKS / f"en-de.{part}.jsonl").open()]
+        other = [json.loads(line) for line in (TALKS / f"en-{lang}.{part}.jsonl").open()]
+        assert [(r["id"], r["src"]) for r in other] == [(r["id"], r["src"]) for r in german]
+        assert all(HAN.search(r["ref"]) and not re.search("[A-Za-z]", r["ref"]) for r in other)
+        assert all(bool(KANA.search(r["ref"])) == (lang == "ja") for r in other)
 
 
 def test_builtin_examples_from_the_cli_and_a_source_they_do_not_fit(model_dir):
@@ -250,6 +273,9 @@ def test_a_models_own_examples_are_shown_unless_a_translator_is_told_otherwise(m
     loaded.examples = builtin_examples()
     shown = loaded.translator("de", config=method_config("rt"))
     assert shown.prompts.examples == tuple(builtin_examples().entries["de"].items())
+    for lang in ("zh", "ja"):  # each target its own translations of the same sentences
+        theirs = loaded.translator(lang, config=method_config("rt")).prompts.examples
+        assert theirs == tuple(builtin_examples().entries[lang].items())
     for off in (
         loaded.translator("de", config=method_config("rt"), examples=None),
         loaded.translator("de", config=method_config("rt"), examples=examples_for(NONE)),

@@ -7,7 +7,8 @@ Contract: ``parse_tsv(text, origin)`` and ``parse_json(obj, origin)`` build a ``
 I/O beyond that read. ``load_examples(path)`` reads a file of example translations (a translation
 memory: whole sentences and their translations, which the prompt shows the model before the talk,
 ``prompt.PromptBuilder``) in the same formats, with ``EXAMPLES``' limits; ``builtin_examples()``
-the project's own (``examples.tsv`` beside this module: English talk sentences and their German),
+the project's own (``examples.tsv`` beside this module: English talk sentences and their German,
+Chinese and Japanese),
 read when called; ``examples_for(spec)`` any of them: ``BUILTIN`` names the built-in ones, ``NONE``
 none, anything else a file.
 
@@ -201,7 +202,7 @@ NONE = "none"  # ... and no example translations at all (an empty ``Glossary``)
 
 def builtin_examples() -> Glossary:
     """The project's example translations (``examples.tsv``): English sentences of the kind a talk
-    holds, with their German; ``Glossary.source`` is ``"en"``."""
+    holds, with their German, Chinese and Japanese; ``Glossary.source`` is ``"en"``."""
     text = resources.files(__package__).joinpath("examples.tsv").read_text(encoding="utf-8")
     return parse_tsv(text, "mlx_ssbd/live/examples.tsv", EXAMPLES)
 
