@@ -13,10 +13,10 @@ DEFAULT = "qwen2.5-coder-1.5b"
 SMALL = "qwen2.5-coder-0.5b"
 SENTENCES = str(DATA / "udhr-sentences" / "en-de.jsonl")
 TALK_DEV, TALK_TEST = (str(DATA / "talk-sentences" / f"en-de.{part}.jsonl") for part in ("dev", "test"))
-# the same talks with Chinese and Japanese references
-TALK_ZH_JA = {
+# the same talks with Chinese, Japanese, French and Spanish references
+TALK_LANGS = {
     (lang, part): str(DATA / "talk-sentences" / f"en-{lang}.{part}.jsonl")
-    for lang in ("zh", "ja")
+    for lang in ("zh", "ja", "fr", "es")
     for part in ("test", "dev")
 }
 PARTIALS = str(DATA / "talks" / "talk-partials.jsonl")
@@ -170,14 +170,14 @@ STEPS = (
          ("--model", DEFAULT, "--data", TALK_DEV, "--semsim", "--examples", "builtin", "--configs", "rt+examples,rt"),
          ("--model", SMALL, "--data", TALK_DEV, "--limit", "2", "--examples", "builtin",
           "--configs", "rt,rt+examples"), 3),
-    # the built-in examples' Chinese and Japanese: RT and the default with and without them
+    # the built-in examples in the other languages: RT and the default with and without them
     *(Step(f"builtin-examples-{part}-{lang}-1.5b", "quality", 16 if part == "test" else 8,
            "benchmarks.quality.accept_rules",
            ("--model", DEFAULT, "--data", data, "--target", lang, "--semsim", "--examples", "builtin",
             "--configs", "rt+examples,rt,ssbd-b0.2+examples,ssbd-b0.2" if part == "test" else "rt+examples,rt"),
            ("--model", SMALL, "--data", data, "--target", lang, "--limit", "2", "--examples", "builtin",
             "--configs", "rt,rt+examples"), 3)
-      for (lang, part), data in TALK_ZH_JA.items()),
+      for (lang, part), data in TALK_LANGS.items()),
     # β with the default prompt: chosen on the dev talk, reported on the held-out one
     *(Step(f"examples-beta-{part}-1.5b", "quality", 16, "benchmarks.quality.accept_rules",
            ("--model", DEFAULT, "--data", data, "--examples", "builtin",

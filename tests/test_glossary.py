@@ -206,18 +206,17 @@ def test_a_translator_shows_its_languages_examples_once_in_the_shared_prefix(mod
 
 
 TALKS = Path(__file__).parent.parent / "benchmarks" / "data" / "talk-sentences"
-HAN, KANA = re.compile("[\u4e00-\u9fff]"), re.compile("[\u3040-\u30ff]")
+HAN, KANA, LATIN = re.compile("[\u4e00-\u9fff]"), re.compile("[\u3040-\u30ff]"), re.compile("[A-Za-z]")
 
 
 def test_the_builtin_examples_are_english_talk_sentences_with_their_translations():
     """mlx-ssbd's own examples ship with the package: the same English sentences for German,
-    Chinese and Japanese, each translation in its own script, within the examples' limits, and none
-    a sentence of the benchmark talks they are measured on."""
+    Chinese, Japanese, French and Spanish (Chinese and Japanese in their own scripts), within the
+    examples' limits for each language, and none a sentence of the benchmark talks they are
+    measured on."""
     builtin = builtin_examples()
-    assert builtin.source == "en" and builtin.targets == ["de", "zh", "ja"]
-    assert all(
-        4 <= len(builtin.entries[lang]) <= EXAMPLES.entries for lang in builtin.targets
-    )  # per language
+    assert builtin.source == "en" and builtin.targets == ["de", "zh", "ja", "fr", "es"]
+    assert all(4 <= len(builtin.entries[lang]) <= EXAMPLES.entries for lang in builtin.targets)
     assert len({tuple(builtin.entries[lang]) for lang in builtin.targets}) == 1  # the same sentences
     assert all(HAN.search(text) and not KANA.search(text) for text in builtin.entries["zh"].values())
     assert all(KANA.search(text) for text in builtin.entries["ja"].values())
@@ -228,16 +227,18 @@ def test_the_builtin_examples_are_english_talk_sentences_with_their_translations
     assert not sources & set(builtin.entries["de"])
 
 
-@pytest.mark.parametrize("lang", ["zh", "ja"])
-def test_the_benchmark_talks_chinese_and_japanese_references_pair_with_the_german(lang):
-    """Each talk's Chinese and Japanese references are for the same sentences, in the same order,
-    as its German ones (the benchmarks compare the languages on one talk), in their own script."""
+@pytest.mark.parametrize("lang", ["zh", "ja", "fr", "es"])
+def test_the_benchmark_talks_other_references_pair_with_the_german(lang):
+    """Each talk's Chinese, Japanese, French and Spanish references are for the same sentences, in
+    the same order, as its German ones (the benchmarks compare the languages on one talk), each in
+    its own script."""
     for part in ("dev", "test"):
         german = [json.loads(line) for line in (TALKS / f"en-de.{part}.jsonl").open()]
         other = [json.loads(line) for line in (TALKS / f"en-{lang}.{part}.jsonl").open()]
         assert [(r["id"], r["src"]) for r in other] == [(r["id"], r["src"]) for r in german]
-        assert all(HAN.search(r["ref"]) and not re.search("[A-Za-z]", r["ref"]) for r in other)
-        assert all(bool(KANA.search(r["ref"])) == (lang == "ja") for r in other)
+        for ref in (r["ref"] for r in other):  # Han characters without Latin letters, or the reverse
+            assert bool(HAN.search(ref)) == (lang in ("zh", "ja")) != bool(LATIN.search(ref))
+            assert bool(KANA.search(ref)) == (lang == "ja")
 
 
 def test_builtin_examples_from_the_cli_and_a_source_they_do_not_fit(model_dir):
@@ -273,7 +274,7 @@ def test_a_models_own_examples_are_shown_unless_a_translator_is_told_otherwise(m
     loaded.examples = builtin_examples()
     shown = loaded.translator("de", config=method_config("rt"))
     assert shown.prompts.examples == tuple(builtin_examples().entries["de"].items())
-    for lang in ("zh", "ja"):  # each target its own translations of the same sentences
+    for lang in ("zh", "ja", "fr", "es"):  # each target its own translations of the same sentences
         theirs = loaded.translator(lang, config=method_config("rt")).prompts.examples
         assert theirs == tuple(builtin_examples().entries[lang].items())
     for off in (
