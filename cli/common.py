@@ -238,9 +238,9 @@ def caption_options(methods: tuple[str, ...]):
             callback=_load_glossary,
             help="Example translations the model sees before the talk (a translation memory): the "
             "glossary's formats, one source sentence and its translations per line, at most 20 per "
-            "language; 'builtin': mlx-ssbd's own English talk sentences with their German, Chinese and "
-            "Japanese; 'none': none. Default: the model's own (the default model: builtin, for English "
-            "talks).",
+            "language; 'builtin': mlx-ssbd's own English talk sentences with their German, Chinese, "
+            "Japanese, French and Spanish; 'none': none. Default: the model's own (the default model: "
+            "builtin, for English talks).",
         ),
         click.option(
             "--output",

@@ -32,10 +32,11 @@ SECTIONS = (
     Section(
         "Built-in example translations",
         "The default model's prompt with and without mlx-ssbd's built-in example translations (English "
-        "talk sentences with their German, Chinese and Japanese, none from these talks) in its shared "
-        "prefix, for German, Chinese and Japanese captions, on the held-out talk (RT and SSBD) and on the "
-        "dev talk (RT), each in one run: chrF++ against the references, the difference from RT without "
-        "them with a paired-bootstrap interval, and speed against the RT configuration at 1.00x. For "
+        "talk sentences with their German, Chinese, Japanese, French and Spanish, none from these talks) "
+        "in its shared prefix, for captions in each of those languages, on the held-out talk (RT and "
+        "SSBD) and on the dev talk (RT), each in one run: chrF++ against the references, the difference "
+        "from RT without them with a paired-bootstrap interval, and speed against the RT configuration "
+        "at 1.00x. For "
         "Chinese and Japanese, chrF++'s word n-grams find few words in text without spaces, so its score "
         "is mostly its character n-grams'; BLEU is on sacrebleu's zh and ja-mecab tokens.",
         (
@@ -45,6 +46,10 @@ SECTIONS = (
             ("builtin-examples-dev-zh-1.5b",),
             ("builtin-examples-test-ja-1.5b",),
             ("builtin-examples-dev-ja-1.5b",),
+            ("builtin-examples-test-fr-1.5b",),
+            ("builtin-examples-dev-fr-1.5b",),
+            ("builtin-examples-test-es-1.5b",),
+            ("builtin-examples-dev-es-1.5b",),
         ),
     ),
     Section(

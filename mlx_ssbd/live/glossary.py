@@ -8,7 +8,7 @@ I/O beyond that read. ``load_examples(path)`` reads a file of example translatio
 memory: whole sentences and their translations, which the prompt shows the model before the talk,
 ``prompt.PromptBuilder``) in the same formats, with ``EXAMPLES``' limits; ``builtin_examples()``
 the project's own (``examples.tsv`` beside this module: English talk sentences and their German,
-Chinese and Japanese),
+Chinese, Japanese, French and Spanish),
 read when called; ``examples_for(spec)`` any of them: ``BUILTIN`` names the built-in ones, ``NONE``
 none, anything else a file.
 
@@ -202,7 +202,8 @@ NONE = "none"  # ... and no example translations at all (an empty ``Glossary``)
 
 def builtin_examples() -> Glossary:
     """The project's example translations (``examples.tsv``): English sentences of the kind a talk
-    holds, with their German, Chinese and Japanese; ``Glossary.source`` is ``"en"``."""
+    holds, with their German, Chinese, Japanese, French and Spanish; ``Glossary.source`` is
+    ``"en"``."""
     text = resources.files(__package__).joinpath("examples.tsv").read_text(encoding="utf-8")
     return parse_tsv(text, "mlx_ssbd/live/examples.tsv", EXAMPLES)
 
