@@ -176,7 +176,7 @@ STEPS = (
            ("--model", DEFAULT, "--data", data, "--target", lang, "--semsim", "--examples", "builtin",
             "--configs", "rt+examples,rt,ssbd-b0.2+examples,ssbd-b0.2" if part == "test" else "rt+examples,rt"),
            ("--model", SMALL, "--data", data, "--target", lang, "--limit", "2", "--examples", "builtin",
-            "--configs", "rt,rt+examples"), 3)
+            "--configs", "rt,rt+examples"), 3, long_only=True)
       for (lang, part), data in TALK_LANGS.items()),
     # β with the default prompt: chosen on the dev talk, reported on the held-out one
     *(Step(f"examples-beta-{part}-1.5b", "quality", 16, "benchmarks.quality.accept_rules",
