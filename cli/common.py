@@ -200,6 +200,19 @@ def check_examples_source(examples, source: str) -> None:
         )
 
 
+def note_uncovered(targets, glossary=None, examples=None) -> None:
+    """Say on stderr which target languages a given glossary or set of example translations has
+    nothing for: those captions go without it. Not given (None) or empty (``--examples none``):
+    nothing to say."""
+    for table, missing_what in (
+        (glossary, "the glossary has no terms for"),
+        (examples, "the example translations have none for"),
+    ):
+        missing = [lang for lang in targets if table and lang not in table.targets]
+        if missing:
+            click.echo(f"note: {missing_what} {', '.join(missing)}; those captions go without them", err=True)
+
+
 def caption_options(methods: tuple[str, ...]):
     """``--target`` (one or several), ``--max-targets``, ``--glossary``, ``--examples``, ``--output``,
     ``--method`` (one of ``methods``), ``--beta``, ``--mask-k``, ``--max-words`` and ``--context``:

@@ -25,6 +25,7 @@ from .common import (
     check_languages,
     cue_chars_option,
     load,
+    note_uncovered,
     user_errors,
     weights_option,
 )
@@ -181,6 +182,7 @@ def listen(
         source = check_language(source.strip().lower())
         targets = () if asr_only else check_languages(source, target, max_targets)
         check_examples_source(examples, source)
+        note_uncovered(targets, glossary, examples)
         card = asr_card_for(source, asr_model)
         if push and asr_only:
             raise click.UsageError("--push sends translated captions; --asr-only translates nothing")

@@ -29,6 +29,7 @@ from .common import (
     check_languages,
     cue_chars_option,
     load,
+    note_uncovered,
     user_errors,
     weights_option,
 )
@@ -278,6 +279,7 @@ def translate(
         raise click.UsageError("give either TEXT or --stream FILE")
     targets = check_languages(source, target, max_targets)
     check_examples_source(examples, source)
+    note_uncovered(targets, glossary, examples)
     pushes = push_specs(push, targets)
     if pushes and stream_path is None:
         raise click.UsageError("--push sends live captions: use it with --stream")

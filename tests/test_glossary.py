@@ -257,6 +257,31 @@ def test_builtin_examples_from_the_cli_and_a_source_they_do_not_fit(model_dir):
     assert other.exit_code == 1 and "the example translations are en sentences" in other.output
 
 
+def test_the_cli_names_the_targets_a_given_glossary_or_examples_file_has_nothing_for(model_dir, tmp_path):
+    """A glossary or example translations given for some target languages only: a note on stderr
+    names the others (their captions go without it) and the captions follow; no note where every
+    target is covered, with the model's own examples, or with ``--examples none``."""
+    from mlx_ssbd_cli.main import cli
+
+    from click.testing import CliRunner
+
+    german = tmp_path / "german.tsv"
+    german.write_text("en\tde\nthe weather\tdas Wetter\n", encoding="utf-8")
+
+    def run(*options):
+        done = CliRunner().invoke(cli, ["translate", "the weather", "--model", model_dir, *options])
+        assert done.exit_code == 0, done.output
+        return done.output
+
+    both = run("-t", "de,fr", "--glossary", str(german), "--examples", str(german))
+    assert "note: the glossary has no terms for fr;" in both
+    assert "note: the example translations have none for fr;" in both
+    assert "fr: " in both  # ... and French captions all the same
+    assert "note:" not in run("-t", "de", "--glossary", str(german), "--examples", "builtin")
+    assert "note: the example translations have none for pt;" in run("-t", "pt", "--examples", "builtin")
+    assert "note:" not in run("-t", "pt", "--examples", "none") + run("-t", "pt")
+
+
 def test_a_models_own_examples_are_shown_unless_a_translator_is_told_otherwise(model_dir):
     """``LoadedModel.examples`` (its card's) end the prompt's prefix of every translator made
     without ``examples``, for talks in their source language only; ``examples=None`` or an
