@@ -236,9 +236,10 @@ def test_the_benchmark_talks_other_references_pair_with_the_german(lang):
         german = [json.loads(line) for line in (TALKS / f"en-de.{part}.jsonl").open()]
         other = [json.loads(line) for line in (TALKS / f"en-{lang}.{part}.jsonl").open()]
         assert [(r["id"], r["src"]) for r in other] == [(r["id"], r["src"]) for r in german]
-        for ref in (r["ref"] for r in other):  # Han characters without Latin letters, or the reverse
-            assert bool(HAN.search(ref)) == (lang in ("zh", "ja")) != bool(LATIN.search(ref))
-            assert bool(KANA.search(ref)) == (lang == "ja")
+        dense = lang in ("zh", "ja")  # Han characters without Latin letters, or the reverse
+        for ref in (r["ref"] for r in other):
+            assert bool(HAN.search(ref)) == dense and bool(LATIN.search(ref)) != dense, ref
+            assert bool(KANA.search(ref)) == (lang == "ja"), ref
 
 
 def test_builtin_examples_from_the_cli_and_a_source_they_do_not_fit(model_dir):
