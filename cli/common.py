@@ -204,11 +204,13 @@ def note_uncovered(targets, glossary=None, examples=None) -> None:
     """Say on stderr which target languages a given glossary or set of example translations has
     nothing for: those captions go without it. Not given (None) or empty (``--examples none``):
     nothing to say."""
+    from mlx_ssbd.live.glossary import uncovered
+
     for table, missing_what in (
         (glossary, "the glossary has no terms for"),
         (examples, "the example translations have none for"),
     ):
-        missing = [lang for lang in targets if table and lang not in table.targets]
+        missing = uncovered(targets, table.entries if table else None)
         if missing:
             click.echo(f"note: {missing_what} {', '.join(missing)}; those captions go without them", err=True)
 

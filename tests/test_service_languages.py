@@ -153,6 +153,9 @@ def test_a_glossary_in_session_update(url):
         == as_json["glossary"]
         == {"de": {"new rules": "neue Regeln"}, "fr": {"new rules": "nouvelles règles"}}
     )
+    assert "uncovered" not in as_tsv  # it covers both caption languages
+    german_only = asyncio.run(settings({"de": {"new rules": "neue Regeln"}}))
+    assert german_only["type"] == "session.updated" and german_only["uncovered"] == {"glossary": ["fr"]}
     for bad, message in (
         ("en\tde\nnew rules\n", "glossary:2: 1 columns"),
         ({"de": {"x": ""}}, "a rendering is empty"),
@@ -169,12 +172,15 @@ def test_a_glossary_in_session_update(url):
 
 def test_example_translations_in_session_update(url):
     """``examples`` in ``session.update``: the glossary's formats with sentences; the settings
-    events carry them; a bad one is an ``invalid_examples`` error that changes nothing."""
+    events carry them, and name the caption languages they have none for; a bad one is an
+    ``invalid_examples`` error that changes nothing."""
 
-    async def settings(examples):
+    async def settings(examples, targets=("de",)):
         async with websockets.connect(ws_url(url)) as ws:
             await expect(ws, "session.created")
-            await ws.send(json.dumps({"type": "session.update", "examples": examples}))
+            await ws.send(
+                json.dumps({"type": "session.update", "examples": examples, "targets": list(targets)})
+            )
             return json.loads(await asyncio.wait_for(ws.recv(), 10))
 
     sentence = "Thank you all for being here this morning."
@@ -183,6 +189,9 @@ def test_example_translations_in_session_update(url):
     assert updated["examples"] == {"de": {sentence: "Vielen Dank, dass Sie heute Morgen hier sind."}}
     builtin = asyncio.run(settings("builtin"))  # mlx-ssbd's own
     assert builtin["type"] == "session.updated" and builtin["examples"] == builtin_examples().to_json()
+    assert "uncovered" not in updated and "uncovered" not in builtin  # both have German
+    portuguese = asyncio.run(settings("builtin", targets=["de", "pt"]))
+    assert portuguese["uncovered"] == {"examples": ["pt"]}, portuguese
     none = asyncio.run(settings("none"))  # none, not even the model's own
     assert none["type"] == "session.updated" and none["examples"] == {}
     for bad, message in (

@@ -213,6 +213,8 @@ def test_a_lost_connection_is_said_and_the_session_resumed(model_dir, tmp_path):
 
 
 def test_a_bad_glossary_is_shown_on_the_page_and_a_good_one_is_taken(url):
+    """A bad glossary's error is on the page; a good one is taken, and the page names the caption
+    language it has no terms for."""
     with sync_chromium() as browser:
         page = browser.new_page()
         page.goto(f"{url}/?source=en&target=de&mode=text&method=rt")
@@ -223,7 +225,11 @@ def test_a_bad_glossary_is_shown_on_the_page_and_a_good_one_is_taken(url):
         alert.wait_for(timeout=30_000)
         assert "glossary:2: 1 columns" in alert.text_content()
         page.get_by_label("Glossary").fill("en\tde\nnew rules\tneue Regeln\n")
+        page.get_by_label("Caption languages").fill("de, fr")  # the glossary has nothing for French
         page.get_by_role("button", name="Start").click()
+        page.get_by_text("The glossary has no terms for fr: those captions go without them.").wait_for(
+            timeout=30_000
+        )
         page.locator(".committed li").first.wait_for(timeout=60_000)
         page.get_by_role("button", name="Stop").click()
         page.get_by_role("status").filter(has_text="Ended").wait_for(timeout=60_000)

@@ -21,6 +21,8 @@ Limits (``Kind``): at most 500 terms per language, 100 characters per term or re
 20 per language, 300 characters each); nothing empty, nothing twice in one language, no control
 characters; languages are codes that ``languages.LANGUAGES`` knows.
 
+``uncovered(targets, entries)`` names the target languages a given glossary or set of examples has
+nothing for (their captions go without it).
 ``Glossary.matches(source, target)`` lists the entries of ``target`` whose source term occurs in
 ``source`` (case-insensitive, as whole words where the term starts and ends with a letter or digit),
 in the order they occur.
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -214,6 +216,13 @@ def examples_for(spec: str | Path) -> Glossary:
     if str(spec) == NONE:
         return Glossary()
     return builtin_examples() if str(spec) == BUILTIN else load_examples(spec)
+
+
+def uncovered(targets: Iterable[str], entries: Mapping[str, Mapping] | None) -> list[str]:
+    """The languages of ``targets``, in order, that ``entries`` (a glossary's or example
+    translations' ``{target: {source: rendering}}``) has nothing for. Nothing given (None) or
+    nothing in it (no glossary, ``NONE`` examples): none, as there is nothing they go without."""
+    return [lang for lang in targets if entries and not entries.get(lang)]
 
 
 def term_accuracy(glossary: Glossary, target: str, captions: Iterable[tuple[str, str]]) -> tuple[int, int]:

@@ -2,17 +2,18 @@
 
 Contract: pure functions, no I/O; each builds one event from what the session layer reports.
 
-Events: ``session.created`` (with ``resume_token``) / ``session.updated`` / ``session.resumed``
-(the settings in force); ``translation.update`` (``target``, ``segment``, ``caption``, ``seq``,
-``stable``, ``unstable``, ``end``: the audio time of the newest word translated, when the client
-sent ``end``, and ``stats``); ``translation.commit`` (``target``, ``segment``, ``caption``,
-``seq``, ``text``, ``start``, ``end``, ``reason``, ``stored``); ``transcript.stored``
-(``captions``: commits sent with ``stored: false`` that the store has taken since);
-``transcription.update`` (speech sessions: ``segment``, ``text``, ``final``, ``start``, ``end``,
-what the recognizer heard); ``push.status`` (to the session's client only: ``target``, ``kind``:
-``failing``, ``recovered``, ``undelivered`` or ``stopped``, ``message``, ``lines``); ``error``
-(``code``, ``message``) and ``session.closed`` (``reason``: ``closed``, ``idle``, ``shutdown`` or
-``error``). ``sse`` frames one event for an event stream;
+Events: ``session.created`` (with ``resume_token``) / ``session.updated`` / ``session.resumed`` (the
+settings in force, and ``uncovered``: ``{"glossary": [...], "examples": [...]}``, the caption
+languages a given glossary or set of examples has nothing for, where any); ``translation.update``
+(``target``, ``segment``, ``caption``, ``seq``, ``stable``, ``unstable``, ``end``: the audio time of
+the newest word translated, when the client sent ``end``, and ``stats``); ``translation.commit``
+(``target``, ``segment``, ``caption``, ``seq``, ``text``, ``start``, ``end``, ``reason``,
+``stored``); ``transcript.stored`` (``captions``: commits sent with ``stored: false`` that the store
+has taken since); ``transcription.update`` (speech sessions: ``segment``, ``text``, ``final``,
+``start``, ``end``, what the recognizer heard); ``push.status`` (to the session's client only:
+``target``, ``kind``: ``failing``, ``recovered``, ``undelivered`` or ``stopped``, ``message``,
+``lines``); ``error`` (``code``, ``message``) and ``session.closed`` (``reason``: ``closed``,
+``idle``, ``shutdown`` or ``error``). ``sse`` frames one event for an event stream;
 ``openai_error`` is the body of an HTTP error in OpenAI's shape.
 """
 
@@ -56,6 +57,9 @@ def sse(event: dict, event_id: int | None = None) -> str:
 
 
 def settings_event(kind: str, session: str, settings: Settings, model: str, **extra) -> dict:
+    """``session.created``, ``session.updated`` or ``session.resumed``: the settings in force, and
+    ``uncovered`` where the given glossary or example translations lack a caption language."""
+    missing = settings.uncovered()
     return {
         "type": kind,
         "session": session,
@@ -63,6 +67,7 @@ def settings_event(kind: str, session: str, settings: Settings, model: str, **ex
         "model": model,
         **settings.to_dict(),
         "push": [spec.name for spec in settings.push_specs()],  # platform, languages, host: no secrets
+        **({"uncovered": missing} if missing else {}),
         **extra,
     }
 

@@ -49,6 +49,7 @@ from ..live.glossary import (
     examples_for,
     parse_json,
     parse_tsv,
+    uncovered,
 )
 from ..live.languages import language_name
 from ..live.methods import DEFAULT_METHOD, METHODS
@@ -100,6 +101,13 @@ class Settings:
     @property
     def target(self) -> str:
         return self.targets[0]
+
+    def uncovered(self) -> dict[str, list[str]]:
+        """The caption languages that the given glossary or example translations have nothing for,
+        by which (``{"glossary": ["pt"]}``): those captions go without them. Empty where each
+        covers every language or none was given."""
+        missing = {kind: uncovered(self.targets, getattr(self, kind)) for kind in ("glossary", "examples")}
+        return {kind: langs for kind, langs in missing.items() if langs}
 
     def push_specs(self) -> list[PushSpec]:
         """The push targets for these languages; raises ``ProtocolError`` (``invalid_push``)."""

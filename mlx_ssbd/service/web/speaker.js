@@ -49,6 +49,15 @@ function showMode() {
 
 function setStatus(text) { $("status").textContent = text; }
 
+function showUncovered(uncovered) {
+  // the caption languages that the glossary or the example translations have nothing for
+  const parts = [];
+  if (uncovered && uncovered.glossary) parts.push(`the glossary has no terms for ${uncovered.glossary.join(", ")}`);
+  if (uncovered && uncovered.examples) parts.push(`the example translations have none for ${uncovered.examples.join(", ")}`);
+  const said = parts.join("; ");
+  $("note").textContent = said ? `${said[0].toUpperCase()}${said.slice(1)}: those captions go without them.` : "";
+}
+
 function showError(code, message) {
   const item = document.createElement("li");
   item.textContent = `${code}: ${message}`;
@@ -62,7 +71,7 @@ function start() {
   if (mode() === "text" && !$("text").value.trim()) { showError("no_text", "type or paste some text first"); return; }
   $("errors").replaceChildren();
   $("languages-out").replaceChildren();
-  for (const id of ["heard-done", "heard-open", "figures", "links"]) $(id).textContent = "";
+  for (const id of ["heard-done", "heard-open", "figures", "links", "note"]) $(id).textContent = "";
   $("qr").hidden = true;
   Object.assign(state, { sid: null, resumeToken: null, input: mode(), live: false, sending: false, closing: false, finished: false,
                          sentS: 0, heardS: 0, lag: null, stats: null });
@@ -117,6 +126,7 @@ function handle(event, resumeId) {
       state.live = true;
       state.targets = event.targets;
       showLanguages(event.targets);
+      showUncovered(event.uncovered);
       setStatus(event.type === "session.resumed" ? `Resumed; ${event.captions} captions so far.` : "Live.");
       showLinks(false);
       if (!state.sending) startInput();
