@@ -25,6 +25,18 @@ def test_resync_proposes_the_rest_of_the_old_draft():
     assert p([1, 2], accepted=2) is None  # "a b" is in the old draft only before position 2
 
 
+def test_resync_anchors_on_the_last_token_where_the_last_two_do_not():
+    # Old draft "a b c d e"; the output "x y c": "y c" is not in it, "c" is, once: rejoin at "d e".
+    assert Proposer(old_draft=[1, 2, 3, 4, 5])([8, 9, 3], accepted=0) == Proposal([4, 5], "resync")
+    assert Proposer(old_draft=[1, 2, 3, 4, 5], anchors=(2,))([8, 9, 3], accepted=0) is None
+    assert Proposer(old_draft=[3, 1, 3, 5])([8, 3], accepted=0) is None  # "c" twice: no anchor
+    # the last two tokens first: "a c" occurs once, "c" twice
+    assert Proposer(old_draft=[3, 7, 1, 3, 9])([1, 3], accepted=0) == Proposal([9], "resync")
+    # an anchor that ends the old draft has nothing to propose, and costs no attempt
+    at_end = Proposer(old_draft=[1, 2, 3], max_attempts=1)
+    assert at_end([9, 3], accepted=0) is None and at_end.attempts == 0
+
+
 def test_ngram_proposes_source_continuations_and_attempts_are_capped():
     p = Proposer(pools=[[40, 41, 42, 43, 44]], max_attempts=2)
     assert p([7, 41, 42], 0) == Proposal([43, 44], "ngram")
@@ -118,6 +130,9 @@ def test_lookahead_settings_are_checked():
         Lookahead(ngram_len=0)
     with pytest.raises(ValueError):
         Lookahead(ngram_beta=1.5)
+    for anchors in ((), (0,), (2, "1")):
+        with pytest.raises(ValueError, match="resync_anchors"):
+            Lookahead(resync=True, resync_anchors=anchors)
     assert not Lookahead().proposes and Lookahead(resync=True).proposes
 
 

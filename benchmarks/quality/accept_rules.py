@@ -29,6 +29,7 @@ from pathlib import Path
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import data_pairs, machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
+from mlx_ssbd.engine.lookahead import Lookahead
 from mlx_ssbd.evaluation.bench import (
     NoReferences,
     items_from_pairs,
@@ -54,6 +55,8 @@ CONFIGS = {
     "ssbd-b0.1": dict(method="ssbd", beta=0.1),
     "ssbd-b0.2": dict(method="ssbd", beta=0.2),  # the default: commits at β 0.1 (COMMIT_BETA)
     "ssbd-plain-b0.2": dict(method="ssbd-plain", beta=0.2),  # the paper's rule, never rejoining the draft
+    # the default rejoining its draft only where the output's last two tokens occur once in it
+    "ssbd-b0.2-anchor2": dict(method="ssbd", beta=0.2, resync_anchors=[2]),
     "ssbd-b0.25": dict(method="ssbd", beta=0.25),
     "ssbd-b0.3": dict(method="ssbd", beta=0.3),
     "ssbd-ratio-b0.4": dict(method="ssbd-ratio", beta=0.4),
@@ -179,6 +182,10 @@ def measure(args) -> dict:
         settings = dict(CONFIGS[base])
         if CONTEXTED in suffixes:
             settings["context_tokens"] = CONTEXT_TOKENS
+        if "resync_anchors" in settings:  # a list in CONFIGS, as the run's facts keep it
+            settings["lookahead"] = Lookahead(
+                resync=True, resync_anchors=tuple(settings.pop("resync_anchors"))
+            )
         config = method_config(settings.pop("method"), **settings)
         shown = examples if EXAMPLED in suffixes else None
         translators[label] = loaded.translator(args.target, config=config, examples=shown)

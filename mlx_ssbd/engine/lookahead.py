@@ -7,8 +7,9 @@ pass accepted, returns a ``Proposal`` of tokens that may follow (or None):
 
 * **resync** (after Input-guided Aggressive Decoding): after the old draft was rejected at position
   d, when the last ``n`` output tokens occur exactly once in the rest of the old draft, propose what
-  follows them there. Rewording early in a sentence often leaves its tail intact, so decoding can
-  rejoin the old draft.
+  follows them there; ``n`` is each of ``anchors`` in turn (2, then 1: a token unique in the rest of
+  the draft anchors it where the last two tokens do not). Rewording early in a sentence often leaves
+  its tail intact, so decoding can rejoin the old draft.
 * **n-gram pools** (prompt lookup): when resync has nothing to propose (no old draft left, or no
   unique match in it), look the last ``n`` output tokens up in each pool in turn and propose the
   (up to ``pool_len``) tokens that follow their last occurrence in the first pool that has them.
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from .verify import accept_threshold
 
 DEFAULT_NGRAM = 2
+DEFAULT_ANCHORS = (2, 1)  # resync's anchor lengths, tried in turn
 DEFAULT_MAX_PROPOSAL = 16
 DEFAULT_MAX_ATTEMPTS = 4
 DEFAULT_HISTORY = 8  # earlier outputs kept per kind (this segment's, committed ones)
@@ -65,6 +67,8 @@ class Lookahead:
         ngram_len: the most tokens an n-gram proposal holds. Default 16.
         ngram_beta: the bias n-gram proposals are checked with; None (the default): the update's.
             0 makes them lossless: the output is what the method gives without them.
+        resync_anchors: how many of the output's last tokens resync looks up in the old draft, each
+            length in turn until one occurs exactly once there. Default (2, 1).
     """
 
     resync: bool = False
@@ -72,10 +76,14 @@ class Lookahead:
     history_drafts: bool = False
     ngram_len: int = DEFAULT_MAX_PROPOSAL
     ngram_beta: float | None = None
+    resync_anchors: tuple[int, ...] = DEFAULT_ANCHORS
 
     def __post_init__(self):
         if not isinstance(self.ngram_len, int) or self.ngram_len < 1:
             raise ValueError(f"ngram_len must be a positive integer, got {self.ngram_len!r}")
+        anchors = self.resync_anchors
+        if not anchors or not all(isinstance(n, int) and n >= 1 for n in anchors):
+            raise ValueError(f"resync_anchors must be positive integers, got {anchors!r}")
         if self.ngram_beta is not None:
             accept_threshold(self.ngram_beta)
 
@@ -101,6 +109,7 @@ class Proposer:
 
     Args:
         old_draft: the previous output (the update's draft), if resync is on; else empty.
+        anchors: the lengths of the output's tail resync looks up in it, in turn.
         pools: token sequences searched for n-gram proposals, in order of preference; empty: none.
         max_len, pool_len: the most tokens a resync / n-gram proposal holds.
         pool_beta: the bias n-gram pool proposals are checked with; None: the update's.
@@ -110,6 +119,7 @@ class Proposer:
     old_draft: Sequence[int] = ()
     pools: Sequence[Sequence[int]] = ()
     n: int = DEFAULT_NGRAM
+    anchors: Sequence[int] = DEFAULT_ANCHORS
     max_len: int = DEFAULT_MAX_PROPOSAL
     pool_len: int = DEFAULT_MAX_PROPOSAL
     pool_beta: float | None = None
@@ -119,15 +129,17 @@ class Proposer:
     def __call__(self, output: Sequence[int], accepted: int) -> Proposal | None:
         """A proposal after ``output``, the verify pass having accepted ``accepted`` draft tokens
         (resync searches the old draft from there), or None."""
-        if self.attempts >= self.max_attempts or len(output) < self.n:
+        if self.attempts >= self.max_attempts:
             return None
-        tail = output[-self.n :]
         proposal = None
         if self.old_draft and accepted < len(self.old_draft):
-            at = find_unique(self.old_draft, tail, accepted)
-            if at is not None:
-                proposal = Proposal(list(self.old_draft[at : at + self.max_len]), "resync")
-        for pool in self.pools if proposal is None else ():
+            for n in self.anchors:
+                at = find_unique(self.old_draft, output[-n:], accepted) if len(output) >= n else None
+                if at is not None and at < len(self.old_draft):  # something follows it there
+                    proposal = Proposal(list(self.old_draft[at : at + self.max_len]), "resync")
+                    break
+        tail = output[-self.n :]
+        for pool in self.pools if proposal is None and len(output) >= self.n else ():
             at = find_last(pool, tail)
             if at is not None and at < len(pool):
                 proposal = Proposal(list(pool[at : at + self.pool_len]), "ngram", self.pool_beta)

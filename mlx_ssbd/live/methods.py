@@ -53,7 +53,9 @@ class Method:
 # After a divergence the output often rejoins the old draft a few words later (a different word
 # early, the same tail): proposing the draft's rest there saved 4-7% of the passes and 3-4% of the
 # time on both talks, the committed captions no worse (benchmarks/quality/accept_rules.py; for
-# ssbd-final0, whose beta-0 commit diverges more often, 9-10% of the passes).
+# ssbd-final0, whose beta-0 commit diverges more often, 9-10% of the passes). It rejoins where the
+# output's last token alone occurs once in the draft's rest too, not only its last two: chosen on
+# the dev talk in German and Japanese ("What anchors a rejoin" in docs/results.md).
 REJOIN = Lookahead(resync=True)
 
 # The default's features: rejoining, and commits less biased than live updates, but where the

@@ -52,6 +52,7 @@ class Proposals:
         ]
         return Proposer(
             old_draft=draft if cfg.resync else (),
+            anchors=cfg.resync_anchors,
             pools=pools,
             pool_len=cfg.ngram_len,
             pool_beta=cfg.ngram_beta,
