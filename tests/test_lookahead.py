@@ -25,16 +25,16 @@ def test_resync_proposes_the_rest_of_the_old_draft():
     assert p([1, 2], accepted=2) is None  # "a b" is in the old draft only before position 2
 
 
-def test_resync_anchors_on_the_last_token_where_the_last_two_do_not():
-    # Old draft "a b c d e"; the output "x y c": "y c" is not in it, "c" is, once: rejoin at "d e",
-    # a weaker guess than a two-token anchor's, checked at beta 0
-    assert Proposer(old_draft=[1, 2, 3, 4, 5])([8, 9, 3], accepted=0) == Proposal([4, 5], "resync", 0.0)
-    assert Proposer(old_draft=[1, 2, 3, 4, 5], anchors=(2,))([8, 9, 3], accepted=0) is None
-    assert Proposer(old_draft=[3, 1, 3, 5])([8, 3], accepted=0) is None  # "c" twice: no anchor
-    # the last two tokens first: "a c" occurs once, "c" twice; checked with the update's beta
-    assert Proposer(old_draft=[3, 7, 1, 3, 9])([1, 3], accepted=0) == Proposal([9], "resync", None)
+def test_resync_may_anchor_on_the_last_token_where_the_last_two_do_not():
+    # Old draft "a b c d e"; the output "x y c": "y c" is not in it, "c" is, once: rejoin at "d e".
+    one_too = (2, 1)
+    assert Proposer(old_draft=[1, 2, 3, 4, 5], anchors=one_too)([8, 9, 3], 0) == Proposal([4, 5], "resync")
+    assert Proposer(old_draft=[1, 2, 3, 4, 5])([8, 9, 3], accepted=0) is None  # the default: two tokens
+    assert Proposer(old_draft=[3, 1, 3, 5], anchors=one_too)([8, 3], accepted=0) is None  # "c" twice
+    # the last two tokens first: "a c" occurs once, "c" twice
+    assert Proposer(old_draft=[3, 7, 1, 3, 9], anchors=one_too)([1, 3], 0) == Proposal([9], "resync")
     # an anchor that ends the old draft has nothing to propose, and costs no attempt
-    at_end = Proposer(old_draft=[1, 2, 3], max_attempts=1)
+    at_end = Proposer(old_draft=[1, 2, 3], anchors=one_too, max_attempts=1)
     assert at_end([9, 3], accepted=0) is None and at_end.attempts == 0
 
 

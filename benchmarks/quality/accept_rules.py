@@ -55,8 +55,8 @@ CONFIGS = {
     "ssbd-b0.1": dict(method="ssbd", beta=0.1),
     "ssbd-b0.2": dict(method="ssbd", beta=0.2),  # the default: commits at β 0.1 (COMMIT_BETA)
     "ssbd-plain-b0.2": dict(method="ssbd-plain", beta=0.2),  # the paper's rule, never rejoining the draft
-    # the default rejoining its draft only where the output's last two tokens occur once in it
-    "ssbd-b0.2-anchor2": dict(method="ssbd", beta=0.2, resync_anchors=[2]),
+    # the default rejoining its draft also where the output's last token alone occurs once in it
+    "ssbd-b0.2-anchor1": dict(method="ssbd", beta=0.2, resync_anchors=[2, 1]),
     "ssbd-b0.25": dict(method="ssbd", beta=0.25),
     "ssbd-b0.3": dict(method="ssbd", beta=0.3),
     "ssbd-ratio-b0.4": dict(method="ssbd-ratio", beta=0.4),

@@ -92,11 +92,11 @@ SECTIONS = (
     Section(
         "What anchors a rejoin",
         "The default model with its built-in example translations: the default, which rejoins its old "
-        "draft where the output's last two tokens, or else its last token, occur once in the draft's "
-        "rest, against rejoining only where the last two do (`ssbd-b0.2-anchor2`), and RT with the same "
-        "prompt; chosen on the dev talk in German and Japanese, reported on the held-out talk in the five "
-        "languages, each talk and language in one run: passes per update, speed against RT, chrF++ and "
-        "its difference from RT's with a paired-bootstrap interval, flicker (NE) and lag.",
+        "draft where the output's last two tokens occur once in the draft's rest, against rejoining it "
+        "also where the last token alone does (`ssbd-b0.2-anchor1`), and RT with the same prompt; on the "
+        "dev talk in German and Japanese and on the held-out talk in the five languages, each talk and "
+        "language in one run: passes per update, speed against RT, chrF++ and its difference from RT's "
+        "with a paired-bootstrap interval, flicker (NE) and lag.",
         tuple(
             (f"rejoin-anchor-{part}-{lang}-1.5b",)
             for part, lang in (

@@ -7,11 +7,9 @@ pass accepted, returns a ``Proposal`` of tokens that may follow (or None):
 
 * **resync** (after Input-guided Aggressive Decoding): after the old draft was rejected at position
   d, when the last ``n`` output tokens occur exactly once in the rest of the old draft, propose what
-  follows them there; ``n`` is each of ``anchors`` in turn (2, then 1: a token unique in the rest of
-  the draft anchors it where the last two tokens do not). A proposal that a later, shorter anchor
-  found is a weaker guess: it is checked at β = 0, so it only saves passes and keeps no token the
-  model would not have decoded there. Rewording early in a sentence often leaves its tail intact, so
-  decoding can rejoin the old draft.
+  follows them there; ``n`` is each of ``anchors`` in turn (the default: 2; ``(2, 1)`` lets a
+  token unique in the rest of the draft anchor it where the last two tokens do not). Rewording early
+  in a sentence often leaves its tail intact, so decoding can rejoin the old draft.
 * **n-gram pools** (prompt lookup): when resync has nothing to propose (no old draft left, or no
   unique match in it), look the last ``n`` output tokens up in each pool in turn and propose the
   (up to ``pool_len``) tokens that follow their last occurrence in the first pool that has them.
@@ -35,7 +33,7 @@ from dataclasses import dataclass, field
 from .verify import accept_threshold
 
 DEFAULT_NGRAM = 2
-DEFAULT_ANCHORS = (2, 1)  # resync's anchor lengths, tried in turn
+DEFAULT_ANCHORS = (DEFAULT_NGRAM,)  # resync's anchor lengths, tried in turn
 DEFAULT_MAX_PROPOSAL = 16
 DEFAULT_MAX_ATTEMPTS = 4
 DEFAULT_HISTORY = 8  # earlier outputs kept per kind (this segment's, committed ones)
@@ -70,8 +68,8 @@ class Lookahead:
         ngram_beta: the bias n-gram proposals are checked with; None (the default): the update's.
             0 makes them lossless: the output is what the method gives without them.
         resync_anchors: how many of the output's last tokens resync looks up in the old draft, each
-            length in turn until one occurs exactly once there; what the first finds is checked with
-            the update's bias, what a later one finds at β = 0. Default (2, 1).
+            length in turn until one occurs exactly once there. Default (2,); (2, 1) rejoins more
+            often (research: docs/results.md, "What anchors a rejoin").
     """
 
     resync: bool = False
@@ -139,10 +137,7 @@ class Proposer:
             for n in self.anchors:
                 at = find_unique(self.old_draft, output[-n:], accepted) if len(output) >= n else None
                 if at is not None and at < len(self.old_draft):  # something follows it there
-                    weaker = n != self.anchors[0]  # a later anchor's guess: checked at β = 0
-                    proposal = Proposal(
-                        list(self.old_draft[at : at + self.max_len]), "resync", 0.0 if weaker else None
-                    )
+                    proposal = Proposal(list(self.old_draft[at : at + self.max_len]), "resync")
                     break
         tail = output[-self.n :]
         for pool in self.pools if proposal is None and len(output) >= self.n else ():
