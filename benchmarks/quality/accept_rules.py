@@ -24,12 +24,12 @@ final partial says. An interrupted run resumes per sentence.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import mlx_ssbd  # noqa: F401  (backend policy first)
 from benchmarks.common import data_pairs, machine_line, relative
 from benchmarks.harness import Benchmark, markdown_table, option
-from mlx_ssbd.engine.lookahead import Lookahead
 from mlx_ssbd.evaluation.bench import (
     NoReferences,
     items_from_pairs,
@@ -182,11 +182,10 @@ def measure(args) -> dict:
         settings = dict(CONFIGS[base])
         if CONTEXTED in suffixes:
             settings["context_tokens"] = CONTEXT_TOKENS
-        if "resync_anchors" in settings:  # a list in CONFIGS, as the run's facts keep it
-            settings["lookahead"] = Lookahead(
-                resync=True, resync_anchors=tuple(settings.pop("resync_anchors"))
-            )
+        anchors = settings.pop("resync_anchors", None)  # a list in CONFIGS, as the run's facts keep it
         config = method_config(settings.pop("method"), **settings)
+        if anchors:  # the method's own lookahead, rejoining on these anchors
+            config = replace(config, lookahead=replace(config.lookahead, resync_anchors=tuple(anchors)))
         shown = examples if EXAMPLED in suffixes else None
         translators[label] = loaded.translator(args.target, config=config, examples=shown)
     facts = {
