@@ -1,7 +1,7 @@
 """OpenAI-compatible chat completions with Predicted Outputs, verified in one pass.
 
 Contract: ``parse_request(body, max_tokens=...)`` validates a ``POST /v1/chat/completions`` body
-into a ``ChatRequest`` or raises ``protocol.ProtocolError`` (a 400 with OpenAI's error shape).
+into a ``ChatRequest`` or raises ``fields.ProtocolError`` (a 400 with OpenAI's error shape).
 ``ChatEngine(loaded).rounds(request, on_text)`` runs it on the model's thread as a generator that
 does one model call per step (the scheduler steps it between the live sessions' batched rounds, so
 a long answer does not hold them) and returns a ``ChatResult``; ``complete`` runs it to the end
@@ -42,7 +42,7 @@ from ..engine.sampling import Sampler
 from ..engine.stops import StopRule
 from ..engine.update import Job, Runner
 from ..platform.backend import on_generation_stream
-from .protocol import ProtocolError
+from .fields import ProtocolError
 
 DEFAULT_MAX_TOKENS = 512  # a request's max_tokens when it gives none
 MAX_TOKENS_LIMIT = 4096  # the largest max_tokens a request may ask for (``serve --max-tokens``)

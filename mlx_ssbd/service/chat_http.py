@@ -20,10 +20,10 @@ from collections.abc import Generator
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from . import chat, events, protocol
+from . import chat, events, fields
 from .events import sse
+from .fields import ProtocolError
 from .options import ServiceOptions
-from .protocol import ProtocolError
 from .scheduler import Scheduler
 from .works import Busy
 
@@ -42,7 +42,7 @@ def chat_route(scheduler: Scheduler, complete, options: ServiceOptions):
                 "unsupported_media_type", f"the body must be application/json, not {kind[:60]!r}", 415
             )
         try:
-            body = protocol.loads(await _read(request, options.max_chat_bytes))
+            body = fields.loads(await _read(request, options.max_chat_bytes))
             parsed = chat.parse_request(body, max_tokens=options.max_tokens)
             if parsed.stream:
                 return await _stream_chat(parsed, complete, scheduler, model)

@@ -29,13 +29,12 @@ or, instead of ``source.update`` messages, speech: binary frames of 16 kHz mono 
 little-endian PCM (``service.speech`` recognises them in the session's source language).
 
 Every field is checked (types, ranges, lengths, finite numbers, no control characters): a message
-that fails gets an ``error`` event and changes nothing.
+that fails gets an ``error`` event and changes nothing (the checks are ``service.fields``).
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 
 from ..live.glossary import (
@@ -54,18 +53,11 @@ from ..live.glossary import (
 from ..live.languages import language_name
 from ..live.methods import DEFAULT_METHOD, METHODS
 from ..push.spec import PushError, PushSpec, parse_targets
+from .fields import ProtocolError, clip, field, loads, number, string
 
 PROTOCOL_VERSION = 1
 STREAM_METHODS = tuple(m for m in METHODS if m != "rt-nocache")
 MAX_SESSION_ID_CHARS = 64
-
-
-class ProtocolError(ValueError):
-    """A client message that cannot be served; ``code`` names the kind for the ``error`` event."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 @dataclass(frozen=True)
@@ -214,82 +206,18 @@ def parse(raw: str | bytes, limits: Limits = Limits()) -> Message:
             if not isinstance(obj.get(key), str) or not obj[key]:
                 raise ProtocolError("invalid_message", f"{key!r} must be {what}")
         return ResumeMessage(
-            _string(obj, "session", "a session id", MAX_SESSION_ID_CHARS),
-            _string(obj, "resume_token", "a resume token", MAX_SESSION_ID_CHARS),
+            string(obj, "session", "a session id", MAX_SESSION_ID_CHARS),
+            string(obj, "resume_token", "a resume token", MAX_SESSION_ID_CHARS),
         )
     raise ProtocolError(
         "invalid_message",
-        f"unknown message type {_clip(json.dumps(kind))}; "
+        f"unknown message type {clip(json.dumps(kind))}; "
         "known: session.update, source.update, session.close, session.resume",
     )
 
 
-def loads(raw: str | bytes):
-    """Strict JSON (no ``NaN``/``Infinity``, no number that overflows to infinity, nesting that
-    Python can parse); raises ``ProtocolError`` ("invalid_json")."""
-    try:
-        return json.loads(raw, parse_constant=_not_a_number, parse_float=_finite_float)
-    except (ValueError, UnicodeDecodeError, RecursionError) as error:
-        raise ProtocolError("invalid_json", f"not JSON: {_clip(str(error))}") from None
-
-
-def _not_a_number(name: str):
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {_clip(text)} is too large")
-    return value
-
-
-def _clip(text: str, width: int = 40) -> str:
-    """``text`` cut to ``width`` characters, for echoing a client's value in a message."""
-    return text if len(text) <= width else text[: width - 3] + "..."
-
-
-def _field(obj: dict, key: str, kinds: tuple, what: str):
-    value = obj.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-        raise ProtocolError("invalid_message", f"{key!r} must be {what}, got {_clip(json.dumps(value))}")
-    return value
-
-
-def _string(obj: dict, key: str, what: str, max_chars: int, *, lines: bool = False) -> str | None:
-    """A string field: at most ``max_chars``, valid Unicode, no control characters (but tab and,
-    with ``lines``, newlines)."""
-    value = _field(obj, key, (str,), what)
-    if value is None:
-        return None
-    if len(value) > max_chars:
-        code = "source_too_long" if key == "text" else "invalid_message"
-        raise ProtocolError(code, f"{key!r} has {len(value)} characters; the limit is {max_chars}")
-    allowed = "\t\n\r" if lines else "\t"
-    if any(ch < " " and ch not in allowed or "\x7f" <= ch <= "\x9f" for ch in value):
-        raise ProtocolError("invalid_message", f"{key!r} holds a control character")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ProtocolError(
-            "invalid_message", f"{key!r} holds a lone surrogate (not valid Unicode)"
-        ) from None
-    return value
-
-
-def _number(obj: dict, key: str, low: float, high: float, what: str, kinds: tuple = (int, float)):
-    value = _field(obj, key, kinds, what)
-    if value is not None and not low <= value <= high:  # NaN is never in range
-        raise ProtocolError(
-            "invalid_message", f"{key!r} must be {what} in [{low:g}, {high:g}], got {_clip(str(value))}"
-        )
-    return value
-
-
 def _language(obj: dict, key: str) -> str | None:
-    code = _string(obj, key, "a language code", 16)
+    code = string(obj, key, "a language code", 16)
     if code is None:
         return None
     try:
@@ -350,19 +278,19 @@ def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
         changes["source"] = source
     if (targets := _targets(obj, limits)) is not None:
         changes["targets"] = targets
-    method = _string(obj, "method", "a method name", 32)
+    method = string(obj, "method", "a method name", 32)
     if method is not None:
         if method not in STREAM_METHODS:
             raise ProtocolError(
                 "unknown_method", f"unknown method {method!r}; known: {', '.join(STREAM_METHODS)}"
             )
         changes["method"] = method
-    beta = _number(obj, "beta", 0.0, 1.0, "a number")
+    beta = number(obj, "beta", 0.0, 1.0, "a number")
     if beta is not None:
         changes["beta"] = float(beta)
     elif method is not None:  # a method without a beta runs at its own
         changes["beta"] = METHODS[method].beta
-    mask_k = _number(obj, "mask_k", 0, limits.max_mask_k, "an integer", (int,))
+    mask_k = number(obj, "mask_k", 0, limits.max_mask_k, "an integer", (int,))
     if mask_k is not None:
         changes["mask_k"] = mask_k
     if obj.get("glossary") is not None:
@@ -385,8 +313,8 @@ def _push(value, limits: Limits) -> tuple[tuple[str, str | None, str], ...]:
     for each in value:
         if not isinstance(each, dict):
             raise ProtocolError("invalid_push", 'each push target is {"platform": ..., "url": ...}')
-        platform = _string(each, "platform", "a platform name", 16)
-        url = _string(each, "url", "the URL the platform gives", 2048)
+        platform = string(each, "platform", "a platform name", 16)
+        url = string(each, "url", "the URL the platform gives", 2048)
         if not platform or not url:
             raise ProtocolError("invalid_push", "a push target needs 'platform' and 'url'")
         lang = _language(each, "lang")
@@ -397,15 +325,15 @@ def _push(value, limits: Limits) -> tuple[tuple[str, str | None, str], ...]:
 def _source_update(obj: dict, limits: Limits) -> SourceMessage:
     if not isinstance(obj.get("text"), str):
         raise ProtocolError("invalid_message", "'text' must be a string")
-    text = _string(obj, "text", "a string", limits.max_source_chars, lines=True)
-    final = _field(obj, "final", (bool,), "true or false")
+    text = string(obj, "text", "a string", limits.max_source_chars, lines=True)
+    final = field(obj, "final", (bool,), "true or false")
     segment = obj.get("segment")
     if isinstance(segment, int) and not isinstance(segment, bool):
-        segment = str(_number(obj, "segment", 0, 2**53, "an id"))
+        segment = str(number(obj, "segment", 0, 2**53, "an id"))
     else:
-        segment = _string(obj, "segment", "a string", limits.max_segment_chars)
-    start = _number(obj, "start", 0.0, limits.max_time_s, "a number of seconds")
-    end = _number(obj, "end", 0.0, limits.max_time_s, "a number of seconds")
+        segment = string(obj, "segment", "a string", limits.max_segment_chars)
+    start = number(obj, "start", 0.0, limits.max_time_s, "a number of seconds")
+    end = number(obj, "end", 0.0, limits.max_time_s, "a number of seconds")
     if start is not None and end is not None and end < start:
         raise ProtocolError("invalid_message", f"'end' ({end:g}) is before 'start' ({start:g})")
     return SourceMessage(
