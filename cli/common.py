@@ -215,10 +215,11 @@ def note_uncovered(targets, glossary=None, examples=None) -> None:
             click.echo(f"note: {missing_what} {', '.join(missing)}; those captions go without them", err=True)
 
 
-def caption_options(methods: tuple[str, ...]):
+def caption_options(methods: tuple[str, ...], default_method: str | None = None):
     """``--target`` (one or several), ``--max-targets``, ``--glossary``, ``--examples``, ``--output``,
-    ``--method`` (one of ``methods``), ``--beta``, ``--mask-k``, ``--max-words`` and ``--context``:
-    how captions are translated and where they go, the same for ``translate`` and ``listen``."""
+    ``--method`` (one of ``methods``; ``default_method``, else ``methods.DEFAULT_METHOD``), ``--beta``,
+    ``--mask-k``, ``--max-words`` and ``--context``: how captions are translated and where they go,
+    the same for ``translate`` and ``listen``."""
     from mlx_ssbd.live.methods import DEFAULT_METHOD, METHODS
     from mlx_ssbd.live.segmenter import SegmenterConfig
 
@@ -268,7 +269,7 @@ def caption_options(methods: tuple[str, ...]):
         click.option(
             "--method",
             type=click.Choice(methods),
-            default=DEFAULT_METHOD,
+            default=default_method or DEFAULT_METHOD,
             show_default=True,
             help="; ".join(f"{name}: {METHODS[name].about}" for name in methods if not METHODS[name].research)
             + ". Research methods ("

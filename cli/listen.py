@@ -11,7 +11,7 @@ from mlx_ssbd.asr.audio import Replay, microphone, pcm_chunks, read_audio
 from mlx_ssbd.asr.recognizer import asr_card_for, load_recognizer
 from mlx_ssbd.asr.streaming import OnePass, StreamingConfig, StreamingRecognizer
 from mlx_ssbd.evaluation.streams import partial_json
-from mlx_ssbd.live.methods import method_config
+from mlx_ssbd.live.methods import SPEECH_METHOD, method_config
 from mlx_ssbd.live.segmenter import SegmenterConfig
 from mlx_ssbd.live.session import LiveSession
 
@@ -94,7 +94,7 @@ def summary(asr: StreamingRecognizer | OnePass, translation_s: float | None, wal
     default=None,
     help="ASR model card. [default: whisper-tiny.en for English, whisper-base for other languages]",
 )
-@caption_options(STREAM_METHODS)
+@caption_options(STREAM_METHODS, default_method=SPEECH_METHOD)
 @click.option(
     "--format",
     "fmt",

@@ -14,6 +14,7 @@ from .live.methods import (
     DEFAULT_POLICY,
     METHODS,
     POLICIES,
+    SPEECH_METHOD,
     TranslatorConfig,
     method_config,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "METHODS",
     "POLICIES",
+    "SPEECH_METHOD",
     "SourcePartial",
     "StreamTranslator",
     "TranslatorConfig",

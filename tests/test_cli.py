@@ -342,3 +342,16 @@ def test_the_help_names_the_default_model_and_every_option_says_what_it_does():
         assert f"[default: {default_card().name}]" in help_of(command), command
     assert "message's size at most" in help_of("serve") and "source text's length" in help_of("serve")
     assert "the first line decides" in help_of("translate")
+
+
+def test_listen_captions_speech_with_the_speech_method_and_translate_with_the_default():
+    from mlx_ssbd.live.methods import DEFAULT_METHOD, METHODS, SPEECH_METHOD
+
+    def default_method(command: str) -> str:
+        return next(p.default for p in cli.commands[command].params if p.name == "method")
+
+    assert default_method("listen") == SPEECH_METHOD == "ssbd-steady"
+    assert default_method("translate") == DEFAULT_METHOD == "ssbd"
+    assert not METHODS[SPEECH_METHOD].research
+    help_text = CliRunner().invoke(cli, ["listen", "--help"], terminal_width=200).output
+    assert "[default: ssbd-steady]" in help_text

@@ -50,6 +50,28 @@ def test_the_form_is_preset_from_the_url_and_labelled(url):
         assert "ssbd" in config["methods"] and config["model"]
 
 
+def test_speech_has_a_method_of_its_own_until_the_speaker_picks_one(url):
+    with sync_chromium() as browser:
+        page = browser.new_page()
+        page.goto(f"{url}/")
+        config = json.loads(page.locator("#config").text_content())
+        method, beta = page.get_by_label("Method"), page.locator("#beta")
+        assert page.get_by_label("Microphone").is_checked()
+        assert method.input_value() == config["speech_method"] == "ssbd-steady"
+        assert float(beta.input_value()) == config["methods"]["ssbd-steady"]
+        page.get_by_label("Text", exact=True).check()
+        assert method.input_value() == config["method"] == "ssbd"
+        page.get_by_label("Recording", exact=True).check()
+        assert method.input_value() == "ssbd-steady"
+        page.get_by_text("Advanced").click()
+        method.select_option("rt")  # the speaker's choice stays, whatever the input
+        page.get_by_label("Text", exact=True).check()
+        page.get_by_label("Microphone").check()
+        assert method.input_value() == "rt"
+        page.goto(f"{url}/?method=ssbd&mode=mic")  # as does the link's
+        assert page.get_by_label("Method").input_value() == "ssbd"
+
+
 def test_text_mode_shows_the_captions_that_the_transcript_holds(url, tmp_path):
     with sync_chromium() as browser:
         page = browser.new_page()
@@ -134,6 +156,7 @@ def check_german_captions(page, url) -> list[str]:
     assert "station" in page.locator("#heard-done").text_content().lower()  # tiny.en may hear "whether"
     stored = httpx.get(f"{url}/v1/sessions/{sid}/transcript.json").json()
     assert [c["text"] for c in stored["captions"]] == shown and len(shown) >= 2
+    assert stored["settings"]["method"] == "ssbd-steady"  # speech's, the page's choice for it
     # the captions carry the talk's meaning: nearer its English than another talk's German
     german = " ".join(shown)
     unrelated = "Der Zug nach Hamburg fährt heute später ab. Bitte bringen Sie Ihre Fahrkarte mit."

@@ -7,7 +7,8 @@ description used by the CLI's help, the bias it runs with by default, and whethe
 policy plus rejoining the old draft after a divergence (``REJOIN``) and committing each segment
 at a smaller bias (``COMMIT_BETA``) unless its final source repeats the last live one, which it
 commits as shown (``commit_shown``); ``ssbd-plain`` is the policy alone, the paper's rule.
-``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s. ``TranslatorConfig``
+``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s; ``SPEECH_METHOD``
+is ``listen``'s, and the speaker page's for a microphone or a recording. ``TranslatorConfig``
 holds every setting of a ``translator.StreamTranslator`` and checks them (``ValueError`` naming
 the bad value); ``method_config(name, **settings)`` is the config of a method name.
 """
@@ -126,6 +127,10 @@ DEFAULT_METHOD = "ssbd"  # of the CLI, the service and a StreamTranslator given 
 # paper's rule at beta 0.2 rejoining its draft and committing new words at beta 0.1, whose committed
 # captions are RT's quality with less flicker than RT's on the talk sets and their real ASR
 # partials, where ssbd-steady flickers least (benchmarks/quality/accept_rules.py; docs/how-it-works.md)
+# For captions of speech: on both talks' real ASR partials (espeak-ng through the streaming Whisper)
+# ssbd-steady ran faster than ssbd, flickered less, committed earlier and scored nearer RT's chrF++
+# (benchmarks/quality/accept_rules.py, the asr-partials steps; docs/how-it-works.md)
+SPEECH_METHOD = "ssbd-steady"
 DEFAULT_MAX_TOKENS_RATIO = 3.0  # output budget per source token
 DEFAULT_MIN_MAX_TOKENS = 16
 DEFAULT_AGREEMENT = 2  # LocalAgreement-2, when stable text is asked for

@@ -55,7 +55,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from starlette.staticfiles import StaticFiles
 from starlette.websockets import WebSocket
 
-from ..live.methods import METHODS
+from ..live.methods import METHODS, SPEECH_METHOD
 from . import events
 from .chat import ChatEngine
 from .chat_http import chat_route
@@ -100,6 +100,7 @@ def create_app(
             "model": model,
             "methods": {name: METHODS[name].beta for name in STREAM_METHODS},
             "method": Settings.method,
+            "speech_method": SPEECH_METHOD,
             "beta": Settings.beta,
             "api_key_required": options.api_key is not None,
         }

@@ -11,7 +11,7 @@ const FAST_LEAD_S = 10; // recording mode, fast: audio sent ahead of what the se
 
 const state = {
   ws: null, sid: null, settings: null, targets: [], input: null, live: false, sending: false, closing: false,
-  finished: false,
+  finished: false, methodChosen: false,
   sentS: 0, heardS: 0, lag: null, stats: null, stop: null,
 };
 
@@ -23,12 +23,17 @@ function init() {
     $("method").add(new Option(name, name, false, name === config.method));
   }
   $("beta").value = config.beta;
-  $("method").addEventListener("change", () => { $("beta").value = config.methods[$("method").value]; });
+  $("method").addEventListener("change", () => {
+    state.methodChosen = true;
+    $("beta").value = config.methods[$("method").value];
+  });
+  $("beta").addEventListener("change", () => { state.methodChosen = true; });
   $("key-row").hidden = !config.api_key_required;
   const params = new URLSearchParams(location.search);
   for (const field of ["source", "target", "method", "beta"]) {
     if (params.get(field)) $(field).value = params.get(field);
   }
+  state.methodChosen = Boolean(params.get("method") || params.get("beta"));
   if (params.get("targets")) $("target").value = params.get("targets").split(",").join(", ");
   if (["mic", "text", "file"].includes(params.get("mode"))) {
     document.querySelector(`input[name=mode][value=${params.get("mode")}]`).checked = true;
@@ -45,6 +50,11 @@ function mode() { return document.querySelector("input[name=mode]:checked").valu
 function showMode() {
   $("text-input").hidden = mode() !== "text";
   $("file-input").hidden = mode() !== "file";
+  if (!state.methodChosen) {
+    // speech (the microphone, a recording) has a method of its own until the speaker picks one
+    $("method").value = mode() === "text" ? config.method : config.speech_method;
+    $("beta").value = config.methods[$("method").value];
+  }
 }
 
 function setStatus(text) { $("status").textContent = text; }
