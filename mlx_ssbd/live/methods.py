@@ -8,7 +8,8 @@ policy plus rejoining the old draft after a divergence (``REJOIN``) and committi
 at a smaller bias (``COMMIT_BETA``) unless its final source repeats the last live one, which it
 commits as shown (``commit_shown``); ``ssbd-plain`` is the policy alone, the paper's rule.
 ``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s; ``SPEECH_METHOD``
-is ``listen``'s, and the speaker page's for a microphone or a recording. ``TranslatorConfig``
+is for captions of speech: ``listen``'s, the speaker page's for a microphone or a recording, and
+the service's for a session that speech starts without a method named. ``TranslatorConfig``
 holds every setting of a ``translator.StreamTranslator`` and checks them (``ValueError`` naming
 the bad value); ``method_config(name, **settings)`` is the config of a method name.
 """
