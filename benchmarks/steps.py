@@ -206,6 +206,14 @@ STEPS = (
            ("--model", SMALL, "--data", data, "--limit", "2", "--examples", "builtin",
             "--configs", "rt+examples,ssbd-b0.2-final0.2+examples"), 2, long_only=True)
       for part, data in (("dev", TALK_DEV), ("test", TALK_TEST))),
+    # ... and that bias in the other languages, each chosen on its own dev talk
+    *(Step(f"commit-beta-{part}-{lang}-1.5b", "quality", 10, "benchmarks.quality.accept_rules",
+           ("--model", DEFAULT, "--data", data, "--target", lang, "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-b0.2-final0.1+examples,ssbd-b0.2-final0.05+examples,"
+            "ssbd-final0-b0.2+examples"),
+           ("--model", SMALL, "--data", data, "--target", lang, "--limit", "2", "--examples", "builtin",
+            "--configs", "rt+examples,ssbd-b0.2-final0.05+examples"), 2, long_only=True)
+      for (lang, part), data in TALK_LANGS.items()),
     # ... and what rejoining the draft after a divergence gives the default (ssbd-plain never rejoins)
     *(Step(f"rejoin-{part}-1.5b", "quality", 6, "benchmarks.quality.accept_rules",
            ("--model", DEFAULT, "--data", data, "--examples", "builtin",

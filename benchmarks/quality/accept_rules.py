@@ -65,6 +65,7 @@ CONFIGS = {
     "ssbd-final0-b0.2": dict(method="ssbd-final0", beta=0.2),
     # the default committing at another β (0.2: at the live updates' β)
     "ssbd-b0.2-final0.05": dict(method="ssbd", beta=0.2, final_beta=0.05),
+    "ssbd-b0.2-final0.1": dict(method="ssbd", beta=0.2, final_beta=0.1),
     "ssbd-b0.2-final0.15": dict(method="ssbd", beta=0.2, final_beta=0.15),
     "ssbd-b0.2-final0.2": dict(method="ssbd", beta=0.2, final_beta=0.2),
     # the default checking every commit at 0.1, also one whose source repeats the last live update's

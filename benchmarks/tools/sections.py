@@ -80,6 +80,19 @@ SECTIONS = (
         (("commit-beta-dev-1.5b",), ("commit-beta-test-1.5b",)),
     ),
     Section(
+        "The bias of a commit in other languages",
+        "The same question in French, Spanish, Chinese and Japanese: SSBD at β 0.2 while a sentence "
+        "grows, committing it at β 0.1, 0.05 or 0 (`ssbd-final0`), against RT with the same prompt; "
+        "each language's commit β chosen on its dev talk and reported on its held-out one, each talk "
+        "and language in one run: chrF++ and its difference from RT's with a paired-bootstrap interval, "
+        "flicker (NE), lag and speed against RT.",
+        tuple(
+            (f"commit-beta-{part}-{lang}-1.5b",)
+            for lang in ("zh", "ja", "fr", "es")
+            for part in ("dev", "test")
+        ),
+    ),
+    Section(
         "Rejoining the draft",
         "The default model with its built-in example translations: rejoining the draft (after a "
         "divergence, the rest of the old draft proposed where the output meets it again), committing at "
