@@ -310,13 +310,13 @@ def caption_options(methods: tuple[str, ...], default_method: str | None = None)
 
 
 def beta_option():
-    from mlx_ssbd.live.methods import COMMIT_BETA, DEFAULT_BETA, RATIO_BETA
+    from mlx_ssbd.live.methods import COMMIT_BETA, DEFAULT_BETA, RATIO_BETA, commit_exceptions
 
     return click.option(
         "--beta",
         type=click.FloatRange(0.0, 1.0),
         default=None,
         help="Bias towards the previous translation (the ssbd methods), in [0, 1]; ssbd commits a "
-        f"segment's new words at the smaller of it and {COMMIT_BETA:g}. [default: the method's own: {RATIO_BETA:g} "
-        f"for ssbd-ratio, {DEFAULT_BETA:g} for the others]",
+        f"segment's new words at the smaller of it and {COMMIT_BETA:g} ({commit_exceptions()}). "
+        f"[default: the method's own: {RATIO_BETA:g} for ssbd-ratio, {DEFAULT_BETA:g} for the others]",
     )

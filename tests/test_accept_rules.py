@@ -1,16 +1,17 @@
 """The acceptance rules of the verify step: each accepts exactly what its definition says, and
 every rule at beta = 0 is greedy decoding (RT token for token)."""
 
+import random
 from fractions import Fraction
 
 from mlx_ssbd import StreamTranslator
 from mlx_ssbd.engine.verify import RULES, bounds, decide
-from mlx_ssbd.live.methods import TranslatorConfig, method_config
+from mlx_ssbd.live.methods import COMMIT_BETA, COMMIT_BETAS, DEFAULT_METHOD, TranslatorConfig, method_config
 
 import mlx.core as mx
 import numpy as np
 import pytest
-from test_translator import SMALL, assert_same_outputs_on_random_streams
+from test_translator import SMALL, assert_same_outputs_on_random_streams, random_stream
 from tiny import byte_tokenizer, tiny_model
 
 
@@ -107,3 +108,40 @@ def test_rule_settings_are_checked():
         TranslatorConfig(accept_rule="ratio", temperature=0.7)
     with pytest.raises(ValueError, match="beta"):
         bounds("ratio", 1.5)
+
+
+def test_a_commit_into_a_language_of_commit_betas_runs_at_its_own_bias():
+    """Into a language ``COMMIT_BETAS`` names the default's commits run at that bias (Chinese: 0,
+    so they are exactly RT's), its live updates at its beta; into another language at
+    ``COMMIT_BETA``; a ``final_beta`` given holds in every language."""
+    lang, commit = next(iter(COMMIT_BETAS.items()))
+    model, tok = tiny_model("qwen2", seed=7), byte_tokenizer()
+
+    def into(target, method=DEFAULT_METHOD, **cfg):
+        config = method_config(method, **{**SMALL, "beta": 0.5, **cfg})
+        return StreamTranslator(
+            model, tok, family="chatml", source_lang="en", target_lang=target, config=config
+        )
+
+    tr, rt = into(lang), into(lang, "rt")
+    rng, differs = random.Random(11), False
+    for _ in range(8):
+        prefixes = random_stream(rng)
+        for i, prefix in enumerate(prefixes):
+            final = i == len(prefixes) - 1
+            update, plain = tr.update(prefix, final=final), rt.update(prefix, final=final)
+            assert update.stats.beta == (commit if final else 0.5)
+            if final and commit == 0.0:
+                assert update.output_ids == plain.output_ids
+            differs |= update.output_ids != plain.output_ids
+    assert differs  # the live updates really were biased
+    default = method_config(DEFAULT_METHOD)
+    assert (
+        default.beta_for(True, "de") == COMMIT_BETA and default.beta_for(True, f" {lang.upper()}") == commit
+    )
+    assert default.beta_for(False, lang) == default.beta  # a live update: the method's beta
+    assert method_config(DEFAULT_METHOD, final_beta=0.15).beta_for(True, lang) == 0.15
+    with pytest.raises(ValueError, match="pairs"):
+        TranslatorConfig(final_betas=(("zh",),))
+    with pytest.raises(ValueError, match="beta"):
+        TranslatorConfig(final_betas=(("zh", 1.5),))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from ..engine.lookahead import Lookahead
 from ..engine.verify import DEFAULT_RULE, accept_threshold, bounds
+from .languages import language_name
 
 DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
 # The default's bias when it commits a segment: with the default prompt its committed captions
@@ -27,6 +28,10 @@ DEFAULT_BETA = 0.2  # the paper's, for its mixture rule
 # machine's noise of each other in speed; the smaller was chosen (benchmarks/quality/accept_rules.py;
 # docs/how-it-works.md)
 COMMIT_BETA = 0.1
+# ... but where a language's committed captions at COMMIT_BETA fell short of RT's on its own dev
+# talk, the smaller bias of the commit sweep (0.05, 0) that kept them within 0.5 chrF++ of RT's
+# (benchmarks/quality/accept_rules.py, the commit-beta-LANG steps; docs/how-it-works.md)
+COMMIT_BETAS = {"zh": 0.0}
 # the ratio rule's: its speed and flicker nearest the mixture's at 0.2 (benchmarks/quality/accept_rules.py)
 RATIO_BETA = 0.8
 
@@ -66,7 +71,18 @@ REJOIN = Lookahead(resync=True)
 # 23 on the held-out one) the caption on screen is committed as it stands: less flicker and time,
 # committed captions no further from RT's there (benchmarks/quality/accept_rules.py;
 # docs/how-it-works.md). Sentences revealed a few words at a time never repeat a source at the end.
-DEFAULT_FEATURES = (("lookahead", REJOIN), ("final_beta", COMMIT_BETA), ("commit_shown", True))
+DEFAULT_FEATURES = (
+    ("lookahead", REJOIN),
+    ("final_beta", COMMIT_BETA),
+    ("final_betas", tuple(sorted(COMMIT_BETAS.items()))),
+    ("commit_shown", True),
+)
+
+
+def commit_exceptions() -> str:
+    """``COMMIT_BETAS`` in words, for a help text: ``0 into Chinese``."""
+    return ", ".join(f"{beta:g} into {language_name(lang)}" for lang, beta in sorted(COMMIT_BETAS.items()))
+
 
 # The one vocabulary of methods (CLI, bench, ``method_config``).
 METHODS = {
@@ -77,7 +93,7 @@ METHODS = {
     "ssbd": Method(
         "ssbd",
         f"verify the previous output as a draft with bias beta (at most {COMMIT_BETA:g} when a commit brings "
-        "new source words), "
+        f"new source words, {commit_exceptions()}), "
         "decode on where it diverges and rejoin the draft where the output meets it again",
         DEFAULT_FEATURES,
     ),
@@ -159,6 +175,9 @@ class TranslatorConfig:
             that beta 0 is RT throughout); None: ``beta``. With 0 the committed text is exactly
             what RT commits (a bad early draft cannot be locked in), while live updates keep the
             fast biased drafts.
+        final_betas: ``(language, beta)`` pairs: into these target languages (ISO 639-1 codes) a
+            final update is checked at that beta instead of ``final_beta`` (again at most
+            ``beta``). Default none. ``method_config`` drops them where ``final_beta`` is given.
         commit_shown: a final update whose source repeats the last live update's (an ASR that
             confirms the words it showed) commits that update's output as it stands, with no pass
             at ``final_beta``: the viewer has read it, and the source brought nothing new.
@@ -185,6 +204,7 @@ class TranslatorConfig:
     cut_loops: bool = True
     lookahead: Lookahead | None = None
     final_beta: float | None = None
+    final_betas: tuple[tuple[str, float], ...] = ()
     commit_shown: bool = False
     temperature: float = 0.0
     top_p: float = 1.0
@@ -200,6 +220,10 @@ class TranslatorConfig:
         bounds(self.accept_rule, self.beta)  # validates the rule and beta's range
         if self.final_beta is not None:
             accept_threshold(self.final_beta)
+        for pair in self.final_betas:
+            if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+                raise ValueError(f"final_betas must be (language, beta) pairs, got {pair!r}")
+            accept_threshold(pair[1])
         if self.accept_rule != "mixture" and self.temperature > 0:
             raise ValueError(f"the {self.accept_rule} rule verifies greedy decoding only (temperature 0)")
         if self.temperature < 0:
@@ -222,10 +246,12 @@ class TranslatorConfig:
         """The bias actually applied: 1 for cd, beta for ssbd, 0 (exact greedy) for rt."""
         return {"cd": 1.0, "ssbd": self.beta}.get(self.policy, 0.0)
 
-    def beta_for(self, final: bool) -> float:
-        """The bias of one update: on a final ssbd update ``final_beta`` if set, at most ``beta``."""
-        if final and self.policy == "ssbd" and self.final_beta is not None:
-            return min(self.final_beta, self.beta)
+    def beta_for(self, final: bool, target: str = "") -> float:
+        """The bias of one update into ``target``: on a final ssbd update ``final_betas``'s for that
+        language, else ``final_beta`` if set, at most ``beta``."""
+        final_beta = dict(self.final_betas).get(target.strip().lower(), self.final_beta)
+        if final and self.policy == "ssbd" and final_beta is not None:
+            return min(final_beta, self.beta)
         return self.effective_beta
 
     @property
@@ -236,8 +262,11 @@ class TranslatorConfig:
 def method_config(method: str = DEFAULT_METHOD, *, beta: float | None = None, **settings) -> TranslatorConfig:
     """The ``TranslatorConfig`` for a method name of ``METHODS`` plus other settings, which take the
     place of the method's own (``lookahead=None`` turns its proposals off); ``beta`` None: the
-    method's own (``Method.beta``)."""
+    method's own (``Method.beta``). A ``final_beta`` given holds in every language (the method's
+    ``final_betas`` dropped, unless those are given too)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+    if "final_beta" in settings:
+        settings.setdefault("final_betas", ())
     named = METHODS[method]
     return TranslatorConfig(**{**named.settings(), "beta": named.beta if beta is None else beta, **settings})

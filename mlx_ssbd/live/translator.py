@@ -181,7 +181,7 @@ class StreamTranslator:
             head=head,
             locked=locked,
             draft=draft,
-            beta=cfg.beta_for(final),
+            beta=cfg.beta_for(final, self.target_lang),
             max_new=max_new,
             stops=self.stops,
             sampler=self.sampler,
@@ -267,7 +267,7 @@ class StreamTranslator:
         cfg = self.config
         if self._last_source != source.strip() or cfg.policy == "rt-nocache":
             return False
-        same = cfg.temperature == 0 and cfg.beta_for(True) == cfg.beta_for(False)
+        same = cfg.temperature == 0 and cfg.beta_for(True, self.target_lang) == cfg.beta_for(False)
         return not final or same or cfg.commit_shown
 
     def _agree(self, output: list[int]) -> int:
