@@ -5,8 +5,9 @@ rule: ``rt``, ``rt-nocache``, ``ssbd``, ``cd``; ``POLICIES``) plus features, wit
 description used by the CLI's help, the bias it runs with by default, and whether it is for research
 (``USER_METHODS`` are the others: ``rt``, ``ssbd``, ``ssbd-final0``, ``ssbd-steady``). The method ``ssbd`` is the
 policy plus rejoining the old draft after a divergence (``REJOIN``) and committing each segment
-at a smaller bias (``COMMIT_BETA``) unless its final source repeats the last live one, which it
-commits as shown (``commit_shown``); ``ssbd-plain`` is the policy alone, the paper's rule.
+at a smaller bias (``COMMIT_BETA``; into the languages of ``COMMIT_BETAS`` at theirs) unless its final
+source repeats the last live one, which it commits as shown (``commit_shown``); ``ssbd-plain`` is
+the policy alone, the paper's rule.
 ``DEFAULT_METHOD`` is the CLI's, the service's and ``StreamTranslator``'s; ``SPEECH_METHOD``
 is for captions of speech: ``listen``'s, the speaker page's for a microphone or a recording, and
 the service's for a session that speech starts without a method named. ``TranslatorConfig``
