@@ -113,7 +113,8 @@ def test_rule_settings_are_checked():
 def test_a_commit_into_a_language_of_commit_betas_runs_at_its_own_bias():
     """Into a language ``COMMIT_BETAS`` names the default's commits run at that bias (Chinese: 0,
     so they are exactly RT's), its live updates at its beta; into another language at
-    ``COMMIT_BETA``; a ``final_beta`` given holds in every language."""
+    ``COMMIT_BETA``; a ``final_beta`` given holds in every language; ``ssbd-steady`` commits at
+    its live beta but into such a language at its bias."""
     lang, commit = next(iter(COMMIT_BETAS.items()))
     model, tok = tiny_model("qwen2", seed=7), byte_tokenizer()
 
@@ -141,6 +142,8 @@ def test_a_commit_into_a_language_of_commit_betas_runs_at_its_own_bias():
     )
     assert default.beta_for(False, lang) == default.beta  # a live update: the method's beta
     assert method_config(DEFAULT_METHOD, final_beta=0.15).beta_for(True, lang) == 0.15
+    steady = method_config("ssbd-steady")  # commits at its live beta, but into lang at lang's
+    assert steady.beta_for(True, "de") == steady.beta and steady.beta_for(True, lang) == commit
     with pytest.raises(ValueError, match="pairs"):
         TranslatorConfig(final_betas=(("zh",),))
     with pytest.raises(ValueError, match="beta"):
