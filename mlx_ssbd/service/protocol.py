@@ -273,6 +273,11 @@ def _glossary(value, kind: Kind = GLOSSARY) -> Glossary | None:
     return glossary
 
 
+def method_changes(method: str, beta: float | None = None) -> dict:
+    """The settings a session runs ``method`` with: that ``beta``, or without one the method's own."""
+    return {"method": method, "beta": METHODS[method].beta if beta is None else float(beta)}
+
+
 def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
     changes = {}
     if (source := _language(obj, "source")) is not None:
@@ -285,12 +290,11 @@ def _session_update(obj: dict, limits: Limits) -> SessionUpdate:
             raise ProtocolError(
                 "unknown_method", f"unknown method {method!r}; known: {', '.join(STREAM_METHODS)}"
             )
-        changes["method"] = method
     beta = number(obj, "beta", 0.0, 1.0, "a number")
-    if beta is not None:
+    if method is not None:
+        changes.update(method_changes(method, beta))
+    elif beta is not None:
         changes["beta"] = float(beta)
-    elif method is not None:  # a method without a beta runs at its own
-        changes["beta"] = METHODS[method].beta
     mask_k = number(obj, "mask_k", 0, limits.max_mask_k, "an integer", (int,))
     if mask_k is not None:
         changes["mask_k"] = mask_k

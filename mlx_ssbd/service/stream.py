@@ -39,7 +39,7 @@ from dataclasses import replace
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from ..live.methods import METHODS, SPEECH_METHOD
+from ..live.methods import SPEECH_METHOD
 from . import events, protocol
 from .options import BAD_MESSAGE_WINDOW_S, ServiceOptions
 from .outbox import Outbox, Overflow
@@ -295,8 +295,7 @@ async def _handle(
 def _take_speech_method(session, outbox: Outbox, model: str) -> None:
     """A session that speech starts and that never named a method or β runs the method for speech
     (``methods.SPEECH_METHOD``, as ``listen`` does), and its client is told: ``session.updated``."""
-    method = METHODS[SPEECH_METHOD]
-    session.settings = replace(session.settings, method=SPEECH_METHOD, beta=method.beta)
+    session.settings = replace(session.settings, **protocol.method_changes(SPEECH_METHOD))
     outbox.put(events.settings_event("session.updated", session.id, session.settings, model))
 
 
