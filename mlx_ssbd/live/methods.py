@@ -252,9 +252,10 @@ class TranslatorConfig:
     def beta_for(self, final: bool, target: str = "") -> float:
         """The bias of one update into ``target``: on a final ssbd update ``final_betas``'s for that
         language, else ``final_beta`` if set, at most ``beta``."""
-        final_beta = dict(self.final_betas).get(target.strip().lower(), self.final_beta)
-        if final and self.policy == "ssbd" and final_beta is not None:
-            return min(final_beta, self.beta)
+        if final and self.policy == "ssbd":
+            final_beta = dict(self.final_betas).get(target.strip().lower(), self.final_beta)
+            if final_beta is not None:
+                return min(final_beta, self.beta)
         return self.effective_beta
 
     @property
