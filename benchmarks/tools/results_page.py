@@ -12,7 +12,8 @@ tables of that step's markdown report (its prose stays in the folder), under a l
 run: date, folder, machine, device, and the commit the numbers come from. A run made at an older
 commit says how many later commits changed ``mlx_ssbd/``; a run from before reports named their
 commit says that it is older than the code. Superseded runs stay in ``benchmarks/results/`` only
-(``tools.prune`` lists them). The sections, and the steps each shows, are ``tools.sections``.
+(``tools.prune`` lists them). The sections, and the steps each shows, are ``tools.sections``; a
+contents list under the page's first paragraph links to each section shown.
 """
 
 from __future__ import annotations
@@ -151,7 +152,18 @@ def provenance(step: Path) -> str:
     return line + f"; commit `{commit}` ({since})."
 
 
+def anchor(heading: str) -> str:
+    """The fragment GitHub gives a markdown heading: lower case, punctuation dropped (letters of
+    any script, digits, ``_`` and ``-`` stay), spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
 def page(folders: list[Path]) -> str:
+    shown = []  # (section, its steps' newest runs): the sections some run has
+    for section in SECTIONS:
+        found = [(names, newest(names, folders)) for names in section.steps]
+        if any(step for _, step in found):
+            shown.append((section, found))
     lines = [
         "# Results",
         "",
@@ -161,11 +173,10 @@ def page(folders: list[Path]) -> str:
         "from the current commit). Timings vary about ±40% between runs on these VMs: compare within "
         "one table, where every row comes from the same run. How each benchmark runs: "
         "[benchmarks](benchmarks.md).",
+        "",
+        *(f"- [{section.title}](#{anchor(section.title)})" for section, _ in shown),
     ]
-    for section in SECTIONS:
-        found = [(names, newest(names, folders)) for names in section.steps]
-        if not any(step for _, step in found):
-            continue
+    for section, found in shown:
         lines += ["", f"## {section.title}", "", section.about]
         for names, steps in found:
             if not steps:
