@@ -146,5 +146,7 @@ def test_a_commit_into_a_language_of_commit_betas_runs_at_its_own_bias():
     assert steady.beta_for(True, "de") == steady.beta and steady.beta_for(True, lang) == commit
     with pytest.raises(ValueError, match="pairs"):
         TranslatorConfig(final_betas=(("zh",),))
+    with pytest.raises(ValueError, match="lowercase"):
+        TranslatorConfig(final_betas=(("ZH", 0.0),))
     with pytest.raises(ValueError, match="beta"):
         TranslatorConfig(final_betas=(("zh", 1.5),))

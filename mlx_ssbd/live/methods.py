@@ -226,6 +226,8 @@ class TranslatorConfig:
         for pair in self.final_betas:
             if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
                 raise ValueError(f"final_betas must be (language, beta) pairs, got {pair!r}")
+            if pair[0] != pair[0].strip().lower():  # beta_for looks a target up so: it would never match
+                raise ValueError(f"final_betas' languages are lowercase ISO 639-1 codes, got {pair[0]!r}")
             accept_threshold(pair[1])
         if self.accept_rule != "mixture" and self.temperature > 0:
             raise ValueError(f"the {self.accept_rule} rule verifies greedy decoding only (temperature 0)")
