@@ -4,6 +4,7 @@ headings (as GitHub makes fragments of headings)."""
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -17,8 +18,10 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6} (.+)$", re.M)
 
 
+@functools.cache
 def headings(path: Path) -> set[str]:
-    """The fragments of a markdown file's headings (those inside code blocks left out)."""
+    """The fragments of a markdown file's headings (those inside code blocks left out), read once
+    however many links point into it."""
     text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.M | re.S)
     return {anchor(title) for title in HEADING.findall(text)}
 
